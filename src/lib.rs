@@ -1,0 +1,53 @@
+//! # tollgate
+//!
+//! An in-process, lock-free rate limiter built on GCRA (the generic cell rate algorithm): one
+//! atomic word of state per limited thing, updated by a compare-and-swap loop.
+//!
+//! - [`RateLimiter`]: one shared limit. Non-blocking [`try_acquire`](RateLimiter::try_acquire),
+//!   Guava-style blocking [`acquire`](RateLimiter::acquire), timeouts, reservations that can be
+//!   cancelled, and a full [`Decision`] for rate-limit response headers.
+//! - [`Quota`]: `count` per `period` with a burst, validated at construction.
+//! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
+//!   the `tokio` feature) a [`TokioClock`] that follows `tokio::time::pause()`.
+//!
+//! ```
+//! use tollgate::{Quota, RateLimiter};
+//!
+//! let limiter = RateLimiter::new(Quota::per_second(5).unwrap());
+//! let granted = (0..10).filter(|_| limiter.try_acquire()).count();
+//! assert_eq!(granted, 5); // the burst; then one more every 200 ms
+//! ```
+//!
+//! ## Features
+//! - `tokio` (default): async acquire, [`TokioClock`].
+//! - `quanta`: [`QuantaClock`], a cheaper but cross-core-unordered TSC clock.
+//!
+//! ## Semantics
+//! Time is `u64` nanoseconds; all arithmetic is integer and saturating or checked, so no input
+//! can panic or wrap. A check of `n` permits computes `new_tat = max(tat, now) + n*T` and allows
+//! iff `new_tat - tau <= now`; denials store nothing.
+
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+mod cell;
+mod clock;
+mod direct;
+mod gcra;
+mod outcome;
+mod quota;
+mod sync;
+mod wait;
+
+/// Nanoseconds since a clock's origin: the unit of every decision.
+pub type Nanos = u64;
+
+#[cfg(feature = "quanta")]
+pub use clock::QuantaClock;
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
+pub use clock::{Clock, ManualClock, StdClock};
+pub use direct::{RateLimiter, RateLimiterBuilder};
+pub use outcome::{AcquireError, Decision, ThrottleReply};
+pub use quota::{Quota, QuotaError};
+pub use wait::Reservation;

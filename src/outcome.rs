@@ -1,0 +1,211 @@
+//! What a decision reports, and why a permit can be refused.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The full result of a check: everything a service needs for rate-limit response headers.
+///
+/// The fields follow redis-cell's `CL.THROTTLE` (with `limit` = the burst, which redis-cell
+/// reports as `max_burst + 1`).
+///
+/// ```
+/// use tollgate::{Quota, RateLimiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::builder(Quota::per_second(2).unwrap()).clock(clock.clone()).build();
+/// let d = limiter.check();
+/// assert!(d.allowed);
+/// assert_eq!((d.limit, d.remaining), (2, 1));
+/// assert_eq!(d.retry_after, None);
+/// assert_eq!(d.reset_after.as_millis(), 500);
+///
+/// let _ = limiter.check();
+/// let d = limiter.check();
+/// assert!(!d.allowed);
+/// assert_eq!(d.retry_after.unwrap().as_millis(), 500);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Decision {
+    /// Whether the permits were granted (and recorded).
+    pub allowed: bool,
+    /// The burst: the most permits available at once.
+    pub limit: u64,
+    /// Permits that could still be taken right now, after this decision.
+    pub remaining: u64,
+    /// When denied, how long until the same request would be allowed. `None` when allowed, and
+    /// when the request asks for more than the burst (it can never be allowed as one request).
+    pub retry_after: Option<Duration>,
+    /// How long until the limiter is back to full capacity.
+    pub reset_after: Duration,
+}
+
+impl Decision {
+    /// Denied because more permits were asked for than the burst holds.
+    ///
+    /// ```
+    /// use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::new(Quota::per_second(5).unwrap());
+    /// assert!(limiter.check_n(6).exceeds_burst());
+    /// assert!(!limiter.check_n(5).exceeds_burst());
+    /// ```
+    pub fn exceeds_burst(&self) -> bool {
+        !self.allowed && self.retry_after.is_none()
+    }
+}
+
+/// Why permits were not granted.
+///
+/// ```
+/// use tollgate::{AcquireError, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::new(Quota::per_second(2).unwrap());
+/// assert_eq!(
+///     limiter.try_acquire_n(3),
+///     Err(AcquireError::ExceedsBurst { requested: 3, burst: 2 })
+/// );
+/// limiter.try_acquire_n(2).unwrap();
+/// assert!(matches!(limiter.try_acquire_n(1), Err(AcquireError::RateLimited { .. })));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// Not now: the request would conform after `retry_after` (for the timeout variants: the
+    /// wait it would need, which exceeded the timeout).
+    RateLimited {
+        /// How long until the same request would be granted.
+        retry_after: Duration,
+    },
+    /// More permits than the burst, asked of a call that does not wait: it can never succeed.
+    ExceedsBurst {
+        /// Permits asked for.
+        requested: u64,
+        /// The burst of the quota in force.
+        burst: u64,
+    },
+    /// The wait for this many permits does not fit in `u64` nanoseconds from the clock's origin
+    /// (about 584 years): nothing was reserved.
+    Unrepresentable {
+        /// Permits asked for.
+        requested: u64,
+    },
+}
+
+impl AcquireError {
+    /// The wait after which retrying could succeed, if there is one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::AcquireError;
+    /// let e = AcquireError::RateLimited { retry_after: Duration::from_secs(1) };
+    /// assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AcquireError::RateLimited { retry_after } => Some(*retry_after),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcquireError::RateLimited { retry_after } => {
+                write!(f, "rate limited; retry after {retry_after:?}")
+            }
+            AcquireError::ExceedsBurst { requested, burst } => write!(
+                f,
+                "{requested} permits requested but the burst is {burst}: never grantable at once"
+            ),
+            AcquireError::Unrepresentable { requested } => write!(
+                f,
+                "waiting for {requested} permits would exceed the clock's u64 nanosecond range"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AcquireError {}
+
+/// redis-cell's `CL.THROTTLE` reply, value for value.
+///
+/// Durations are whole seconds (truncated, plus one if the sub-second part is at least 1 ms), and
+/// `-1` stands for "none".
+///
+/// ```
+/// use tollgate::{ManualClock, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::builder(Quota::per_second(1).unwrap())
+///     .clock(ManualClock::new())
+///     .build();
+/// // CL.THROTTLE key 15 30 60 1: burst 16, 30 per 60 s, cost 1.
+/// let r = limiter.throttle(15, 30, 60, 1).unwrap();
+/// assert_eq!(r.to_array(), [0, 16, 15, -1, 2]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ThrottleReply {
+    /// `0` allowed, `1` limited.
+    pub limited: i64,
+    /// `max_burst + 1`.
+    pub limit: i64,
+    /// Remaining permits.
+    pub remaining: i64,
+    /// Seconds until a retry could succeed; `-1` when allowed (or never grantable).
+    pub retry_after: i64,
+    /// Seconds until the bucket is full again.
+    pub reset_after: i64,
+}
+
+impl ThrottleReply {
+    /// The five values in `CL.THROTTLE`'s order.
+    pub fn to_array(&self) -> [i64; 5] {
+        [
+            self.limited,
+            self.limit,
+            self.remaining,
+            self.retry_after,
+            self.reset_after,
+        ]
+    }
+
+    pub(crate) fn from_decision(d: &Decision) -> ThrottleReply {
+        ThrottleReply {
+            limited: i64::from(!d.allowed),
+            limit: clamp_i64(d.limit),
+            remaining: clamp_i64(d.remaining),
+            retry_after: d.retry_after.map_or(-1, whole_seconds),
+            reset_after: whole_seconds(d.reset_after),
+        }
+    }
+}
+
+fn clamp_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// redis-cell's rounding: truncate to seconds, then add one if the rest is at least 1 ms.
+fn whole_seconds(d: Duration) -> i64 {
+    let s = clamp_i64(d.as_secs());
+    if d.subsec_millis() >= 1 {
+        s.saturating_add(1)
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_seconds_rounds_like_redis_cell() {
+        assert_eq!(whole_seconds(Duration::ZERO), 0);
+        assert_eq!(whole_seconds(Duration::from_micros(999)), 0);
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1999)), 2);
+        assert_eq!(whole_seconds(Duration::from_nanos(2_000_999_999)), 2);
+        assert_eq!(whole_seconds(Duration::from_nanos(2_001_000_000)), 3);
+        assert_eq!(whole_seconds(Duration::MAX), i64::MAX);
+    }
+}
