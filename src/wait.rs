@@ -81,8 +81,10 @@ impl<'a> Reservation<'a> {
         block_until_ready(self.clock, self.clock.now(), &self.ticket)
     }
 
-    /// Gives back what no later reservation was scheduled against: all of it if this is still
-    /// the latest reservation, never more. Does nothing once the reservation is ready.
+    /// Gives the permits back if this is still the latest reservation and it is not ready yet;
+    /// otherwise does nothing, because a later reservation is scheduled behind this one and
+    /// lowering the state under it would hand its slot out twice. Cancelling several
+    /// reservations latest-first therefore refunds them all.
     pub fn cancel(self) {
         let now = self.clock.now();
         match &self.target {

@@ -1,1 +1,223 @@
+//! The direct limiter end to end on a ManualClock: exact waits, exact fields.
 
+use super::*;
+use crate::ManualClock;
+
+const MS: u64 = 1_000_000;
+
+fn limiter(q: Quota) -> (RateLimiter, ManualClock) {
+    let clock = ManualClock::new();
+    (RateLimiter::builder(q).clock(clock.clone()).build(), clock)
+}
+
+fn per_sec(n: u64) -> Quota {
+    Quota::per_second(n).unwrap()
+}
+
+#[test]
+fn burst_then_one_per_interval() {
+    let (l, clock) = limiter(per_sec(10)); // T = 100 ms, b = 10
+    assert_eq!((0..20).filter(|_| l.try_acquire()).count(), 10);
+    clock.advance(Duration::from_millis(99));
+    assert!(!l.try_acquire());
+    clock.advance(Duration::from_millis(1));
+    assert!(l.try_acquire());
+    assert!(!l.try_acquire());
+}
+
+#[test]
+fn try_acquire_n_reports_retry_after_and_exceeds_burst() {
+    let (l, clock) = limiter(per_sec(10));
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(l.try_acquire_n(7), Ok(()));
+    assert_eq!(
+        l.try_acquire_n(4),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_millis(100)
+        })
+    );
+    assert_eq!(
+        l.try_acquire_n(11),
+        Err(AcquireError::ExceedsBurst {
+            requested: 11,
+            burst: 10
+        })
+    );
+    assert_eq!(l.try_acquire_n(0), Ok(()));
+    assert_eq!(l.peek().remaining, 3);
+}
+
+#[test]
+fn check_fields_are_exact() {
+    let (l, clock) = limiter(per_sec(4)); // T 250 ms, tau 1 s
+    clock.advance(Duration::from_secs(1));
+    let d = l.check_n(3);
+    assert_eq!(
+        (d.allowed, d.limit, d.remaining, d.retry_after, d.reset_after),
+        (true, 4, 1, None, Duration::from_millis(750))
+    );
+    let d = l.check_n(2);
+    assert_eq!(
+        (d.allowed, d.remaining, d.retry_after, d.reset_after),
+        (false, 1, Some(Duration::from_millis(250)), Duration::from_millis(750))
+    );
+    clock.advance(Duration::from_millis(100));
+    let d = l.peek();
+    assert_eq!((d.remaining, d.reset_after), (1, Duration::from_millis(650)));
+}
+
+#[test]
+fn blocking_acquire_paces_like_guava() {
+    let (l, clock) = limiter(Quota::from_interval(Duration::from_millis(100)).unwrap());
+    let waits: Vec<_> = (0..4).map(|_| l.acquire()).collect();
+    assert_eq!(
+        waits,
+        [0, 100, 100, 100].map(Duration::from_millis).to_vec()
+    );
+    assert_eq!(clock.sleeps(), vec![Duration::from_millis(100); 3]);
+    assert_eq!(clock.now(), 300 * MS);
+}
+
+#[test]
+fn acquire_more_than_burst_waits_the_excess() {
+    let (l, clock) = limiter(per_sec(10));
+    assert_eq!(l.acquire_n(25).unwrap(), Duration::from_millis(1_500));
+    assert_eq!(clock.now(), 1_500 * MS);
+    // Now exactly empty: the next permit is one interval away.
+    assert_eq!(l.acquire(), Duration::from_millis(100));
+    assert_eq!(
+        l.acquire_n(u64::MAX),
+        Err(AcquireError::Unrepresentable {
+            requested: u64::MAX
+        })
+    );
+    assert_eq!(l.acquire_n(0), Ok(Duration::ZERO));
+}
+
+#[test]
+fn timeout_variant_never_reserves_when_the_wait_is_too_long() {
+    let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
+    assert_eq!(l.acquire(), Duration::ZERO);
+    let before = l.peek();
+    assert_eq!(
+        l.try_acquire_for(1, Duration::from_millis(99)),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_millis(100)
+        })
+    );
+    assert_eq!(l.peek(), before, "a refused timeout must change nothing");
+    assert!(clock.sleeps().is_empty());
+    assert_eq!(
+        l.try_acquire_for(1, Duration::from_millis(100)),
+        Ok(Duration::from_millis(100))
+    );
+    // n > burst within a long enough timeout is fine.
+    assert_eq!(
+        l.try_acquire_for(3, Duration::from_secs(1)),
+        Ok(Duration::from_millis(300))
+    );
+    // An absurd timeout saturates rather than overflowing.
+    assert!(l.try_acquire_for(1, Duration::MAX).is_ok());
+}
+
+#[test]
+fn reservations_cancel_by_the_refund_rule() {
+    let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
+    clock.advance(Duration::from_secs(1));
+    let first = l.reserve(1).unwrap();
+    assert_eq!(first.delay(), Duration::ZERO);
+    let a = l.reserve(2).unwrap(); // ready in 200 ms
+    let b = l.reserve(1).unwrap(); // ready in 300 ms
+    assert_eq!((a.delay(), b.delay()), (Duration::from_millis(200), Duration::from_millis(300)));
+    assert_eq!(a.ready_at(), 1_200 * MS);
+    // a is not the latest: b is pending behind it, so nothing comes back.
+    a.cancel();
+    assert_eq!(l.peek().reset_after, Duration::from_millis(400));
+    b.cancel(); // the latest: all of it
+    assert_eq!(l.peek().reset_after, Duration::from_millis(300));
+    // Cancel after ready does nothing.
+    let c = l.reserve(1).unwrap(); // tat 1_400 ms, ready 1_300 ms
+    clock.advance(Duration::from_millis(300));
+    assert_eq!(c.remaining_delay(), Duration::ZERO);
+    c.cancel();
+    assert_eq!(l.peek().reset_after, Duration::from_millis(100));
+    // Dropping a reservation keeps it.
+    drop(first);
+    assert_eq!(l.peek().reset_after, Duration::from_millis(100));
+}
+
+#[test]
+fn reservation_wait_sleeps_on_the_limiter_clock() {
+    let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
+    let _ = l.reserve(1).unwrap();
+    let r = l.reserve(1).unwrap();
+    assert_eq!(r.wait(), Duration::from_millis(100));
+    assert_eq!(clock.now(), 100 * MS);
+}
+
+#[test]
+fn set_quota_keeps_debt_and_applies_next() {
+    let (l, clock) = limiter(per_sec(10)); // T 100 ms, b 10
+    assert!(l.try_acquire_n(10).is_ok()); // tat = 1 s, debt 1 s
+    l.set_quota(Quota::per_second(1).unwrap().with_burst(2).unwrap()); // T 1 s, tau 2 s
+    assert_eq!(l.quota(), Quota::per_second(1).unwrap().with_burst(2).unwrap());
+    let d = l.peek();
+    assert_eq!((d.limit, d.remaining, d.reset_after), (2, 1, Duration::from_secs(1)));
+    assert!(l.try_acquire()); // new_tat 2 s, allow_at 0
+    assert!(!l.try_acquire());
+    assert_eq!(
+        l.try_acquire_n(1),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_secs(1)
+        })
+    );
+    clock.advance(Duration::from_secs(1));
+    assert!(l.try_acquire());
+}
+
+#[test]
+fn per_call_quota_shares_state() {
+    let (l, _clock) = limiter(per_sec(1));
+    assert!(l.check_with(5, per_sec(10)).allowed); // tat 500 ms
+    // Under the limiter's own quota (tau 1 s) that debt leaves no room for a full 1 s permit.
+    assert!(!l.try_acquire());
+}
+
+#[test]
+fn throttle_matches_redis_cell_replies() {
+    let (l, clock) = limiter(per_sec(1));
+    // CL.THROTTLE user123 15 30 60 [1]: T = 2 s, burst 16.
+    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [0, 16, 15, -1, 2]);
+    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [0, 16, 14, -1, 4]);
+    // Drain: 14 more allowed, then limited with retry 2 s (one interval), reset 32 s.
+    for _ in 0..14 {
+        assert_eq!(l.throttle(15, 30, 60, 1).unwrap().limited, 0);
+    }
+    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [1, 16, 0, 2, 32]);
+    // Sub-second parts: 1.5 s later, retry 0.5 s -> 1, reset 30.5 s -> 31.
+    clock.advance(Duration::from_millis(1_500));
+    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [1, 16, 0, 1, 31]);
+    // Quantity above the limit: limited, retry -1.
+    assert_eq!(l.throttle(15, 30, 60, 17).unwrap().to_array(), [1, 16, 0, -1, 31]);
+    // Quantity 0 peeks.
+    assert_eq!(l.throttle(15, 30, 60, 0).unwrap().to_array(), [0, 16, 0, -1, 31]);
+    // Bad quotas are typed errors.
+    assert_eq!(l.throttle(15, 0, 60, 1), Err(QuotaError::ZeroCount));
+    assert_eq!(l.throttle(15, 30, 0, 1), Err(QuotaError::ZeroPeriod));
+    assert_eq!(l.throttle(u64::MAX, 30, 60, 1), Err(QuotaError::ToleranceOverflow));
+}
+
+#[test]
+fn clock_near_u64_max_never_panics() {
+    let (l, clock) = limiter(per_sec(10));
+    clock.set(u64::MAX - 150 * MS);
+    assert!(l.try_acquire()); // tat MAX - 50 ms
+    assert!(!l.try_acquire()); // would pass the end of time: denied, not wrapped
+    assert!(l.reserve(1).is_err());
+    let d = l.check();
+    assert!(!d.allowed);
+    clock.set(u64::MAX);
+    assert!(!l.try_acquire());
+    let _ = l.peek();
+    let _ = l.throttle(0, 1, 1, 1);
+}

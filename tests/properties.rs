@@ -1,0 +1,253 @@
+//! Property tests: random sequences of try / check / reserve / cancel / advance on a
+//! `ManualClock`, compared step by step with a plain reference model of DESIGN.md 2-3 (u128
+//! arithmetic, no atomics), and checked against the GCRA guarantee that over any window
+//! `[t1, t2]` the permits admitted satisfy `sum(n) * T <= max(tau, n_max * T) + (t2 - t1)`:
+//! the burst plus the elapsed time, where a reservation larger than the burst (allowed for
+//! bandwidth shaping: it waits for the excess first) counts as its own burst.
+//!
+//! This test is what showed DESIGN.md's partial refund rule unsafe (see `gcra::refund`): with
+//! it, cancels of non-latest reservations let 10 permits through within one interval at burst 5.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tollgate::{AcquireError, ManualClock, Quota, RateLimiter, Reservation};
+
+#[derive(Clone, Debug)]
+enum Op {
+    TryAcquire(u64),
+    Check(u64),
+    Reserve(u64),
+    TimeoutAcquire(u64, u64),
+    Cancel(usize),
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u64..8).prop_map(Op::TryAcquire),
+        2 => (0u64..8).prop_map(Op::Check),
+        2 => (0u64..12).prop_map(Op::Reserve),
+        1 => ((0u64..8), (0u64..400)).prop_map(|(n, t)| Op::TimeoutAcquire(n, t)),
+        2 => (0usize..16).prop_map(Op::Cancel),
+        3 => (0u64..300).prop_map(Op::Advance),
+    ]
+}
+
+/// The reference: DESIGN.md's formulas, written as plainly as possible.
+struct Model {
+    tat: u128,
+    t: u128,
+    b: u128,
+}
+
+impl Model {
+    fn tau(&self) -> u128 {
+        self.t * self.b
+    }
+
+    /// (allowed, remaining, retry_after, reset_after); stores when allowed.
+    fn check(&mut self, now: u128, n: u128) -> (bool, u128, Option<u128>, u128) {
+        let base = self.tat.max(now);
+        let (tau, t_, b) = (self.tau(), self.t, self.b);
+        let remaining = move |t: u128| (tau.saturating_sub(t - now) / t_).min(b);
+        if n == 0 {
+            return (true, remaining(base), None, base - now);
+        }
+        if n > self.b {
+            return (false, remaining(base), None, base - now);
+        }
+        let new_tat = base + n * self.t;
+        let allow_at = new_tat.saturating_sub(self.tau());
+        if allow_at <= now {
+            self.tat = new_tat;
+            (true, remaining(new_tat), None, new_tat - now)
+        } else {
+            (false, remaining(base), Some(allow_at - now), base - now)
+        }
+    }
+
+    /// (new_tat, cost, ready_at), stored.
+    fn reserve(&mut self, now: u128, n: u128) -> (u128, u128, u128) {
+        if n == 0 {
+            return (self.tat, 0, now);
+        }
+        let new_tat = self.tat.max(now) + n * self.t;
+        self.tat = new_tat;
+        (new_tat, n * self.t, new_tat.saturating_sub(self.tau()))
+    }
+
+    /// Refund only the latest reservation, before it is ready (see `gcra::refund` for why).
+    fn cancel(&mut self, now: u128, (new_tat, cost, ready_at): (u128, u128, u128)) {
+        if now < ready_at && self.tat == new_tat {
+            self.tat -= cost;
+        }
+    }
+}
+
+/// Permits used at a time (the call time for try, the ready time for reservations).
+struct Admitted {
+    at: u128,
+    n: u128,
+}
+
+fn assert_window_bound(events: &[Admitted], t: u128, tau: u128) {
+    for a in events {
+        for b in events {
+            if b.at < a.at {
+                continue;
+            }
+            let window = events.iter().filter(|e| e.at >= a.at && e.at <= b.at);
+            let sum: u128 = window.clone().map(|e| e.n).sum();
+            let burst = window.map(|e| e.n * t).max().unwrap_or(0).max(tau);
+            assert!(
+                sum * t <= burst + (b.at - a.at),
+                "{sum} permits admitted in [{}, {}] with T={t}, tau={tau}",
+                a.at,
+                b.at
+            );
+        }
+    }
+}
+
+proptest! {
+    // 1024 cases by default; PROPTEST_CASES raises it for a soak run.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(1024),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn limiter_matches_reference_and_never_over_admits(
+        t in 1u64..100,
+        b in 1u64..6,
+        start in 0u64..1_000,
+        ops in proptest::collection::vec(op(), 1..80),
+    ) {
+        let clock = ManualClock::new();
+        clock.set(start);
+        let quota = Quota::from_interval(Duration::from_nanos(t)).unwrap().with_burst(b).unwrap();
+        let limiter = RateLimiter::builder(quota).clock(clock.clone()).build();
+        let mut model = Model { tat: 0, t: t.into(), b: b.into() };
+        // Live reservations with their model twin and their index among admitted events.
+        let mut live: Vec<(Reservation<'_>, (u128, u128, u128), Option<usize>)> = Vec::new();
+        let mut admitted: Vec<Option<Admitted>> = Vec::new();
+
+        for op in ops {
+            let now = u128::from(tollgate::Clock::now(&clock));
+            match op {
+                Op::TryAcquire(n) => {
+                    let (ok, _, retry, _) = model.check(now, n.into());
+                    let got = limiter.try_acquire_n(n);
+                    match (got, ok) {
+                        (Ok(()), true) => {}
+                        (Err(AcquireError::RateLimited { retry_after }), false) => {
+                            prop_assert_eq!(Some(retry_after.as_nanos()), retry);
+                        }
+                        (Err(AcquireError::ExceedsBurst { requested, burst }), false) => {
+                            prop_assert!(retry.is_none() && requested == n && burst == b);
+                        }
+                        (got, ok) => prop_assert!(false, "limiter {:?} vs model {}", got, ok),
+                    }
+                    if ok && n > 0 {
+                        admitted.push(Some(Admitted { at: now, n: n.into() }));
+                    }
+                }
+                Op::Check(n) => {
+                    let (ok, remaining, retry, reset) = model.check(now, n.into());
+                    let d = limiter.check_n(n);
+                    prop_assert_eq!(d.allowed, ok);
+                    prop_assert_eq!(u128::from(d.remaining), remaining);
+                    prop_assert_eq!(d.retry_after.map(|r| r.as_nanos()), retry);
+                    prop_assert_eq!(d.reset_after.as_nanos(), reset);
+                    prop_assert_eq!(d.limit, b);
+                    if ok && n > 0 {
+                        admitted.push(Some(Admitted { at: now, n: n.into() }));
+                    }
+                }
+                Op::Reserve(n) => {
+                    let twin = model.reserve(now, n.into());
+                    let r = limiter.reserve(n).unwrap();
+                    prop_assert_eq!(u128::from(r.ready_at()), twin.2);
+                    prop_assert_eq!(r.delay().as_nanos(), twin.2.saturating_sub(now));
+                    let slot = (n > 0).then(|| {
+                        admitted.push(Some(Admitted { at: twin.2.max(now), n: n.into() }));
+                        admitted.len() - 1
+                    });
+                    live.push((r, twin, slot));
+                }
+                Op::TimeoutAcquire(n, timeout) => {
+                    // Only the decision: the wait itself would advance the shared clock.
+                    let before = model.tat;
+                    let (new_tat, _, ready_at) = model.reserve(now, n.into());
+                    let wait = ready_at.saturating_sub(now);
+                    let fits = wait <= u128::from(timeout);
+                    if !fits {
+                        model.tat = before;
+                    }
+                    match limiter.try_acquire_for(n, Duration::from_nanos(timeout)) {
+                        Ok(waited) => {
+                            prop_assert!(fits);
+                            prop_assert_eq!(waited.as_nanos(), wait);
+                            if n > 0 {
+                                admitted.push(Some(Admitted { at: ready_at.max(now), n: n.into() }));
+                            }
+                        }
+                        Err(AcquireError::RateLimited { retry_after }) => {
+                            prop_assert!(!fits);
+                            prop_assert_eq!(retry_after.as_nanos(), wait);
+                        }
+                        Err(e) => prop_assert!(false, "unexpected {:?}", e),
+                    }
+                    let _ = new_tat;
+                }
+                Op::Cancel(i) => {
+                    if !live.is_empty() {
+                        let (r, twin, slot) = live.remove(i % live.len());
+                        let refunded = now < twin.2;
+                        model.cancel(now, twin);
+                        r.cancel();
+                        // A cancelled reservation's permits are not used.
+                        if let (true, Some(s)) = (refunded, slot) {
+                            admitted[s] = None;
+                        }
+                    }
+                }
+                Op::Advance(d) => clock.advance(Duration::from_nanos(d)),
+            }
+            let p = limiter.peek();
+            let now = u128::from(tollgate::Clock::now(&clock));
+            prop_assert_eq!(p.reset_after.as_nanos(), model.tat.max(now) - now, "stored TAT differs");
+        }
+        let events: Vec<Admitted> = admitted.into_iter().flatten().collect();
+        assert_window_bound(&events, t.into(), u128::from(t) * u128::from(b));
+    }
+
+    #[test]
+    fn quota_constructors_never_panic(count in any::<u64>(), nanos in any::<u64>(), burst in any::<u64>()) {
+        if let Ok(q) = Quota::new(count, Duration::from_nanos(nanos)) {
+            prop_assert!(q.interval().as_nanos() >= 1);
+            if let Ok(q2) = q.with_burst(burst) {
+                prop_assert!(q2.interval().as_nanos().checked_mul(u128::from(burst)).unwrap() <= u128::from(u64::MAX));
+            }
+        }
+    }
+
+    #[test]
+    fn any_input_to_the_limiter_never_panics(
+        start in any::<u64>(), t in 1u64..u64::MAX, b in 1u64..16, n in any::<u64>(), timeout in any::<u64>(),
+    ) {
+        let clock = ManualClock::new();
+        clock.set(start);
+        let Ok(quota) = Quota::from_interval(Duration::from_nanos(t)).and_then(|q| q.with_burst(b)) else {
+            return Ok(());
+        };
+        let l = RateLimiter::builder(quota).clock(clock.clone()).build();
+        let _ = l.check_n(n);
+        let _ = l.try_acquire_n(n);
+        let _ = l.try_acquire_for(n, Duration::from_nanos(timeout));
+        if let Ok(r) = l.reserve(n) { r.cancel(); }
+        let _ = l.throttle(b, n, timeout, n);
+        let _ = l.peek();
+    }
+}
