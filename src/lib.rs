@@ -34,8 +34,10 @@ mod cell;
 mod clock;
 mod direct;
 mod gcra;
+mod keyed;
 mod outcome;
 mod quota;
+mod sweeper;
 mod sync;
 mod wait;
 
@@ -48,6 +50,10 @@ pub use clock::QuantaClock;
 pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, StdClock};
 pub use direct::{RateLimiter, RateLimiterBuilder};
+pub use keyed::{
+    DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, WhenFull, DEFAULT_SHARDS,
+};
 pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
+pub use sweeper::SweepStats;
 pub use wait::Reservation;
