@@ -1,0 +1,90 @@
+//! One hot path in a tight loop, nothing else, for a profiler:
+//!
+//! ```text
+//! cargo bench --bench profile --no-run   # then, with the printed executable:
+//! perf record -e cpu-clock -g target/release/deps/profile-* CASE [CALLS]
+//! valgrind --tool=callgrind target/release/deps/profile-* CASE 1000000
+//! ```
+//!
+//! CASE: `direct`, `direct-floor`, `keyed-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-1m`,
+//! `keyed-floor-1m`, `gov-keyed-10k`. Setup (map filling) is done first and is small next to
+//! the default 200M calls (10M for 1M keys).
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+
+use tollgate::{KeyedRateLimiter, Quota, RateLimiter, StdClock};
+
+mod support;
+use support::{random_u64_keys, DirectFloor, KeyedFloor};
+
+const FAST: u64 = 1_000_000_000;
+
+fn main() {
+    // `cargo bench` passes `--bench`; skip flags.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let Some(case) = args.first() else {
+        // Run with no case (as `cargo bench` does): nothing to profile.
+        return;
+    };
+    let big = case.ends_with("1m");
+    let calls: u64 = args.get(1).and_then(|c| c.parse().ok()).unwrap_or(if big {
+        10_000_000
+    } else {
+        200_000_000
+    });
+    let universe = if big { 1_000_000 } else { 10_000 };
+    let seq = random_u64_keys(universe, 1 << 20, 0x5EED);
+    let key = |i: u64| seq[(i & ((1 << 20) - 1)) as usize];
+    let tq = Quota::per_second(FAST).unwrap();
+    let mut allowed = 0u64;
+    match case.as_str() {
+        "direct" => {
+            let l = RateLimiter::new(tq);
+            for _ in 0..calls {
+                allowed += u64::from(black_box(&l).try_acquire());
+            }
+        }
+        "direct-floor" => {
+            let l = DirectFloor::new(StdClock::new(), 1, FAST);
+            for _ in 0..calls {
+                allowed += u64::from(black_box(&l).try_acquire());
+            }
+        }
+        "keyed-hot" => {
+            let l = KeyedRateLimiter::<u64>::new(tq);
+            for _ in 0..calls {
+                allowed += u64::from(l.try_acquire(black_box(&7)));
+            }
+        }
+        "keyed-10k" | "keyed-1m" => {
+            let l = KeyedRateLimiter::<u64>::new(tq);
+            (0..universe).for_each(|k| assert!(l.try_acquire(&k)));
+            for i in 0..calls {
+                allowed += u64::from(l.try_acquire(&key(i)));
+            }
+        }
+        "keyed-floor-10k" | "keyed-floor-1m" => {
+            let l =
+                KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(StdClock::new(), 1, FAST);
+            (0..universe).for_each(|k| assert!(l.try_acquire(&k)));
+            for i in 0..calls {
+                allowed += u64::from(l.try_acquire(&key(i)));
+            }
+        }
+        "gov-keyed-10k" => {
+            let l = governor::RateLimiter::<u64, _, _>::keyed(governor::Quota::per_second(
+                NonZeroU32::new(FAST as u32).unwrap(),
+            ));
+            (0..universe).for_each(|k| assert!(l.check_key(&k).is_ok()));
+            for i in 0..calls {
+                allowed += u64::from(l.check_key(&key(i)).is_ok());
+            }
+        }
+        other => panic!("unknown case {other}"),
+    }
+    println!("{case}: {allowed} of {calls} allowed");
+}
