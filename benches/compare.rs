@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tollgate::{Clock, KeyedRateLimiter, Nanos, Quota, RateLimiter, StdClock};
 
 mod support;
-use support::{median, quick, random_u64_keys, string_key, DirectFloor, KeyedFloor};
+use support::{median, quick, random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor};
 
 type FloorHasher = foldhash::fast::RandomState;
 
@@ -190,7 +190,7 @@ fn direct(s: &Settings) {
             title,
             s,
             200_000,
-            &["floor/std", "governor/quanta (default)"],
+            &["floor/std", "floor/quanta", "governor/quanta (default)"],
             cases,
         );
         // The paths measured were the ones named: checked once, outside the timing.
@@ -236,6 +236,19 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
     let fl8_s =
         KeyedFloor::<String, FloorHasher, _>::with_shards(StdClock::new(), 1, FAST, dm_shards);
     let dm_name = format!("floor/std, {dm_shards} shards");
+    let flq_u = KeyedFloor::<u64, FloorHasher, _>::new(RawQuanta::new(), 1, FAST);
+    let flq_s = KeyedFloor::<String, FloorHasher, _>::new(RawQuanta::new(), 1, FAST);
+    let bound = ArrayBound::new(StdClock::new(), universe as usize, 1, FAST);
+    #[cfg(feature = "quanta")]
+    let (tgq_u, tgq_s) = {
+        let u = KeyedRateLimiter::<u64>::builder(tq_fast())
+            .clock(tollgate::QuantaClock::new())
+            .build();
+        let s = KeyedRateLimiter::<String>::builder(tq_fast())
+            .clock(tollgate::QuantaClock::new())
+            .build();
+        (u, s)
+    };
 
     // Every key present before timing: the steady state of a long-running service.
     for k in 0..universe {
@@ -246,19 +259,26 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
             let _ = gov_sm.check_key(key);
             let _ = fl_s.try_acquire(key.as_str());
             let _ = fl8_s.try_acquire(key.as_str());
+            let _ = flq_s.try_acquire(key.as_str());
+            #[cfg(feature = "quanta")]
+            let _ = tgq_s.try_acquire(key.as_str());
         } else {
             let _ = tg_u.try_acquire(&k);
             let _ = gov_u.check_key(&k);
             let _ = gov_um.check_key(&k);
             let _ = fl_u.try_acquire(&k);
             let _ = fl8_u.try_acquire(&k);
+            let _ = flq_u.try_acquire(&k);
+            #[cfg(feature = "quanta")]
+            let _ = tgq_u.try_acquire(&k);
         }
     }
 
     let seq = &seq;
     let names = &names;
     let key = move |i: u64| seq[(i & mask) as usize];
-    let cases = if strings {
+    #[allow(unused_mut)] // pushed to only with the `quanta` feature
+    let mut cases = if strings {
         vec![
             case("floor/std", move |i| {
                 black_box(fl_s.try_acquire(names[key(i) as usize].as_str()));
@@ -274,6 +294,12 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
             }),
             case("governor/std", move |i| {
                 black_box(gov_sm.check_key(&names[key(i) as usize]).is_ok());
+            }),
+            case("floor/quanta", move |i| {
+                black_box(flq_s.try_acquire(names[key(i) as usize].as_str()));
+            }),
+            case("bound: hash + array CAS/std", move |i| {
+                black_box(bound.try_acquire(names[key(i) as usize].as_str()));
             }),
         ]
     } else {
@@ -293,8 +319,24 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
             case("governor/std", move |i| {
                 black_box(gov_um.check_key(&key(i)).is_ok());
             }),
+            case("floor/quanta", move |i| {
+                black_box(flq_u.try_acquire(&key(i)));
+            }),
+            case("bound: hash + array CAS/std", move |i| {
+                black_box(bound.try_acquire(&key(i)));
+            }),
         ]
     };
+    #[cfg(feature = "quanta")]
+    cases.push(if strings {
+        case("tollgate/quanta", move |i| {
+            black_box(tgq_s.try_acquire(names[key(i) as usize].as_str()));
+        })
+    } else {
+        case("tollgate/quanta", move |i| {
+            black_box(tgq_u.try_acquire(&key(i)));
+        })
+    });
     let what = match universe {
         1 => "one hot key".to_string(),
         10_000 => "10k random keys".to_string(),
@@ -310,7 +352,7 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
         } else {
             200_000
         },
-        &["floor/std", "governor/quanta (default)"],
+        &["floor/std", "floor/quanta", "governor/quanta (default)"],
         cases,
     );
 }
@@ -421,6 +463,17 @@ fn scaling(s: &Settings) {
     );
 }
 
+/// `--only SECTION[,SECTION]` (direct, keyed, scaling) runs just those; default all.
+fn wanted(section: &str) -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--only") {
+        Some(i) => args
+            .get(i + 1)
+            .is_some_and(|list| list.split(',').any(|s| s == section)),
+        None => true,
+    }
+}
+
 fn main() {
     let s = Settings {
         rounds: if quick() { 5 } else { 21 },
@@ -429,11 +482,17 @@ fn main() {
         "tollgate compare: {} interleaved rounds; ratios are medians of per-round ratios",
         s.rounds
     );
-    direct(&s);
-    for universe in [1, 10_000, 1_000_000] {
-        for strings in [false, true] {
-            keyed(&s, universe, strings);
+    if wanted("direct") {
+        direct(&s);
+    }
+    if wanted("keyed") {
+        for universe in [1, 10_000, 1_000_000] {
+            for strings in [false, true] {
+                keyed(&s, universe, strings);
+            }
         }
     }
-    scaling(&s);
+    if wanted("scaling") {
+        scaling(&s);
+    }
 }

@@ -32,6 +32,7 @@ const CONTENDERS: &[&str] = &[
     "tollgate u64",
     "governor u64 (default)",
     "floor u64 (DashMap<u64, AtomicU64>)",
+    "floor u64, tollgate's shard count",
     "tollgate String",
     "governor String (default)",
     "floor String (DashMap<String, AtomicU64>)",
@@ -61,6 +62,16 @@ fn child(name: &str) {
         }
         "floor u64 (DashMap<u64, AtomicU64>)" => {
             let m = dashmap::DashMap::<u64, AtomicU64, foldhash::fast::RandomState>::default();
+            (0..KEYS).for_each(|k| {
+                m.insert(k, AtomicU64::new(1));
+            });
+            report(rss_bytes(), before, m.len())
+        }
+        "floor u64, tollgate's shard count" => {
+            let m = dashmap::DashMap::<u64, AtomicU64, _>::with_hasher_and_shard_amount(
+                foldhash::fast::RandomState::default(),
+                tollgate::DEFAULT_SHARDS,
+            );
             (0..KEYS).for_each(|k| {
                 m.insert(k, AtomicU64::new(1));
             });
@@ -126,7 +137,7 @@ fn main() {
         per_key.push(median(&mut xs));
     }
     for (i, name) in CONTENDERS.iter().enumerate() {
-        let gov = if i < 3 { per_key[1] } else { per_key[4] };
+        let gov = if i < 4 { per_key[1] } else { per_key[5] };
         println!("| {name} | {:.1} | {:.2} |", per_key[i], per_key[i] / gov);
     }
 }

@@ -90,6 +90,39 @@ impl<K: Hash + Eq, S: BuildHasher + Clone + Default, C: Clock> KeyedFloor<K, S, 
     }
 }
 
+/// A lower bound for any keyed design, not a usable limiter: one clock read, one hash, and
+/// [`floor_step`] on a slot of a flat pre-sized array (no map, no lock, no key comparison;
+/// colliding keys share a slot). What a lock-free table could approach.
+pub struct ArrayBound<C> {
+    cells: Vec<AtomicU64>,
+    mask: usize,
+    hasher: foldhash::fast::FixedState,
+    clock: C,
+    t: u64,
+    tau: u64,
+}
+
+impl<C: Clock> ArrayBound<C> {
+    pub fn new(clock: C, slots: usize, t: u64, burst: u64) -> Self {
+        let n = slots.next_power_of_two();
+        ArrayBound {
+            cells: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            mask: n - 1,
+            hasher: foldhash::fast::FixedState::default(),
+            clock,
+            t,
+            tau: t * burst,
+        }
+    }
+
+    #[inline(always)]
+    pub fn try_acquire<Q: Hash + ?Sized>(&self, key: &Q) -> bool {
+        let now = self.clock.now();
+        let slot = self.hasher.hash_one(key) as usize & self.mask;
+        floor_step(&self.cells[slot], now, self.t, self.tau)
+    }
+}
+
 /// SplitMix64: a fixed, seedable sequence so every contender sees the same keys.
 pub struct SplitMix(pub u64);
 
