@@ -25,7 +25,10 @@ async fn main() {
         workers.push(tokio::spawn(async move {
             let mut log = Vec::new();
             for job in 0..JOBS_PER_WORKER {
-                let waited = limiter.acquire_async(1).await.expect("one permit always fits");
+                let waited = limiter
+                    .acquire_async(1)
+                    .await
+                    .expect("one permit always fits");
                 log.push((start.elapsed(), w, job, waited));
             }
             log

@@ -56,7 +56,10 @@ impl TatCell {
         max_wait: Option<Nanos>,
     ) -> Result<Ticket, AcquireError> {
         self.update(|tat| match gcra::reserve(tat, now, n, q, max_wait) {
-            Ok(ticket) => (Ok(ticket), (ticket.new_tat != tat).then_some(ticket.new_tat)),
+            Ok(ticket) => (
+                Ok(ticket),
+                (ticket.new_tat != tat).then_some(ticket.new_tat),
+            ),
             Err(e) => (Err(e), None),
         })
     }

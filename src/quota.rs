@@ -248,7 +248,10 @@ mod tests {
     #[test]
     fn constructors_compute_interval_and_burst() {
         let q = Quota::per_second(1000).unwrap();
-        assert_eq!((q.t(), q.burst(), q.tau()), (1_000_000, 1000, 1_000_000_000));
+        assert_eq!(
+            (q.t(), q.burst(), q.tau()),
+            (1_000_000, 1000, 1_000_000_000)
+        );
         let q = Quota::per_hour(1).unwrap();
         assert_eq!(q.t(), 3_600_000_000_000);
         let q = Quota::new(7, Duration::from_nanos(100)).unwrap();
@@ -261,7 +264,10 @@ mod tests {
     fn every_invalid_input_has_its_error() {
         assert_eq!(Quota::per_minute(0), Err(QuotaError::ZeroCount));
         assert_eq!(Quota::new(1, Duration::ZERO), Err(QuotaError::ZeroPeriod));
-        assert_eq!(Quota::from_interval(Duration::ZERO), Err(QuotaError::ZeroPeriod));
+        assert_eq!(
+            Quota::from_interval(Duration::ZERO),
+            Err(QuotaError::ZeroPeriod)
+        );
         assert_eq!(
             Quota::per_second(1).unwrap().with_burst(0),
             Err(QuotaError::ZeroBurst)
@@ -274,10 +280,7 @@ mod tests {
             Quota::new(u64::MAX, Duration::from_secs(1)),
             Err(QuotaError::IntervalTooShort)
         );
-        assert_eq!(
-            Quota::new(1, Duration::MAX),
-            Err(QuotaError::PeriodTooLong)
-        );
+        assert_eq!(Quota::new(1, Duration::MAX), Err(QuotaError::PeriodTooLong));
         assert_eq!(
             Quota::from_interval(Duration::from_nanos(u64::MAX) + Duration::from_nanos(1)),
             Err(QuotaError::PeriodTooLong)
@@ -289,7 +292,10 @@ mod tests {
         // The largest representable pair is fine.
         let q = Quota::from_interval(Duration::from_nanos(u64::MAX)).unwrap();
         assert_eq!(q.tau(), u64::MAX);
-        let q = Quota::from_interval(Duration::from_nanos(1)).unwrap().with_burst(u64::MAX).unwrap();
+        let q = Quota::from_interval(Duration::from_nanos(1))
+            .unwrap()
+            .with_burst(u64::MAX)
+            .unwrap();
         assert_eq!(q.tau(), u64::MAX);
     }
 

@@ -41,9 +41,11 @@ pub struct Reservation<'a> {
 /// Where a cancel goes: straight to a cell, or through a lookup (keyed limiters).
 pub(crate) enum Target<'a> {
     Cell(&'a TatCell),
-    #[allow(dead_code)]
-    Lookup(Box<dyn Fn(Nanos, &Ticket) + Send + Sync + 'a>),
+    Lookup(LookupCancel<'a>),
 }
+
+/// A keyed cancel: finds the key's cell again (it may have been evicted) and cancels there.
+pub(crate) type LookupCancel<'a> = Box<dyn Fn(Nanos, &Ticket) + Send + Sync + 'a>;
 
 impl<'a> Reservation<'a> {
     pub(crate) fn new(

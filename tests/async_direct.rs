@@ -73,7 +73,7 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next_arrival() {
     let limiter = paced();
     let start = Instant::now();
     limiter.acquire_async(1).await.unwrap(); // t=0, next slot at 10 ms
-    // A waiter that gives up after 4 ms: its 10 ms slot must not be lost.
+                                             // A waiter that gives up after 4 ms: its 10 ms slot must not be lost.
     let gave_up = tokio::time::timeout(Duration::from_millis(4), limiter.acquire_async(1)).await;
     assert!(gave_up.is_err());
     assert_eq!(start.elapsed(), Duration::from_millis(4));
@@ -112,9 +112,15 @@ async fn the_timeout_variant_refuses_at_once_and_changes_nothing() {
     let start = Instant::now();
     limiter.acquire_async(1).await.unwrap();
     let before = limiter.peek();
-    let r = limiter.try_acquire_for_async(1, Duration::from_millis(9)).await;
+    let r = limiter
+        .try_acquire_for_async(1, Duration::from_millis(9))
+        .await;
     assert_eq!(r, Err(AcquireError::RateLimited { retry_after: T }));
-    assert_eq!(start.elapsed(), Duration::ZERO, "must not sleep before refusing");
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "must not sleep before refusing"
+    );
     assert_eq!(limiter.peek(), before);
     assert_eq!(limiter.try_acquire_for_async(1, T).await, Ok(T));
     assert_eq!(start.elapsed(), T);
@@ -171,7 +177,9 @@ async fn more_than_the_burst_waits_for_the_excess() {
     assert_eq!(start.elapsed(), 50 * T);
     assert_eq!(
         limiter.acquire_async(u64::MAX).await,
-        Err(AcquireError::Unrepresentable { requested: u64::MAX })
+        Err(AcquireError::Unrepresentable {
+            requested: u64::MAX
+        })
     );
 }
 

@@ -85,6 +85,10 @@ impl Model {
     }
 }
 
+/// A reservation not yet cancelled: the limiter's, the model's twin `(new_tat, cost, ready_at)`,
+/// and its index among the admitted events.
+type Live<'a> = (Reservation<'a>, (u128, u128, u128), Option<usize>);
+
 /// Permits used at a time (the call time for try, the ready time for reservations).
 struct Admitted {
     at: u128,
@@ -130,7 +134,7 @@ proptest! {
         let limiter = RateLimiter::builder(quota).clock(clock.clone()).build();
         let mut model = Model { tat: 0, t: t.into(), b: b.into() };
         // Live reservations with their model twin and their index among admitted events.
-        let mut live: Vec<(Reservation<'_>, (u128, u128, u128), Option<usize>)> = Vec::new();
+        let mut live: Vec<Live<'_>> = Vec::new();
         let mut admitted: Vec<Option<Admitted>> = Vec::new();
 
         for op in ops {

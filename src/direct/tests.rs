@@ -53,17 +53,31 @@ fn check_fields_are_exact() {
     clock.advance(Duration::from_secs(1));
     let d = l.check_n(3);
     assert_eq!(
-        (d.allowed, d.limit, d.remaining, d.retry_after, d.reset_after),
+        (
+            d.allowed,
+            d.limit,
+            d.remaining,
+            d.retry_after,
+            d.reset_after
+        ),
         (true, 4, 1, None, Duration::from_millis(750))
     );
     let d = l.check_n(2);
     assert_eq!(
         (d.allowed, d.remaining, d.retry_after, d.reset_after),
-        (false, 1, Some(Duration::from_millis(250)), Duration::from_millis(750))
+        (
+            false,
+            1,
+            Some(Duration::from_millis(250)),
+            Duration::from_millis(750)
+        )
     );
     clock.advance(Duration::from_millis(100));
     let d = l.peek();
-    assert_eq!((d.remaining, d.reset_after), (1, Duration::from_millis(650)));
+    assert_eq!(
+        (d.remaining, d.reset_after),
+        (1, Duration::from_millis(650))
+    );
 }
 
 #[test]
@@ -128,7 +142,10 @@ fn reservations_cancel_by_the_refund_rule() {
     assert_eq!(first.delay(), Duration::ZERO);
     let a = l.reserve(2).unwrap(); // ready in 200 ms
     let b = l.reserve(1).unwrap(); // ready in 300 ms
-    assert_eq!((a.delay(), b.delay()), (Duration::from_millis(200), Duration::from_millis(300)));
+    assert_eq!(
+        (a.delay(), b.delay()),
+        (Duration::from_millis(200), Duration::from_millis(300))
+    );
     assert_eq!(a.ready_at(), 1_200 * MS);
     // a is not the latest: b is pending behind it, so nothing comes back.
     a.cancel();
@@ -160,9 +177,15 @@ fn set_quota_keeps_debt_and_applies_next() {
     let (l, clock) = limiter(per_sec(10)); // T 100 ms, b 10
     assert!(l.try_acquire_n(10).is_ok()); // tat = 1 s, debt 1 s
     l.set_quota(Quota::per_second(1).unwrap().with_burst(2).unwrap()); // T 1 s, tau 2 s
-    assert_eq!(l.quota(), Quota::per_second(1).unwrap().with_burst(2).unwrap());
+    assert_eq!(
+        l.quota(),
+        Quota::per_second(1).unwrap().with_burst(2).unwrap()
+    );
     let d = l.peek();
-    assert_eq!((d.limit, d.remaining, d.reset_after), (2, 1, Duration::from_secs(1)));
+    assert_eq!(
+        (d.limit, d.remaining, d.reset_after),
+        (2, 1, Duration::from_secs(1))
+    );
     assert!(l.try_acquire()); // new_tat 2 s, allow_at 0
     assert!(!l.try_acquire());
     assert_eq!(
@@ -179,7 +202,7 @@ fn set_quota_keeps_debt_and_applies_next() {
 fn per_call_quota_shares_state() {
     let (l, _clock) = limiter(per_sec(1));
     assert!(l.check_with(5, per_sec(10)).allowed); // tat 500 ms
-    // Under the limiter's own quota (tau 1 s) that debt leaves no room for a full 1 s permit.
+                                                   // Under the limiter's own quota (tau 1 s) that debt leaves no room for a full 1 s permit.
     assert!(!l.try_acquire());
 }
 
@@ -187,24 +210,45 @@ fn per_call_quota_shares_state() {
 fn throttle_matches_redis_cell_replies() {
     let (l, clock) = limiter(per_sec(1));
     // CL.THROTTLE user123 15 30 60 [1]: T = 2 s, burst 16.
-    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [0, 16, 15, -1, 2]);
-    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [0, 16, 14, -1, 4]);
+    assert_eq!(
+        l.throttle(15, 30, 60, 1).unwrap().to_array(),
+        [0, 16, 15, -1, 2]
+    );
+    assert_eq!(
+        l.throttle(15, 30, 60, 1).unwrap().to_array(),
+        [0, 16, 14, -1, 4]
+    );
     // Drain: 14 more allowed, then limited with retry 2 s (one interval), reset 32 s.
     for _ in 0..14 {
         assert_eq!(l.throttle(15, 30, 60, 1).unwrap().limited, 0);
     }
-    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [1, 16, 0, 2, 32]);
+    assert_eq!(
+        l.throttle(15, 30, 60, 1).unwrap().to_array(),
+        [1, 16, 0, 2, 32]
+    );
     // Sub-second parts: 1.5 s later, retry 0.5 s -> 1, reset 30.5 s -> 31.
     clock.advance(Duration::from_millis(1_500));
-    assert_eq!(l.throttle(15, 30, 60, 1).unwrap().to_array(), [1, 16, 0, 1, 31]);
+    assert_eq!(
+        l.throttle(15, 30, 60, 1).unwrap().to_array(),
+        [1, 16, 0, 1, 31]
+    );
     // Quantity above the limit: limited, retry -1.
-    assert_eq!(l.throttle(15, 30, 60, 17).unwrap().to_array(), [1, 16, 0, -1, 31]);
+    assert_eq!(
+        l.throttle(15, 30, 60, 17).unwrap().to_array(),
+        [1, 16, 0, -1, 31]
+    );
     // Quantity 0 peeks.
-    assert_eq!(l.throttle(15, 30, 60, 0).unwrap().to_array(), [0, 16, 0, -1, 31]);
+    assert_eq!(
+        l.throttle(15, 30, 60, 0).unwrap().to_array(),
+        [0, 16, 0, -1, 31]
+    );
     // Bad quotas are typed errors.
     assert_eq!(l.throttle(15, 0, 60, 1), Err(QuotaError::ZeroCount));
     assert_eq!(l.throttle(15, 30, 0, 1), Err(QuotaError::ZeroPeriod));
-    assert_eq!(l.throttle(u64::MAX, 30, 60, 1), Err(QuotaError::ToleranceOverflow));
+    assert_eq!(
+        l.throttle(u64::MAX, 30, 60, 1),
+        Err(QuotaError::ToleranceOverflow)
+    );
 }
 
 #[test]

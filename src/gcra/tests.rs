@@ -46,7 +46,10 @@ fn allow_at_equal_to_now_is_allowed() {
 fn n_equal_to_burst_from_full_is_allowed_and_n_above_is_never() {
     assert_eq!(check(0, 500, 3, q()), allow(530));
     assert_eq!(check(0, 500, 4, q()), Verdict::ExceedsBurst { base: 500 });
-    assert_eq!(check(0, 500, u64::MAX, q()), Verdict::ExceedsBurst { base: 500 });
+    assert_eq!(
+        check(0, 500, u64::MAX, q()),
+        Verdict::ExceedsBurst { base: 500 }
+    );
     assert_eq!(
         check(0, 500, 4, q()).into_result(4, q()),
         Err(AcquireError::ExceedsBurst {
@@ -150,7 +153,10 @@ fn reserve_stores_unconditionally_and_reports_ready_time() {
     assert_eq!(t.wait_from(1_000), 0);
     // In debt: tat 1_040, new 1_050, ready 1_020, wait 20.
     let t = reserve(1_040, 1_000, 1, q(), None).unwrap();
-    assert_eq!((t.new_tat, t.ready_at, t.wait_from(1_000)), (1_050, 1_020, 20));
+    assert_eq!(
+        (t.new_tat, t.ready_at, t.wait_from(1_000)),
+        (1_050, 1_020, 20)
+    );
     // n > burst waits (n - b) * T from a full bucket.
     let t = reserve(0, 1_000, 5, q(), None).unwrap();
     assert_eq!(t.wait_from(1_000), 20);
@@ -195,7 +201,7 @@ fn cancel_of_the_latest_reservation_refunds_all_of_it() {
 fn cancel_of_a_non_latest_reservation_refunds_nothing() {
     let a = reserve(1_040, 1_000, 2, q(), None).unwrap(); // 1_040 -> 1_060
     let b = reserve(a.new_tat, 1_000, 1, q(), None).unwrap(); // 1_060 -> 1_070
-    // b is pending behind a: lowering the TAT below 1_070 would hand b's slot out twice.
+                                                              // b is pending behind a: lowering the TAT below 1_070 would hand b's slot out twice.
     assert_eq!(refund(b.new_tat, &a, 1_000), None);
     // Cancelling latest-first unwinds everything, exactly.
     assert_eq!(refund(b.new_tat, &b, 1_000), Some(1_060));
@@ -237,7 +243,7 @@ fn refund_never_goes_below_zero() {
 fn a_quota_change_keeps_the_debt() {
     // Debt 25 ns under the old quota (tat 1_025 at now 1_000).
     let slower = Quota::from_parts(20, 2); // tau 40
-    // new_tat = 1_025 + 20 = 1_045, allow_at 1_005 > 1_000: denied, retry 5.
+                                           // new_tat = 1_025 + 20 = 1_045, allow_at 1_005 > 1_000: denied, retry 5.
     assert_eq!(
         check(1_025, 1_000, 1, slower),
         Verdict::Deny {
