@@ -96,7 +96,8 @@ impl RateLimiter {
 
     /// Replaces the quota at runtime. The stored debt (`tat - now`) is kept: permits already
     /// taken are not forgiven; the new rate and burst apply from the next decision on.
-    /// Concurrent decisions see either the old or the new quota, never a mix.
+    /// Concurrent decisions see either the old or the new quota, never a mix (a decision already
+    /// in flight may still use the previous one).
     ///
     /// ```
     /// use tollgate::{Quota, RateLimiter};
