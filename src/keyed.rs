@@ -237,9 +237,13 @@ where
         self
     }
 
-    /// Starts a background sweeper that evicts cold keys every `interval`. It runs on its own
-    /// thread (or a tokio task, see `sweep_on_tokio`), holds only a weak reference to the
-    /// limiter and stops when the limiter is dropped. A zero interval sweeps continuously.
+    /// Starts a background sweeper that evicts cold keys every `interval` (at least 1 ms). It
+    /// runs on its own thread (or a tokio task, see `sweep_on_tokio`), holds only a weak
+    /// reference to the limiter and stops when the limiter is dropped.
+    ///
+    /// A sweep locks one shard at a time; decisions on other shards go on meanwhile. Every
+    /// cold key it evicts is one a decision would treat exactly as a new key, so the interval
+    /// trades memory for CPU only: a few times the quota's period is a good start.
     ///
     /// ```
     /// use std::time::Duration;

@@ -202,6 +202,11 @@ enum Runner {
 /// The background thread's name (visible in debuggers and `/proc`).
 pub(crate) const THREAD_NAME: &str = "tollgate-sweep";
 
+/// The shortest pause between background sweeps. Back-to-back sweeps would re-take the sweep
+/// lock the instant they release it (std's mutex is not fair), starving `sweep_now` callers,
+/// and burn a core for nothing: a key cannot turn cold faster than the clock moves.
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
 impl Sweeper {
     /// Starts sweeping `store` every `interval`, holding only a weak reference to it.
     /// `None` if the OS refused a thread.
@@ -214,6 +219,7 @@ impl Sweeper {
         K: Hash + Eq + Send + Sync + 'static,
         S: BuildHasher + Clone + Send + Sync + 'static,
     {
+        let interval = interval.max(MIN_INTERVAL);
         let stop = Arc::new(AtomicBool::new(false));
         let weak = Arc::downgrade(store);
         #[cfg(feature = "tokio")]
@@ -310,8 +316,6 @@ where
         if !matches!(swept, Ok(true)) {
             return;
         }
-        // Yield so a zero interval cannot monopolise a worker.
-        tokio::task::yield_now().await;
     }
 }
 

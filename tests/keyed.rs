@@ -1,0 +1,372 @@
+//! The keyed limiter through its public API: per-key state, borrowed and composite keys,
+//! per-call quotas, redis-cell values, exact eviction times, reservations, the key cap, async.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{AcquireError, KeyedRateLimiter, ManualClock, Quota, TokioClock, WhenFull};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn manual<K>(q: Quota) -> (ManualClock, KeyedRateLimiter<K>)
+where
+    K: std::hash::Hash + Eq + Send + Sync + 'static,
+{
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<K>::builder(q)
+        .clock(clock.clone())
+        .build();
+    (clock, l)
+}
+
+#[test]
+fn keys_are_independent() {
+    let (clock, l) = manual::<u64>(Quota::per_second(2).unwrap());
+    assert!(l.try_acquire(&1));
+    assert!(l.try_acquire(&1));
+    assert!(!l.try_acquire(&1));
+    // Key 1 being empty does not touch key 2.
+    assert_eq!(l.peek(&2).remaining, 2);
+    assert!(l.try_acquire(&2));
+    assert_eq!(l.check(&2).remaining, 0);
+    assert!(!l.try_acquire(&2));
+    clock.advance(Duration::from_millis(500));
+    assert!(l.try_acquire(&1));
+    assert!(!l.try_acquire(&1));
+    assert!(l.try_acquire(&2));
+    assert_eq!(l.len(), 2);
+}
+
+#[test]
+fn borrowed_str_lookups_reach_the_string_keys_state() {
+    let (_clock, l) = manual::<String>(Quota::per_second(1).unwrap());
+    assert!(l.try_acquire("alice")); // &str
+    assert!(!l.try_acquire(&"alice".to_string())); // &String: same key
+    assert!(!l.check("alice").allowed);
+    assert_eq!(l.peek("alice").remaining, 0);
+    assert!(l.try_acquire("bob"));
+    assert_eq!(l.len(), 2);
+}
+
+#[test]
+fn composite_keys_limit_per_user_per_action_or_both() {
+    let q = Quota::per_second(1).unwrap();
+    let (_c1, per_user) = manual::<u64>(q);
+    let (_c2, per_action) = manual::<&'static str>(q);
+    let (_c3, per_pair) = manual::<(u64, &'static str)>(q);
+    let requests = [(1, "read"), (1, "write"), (2, "read")];
+    let user: Vec<bool> = requests
+        .iter()
+        .map(|(u, _)| per_user.try_acquire(u))
+        .collect();
+    let action: Vec<bool> = requests
+        .iter()
+        .map(|(_, a)| per_action.try_acquire(a))
+        .collect();
+    let pair: Vec<bool> = requests.iter().map(|r| per_pair.try_acquire(r)).collect();
+    assert_eq!(user, [true, false, true]); // user 1's second request denied
+    assert_eq!(action, [true, true, false]); // the second "read" denied
+    assert_eq!(pair, [true, true, true]); // every pair is distinct
+}
+
+#[test]
+fn per_call_quota_shares_the_keys_state() {
+    let (clock, l) = manual::<&'static str>(Quota::per_second(1).unwrap());
+    let pro = Quota::per_second(10).unwrap(); // T = 100 ms, burst 10
+                                              // Five permits under the pro plan: tat = 500 ms.
+    let d = l.check_with(&"k", 5, pro);
+    assert!(d.allowed);
+    assert_eq!((d.limit, d.remaining), (10, 5));
+    // The limiter's own quota (T = 1 s, burst 1) sees that debt: new_tat 1.5 s, allow at 0.5 s.
+    let d = l.check(&"k");
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after, Some(Duration::from_millis(500)));
+    assert_eq!(d.reset_after, Duration::from_millis(500));
+    // Back under the pro plan the same debt leaves room for exactly five more.
+    assert!(l.check_with(&"k", 5, pro).allowed);
+    assert!(!l.check_with(&"k", 1, pro).allowed);
+    clock.advance(Duration::from_secs(1)); // tat was 1 s: now the bucket is full
+    assert!(l.check(&"k").allowed);
+}
+
+#[test]
+fn throttle_returns_redis_cells_values() {
+    // CL.THROTTLE user123 15 30 60 q: burst 16, T = 2 s, tau = 32 s.
+    let (clock, l) = manual::<String>(Quota::per_second(1).unwrap());
+    let t = |q| l.throttle("user123", 15, 30, 60, q).unwrap().to_array();
+    assert_eq!(t(1), [0, 16, 15, -1, 2]);
+    assert_eq!(t(0), [0, 16, 15, -1, 2]); // a peek
+    for left in (0..15).rev() {
+        assert_eq!(t(1), [0, 16, left, -1, 32 - 2 * left]);
+    }
+    // Empty: tat = 32 s. The next one would be allowed at 34 - 32 = 2 s.
+    assert_eq!(t(1), [1, 16, 0, 2, 32]);
+    assert_eq!(t(17), [1, 16, 0, -1, 32]); // over the burst: never, so no retry
+    clock.advance(Duration::from_millis(1500));
+    // retry 0.5 s rounds up to 1; reset 30.5 s rounds up to 31.
+    assert_eq!(t(1), [1, 16, 0, 1, 31]);
+    clock.advance(Duration::from_millis(500));
+    assert_eq!(t(1), [0, 16, 0, -1, 32]);
+    // Another key is untouched; a bad quota is an error, not a panic.
+    assert_eq!(l.throttle("other", 15, 30, 60, 1).unwrap().remaining, 15);
+    assert!(l.throttle("user123", u64::MAX, 30, 60, 1).is_err());
+    assert!(l.throttle("user123", 15, 0, 60, 1).is_err());
+}
+
+#[test]
+fn only_cold_keys_are_evicted_at_exact_times() {
+    let (clock, l) = manual::<u64>(Quota::from_interval(Duration::from_nanos(100)).unwrap());
+    assert!(l.try_acquire(&1)); // tat 100
+    clock.advance_nanos(1);
+    assert!(l.try_acquire(&2)); // tat 101
+    clock.set(99);
+    assert_eq!(l.sweep_now(), 0);
+    clock.set(100); // key 1: tat == now, cold; key 2: tat == now + 1, not
+    assert_eq!(l.sweep_now(), 1);
+    assert_eq!(l.len(), 1);
+    assert!(!l.try_acquire(&2), "key 2 kept its state");
+    assert!(l.try_acquire(&1), "key 1 was full anyway");
+    clock.set(101);
+    assert_eq!(l.sweep_now(), 1); // key 2 now cold, key 1 (tat 200) not
+    assert_eq!(l.len(), 1);
+    let s = l.stats();
+    assert_eq!((s.keys, s.sweeps, s.evicted), (1, 3, 2));
+}
+
+#[test]
+fn an_evicted_key_decides_exactly_like_the_kept_one_would_have() {
+    // Two limiters see the same requests; one sweeps after every step.
+    let q = Quota::per_second(4).unwrap().with_burst(3).unwrap();
+    let (c1, swept) = manual::<u8>(q);
+    let (c2, kept) = manual::<u8>(q);
+    let steps = [0u32, 250, 1, 749, 1000, 3, 333, 0, 2000, 250];
+    for (i, &ms) in steps.iter().cycle().take(200).enumerate() {
+        c1.advance(ms * MS);
+        c2.advance(ms * MS);
+        let n = (i % 4) as u64;
+        assert_eq!(swept.check_n(&7, n), kept.check_n(&7, n), "step {i}");
+        swept.sweep_now();
+    }
+    assert!(swept.stats().evicted > 10);
+    assert_eq!(kept.len(), 1);
+}
+
+#[test]
+fn reserve_and_cancel_through_the_keyed_api() {
+    let (clock, l) = manual::<String>(Quota::per_second(2).unwrap()); // T 500 ms, burst 2
+    let r1 = l.reserve("k", 4).unwrap();
+    assert_eq!(r1.delay(), Duration::from_secs(1));
+    let r2 = l.reserve("k", 1).unwrap();
+    assert_eq!(r2.delay(), Duration::from_millis(1500));
+    r2.cancel(); // the latest: fully refunded
+    r1.cancel(); // now the latest again: fully refunded
+    assert_eq!(l.peek("k").remaining, 2);
+    assert!(l.try_acquire_n("k", 2).is_ok());
+
+    // A cancel after the key was evicted and recreated refunds nothing into the new state.
+    let r = l.reserve("j", 3).unwrap(); // tat 1.5 s, ready at 0.5 s
+    clock.advance(Duration::from_millis(1500));
+    assert!(l.sweep_now() >= 1); // "j" is cold
+    assert!(l.try_acquire("j")); // a new state for "j": tat 2 s
+    r.cancel(); // ready long ago: nothing to give back
+    assert_eq!(l.peek("j").remaining, 1);
+}
+
+#[test]
+fn blocking_acquire_and_timeouts_per_key() {
+    let (clock, l) = manual::<u8>(Quota::per_second(10).unwrap().with_burst(1).unwrap());
+    assert_eq!(l.acquire(&1), Duration::ZERO);
+    assert_eq!(l.acquire(&1), Duration::from_millis(100));
+    assert_eq!(l.acquire(&2), Duration::ZERO);
+    assert_eq!(
+        l.try_acquire_for(&1, 1, Duration::from_millis(99)),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_millis(100)
+        })
+    );
+    assert_eq!(
+        l.try_acquire_for(&1, 1, Duration::from_millis(100)),
+        Ok(Duration::from_millis(100))
+    );
+    assert_eq!(l.acquire_n(&3, 3).unwrap(), Duration::from_millis(200));
+    assert_eq!(clock.sleeps(), [100 * MS, 100 * MS, 200 * MS]);
+}
+
+#[test]
+fn cap_with_deny_refuses_new_keys_until_one_turns_cold() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        .clock(clock.clone())
+        .max_keys(1)
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire(&1)); // tat 1 s
+    let d = l.check(&2);
+    assert!(!d.allowed);
+    assert_eq!(d.remaining, 0);
+    assert_eq!(d.retry_after, Some(Duration::from_secs(1))); // when key 1 turns cold
+    clock.advance(Duration::from_millis(400));
+    assert_eq!(
+        l.try_acquire_n(&2, 1),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_millis(600)
+        })
+    );
+    assert!(l.reserve(&2, 1).is_err());
+    assert_eq!(l.len(), 1);
+    clock.advance(Duration::from_millis(600));
+    assert!(l.try_acquire(&2)); // key 1 reclaimed, key 2 stored
+    assert_eq!(l.len(), 1);
+    // A blocking acquire waits for the cap, then for its permit.
+    assert_eq!(l.acquire(&3), Duration::from_secs(1));
+    assert_eq!(l.len(), 1);
+    assert!(!l.try_acquire(&3), "key 3 is tracked now");
+}
+
+#[test]
+fn cap_with_allow_untracked_decides_as_fresh_and_stores_nothing() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        .clock(clock.clone())
+        .max_keys(1)
+        .when_full(WhenFull::AllowUntracked)
+        .build();
+    assert!(l.try_acquire(&1));
+    for _ in 0..5 {
+        assert!(l.try_acquire(&2)); // a full bucket every time: nothing remembered
+    }
+    assert!(l.check_n(&2, 2).exceeds_burst());
+    assert!(!l.try_acquire(&1), "the tracked key is still limited");
+    // Blocking: waits only for the excess over the burst, from a full bucket.
+    assert_eq!(l.acquire_n(&2, 3).unwrap(), Duration::from_secs(2));
+    assert_eq!(l.len(), 1);
+}
+
+/// Floods `cap`-limited limiters with 1,000,000 distinct keys from two threads while a third
+/// checks `len() <= cap` continuously. Returns (admitted, largest len seen).
+fn flood(policy: WhenFull, advance_every: Option<u64>) -> (u64, usize, KeyedRateLimiter<u64>) {
+    const CAP: usize = 10_000;
+    const PER_THREAD: u64 = 500_000;
+    let clock = ManualClock::new();
+    let l = Arc::new(
+        KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+            .clock(clock.clone())
+            .max_keys(CAP)
+            .when_full(policy)
+            .build(),
+    );
+    let admitted = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let max_seen = Arc::new(AtomicUsize::new(0));
+    let watcher = {
+        let (l, done, max_seen) = (l.clone(), done.clone(), max_seen.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                let n = l.len();
+                assert!(n <= CAP, "len {n} over the cap");
+                max_seen.fetch_max(n, Ordering::Relaxed);
+            }
+        })
+    };
+    let workers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (l, admitted, clock) = (l.clone(), admitted.clone(), clock.clone());
+            std::thread::spawn(move || {
+                for i in 0..PER_THREAD {
+                    if l.try_acquire(&(t * PER_THREAD + i)) {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if advance_every.is_some_and(|e| i % e == e - 1) {
+                        clock.advance(Duration::from_secs(1)); // earlier keys turn cold
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Release);
+    watcher.join().unwrap();
+    assert!(l.len() <= CAP);
+    let l = Arc::try_unwrap(l).unwrap();
+    (
+        admitted.load(Ordering::Relaxed),
+        max_seen.load(Ordering::Relaxed),
+        l,
+    )
+}
+
+#[test]
+fn a_million_distinct_keys_never_exceed_the_cap_deny() {
+    // Time frozen: every admitted key stays hot, so exactly the first CAP keys get in.
+    let (admitted, max_seen, l) = flood(WhenFull::Deny, None);
+    assert_eq!(admitted, 10_000);
+    assert!(max_seen <= 10_000);
+    assert_eq!(l.len(), 10_000);
+    assert_eq!(
+        l.stats().sweeps,
+        0,
+        "no reclaim sweep while nothing can be cold"
+    );
+}
+
+#[test]
+fn a_million_distinct_keys_never_exceed_the_cap_allow_untracked() {
+    let (admitted, max_seen, l) = flood(WhenFull::AllowUntracked, None);
+    assert_eq!(admitted, 1_000_000); // each distinct key gets its fresh bucket
+    assert!(max_seen <= 10_000);
+    assert_eq!(l.len(), 10_000);
+}
+
+#[test]
+fn a_million_distinct_keys_with_time_passing_reclaim_cold_slots() {
+    // Every 5,000 keys per thread a second passes: older keys turn cold and are reclaimed,
+    // so far more than CAP keys are admitted, yet the table never grows past CAP.
+    let (admitted, max_seen, l) = flood(WhenFull::Deny, Some(5_000));
+    assert!(admitted > 100_000, "admitted only {admitted}");
+    assert!(max_seen <= 10_000);
+    assert!(l.stats().evicted > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_acquire_waits_per_key_on_tokio_time() {
+    let l =
+        KeyedRateLimiter::<String>::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+            .clock(TokioClock::new())
+            .build();
+    let start = tokio::time::Instant::now();
+    assert_eq!(l.acquire_async("a", 1).await.unwrap(), Duration::ZERO);
+    assert_eq!(l.acquire_async("a", 1).await.unwrap(), 100 * MS);
+    assert_eq!(l.acquire_async("b", 1).await.unwrap(), Duration::ZERO);
+    assert_eq!(start.elapsed(), 100 * MS);
+    assert!(l.try_acquire_for_async("a", 1, 50 * MS).await.is_err());
+    assert_eq!(
+        l.try_acquire_for_async("a", 1, 100 * MS).await.unwrap(),
+        100 * MS
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_async_acquire_gives_the_keys_slot_back() {
+    let l = Arc::new(
+        KeyedRateLimiter::<String>::builder(Quota::per_second(1).unwrap())
+            .clock(TokioClock::new())
+            .build(),
+    );
+    assert!(l.try_acquire("k"));
+    // Waits 1 s; abandoned after 300 ms: the reservation is cancelled.
+    let waited = tokio::time::timeout(300 * MS, l.acquire_async("k", 1)).await;
+    assert!(waited.is_err());
+    let r = l.reserve("k", 1).unwrap();
+    assert_eq!(
+        r.delay(),
+        700 * MS,
+        "without the refund this would be 1.7 s"
+    );
+    r.cancel();
+    // The owned form runs on a spawned task.
+    let a = tokio::spawn(l.clone().acquire_owned("k".to_string(), 1));
+    assert_eq!(a.await.unwrap().unwrap(), 700 * MS);
+}
