@@ -57,3 +57,8 @@ pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
 pub use sweeper::SweepStats;
 pub use wait::Reservation;
+
+/// The README's code blocks, compiled and run as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
