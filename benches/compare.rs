@@ -14,34 +14,14 @@ use std::num::NonZeroU32;
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use tollgate::{Clock, KeyedRateLimiter, Nanos, Quota, RateLimiter, StdClock};
+use tollgate::{KeyedRateLimiter, Quota, RateLimiter, StdClock};
 
 mod support;
-use support::{median, quick, random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor};
+use support::{
+    median, quick, random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta,
+};
 
 type FloorHasher = foldhash::fast::RandomState;
-
-/// quanta read the way tollgate's `QuantaClock` does (works without the `quanta` feature).
-struct RawQuanta {
-    clock: quanta::Clock,
-    origin: u64,
-}
-
-impl RawQuanta {
-    fn new() -> Self {
-        let clock = quanta::Clock::new();
-        let origin = clock.raw();
-        RawQuanta { clock, origin }
-    }
-}
-
-impl Clock for RawQuanta {
-    #[inline(always)]
-    fn now(&self) -> Nanos {
-        self.clock
-            .delta_as_nanos(self.origin, self.clock.raw().max(self.origin))
-    }
-}
 
 /// T = 1 ns, burst 1e9: every call is allowed (calls take tens of ns), so every call stores.
 const FAST: u64 = 1_000_000_000;

@@ -14,32 +14,10 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tollgate::{Clock, Nanos, Quota, RateLimiter, StdClock};
+use tollgate::{Clock, Quota, RateLimiter, StdClock};
 
 mod support;
-use support::DirectFloor;
-
-/// quanta read the way tollgate's `QuantaClock` does, for the floor (works without the feature).
-struct RawQuanta {
-    clock: quanta::Clock,
-    origin: u64,
-}
-
-impl RawQuanta {
-    fn new() -> Self {
-        let clock = quanta::Clock::new();
-        let origin = clock.raw();
-        RawQuanta { clock, origin }
-    }
-}
-
-impl Clock for RawQuanta {
-    #[inline(always)]
-    fn now(&self) -> Nanos {
-        self.clock
-            .delta_as_nanos(self.origin, self.clock.raw().max(self.origin))
-    }
-}
+use support::{DirectFloor, RawQuanta};
 
 /// Always allowed: T = 1 ns, burst 1e9, while each call takes tens of ns.
 const FAST: u64 = 1_000_000_000;

@@ -11,7 +11,30 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use tollgate::Clock;
+use tollgate::{Clock, Nanos};
+
+/// quanta read the way tollgate's `QuantaClock` does (works without the `quanta` feature), for
+/// the same-clock comparisons with governor.
+pub struct RawQuanta {
+    clock: quanta::Clock,
+    origin: u64,
+}
+
+impl RawQuanta {
+    pub fn new() -> Self {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        RawQuanta { clock, origin }
+    }
+}
+
+impl Clock for RawQuanta {
+    #[inline(always)]
+    fn now(&self) -> Nanos {
+        self.clock
+            .delta_as_nanos(self.origin, self.clock.raw().max(self.origin))
+    }
+}
 
 /// The GCRA step with nothing around it: `new = max(tat, now) + t`, allowed iff
 /// `new - tau <= now`, one CAS attempt when allowed, nothing stored when denied.
