@@ -69,15 +69,7 @@ impl TatCell {
         self.update(|tat| ((), gcra::refund(tat, ticket, now)))
     }
 
-    /// A cold cell (`tat <= now`) is a full bucket: dropping it loses nothing.
-    #[allow(dead_code)] // used by the keyed store
-    #[inline]
-    pub(crate) fn is_cold(&self, now: Nanos) -> bool {
-        self.tat.load(Ordering::Acquire) <= now
-    }
-
-    /// The stored TAT.
-    #[allow(dead_code)]
+    /// The stored TAT (a cell with `tat <= now` is cold: a full bucket, lossless to evict).
     pub(crate) fn tat(&self) -> Nanos {
         self.tat.load(Ordering::Acquire)
     }
