@@ -435,22 +435,17 @@ where
         }
     }
 
-    /// The key's state without creating it.
-    fn view<Q>(&self, key: &Q, n: u64, q: Quota) -> Decision
+    /// The key's state without creating it (a peek: `n = 0` stores nothing).
+    fn peek<Q>(&self, key: &Q, q: Quota) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        match self.map.get(key) {
-            Some(cell) => {
-                let now = self.clock.now();
-                cell.check(now, n, q).decision(now, q)
-            }
-            None => {
-                let now = self.clock.now();
-                TatCell::new().check(now, n, q).decision(now, q)
-            }
-        }
+        let tracked = self.map.get(key);
+        let fresh = TatCell::new();
+        let cell = tracked.as_deref().unwrap_or(&fresh);
+        let now = self.clock.now(); // under the guard, like every decision
+        cell.check(now, 0, q).decision(now, q)
     }
 
     fn take_slot(&self) -> bool {
@@ -711,7 +706,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.store.view(key, 0, self.store.quota.load())
+        self.store.peek(key, self.store.quota.load())
     }
 
     /// redis-cell's `CL.THROTTLE key max_burst count period quantity` on `key`'s state: burst
