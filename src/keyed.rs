@@ -874,7 +874,7 @@ where
         };
         let (ticket, now) = r?;
         let store = &*self.store;
-        let cancel = move |_: Nanos, t: &Ticket| {
+        let cancel = move |t: &Ticket| {
             if tracked {
                 store.cancel(key, t);
             }

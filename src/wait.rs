@@ -44,8 +44,9 @@ pub(crate) enum Target<'a> {
     Lookup(LookupCancel<'a>),
 }
 
-/// A keyed cancel: finds the key's cell again (it may have been evicted) and cancels there.
-pub(crate) type LookupCancel<'a> = Box<dyn Fn(Nanos, &Ticket) + Send + Sync + 'a>;
+/// A keyed cancel: finds the key's cell again (it may have been evicted) and cancels there,
+/// reading `now` under the shard guard like every keyed decision.
+pub(crate) type LookupCancel<'a> = Box<dyn Fn(&Ticket) + Send + Sync + 'a>;
 
 impl<'a> Reservation<'a> {
     pub(crate) fn new(
@@ -88,10 +89,9 @@ impl<'a> Reservation<'a> {
     /// lowering the state under it would hand its slot out twice. Cancelling several
     /// reservations latest-first therefore refunds them all.
     pub fn cancel(self) {
-        let now = self.clock.now();
         match &self.target {
-            Target::Cell(cell) => cell.cancel(now, &self.ticket),
-            Target::Lookup(cancel) => cancel(now, &self.ticket),
+            Target::Cell(cell) => cell.cancel(self.clock.now(), &self.ticket),
+            Target::Lookup(cancel) => cancel(&self.ticket),
         }
     }
 }
