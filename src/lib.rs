@@ -6,6 +6,10 @@
 //! - [`RateLimiter`]: one shared limit. Non-blocking [`try_acquire`](RateLimiter::try_acquire),
 //!   Guava-style blocking [`acquire`](RateLimiter::acquire), timeouts, reservations that can be
 //!   cancelled, and a full [`Decision`] for rate-limit response headers.
+//! - [`KeyedRateLimiter`]: one limit per key (user, IP, `(user, action)`) in a sharded map, the
+//!   same method family taking the key first, per-call quotas, a background sweeper that evicts
+//!   keys whose bucket is full again, and an exact [`max_keys`](KeyedRateLimiterBuilder::max_keys)
+//!   cap.
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
 //! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
 //!   the `tokio` feature) a [`TokioClock`] that follows `tokio::time::pause()`.
@@ -19,7 +23,8 @@
 //! ```
 //!
 //! ## Features
-//! - `tokio` (default): async acquire, [`TokioClock`].
+//! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
+//!   [`TokioClock`], and a tokio-task sweeper.
 //! - `quanta`: [`QuantaClock`], a cheaper but cross-core-unordered TSC clock.
 //!
 //! ## Semantics
