@@ -25,7 +25,7 @@
 //! ## Features
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
 //!   [`TokioClock`], and a tokio-task sweeper.
-//! - `quanta`: [`QuantaClock`], a cheaper but cross-core-unordered TSC clock.
+//! - `quanta`: `QuantaClock`, a cheaper but cross-core-unordered TSC clock.
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds; all arithmetic is integer and saturating or checked, so no input
