@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{AcquireError, KeyedRateLimiter, ManualClock, Quota, TokioClock, WhenFull};
+use tollgate::{AcquireError, KeyedRateLimiter, ManualClock, Quota, WhenFull};
+#[cfg(feature = "tokio")]
+use tollgate::TokioClock;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -330,6 +332,7 @@ fn a_million_distinct_keys_with_time_passing_reclaim_cold_slots() {
     assert!(l.stats().evicted > 0);
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn async_acquire_waits_per_key_on_tokio_time() {
     let l =
@@ -348,6 +351,7 @@ async fn async_acquire_waits_per_key_on_tokio_time() {
     );
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn dropped_async_acquire_gives_the_keys_slot_back() {
     let l = Arc::new(

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tollgate::{Clock, KeyedRateLimiter, ManualClock, Quota, RateLimiter, TokioClock};
+use tollgate::{Clock, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
 
 /// Tests that start sweeper threads run one at a time, so thread counts are unambiguous.
 fn serial() -> MutexGuard<'static, ()> {
@@ -99,8 +99,10 @@ fn sweeper_thread_exits_when_dropped_mid_sweeping() {
     assert_eq!(sweeper_threads(), before);
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn tokio_task_sweeper_evicts_and_stops() {
+    use tollgate::TokioClock;
     let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
         .clock(TokioClock::new())
         .sweep_interval(Duration::from_secs(5))
