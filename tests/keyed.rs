@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{AcquireError, KeyedRateLimiter, ManualClock, Quota, WhenFull};
 #[cfg(feature = "tokio")]
 use tollgate::TokioClock;
+use tollgate::{AcquireError, KeyedRateLimiter, ManualClock, Quota, WhenFull};
 
 const MS: Duration = Duration::from_millis(1);
 
