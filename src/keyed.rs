@@ -14,6 +14,7 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -398,18 +399,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(cell) = self.map.get(key) {
-            return Outcome::Tracked(op(&cell, self.clock.now()));
-        }
-        // Absent is the same state as a fresh cell (tat 0). Decide on a scratch one: if it
-        // stores nothing (a peek, a request over the burst, a wait past the timeout) the answer
-        // is already exact and nothing needs inserting, so denials of unknown keys never grow
-        // the map. A stored TAT is never 0 (at least one T >= 1 ns is added).
-        let scratch = TatCell::new();
-        let fresh = op(&scratch, self.clock.now());
-        if scratch.tat() == 0 {
-            return Outcome::Tracked(fresh);
-        }
+        let fresh = match decide_on_shard(|| self.map.get(key), || self.clock.now(), &op) {
+            Found::Decided(r) => return Outcome::Tracked(r),
+            Found::MustInsert(fresh) => fresh,
+        };
+        // Insert under the write guard and decide again there with a fresh `now` (the loom
+        // model in `loom-tests/tests/sweeper.rs` transcribes this step).
         for attempt in 0..2 {
             match self.map.entry(key.to_owned()) {
                 // Someone inserted it meanwhile: decide on theirs, under the write guard.
@@ -498,6 +493,46 @@ where
             cell.cancel(self.clock.now(), ticket);
             self.lower_earliest(cell.tat());
         }
+    }
+}
+
+/// What [`decide_on_shard`] did.
+pub(crate) enum Found<R> {
+    /// Decided: on the stored cell, or as a fresh key that stores nothing.
+    Decided(R),
+    /// The key is absent and the decision (this one, made on a scratch fresh cell) stores
+    /// something: insert the key under the shard's write guard and decide again there.
+    MustInsert(R),
+}
+
+/// The read side of a decision's protocol with the sweeper (module docs): `lookup` takes the
+/// shard's read guard on the key's cell, and `now` is read only once that guard is held, so a
+/// decision after an eviction never uses a `now` older than the sweeper's. Shared with the loom
+/// model of the sweeper (through `loom_api`), which runs it over its own lock-guarded map.
+///
+/// Absent is the same state as a fresh cell (tat 0), so a miss decides on a scratch one: if it
+/// stores nothing (a peek, a request over the burst, a wait past the timeout) the answer is
+/// already exact and nothing needs inserting, so denials of unknown keys never grow the map.
+/// A stored TAT is never 0 (at least one T >= 1 ns is added).
+#[inline]
+pub(crate) fn decide_on_shard<G, R>(
+    lookup: impl FnOnce() -> Option<G>,
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&TatCell, Nanos) -> R,
+) -> Found<R>
+where
+    G: Deref<Target = TatCell>,
+{
+    if let Some(cell) = lookup() {
+        // The guard is held until the CAS is done.
+        return Found::Decided(op(&cell, now()));
+    }
+    let scratch = TatCell::new();
+    let fresh = op(&scratch, now());
+    if scratch.tat() == 0 {
+        Found::Decided(fresh)
+    } else {
+        Found::MustInsert(fresh)
     }
 }
 

@@ -40,6 +40,9 @@ mod clock;
 mod direct;
 mod gcra;
 mod keyed;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_api;
 mod outcome;
 mod quota;
 mod sweeper;
