@@ -12,7 +12,7 @@
 //!   cap.
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
 //! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
-//!   the `tokio` feature) a [`TokioClock`] that follows `tokio::time::pause()`.
+//!   the `tokio` feature) a `TokioClock` that follows `tokio::time::pause()`.
 //!
 //! ```
 //! use tollgate::{Quota, RateLimiter};
@@ -24,7 +24,7 @@
 //!
 //! ## Features
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
-//!   [`TokioClock`], and a tokio-task sweeper.
+//!   `TokioClock`, and a tokio-task sweeper.
 //! - `quanta`: `QuantaClock`, a cheaper but cross-core-unordered TSC clock.
 //!
 //! ## Semantics
