@@ -4,11 +4,12 @@
 //! [`TatCell`] to the same cell methods the direct limiter uses, so the rules are written once.
 //!
 //! Concurrency contract with the sweeper (see `sweeper.rs`): a decision holds the key's shard
-//! *read* guard while it reads the clock and CASes; the sweeper removes a key only under that
-//! shard's *write* guard, and only if `tat <= now`. A decision that starts after a removal reads
-//! a `now` no earlier than the sweeper's (the lock orders them and the clock is monotonic), so it
-//! sees a fresh key exactly where it would have seen the cold one: `max(tat, now) = now` either
-//! way. That is why `now` is read *after* the guard is taken.
+//! *read* guard while it CASes; the sweeper removes a key only under that shard's *write* guard,
+//! and only if `tat <= now`. A decision that finds the key missing reads `now` after its lookup,
+//! so no earlier than the sweeper's (the lock orders them and the clock is monotonic), and sees
+//! a fresh key exactly where it would have seen the cold one: `max(tat, now) = now` either way.
+//! A decision that finds the key may use a `now` read before the lookup: on a stored cell an
+//! earlier `now` only makes a decision stricter ([`decide_on_shard`]).
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -391,8 +392,8 @@ where
     K: Hash + Eq + Send + Sync + 'static,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    /// Runs `op` on the key's cell with a `now` read under the shard guard, inserting the key
-    /// only when `op` stores something. `op` may run more than once (it must be a pure CAS
+    /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
+    /// the key only when `op` stores something. `op` may run more than once (it must be a pure CAS
     /// step on the cell it is given).
     fn decide<Q, R>(&self, key: &Q, op: impl Fn(&TatCell, Nanos) -> R) -> Outcome<R>
     where
@@ -439,7 +440,7 @@ where
         let tracked = self.map.get(key);
         let fresh = TatCell::new();
         let cell = tracked.as_deref().unwrap_or(&fresh);
-        let now = self.clock.now(); // under the guard, like every decision
+        let now = self.clock.now(); // after the lookup: a miss needs it (see decide_on_shard)
         cell.check(now, 0, q).decision(now, q)
     }
 
@@ -481,7 +482,7 @@ where
 
     /// Cancel through a fresh lookup. A missing key was evicted as cold, which means the
     /// ticket was ready by then (a cell's TAT is never below a pending reservation's), so
-    /// there is nothing to refund. `now` is read under the guard, like every decision: if the
+    /// there is nothing to refund. `now` is read under the guard: if the
     /// key was evicted and created again since, this `now` is past the ticket's ready time and
     /// the new state cannot receive a refund it never owed.
     fn cancel<Q>(&self, key: &Q, ticket: &Ticket)
@@ -505,10 +506,17 @@ pub(crate) enum Found<R> {
     MustInsert(R),
 }
 
-/// The read side of a decision's protocol with the sweeper (module docs): `lookup` takes the
-/// shard's read guard on the key's cell, and `now` is read only once that guard is held, so a
-/// decision after an eviction never uses a `now` older than the sweeper's. Shared with the loom
+/// The read side of a decision's protocol with the sweeper (module docs). Shared with the loom
 /// model of the sweeper (through `loom_api`), which runs it over its own lock-guarded map.
+///
+/// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
+/// instead of waiting for them (the vDSO clock read is ordered after all earlier loads). On a
+/// stored cell an early `now` is safe: it can only make the decision stricter, since
+/// `max(tat, now) - now` only grows as `now` shrinks. On a miss it is not: the key may have
+/// been evicted after `now` was read, with a TAT above it. So a miss reads `now` again, after
+/// `lookup` took (and released) the shard's read guard, which orders it after any sweeper that
+/// removed the key under the write guard: that `now` is at least the sweeper's, where the
+/// evicted key and a fresh one decide alike.
 ///
 /// Absent is the same state as a fresh cell (tat 0), so a miss decides on a scratch one: if it
 /// stores nothing (a peek, a request over the burst, a wait past the timeout) the answer is
@@ -523,9 +531,10 @@ pub(crate) fn decide_on_shard<G, R>(
 where
     G: Deref<Target = TatCell>,
 {
+    let early = now();
     if let Some(cell) = lookup() {
         // The guard is held until the CAS is done.
-        return Found::Decided(op(&cell, now()));
+        return Found::Decided(op(&cell, early));
     }
     let scratch = TatCell::new();
     let fresh = op(&scratch, now());

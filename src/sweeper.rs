@@ -3,10 +3,11 @@
 //!
 //! **Why eviction loses nothing.** A key is cold when `tat <= now`: its bucket is full, the same
 //! state as a key never seen. The sweeper checks that under the shard's *write* lock, so no
-//! decision on that shard is in flight (decisions hold the *read* lock across their clock read
-//! and CAS). Any decision on the key afterwards takes the lock after the sweeper released it, so
-//! reads a `now` at least the sweeper's, where the evicted key and a fresh one both give
-//! `max(tat, now) = now`.
+//! decision on that shard is in flight (decisions hold the *read* lock across their CAS). A
+//! decision that then finds the key missing reads its `now` after taking the lock the sweeper
+//! released, so at least the sweeper's, where the evicted key and a fresh one both give
+//! `max(tat, now) = now`. (One that finds the key, re-inserted, may use a `now` read before
+//! its lookup: on a stored cell that only makes it stricter; see `keyed::decide_on_shard`.)
 //!
 //! **Bounded pause.** One shard is locked at a time, so a sweep delays only decisions on the
 //! shard being walked, for as long as that shard takes (see
