@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces every number in BENCHMARKS.md and writes the summary tables to
+# Reproduces every number in benches/BENCHMARKS.md and writes the summary tables to
 # $OUT (default: target/bench-summary.md).
 #
 #   bash benches/run.sh            # full run, about 6 minutes on 2 cores

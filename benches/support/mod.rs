@@ -2,7 +2,7 @@
 //!
 //! A floor is the least work any GCRA limiter must do per call: one clock read, one load of the
 //! state word, the arithmetic, and (when allowed) one CAS. Nothing else: no quota lookup, no
-//! result type. Every ratio in BENCHMARKS.md is against a floor or governor measured in the same
+//! result type. Every ratio in benches/BENCHMARKS.md is against a floor or governor measured in the same
 //! run.
 
 #![allow(dead_code)] // each bench uses a different subset
