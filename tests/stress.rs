@@ -32,6 +32,16 @@ fn allowed(q: Quota, t0: u64, t1: u64) -> u64 {
     q.burst() + (t1 - t0) / nanos(q.interval())
 }
 
+/// No over-admission: `granted <= burst + (t1 - t0) / T`.
+fn assert_within_bound(q: Quota, t0: u64, t1: u64, granted: u64) {
+    assert!(
+        granted <= allowed(q, t0, t1),
+        "{granted} granted in {} ns, allowed {}",
+        t1 - t0,
+        allowed(q, t0, t1)
+    );
+}
+
 /// `granted * T <= tat`: no grant was lost from the stored state. `clock` must be the limiter's.
 fn assert_accounted(limiter: &RateLimiter, clock: &impl Clock, granted: u64) {
     let reset = nanos(limiter.peek().reset_after);
@@ -103,12 +113,7 @@ fn std_clock_try_acquire_never_over_admits() {
 
     // The first call in CAS order always finds the initial full bucket.
     assert!(granted >= 1);
-    assert!(
-        granted <= allowed(q, t0, t1),
-        "{granted} granted in {} ns, allowed {}",
-        t1 - t0,
-        allowed(q, t0, t1)
-    );
+    assert_within_bound(q, t0, t1, granted);
     assert_accounted(&limiter, &clock, granted);
 }
 
@@ -141,12 +146,7 @@ fn manual_clock_advanced_by_callers_is_tight() {
     .sum();
     let t1 = clock.now();
 
-    assert!(
-        granted <= allowed(q, t0, t1),
-        "{granted} granted over {} ns, allowed {}",
-        t1 - t0,
-        allowed(q, t0, t1)
-    );
+    assert_within_bound(q, t0, t1, granted);
     assert!(granted >= q.burst(), "only {granted} granted");
     assert_accounted(&limiter, &clock, granted);
 }
@@ -196,12 +196,7 @@ fn manual_clock_driven_try_acquire_is_exact() {
     }
     let total = granted + tail;
 
-    assert!(
-        total <= allowed(q, t0, t1),
-        "{total} granted over {} ns, allowed {}",
-        t1 - t0,
-        allowed(q, t0, t1)
-    );
+    assert_within_bound(q, t0, t1, total);
     assert!(total >= q.burst(), "only {total} granted");
     assert!(tail <= q.burst());
     // Time is frozen at t1 and the bucket drained: tat is exact, and every grant is in it.
@@ -244,12 +239,7 @@ fn std_clock_blocking_acquire_mix_never_over_admits() {
     let tried: u64 = counts.iter().map(|c| c.1).sum();
     assert_eq!(blocked, 2 * acquires);
     let total = blocked + tried;
-    assert!(
-        total <= allowed(q, t0, t1),
-        "{total} granted ({blocked} blocking) in {} ns, allowed {}",
-        t1 - t0,
-        allowed(q, t0, t1)
-    );
+    assert_within_bound(q, t0, t1, total);
     assert_accounted(&limiter, &clock, total);
 }
 
@@ -284,12 +274,7 @@ fn manual_clock_blocking_acquire_n_never_over_admits() {
     // Each acquire returned after its sleep reached its ready time, so all are used by t1.
     let t1 = clock.now();
 
-    assert!(
-        granted <= allowed(q, t0, t1),
-        "{granted} granted over {} ns, allowed {}",
-        t1 - t0,
-        allowed(q, t0, t1)
-    );
+    assert_within_bound(q, t0, t1, granted);
     assert_accounted(&limiter, &clock, granted);
 }
 
