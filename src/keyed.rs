@@ -666,9 +666,7 @@ where
         let q = self.store.quota.load();
         match self.store.decide(key, |cell, now| cell.check(now, n, q)) {
             Outcome::Tracked(v) | Outcome::Untracked(v) => v.into_result(n, q),
-            Outcome::Full(wait) => Err(AcquireError::RateLimited {
-                retry_after: Duration::from_nanos(wait),
-            }),
+            Outcome::Full(wait) => Err(NotReserved::Full(wait).into()),
         }
     }
 
@@ -828,16 +826,16 @@ where
         let mut waited = Duration::ZERO;
         loop {
             match self.reserve_ticket(key, n, None) {
-                Outcome::Tracked(r) | Outcome::Untracked(r) => {
-                    let (ticket, now) = r?;
-                    let slept = block_until_ready(&self.store.clock, now, &ticket);
+                Ok(r) => {
+                    let slept = block_until_ready(&self.store.clock, r.now, &r.ticket);
                     return Ok(waited.saturating_add(slept));
                 }
-                Outcome::Full(wait) => {
+                Err(NotReserved::Full(wait)) => {
                     let wait = Duration::from_nanos(wait);
                     self.store.clock.sleep(wait);
                     waited = waited.saturating_add(wait);
                 }
+                Err(NotReserved::Error(e)) => return Err(e),
             }
         }
     }
@@ -870,15 +868,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match self.reserve_ticket(key, n, Some(duration_to_nanos(timeout))) {
-            Outcome::Tracked(r) | Outcome::Untracked(r) => {
-                let (ticket, now) = r?;
-                Ok(block_until_ready(&self.store.clock, now, &ticket))
-            }
-            Outcome::Full(wait) => Err(AcquireError::RateLimited {
-                retry_after: Duration::from_nanos(wait),
-            }),
-        }
+        let r = self.reserve_ticket(key, n, Some(duration_to_nanos(timeout)))?;
+        Ok(block_until_ready(&self.store.clock, r.now, &r.ticket))
     }
 
     /// Reserves `n` permits for `key` now, in arrival order, without waiting. Cancelling looks
@@ -905,47 +896,54 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        let (tracked, r) = match self.reserve_ticket(key, n, None) {
-            Outcome::Tracked(r) => (true, r),
-            // Nothing was stored, so there is nothing to give back: a refund would land on
-            // whatever state the key has later.
-            Outcome::Untracked(r) => (false, r),
-            Outcome::Full(wait) => {
-                return Err(AcquireError::RateLimited {
-                    retry_after: Duration::from_nanos(wait),
-                })
-            }
-        };
-        let (ticket, now) = r?;
-        let store = &*self.store;
-        let cancel = move |t: &Ticket| {
-            if tracked {
-                store.cancel(key, t);
-            }
-        };
+        let r = self.reserve_ticket(key, n, None)?;
         Ok(Reservation::new(
-            ticket,
-            now,
-            &store.clock,
-            Target::Lookup(Box::new(cancel)),
+            r.ticket,
+            r.now,
+            &self.store.clock,
+            Target::Lookup(Box::new(self.canceller(key, r.tracked))),
         ))
     }
 
-    #[allow(clippy::type_complexity)]
+    /// The reservation every waiting method (blocking, async, `reserve`) starts from.
     fn reserve_ticket<Q>(
         &self,
         key: &Q,
         n: u64,
         max_wait: Option<Nanos>,
-    ) -> Outcome<Result<(Ticket, Nanos), AcquireError>>
+    ) -> Result<Reserved, NotReserved>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let q = self.store.quota.load();
-        self.store.decide(key, |cell, now| {
-            cell.reserve(now, n, q, max_wait).map(|t| (t, now))
+        let reserve = |cell: &TatCell, now| cell.reserve(now, n, q, max_wait).map(|t| (t, now));
+        let (r, tracked) = match self.store.decide(key, reserve) {
+            Outcome::Tracked(r) => (r, true),
+            Outcome::Untracked(r) => (r, false),
+            Outcome::Full(wait) => return Err(NotReserved::Full(wait)),
+        };
+        let (ticket, now) = r.map_err(NotReserved::Error)?;
+        Ok(Reserved {
+            ticket,
+            now,
+            tracked,
         })
+    }
+
+    /// What cancelling a reservation on `key` does: refund through a fresh lookup, or nothing
+    /// for an untracked reservation (nothing was stored, so a refund would land on whatever
+    /// state the key has later).
+    fn canceller<'a, Q>(&'a self, key: &'a Q, tracked: bool) -> impl Fn(&Ticket) + 'a
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        move |t: &Ticket| {
+            if tracked {
+                self.store.cancel(key, t);
+            }
+        }
     }
 
     /// Evicts every cold key (`tat <= now`) now, one shard at a time; returns how many.
@@ -1073,12 +1071,12 @@ where
         let mut waited = Duration::ZERO;
         loop {
             match self.reserve_then_sleep(key, n, None).await {
-                Err(AsyncFull::Full(wait)) => {
+                Err(NotReserved::Full(wait)) => {
                     let wait = Duration::from_nanos(wait);
                     tokio::time::sleep(wait).await;
                     waited = waited.saturating_add(wait);
                 }
-                Err(AsyncFull::Error(e)) => return Err(e),
+                Err(NotReserved::Error(e)) => return Err(e),
                 Ok(slept) => return Ok(waited.saturating_add(slept)),
             }
         }
@@ -1114,16 +1112,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match self
+        Ok(self
             .reserve_then_sleep(key, n, Some(duration_to_nanos(timeout)))
-            .await
-        {
-            Ok(slept) => Ok(slept),
-            Err(AsyncFull::Error(e)) => Err(e),
-            Err(AsyncFull::Full(wait)) => Err(AcquireError::RateLimited {
-                retry_after: Duration::from_nanos(wait),
-            }),
-        }
+            .await?)
     }
 
     /// [`acquire_async`](KeyedRateLimiter::acquire_async) on an `Arc` with an owned key: the
@@ -1156,31 +1147,42 @@ where
         key: &Q,
         n: u64,
         max_wait: Option<Nanos>,
-    ) -> Result<Duration, AsyncFull>
+    ) -> Result<Duration, NotReserved>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (tracked, r) = match self.reserve_ticket(key, n, max_wait) {
-            Outcome::Tracked(r) => (true, r),
-            Outcome::Untracked(r) => (false, r),
-            Outcome::Full(wait) => return Err(AsyncFull::Full(wait)),
-        };
-        let (ticket, now) = r.map_err(AsyncFull::Error)?;
-        let store = &*self.store;
-        let cancel = |t: &Ticket| {
-            if tracked {
-                store.cancel(key, t);
-            }
-        };
-        Ok(crate::wait::sleep_until_ready(now, ticket, cancel).await)
+        let r = self.reserve_ticket(key, n, max_wait)?;
+        let cancel = self.canceller(key, r.tracked);
+        Ok(crate::wait::sleep_until_ready(r.now, r.ticket, cancel).await)
     }
 }
 
-#[cfg(feature = "tokio")]
-enum AsyncFull {
+/// A reservation taken on a key: the ticket, the `now` it was taken at, and whether the key's
+/// state holds it (false under [`WhenFull::AllowUntracked`]).
+struct Reserved {
+    ticket: Ticket,
+    now: Nanos,
+    tracked: bool,
+}
+
+/// Why no reservation was taken.
+enum NotReserved {
+    /// The key cap is reached ([`WhenFull::Deny`]); the suggested wait in ns.
     Full(Nanos),
     Error(AcquireError),
+}
+
+impl From<NotReserved> for AcquireError {
+    /// For callers that do not wait out a full table: it is a rate limit with the cap's wait.
+    fn from(e: NotReserved) -> AcquireError {
+        match e {
+            NotReserved::Full(wait) => AcquireError::RateLimited {
+                retry_after: Duration::from_nanos(wait),
+            },
+            NotReserved::Error(e) => e,
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]
