@@ -43,7 +43,7 @@ async fn a_thousand_waiters_are_granted_ten_ms_apart_in_arrival_order() {
     for id in 0..1000u32 {
         let (limiter, grants) = (limiter.clone(), grants.clone());
         let fut = async move {
-            let waited = limiter.acquire_async(1).await.unwrap();
+            let waited = limiter.acquire_n_async(1).await.unwrap();
             grants.lock().unwrap().push((id, start.elapsed(), waited));
         };
         let counted = CountPolls {
@@ -72,20 +72,20 @@ async fn a_thousand_waiters_are_granted_ten_ms_apart_in_arrival_order() {
 async fn a_dropped_waiter_gives_its_slot_to_the_next_arrival() {
     let limiter = paced();
     let start = Instant::now();
-    limiter.acquire_async(1).await.unwrap(); // t=0, next slot at 10 ms
-                                             // A waiter that gives up after 4 ms: its 10 ms slot must not be lost.
-    let gave_up = tokio::time::timeout(Duration::from_millis(4), limiter.acquire_async(1)).await;
+    limiter.acquire_n_async(1).await.unwrap(); // t=0, next slot at 10 ms
+                                               // A waiter that gives up after 4 ms: its 10 ms slot must not be lost.
+    let gave_up = tokio::time::timeout(Duration::from_millis(4), limiter.acquire_n_async(1)).await;
     assert!(gave_up.is_err());
     assert_eq!(start.elapsed(), Duration::from_millis(4));
     // The next arrival gets the 10 ms slot, not the 20 ms one.
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     assert_eq!(start.elapsed(), T);
     // select! loses nothing either.
     tokio::select! {
-        _ = limiter.acquire_async(1) => panic!("cannot be ready before 20 ms"),
+        _ = limiter.acquire_n_async(1) => panic!("cannot be ready before 20 ms"),
         _ = tokio::time::sleep(Duration::from_millis(1)) => {}
     }
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     assert_eq!(start.elapsed(), 2 * T);
 }
 
@@ -93,7 +93,7 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next_arrival() {
 async fn dropping_a_non_latest_waiter_keeps_the_later_ones_on_time() {
     let limiter = paced();
     let start = Instant::now();
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     let early = tokio::spawn(limiter.clone().acquire_owned(1)); // 10 ms
     tokio::task::yield_now().await;
     let late = tokio::spawn(limiter.clone().acquire_owned(1)); // 20 ms
@@ -110,7 +110,7 @@ async fn dropping_a_non_latest_waiter_keeps_the_later_ones_on_time() {
 async fn the_timeout_variant_refuses_at_once_and_changes_nothing() {
     let limiter = paced();
     let start = Instant::now();
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     let before = limiter.peek();
     let r = limiter
         .try_acquire_for_async(1, Duration::from_millis(9))
@@ -135,7 +135,7 @@ async fn sync_try_acquire_and_async_waiters_share_the_rate() {
     for _ in 0..40 {
         let (limiter, admitted) = (limiter.clone(), admitted.clone());
         tasks.push(tokio::spawn(async move {
-            limiter.acquire_async(1).await.unwrap();
+            limiter.acquire_n_async(1).await.unwrap();
             admitted.fetch_add(1, Ordering::Relaxed);
         }));
     }
@@ -173,10 +173,10 @@ async fn more_than_the_burst_waits_for_the_excess() {
     let q = Quota::per_second(100).unwrap(); // burst 100
     let limiter = RateLimiter::builder(q).clock(TokioClock::new()).build();
     let start = Instant::now();
-    assert_eq!(limiter.acquire_async(150).await, Ok(50 * T));
+    assert_eq!(limiter.acquire_n_async(150).await, Ok(50 * T));
     assert_eq!(start.elapsed(), 50 * T);
     assert_eq!(
-        limiter.acquire_async(u64::MAX).await,
+        limiter.acquire_n_async(u64::MAX).await,
         Err(AcquireError::Unrepresentable {
             requested: u64::MAX
         })
@@ -188,7 +188,7 @@ fn futures_are_send_and_owned_ones_are_static() {
     fn send<F: Future + Send>(_: F) {}
     fn send_static<F: Future + Send + 'static>(_: F) {}
     let limiter = paced();
-    send(limiter.acquire_async(1));
+    send(limiter.acquire_n_async(1));
     send(limiter.try_acquire_for_async(1, T));
     send_static(limiter.clone().acquire_owned(1));
 }

@@ -178,9 +178,9 @@ fn reserve_and_cancel_through_the_keyed_api() {
 #[test]
 fn blocking_acquire_and_timeouts_per_key() {
     let (clock, l) = manual::<u8>(Quota::per_second(10).unwrap().with_burst(1).unwrap());
-    assert_eq!(l.acquire(&1), Duration::ZERO);
-    assert_eq!(l.acquire(&1), Duration::from_millis(100));
-    assert_eq!(l.acquire(&2), Duration::ZERO);
+    assert_eq!(l.acquire(&1), Ok(Duration::ZERO));
+    assert_eq!(l.acquire(&1), Ok(Duration::from_millis(100)));
+    assert_eq!(l.acquire(&2), Ok(Duration::ZERO));
     assert_eq!(
         l.try_acquire_for(&1, 1, Duration::from_millis(99)),
         Err(AcquireError::RateLimited {
@@ -200,7 +200,7 @@ fn cap_with_deny_refuses_new_keys_until_one_turns_cold() {
     let clock = ManualClock::new();
     let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
         .clock(clock.clone())
-        .max_keys(1)
+        .max_keys(std::num::NonZeroUsize::new(1).unwrap())
         .when_full(WhenFull::Deny)
         .build();
     assert!(l.try_acquire(&1)); // tat 1 s
@@ -221,7 +221,7 @@ fn cap_with_deny_refuses_new_keys_until_one_turns_cold() {
     assert!(l.try_acquire(&2)); // key 1 reclaimed, key 2 stored
     assert_eq!(l.len(), 1);
     // A blocking acquire waits for the cap, then for its permit.
-    assert_eq!(l.acquire(&3), Duration::from_secs(1));
+    assert_eq!(l.acquire(&3), Ok(Duration::from_secs(1)));
     assert_eq!(l.len(), 1);
     assert!(!l.try_acquire(&3), "key 3 is tracked now");
 }
@@ -231,7 +231,7 @@ fn cap_with_allow_untracked_decides_as_fresh_and_stores_nothing() {
     let clock = ManualClock::new();
     let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
         .clock(clock.clone())
-        .max_keys(1)
+        .max_keys(std::num::NonZeroUsize::new(1).unwrap())
         .when_full(WhenFull::AllowUntracked)
         .build();
     assert!(l.try_acquire(&1));
@@ -254,7 +254,7 @@ fn flood(policy: WhenFull, advance_every: Option<u64>) -> (u64, usize, KeyedRate
     let l = Arc::new(
         KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
             .clock(clock.clone())
-            .max_keys(CAP)
+            .max_keys(std::num::NonZeroUsize::new(CAP).unwrap())
             .when_full(policy)
             .build(),
     );
@@ -340,9 +340,9 @@ async fn async_acquire_waits_per_key_on_tokio_time() {
             .clock(TokioClock::new())
             .build();
     let start = tokio::time::Instant::now();
-    assert_eq!(l.acquire_async("a", 1).await.unwrap(), Duration::ZERO);
-    assert_eq!(l.acquire_async("a", 1).await.unwrap(), 100 * MS);
-    assert_eq!(l.acquire_async("b", 1).await.unwrap(), Duration::ZERO);
+    assert_eq!(l.acquire_n_async("a", 1).await.unwrap(), Duration::ZERO);
+    assert_eq!(l.acquire_n_async("a", 1).await.unwrap(), 100 * MS);
+    assert_eq!(l.acquire_n_async("b", 1).await.unwrap(), Duration::ZERO);
     assert_eq!(start.elapsed(), 100 * MS);
     assert!(l.try_acquire_for_async("a", 1, 50 * MS).await.is_err());
     assert_eq!(
@@ -361,7 +361,7 @@ async fn dropped_async_acquire_gives_the_keys_slot_back() {
     );
     assert!(l.try_acquire("k"));
     // Waits 1 s; abandoned after 300 ms: the reservation is cancelled.
-    let waited = tokio::time::timeout(300 * MS, l.acquire_async("k", 1)).await;
+    let waited = tokio::time::timeout(300 * MS, l.acquire_n_async("k", 1)).await;
     assert!(waited.is_err());
     let r = l.reserve("k", 1).unwrap();
     assert_eq!(
