@@ -306,6 +306,13 @@ where
     /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
     /// assert!(limiter.len() <= 2);
     /// ```
+    ///
+    /// A cap of zero does not compile:
+    ///
+    /// ```compile_fail
+    /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
+    /// let _ = b.max_keys(0);
+    /// ```
     pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
         self.max_keys = Some(max_keys);
         self

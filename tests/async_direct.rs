@@ -192,3 +192,65 @@ fn futures_are_send_and_owned_ones_are_static() {
     send(limiter.try_acquire_for_async(1, T));
     send_static(limiter.clone().acquire_owned(1));
 }
+
+/// Burst 1 at 10/s, one permit taken, then five waiters that all time out after 50 ms: every
+/// cancelled slot comes back, so the next waiter waits the remaining 50 ms (it used to wait
+/// 450 ms, because only the latest of the five was refunded).
+#[tokio::test(start_paused = true)]
+async fn five_waiters_that_time_out_together_give_every_slot_back() {
+    let q = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    let limiter = Arc::new(RateLimiter::builder(q).clock(TokioClock::new()).build());
+    let start = Instant::now();
+    limiter.acquire_async().await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let l = limiter.clone();
+        waiters.push(tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_millis(50), l.acquire_async()).await
+        }));
+        tokio::task::yield_now().await;
+    }
+    for w in waiters {
+        assert!(w.await.unwrap().is_err(), "no slot is ready before 100 ms");
+    }
+    assert_eq!(start.elapsed(), Duration::from_millis(50));
+    assert_eq!(limiter.peek().reset_after, Duration::from_millis(50));
+    assert_eq!(limiter.acquire_async().await, Ok(Duration::from_millis(50)));
+}
+
+/// The same with waiters giving up one by one in a scrambled order, and new waiters arriving
+/// in between: each arrival takes the earliest free slot, none is lost, none is given twice.
+#[tokio::test(start_paused = true)]
+async fn waiters_giving_up_in_any_order_lose_no_capacity() {
+    let limiter = paced(); // one grant every 10 ms, burst 1
+    let start = Instant::now();
+    limiter.acquire_async().await.unwrap(); // slot 0
+    // Eight waiters booked on slots 10..80 ms; they give up at these instants (ms).
+    let give_up = [7u64, 2, 9, 4, 1, 8, 3, 6];
+    let mut waiters = Vec::new();
+    for &after in &give_up {
+        let l = limiter.clone();
+        waiters.push(tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_millis(after), l.acquire_async()).await
+        }));
+        tokio::task::yield_now().await;
+    }
+    for w in waiters {
+        assert!(w.await.unwrap().is_err());
+    }
+    assert_eq!(start.elapsed(), Duration::from_millis(9));
+    // Every booked slot came back: the next arrivals get 10, 20, 30 ms.
+    for k in 1..=3u32 {
+        limiter.acquire_async().await.unwrap();
+        assert_eq!(start.elapsed(), T * k);
+    }
+}
+
+/// A permit available at once never touches tokio's timer, so it works on a runtime built
+/// without one (waiting there panics inside tokio, as documented).
+#[test]
+fn an_immediate_async_acquire_needs_no_timer() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let limiter = RateLimiter::new(Quota::per_second(10).unwrap());
+    assert_eq!(rt.block_on(limiter.acquire_n_async(10)), Ok(Duration::ZERO));
+}
