@@ -151,7 +151,7 @@ struct Direct<'a, A: Algorithm> {
 }
 
 impl<A: Algorithm> Slot<A> for Direct<'_, A> {
-    #[inline]
+    #[inline(always)]
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
         Placed::Tracked(op(self.cell, self.clock.now()))
     }

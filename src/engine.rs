@@ -84,7 +84,7 @@ impl<A: Algorithm> Engine<A> {
     }
 
     /// The parameters, loaded afresh on every call (what cells re-read on each CAS retry).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn src(&self) -> impl ParamSource<A::Params> + '_ {
         move || self.params.load()
     }
@@ -124,7 +124,7 @@ impl<A: Algorithm> Engine<A> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_acquire(&self, slot: &impl Slot<A>) -> bool {
         let src = self.src();
         match slot.decide(|cell, now| self.alg.check(cell, now, 1, &src)) {
@@ -133,6 +133,7 @@ impl<A: Algorithm> Engine<A> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn check_n(&self, slot: &impl Slot<A>, n: u64) -> Decision {
         let src = self.src();
         self.check_on(slot, n, &src)
@@ -143,6 +144,7 @@ impl<A: Algorithm> Engine<A> {
         self.check_on(slot, n, &src)
     }
 
+    #[inline(always)]
     fn check_on(&self, slot: &impl Slot<A>, n: u64, src: &impl ParamSource<A::Params>) -> Decision {
         match slot.decide(|cell, now| (self.alg.check(cell, now, n, src), now)) {
             Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),

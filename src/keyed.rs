@@ -411,7 +411,7 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    #[inline]
+    #[inline(always)]
     fn slot<'a, Q>(&'a self, key: &'a Q) -> KeySlot<'a, K, Q, A, S>
     where
         Q: ?Sized,

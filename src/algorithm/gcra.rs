@@ -171,6 +171,7 @@ impl Verdict {
     }
 
     /// The full result fields (DESIGN.md 2), plus whatever holes add to `remaining`.
+    #[inline(always)]
     pub(crate) fn decision(&self, now: Nanos) -> Decision {
         let debt = self.tail.saturating_sub(now);
         let tau = self.t * self.burst;
@@ -197,7 +198,7 @@ impl Verdict {
 
 /// Check (cost `n`, at `now`) against the tail alone: `new_tat = max(tat, now) + n*T`,
 /// allowed iff `new_tat - tau <= now`.
-#[inline]
+#[inline(always)]
 pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
     let base = tat.max(now);
     if n == 0 {
@@ -416,7 +417,7 @@ impl Rules for Gcra {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn check(
         &self,
         cell: &GcraCell,
@@ -427,7 +428,7 @@ impl Rules for Gcra {
         cell.check(now, n, p)
     }
 
-    #[inline]
+    #[inline(always)]
     fn allowed(v: &Verdict) -> bool {
         v.allowed()
     }
@@ -437,6 +438,7 @@ impl Rules for Gcra {
         v.into_result(n)
     }
 
+    #[inline(always)]
     fn decision(v: &Verdict, now: Nanos) -> Decision {
         v.decision(now)
     }

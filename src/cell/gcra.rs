@@ -43,16 +43,16 @@ fn tat_of(w: u64) -> Nanos {
     w & MAX_NANOS
 }
 
-#[inline]
+#[inline(always)]
 fn pack(tat: Nanos, p: &GcraParams, flag: u64) -> u64 {
     debug_assert!(tat <= MAX_NANOS);
-    tat | if p.gen & 1 == 1 { GEN } else { 0 } | flag
+    tat | (p.gen & 1) << 62 | flag
 }
 
 /// The TAT a word holds, in `p`'s generation, and whether that needed a re-scale.
-#[inline]
+#[inline(always)]
 fn current(w: u64, p: &GcraParams) -> (Nanos, bool) {
-    let behind = (w & GEN != 0) != (p.gen & 1 == 1);
+    let behind = ((w >> 62) ^ p.gen) & 1 != 0;
     if behind {
         (gcra::rescale(tat_of(w), p), true)
     } else {
@@ -73,7 +73,7 @@ enum Flow<R> {
 ///
 /// On a cell's own word (`spill = false`) a set bit 63 means the cell spilled: the loop stops.
 /// On a spill's word it means "has holes" and is kept in whatever is stored.
-#[inline]
+#[inline(always)]
 fn tail_loop<R>(
     atom: &AtomicU64,
     src: &impl ParamSource<GcraParams>,
@@ -133,7 +133,7 @@ impl GcraCell {
     }
 
     /// Check `n` permits at `now`; stores only when allowed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check(&self, now: Nanos, n: u64, src: &impl ParamSource<GcraParams>) -> Verdict {
         let step = |tat, p: &GcraParams| {
             let v = gcra::check(tat, now, n, p);
@@ -290,6 +290,8 @@ impl Spill {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn check(&self, now: Nanos, n: u64, src: &impl ParamSource<GcraParams>) -> Verdict {
         if let Some(mut holes) = self.try_holes() {
             return self.with_holes(&mut holes, src, |tat, holes, p| {
@@ -303,6 +305,8 @@ impl Spill {
         })
     }
 
+    #[cold]
+    #[inline(never)]
     fn reserve(
         &self,
         now: Nanos,

@@ -26,7 +26,7 @@ impl<P: Words> ParamsCell<P> {
     }
 
     /// The parameters in force: every word from the same `store`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn load(&self) -> P {
         loop {
             let before = self.seq.load(Ordering::Acquire);

@@ -99,7 +99,7 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    #[inline]
+    #[inline(always)]
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
         self.store.decide(self.key, op)
     }
@@ -144,7 +144,7 @@ pub(crate) enum OnShard<R> {
 /// Absent is the same state as a fresh cell, so a miss decides on a scratch one: if it stays
 /// fresh (a peek, a request over the burst, a wait past the timeout) the answer is already
 /// exact and nothing needs inserting, so denials of unknown keys never grow the map.
-#[inline]
+#[inline(always)]
 pub(crate) fn decide_on_shard<G, C, R>(
     lookup: impl FnOnce() -> Option<G>,
     now: impl Fn() -> Nanos,
@@ -160,6 +160,20 @@ where
         // The guard is held until the decision is done.
         return OnShard::Decided(op(&cell, early));
     }
+    decide_on_scratch(now, op, is_fresh)
+}
+
+/// The miss half of [`decide_on_shard`], kept out of line so the hit path inlines `op`.
+#[cold]
+#[inline(never)]
+fn decide_on_scratch<C, R>(
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&C, Nanos) -> R,
+    is_fresh: impl Fn(&C) -> bool,
+) -> OnShard<R>
+where
+    C: Default,
+{
     let scratch = C::default();
     let fresh = op(&scratch, now());
     if is_fresh(&scratch) {
@@ -196,7 +210,7 @@ where
 
     /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
     /// the key only when `op` leaves a fresh cell changed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decide<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>
     where
         K: Borrow<Q>,
@@ -204,15 +218,26 @@ where
     {
         let clock = &self.engine.clock;
         let alg = &self.engine.alg;
-        let fresh = match decide_on_shard(
+        match decide_on_shard(
             || self.map.get(key),
             || clock.now(),
             &op,
             |c| alg.is_fresh(c),
         ) {
-            OnShard::Decided(r) => return Placed::Tracked(r),
-            OnShard::MustInsert(fresh) => fresh,
-        };
+            OnShard::Decided(r) => Placed::Tracked(r),
+            OnShard::MustInsert(fresh) => self.insert(key, op, fresh),
+        }
+    }
+
+    /// A new key's decision that stores: insert it (within the cap), or apply the cap's policy.
+    #[cold]
+    #[inline(never)]
+    fn insert<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let clock = &self.engine.clock;
         // Insert under the write guard and decide again there with a fresh `now` (the loom
         // model in `loom-tests/tests/sweeper.rs` transcribes this step).
         for attempt in 0..2 {
