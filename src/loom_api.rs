@@ -12,6 +12,7 @@ use crate::algorithm::gcra::GcraParams;
 use crate::algorithm::rules::Rules;
 use crate::algorithm::Gcra;
 use crate::cell::gcra::GcraCell;
+use crate::cell::params::ParamsCell;
 use crate::outcome::Decision;
 use crate::quota::Quota;
 use crate::store::keyed::{self, OnShard};
@@ -42,6 +43,70 @@ impl TatCell {
     /// The stored TAT.
     pub fn tat(&self) -> Nanos {
         self.0.tat()
+    }
+}
+
+/// A limiter's GCRA parameters in their sequence lock, as `set_quota` changes them.
+pub struct Params(ParamsCell<GcraParams>);
+
+impl Params {
+    /// The parameters of `q` (generation 0).
+    pub fn new(q: Quota) -> Params {
+        Params(ParamsCell::new(params(q)))
+    }
+
+    /// What `Engine::set_quota` publishes before it migrates cells: the next generation, for
+    /// `q`, changed at `now`.
+    pub fn publish(&self, q: Quota, now: Nanos) {
+        let next = Gcra
+            .next_params(&self.0.load(), &q, now)
+            .expect("GCRA runs every quota");
+        self.0.store(next);
+    }
+
+    /// The generation in force.
+    pub fn generation(&self) -> u64 {
+        self.0.load().gen
+    }
+}
+
+impl TatCell {
+    /// A check of `n` permits at `now` with the parameters read from `p` on every attempt, as
+    /// a limiter's decisions do.
+    pub fn check_live(&self, now: Nanos, n: u64, p: &Params) -> Checked {
+        let v = self.0.check(now, n, &|| p.0.load());
+        Checked {
+            now,
+            decision: v.decision(now),
+            stored: v.store,
+        }
+    }
+
+    /// What `set_quota`'s walk does to each cell.
+    pub fn migrate(&self, p: &Params) {
+        self.0.migrate(&|| p.0.load());
+    }
+
+    /// Whether the cell's word is in `p`'s generation (its parity matches).
+    pub fn in_generation_of(&self, p: &Params) -> bool {
+        self.0.parity() == p.0.load().gen & 1
+    }
+}
+
+/// [`check_on_shard`] with parameters read live from `p`.
+pub fn check_on_shard_live<G>(
+    lookup: impl FnOnce() -> Option<G>,
+    now: impl Fn() -> Nanos,
+    n: u64,
+    p: &Params,
+) -> Looked
+where
+    G: Deref<Target = TatCell>,
+{
+    let op = |cell: &TatCell, now| cell.check_live(now, n, p);
+    match keyed::decide_on_shard(lookup, now, &op, |c: &TatCell| c.0.is_fresh()) {
+        OnShard::Decided(c) => Looked::Decided(c),
+        OnShard::MustInsert(c) => Looked::MustInsert(c),
     }
 }
 

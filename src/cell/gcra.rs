@@ -249,6 +249,12 @@ impl GcraCell {
         self.word.load(Ordering::Acquire) & !GEN == 0
     }
 
+    /// The generation parity of the TAT word (the loom models).
+    #[cfg(loom)]
+    pub(crate) fn parity(&self) -> u64 {
+        (self.tail_word() >> 62) & 1
+    }
+
     /// The TAT and, for a spilled cell, its holes (tests and the loom models).
     #[cfg(any(test, loom))]
     pub(crate) fn snapshot(&self) -> (Nanos, Option<Vec<(Nanos, Nanos)>>) {
