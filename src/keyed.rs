@@ -188,11 +188,17 @@ where
         alg: B,
     ) -> Result<KeyedRateLimiterBuilder<K, B, S>, QuotaError> {
         alg.params(&self.quota, 0)?;
-        Ok(KeyedRateLimiterBuilder {
+        let hasher = self.hasher.clone();
+        Ok(self.with(alg, hasher))
+    }
+
+    /// The same configuration with another algorithm and hasher.
+    fn with<B, S2>(self, alg: B, hasher: S2) -> KeyedRateLimiterBuilder<K, B, S2> {
+        KeyedRateLimiterBuilder {
             quota: self.quota,
             alg,
             clock: self.clock,
-            hasher: self.hasher,
+            hasher,
             shards: self.shards,
             sweep_interval: self.sweep_interval,
             #[cfg(feature = "tokio")]
@@ -200,7 +206,7 @@ where
             max_keys: self.max_keys,
             when_full: self.when_full,
             _keys: PhantomData,
-        })
+        }
     }
 
     /// Uses another hasher for keys (see [`DefaultKeyHasher`] for the trade-off).
@@ -217,19 +223,8 @@ where
     where
         S2: BuildHasher + Clone + Send + Sync + 'static,
     {
-        KeyedRateLimiterBuilder {
-            quota: self.quota,
-            alg: self.alg,
-            clock: self.clock,
-            hasher,
-            shards: self.shards,
-            sweep_interval: self.sweep_interval,
-            #[cfg(feature = "tokio")]
-            sweep_on_tokio: self.sweep_on_tokio,
-            max_keys: self.max_keys,
-            when_full: self.when_full,
-            _keys: PhantomData,
-        }
+        let alg = self.alg.clone();
+        self.with(alg, hasher)
     }
 
     /// Number of map shards (default [`DEFAULT_SHARDS`]). Rounded up to a power of two and

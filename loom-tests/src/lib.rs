@@ -29,7 +29,10 @@ compile_error!("the loom models only build with RUSTFLAGS=\"--cfg loom\" (see RE
 
 use std::time::Duration;
 
-use loom::sync::Arc;
+use std::collections::BTreeMap;
+use std::ops::Deref;
+
+use loom::sync::{Arc, RwLock, RwLockReadGuard};
 use tollgate::{Decision, ManualClock, Quota, RateLimiter, Reservation};
 
 /// The preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set: enough for every model
@@ -318,6 +321,29 @@ pub fn sequential_histories(setup: Setup, threads: &[Vec<Op>], spec: &Spec) -> V
     all
 }
 
+/// Inside a loom execution: runs `threads` on a limiter built from `setup`, one loom thread
+/// each, and returns what they observed and the limiter.
+fn run_concurrently(setup: &Setup, threads: &[Vec<Op>]) -> (History, Arc<RateLimiter>) {
+    let limiter = Arc::new(setup.build());
+    let handles: Vec<_> = threads
+        .iter()
+        .cloned()
+        .map(|ops| {
+            let limiter = Arc::clone(&limiter);
+            loom::thread::spawn(move || run_thread(&limiter, &ops))
+        })
+        .collect();
+    let outs = handles
+        .into_iter()
+        .map(|h| h.join().expect("model thread panicked"))
+        .collect();
+    let observed = History {
+        outs,
+        fin: final_state(&limiter, setup.now),
+    };
+    (observed, limiter)
+}
+
 /// Runs `threads` concurrently under loom from `setup` (one loom thread each), then checks that
 /// the history is one `spec` accepts and hands it, and the limiter, to `check` for the model's
 /// own assertions.
@@ -327,23 +353,7 @@ where
 {
     let accepted = sequential_histories(setup, &threads, &spec);
     model(move || {
-        let limiter = Arc::new(setup.build());
-        let handles: Vec<_> = threads
-            .iter()
-            .cloned()
-            .map(|ops| {
-                let limiter = Arc::clone(&limiter);
-                loom::thread::spawn(move || run_thread(&limiter, &ops))
-            })
-            .collect();
-        let outs = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        let observed = History {
-            outs,
-            fin: final_state(&limiter, setup.now),
-        };
+        let (observed, limiter) = run_concurrently(&setup, &threads);
         if !accepted.iter().any(|s| s.history == observed) {
             panic!(
                 "history matches no sequential execution ({spec:?})\n  setup: {setup:?}\n  \
@@ -369,23 +379,7 @@ where
     C: Fn(&Setup, &[Vec<Op>], &History, &RateLimiter) + Sync + Send + 'static,
 {
     model(move || {
-        let limiter = Arc::new(setup.build());
-        let handles: Vec<_> = threads
-            .iter()
-            .cloned()
-            .map(|ops| {
-                let limiter = Arc::clone(&limiter);
-                loom::thread::spawn(move || run_thread(&limiter, &ops))
-            })
-            .collect();
-        let outs = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        let observed = History {
-            outs,
-            fin: final_state(&limiter, setup.now),
-        };
+        let (observed, limiter) = run_concurrently(&setup, &threads);
         check(&setup, &threads, &observed, &limiter);
     });
 }
@@ -533,4 +527,24 @@ pub fn conforms(grants: &[Grant], q: Quota) -> Result<(), String> {
         tat = new_tat;
     }
     Ok(())
+}
+
+/// A read guard on one present key of a model's shard (a loom `RwLock<BTreeMap>` standing in for
+/// a dashmap shard): what dashmap's `get` returns.
+pub struct CellRef<'a, V> {
+    map: RwLockReadGuard<'a, BTreeMap<u64, V>>,
+    key: u64,
+}
+
+impl<V> Deref for CellRef<'_, V> {
+    type Target = V;
+    fn deref(&self) -> &V {
+        &self.map[&self.key]
+    }
+}
+
+/// A shard's `get`: the read guard on `key`'s value, if present.
+pub fn lookup<V>(map: &RwLock<BTreeMap<u64, V>>, key: u64) -> Option<CellRef<'_, V>> {
+    let map = map.read().unwrap();
+    map.contains_key(&key).then_some(CellRef { map, key })
 }

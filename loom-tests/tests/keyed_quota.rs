@@ -16,12 +16,11 @@
 //! stores; a second change (two generations on, same parity) then reads every cell right.
 
 use std::collections::BTreeMap;
-use std::ops::Deref;
 
-use loom::sync::{Arc, RwLock, RwLockReadGuard};
+use loom::sync::{Arc, RwLock};
 use tollgate::loom_api::{check_on_shard_live, Looked, Params, TatCell};
 use tollgate::{Clock, ManualClock, Quota};
-use tollgate_loom_tests::{model, quota};
+use tollgate_loom_tests::{lookup, model, quota};
 
 const NOW: u64 = 1_000;
 
@@ -31,27 +30,12 @@ struct Shard {
     clock: ManualClock,
 }
 
-struct CellRef<'a> {
-    map: RwLockReadGuard<'a, BTreeMap<u64, TatCell>>,
-    key: u64,
-}
-
-impl Deref for CellRef<'_> {
-    type Target = TatCell;
-    fn deref(&self) -> &TatCell {
-        &self.map[&self.key]
-    }
-}
-
 /// The keyed store's `decide` for a check of one permit on `key`; with `stale_insert`, the
 /// insert decides with the parameters in force before it took the write lock (the bug this
 /// model exists to catch).
 fn acquire(shard: &Shard, key: u64, stale_insert: bool) {
     let before = shard.params.generation();
-    let lookup = || {
-        let map = shard.map.read().unwrap();
-        map.contains_key(&key).then_some(CellRef { map, key })
-    };
+    let lookup = || lookup(&shard.map, key);
     if let Looked::MustInsert(_) =
         check_on_shard_live(lookup, || shard.clock.now(), 1, &shard.params)
     {

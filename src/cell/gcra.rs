@@ -109,6 +109,29 @@ fn booked_tail(tat: Nanos, r: &Result<Booking<Ticket>, AcquireError>) -> Option<
     }
 }
 
+/// The CAS step of a check against the TAT alone.
+#[inline(always)]
+fn check_step(now: Nanos, n: u64) -> impl Fn(Nanos, &GcraParams) -> (Verdict, Option<Nanos>) {
+    move |tat, p| {
+        let v = gcra::check(tat, now, n, p);
+        (v, v.store)
+    }
+}
+
+/// The CAS step of a reservation at the tail.
+#[inline(always)]
+fn reserve_step(
+    now: Nanos,
+    n: u64,
+    max_wait: Option<Nanos>,
+) -> impl Fn(Nanos, &GcraParams) -> (Result<Booking<Ticket>, AcquireError>, Option<Nanos>) {
+    move |tat, p| {
+        let r = gcra::reserve(tat, now, n, p, max_wait);
+        let store = booked_tail(tat, &r);
+        (r, store)
+    }
+}
+
 /// One key's GCRA state: a single atomic word (see the module docs).
 #[derive(Debug, Default)]
 pub struct GcraCell {
@@ -135,11 +158,7 @@ impl GcraCell {
     /// Check `n` permits at `now`; stores only when allowed.
     #[inline(always)]
     pub(crate) fn check(&self, now: Nanos, n: u64, src: &impl ParamSource<GcraParams>) -> Verdict {
-        let step = |tat, p: &GcraParams| {
-            let v = gcra::check(tat, now, n, p);
-            (v, v.store)
-        };
-        match tail_loop(&self.word, src, false, step) {
+        match tail_loop(&self.word, src, false, check_step(now, n)) {
             Flow::Done(v) => v,
             Flow::Spilled(w) => self.spill(w).check(now, n, src),
         }
@@ -154,12 +173,7 @@ impl GcraCell {
         src: &impl ParamSource<GcraParams>,
         max_wait: Option<Nanos>,
     ) -> Result<Booking<Ticket>, AcquireError> {
-        let step = |tat, p: &GcraParams| {
-            let r = gcra::reserve(tat, now, n, p, max_wait);
-            let store = booked_tail(tat, &r);
-            (r, store)
-        };
-        match tail_loop(&self.word, src, false, step) {
+        match tail_loop(&self.word, src, false, reserve_step(now, n, max_wait)) {
             Flow::Done(r) => r,
             Flow::Spilled(w) => self.spill(w).reserve(now, n, src, max_wait),
         }
@@ -305,10 +319,7 @@ impl Spill {
                 (v, v.store)
             });
         }
-        self.tail_only(src, |tat, p| {
-            let v = gcra::check(tat, now, n, p);
-            (v, v.store)
-        })
+        self.tail_only(src, check_step(now, n))
     }
 
     #[cold]
@@ -327,11 +338,7 @@ impl Spill {
                 (r, store)
             });
         }
-        self.tail_only(src, |tat, p| {
-            let r = gcra::reserve(tat, now, n, p, max_wait);
-            let store = booked_tail(tat, &r);
-            (r, store)
-        })
+        self.tail_only(src, reserve_step(now, n, max_wait))
     }
 
     fn cancel(&self, ticket: &Ticket, now: Nanos, src: &impl ParamSource<GcraParams>) {
