@@ -121,12 +121,19 @@ impl RedisServer {
         false
     }
 
+    /// Whether our own process answers on the port (not another test's server that won a
+    /// race for the same port).
     fn ping(&self) -> bool {
+        let Some(pid) = self.child.as_ref().map(Child::id) else {
+            return false;
+        };
         TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-            && self
-                .client()
-                .get_connection()
-                .is_ok_and(|mut c| redis::cmd("PING").query::<String>(&mut c).is_ok())
+            && self.client().get_connection().is_ok_and(|mut c| {
+                redis::cmd("INFO")
+                    .arg("server")
+                    .query::<String>(&mut c)
+                    .is_ok_and(|info| info.contains(&format!("process_id:{pid}\r\n")))
+            })
     }
 
     pub fn port(&self) -> u16 {
