@@ -7,8 +7,10 @@ use super::client::LuaScript;
 
 /// Sliding log (exact): admit `n` iff the permits stamped in `(now - W, now]` plus `n` are at
 /// most `L`. A sorted set of one member per permit (score: its stamp in µs), so memory grows
-/// with `L` (see the README's figures); expired entries are trimmed only by admissions, and the
-/// key expires when its newest entry leaves the window.
+/// with `L` (see the README's figures) and an admission of `n` permits adds `n` members in one
+/// script run (Redis is busy for all of them: keep `n` and `L` moderate, or use GCRA or the
+/// weighted counter). Expired entries are trimmed only by admissions, and the key expires when
+/// its newest entry leaves the window.
 ///
 /// Fields: `remaining = L - count`; `reset_after` = until the newest entry leaves; a denial's
 /// `retry_after` = until the oldest entries that must leave for `n` to fit have left.
