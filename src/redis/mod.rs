@@ -127,6 +127,10 @@ pub struct RedisStats {
     pub policy_decisions: u64,
 }
 
+/// A wait's outcome before the failure policy: the time waited, or Redis's failure with the
+/// part of the timeout left.
+type Waited = Result<Duration, (Failure, Option<Duration>)>;
+
 /// What every handle on one limiter shares (cancel tasks hold it too).
 pub(crate) struct Shared {
     backend: Backend,
@@ -539,14 +543,13 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
 
     /// The windows' wait: decide, sleep `retry_after`, decide again. Returns the time waited,
     /// or the failure with the part of the timeout left for the policy.
-    #[allow(clippy::type_complexity)]
     async fn retry_until_admitted(
         &self,
         state: &str,
         n: u64,
         params: Params,
         timeout: Option<Duration>,
-    ) -> Result<Result<Duration, (Failure, Option<Duration>)>, RedisLimitError> {
+    ) -> Result<Waited, RedisLimitError> {
         if n > params.limit {
             return Err(AcquireError::ExceedsBurst {
                 requested: n,
