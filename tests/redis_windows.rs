@@ -349,3 +349,46 @@ fn script_integer_helpers_are_exact() {
         assert_eq!(got[3] as u64, a / c, "idiv({a}, {c})");
     }
 }
+
+/// The windows wait by deciding again after `retry_after`: never past a timeout, nothing
+/// taken after giving up, and `n` above the limit refused at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn window_waits_decide_again_after_retry_after() {
+    let server = RedisServer::start();
+    let l = RedisRateLimiter::builder(Quota::new(2, Duration::from_millis(200)).unwrap())
+        .algorithm(FixedWindow)
+        .prefix(unique_prefix())
+        .deadline(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    // Start just after a window boundary (windows are aligned to the epoch), so the steps below
+    // all fall in one 200 ms window.
+    let now = l.decide("k", 0).await.unwrap().server_time.unwrap();
+    let into = Duration::from_micros((now.as_micros() % 200_000) as u64);
+    tokio::time::sleep(Duration::from_millis(205) - into).await;
+    l.try_acquire_n("k", 2).await.unwrap();
+    let e = l
+        .try_acquire_for_async("k", 1, Duration::from_micros(1))
+        .await
+        .unwrap_err();
+    assert!(e.retry_after().is_some(), "{e}");
+    assert_eq!(
+        l.peek("k").await.unwrap().remaining,
+        0,
+        "a refused wait took a permit"
+    );
+    // Granted in the next window, after a real wait.
+    let waited = l.acquire_n_async("k", 2).await.unwrap();
+    assert!(waited > Duration::ZERO);
+    assert_eq!(l.peek("k").await.unwrap().remaining, 0);
+    assert!(matches!(
+        l.acquire_n_async("k", 3).await,
+        Err(tollgate::redis::RedisLimitError::Limited(
+            tollgate::AcquireError::ExceedsBurst {
+                requested: 3,
+                burst: 2
+            }
+        ))
+    ));
+}
