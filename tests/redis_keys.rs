@@ -108,7 +108,8 @@ async fn every_key_expires_when_its_state_stops_carrying_information() {
 }
 
 async fn denials_write_nothing<A: RedisAlgorithm>(server: &RedisServer, alg: A) {
-    let l = connect(server, alg, Quota::per_minute(2).unwrap()).await;
+    // Per hour: the fixed window (aligned to the epoch) must not roll over mid-test.
+    let l = connect(server, alg, Quota::per_hour(2).unwrap()).await;
     let before = writes(server);
     assert!(l.check_n("k", 2).await.unwrap().allowed);
     let after_admission = writes(server);
