@@ -30,6 +30,9 @@
 //! - `quanta`: `QuantaClock`, a cheaper but cross-core-unordered TSC clock.
 //! - `serde`: `Serialize`/`Deserialize` for [`Quota`] (as `{ count, period, burst }`, validated
 //!   on the way in).
+//! - `redis`: `redis::RedisRateLimiter`, the same algorithms shared across processes and
+//!   machines through Redis 7+ or a Redis Cluster (one Lua script per decision, on the server's
+//!   clock). Adds the `redis` client crate and tokio networking; needs Rust 1.88.
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds since the clock's origin, up to [`MAX_NANOS`] (about 146 years);
@@ -52,6 +55,8 @@ mod keyed;
 pub mod loom_api;
 mod outcome;
 mod quota;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod store;
 mod sweeper;
 mod sync;
@@ -71,6 +76,8 @@ pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
 pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError, MAX_NANOS};
+#[cfg(feature = "redis")]
+pub use redis::RedisRateLimiter;
 pub use store::keyed::WhenFull;
 pub use store::sweep::SweepStats;
 pub use wait::Reservation;
