@@ -11,6 +11,8 @@
 //!   keys whose bucket is full again, and an exact [`max_keys`](KeyedRateLimiterBuilder::max_keys)
 //!   cap.
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
+//! - [`SmoothRateLimiter`]: Guava's `RateLimiter` (pay later, bursty or warming up), exact to
+//!   Guava's microseconds, lock-free.
 //! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
 //!   the `tokio` feature) a `TokioClock` that follows `tokio::time::pause()`.
 //!
@@ -45,6 +47,7 @@ mod keyed;
 pub mod loom_api;
 mod outcome;
 mod quota;
+mod smooth;
 mod sweeper;
 mod sync;
 mod wait;
@@ -63,6 +66,12 @@ pub use keyed::{
 };
 pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
+#[cfg(loom)]
+#[doc(hidden)]
+pub use smooth::loom_api::SmoothTicket;
+pub use smooth::{
+    SmoothAcquireError, SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder,
+};
 pub use sweeper::SweepStats;
 pub use wait::Reservation;
 
