@@ -18,9 +18,11 @@
 //!    while the limiter is in debt, so the word does not change).
 //!
 //! # The protocol
-//! - Decisions (lock-free path) read the parameters and load the word inside one sequence-lock
+//! - Decisions (lock-free path) load the word and read the parameters inside one sequence-lock
 //!   read section (`seq` even and unchanged around both), so the pair is consistent (hazard 1).
 //!   If the word is unlocked they decide and CAS; if it is `LOCKED` they take the writer mutex.
+//!   A refusal (`tryAcquire`'s `nextFree - timeout > now`) needs only the word's `nextFree`: it
+//!   stores nothing and returns before reading the parameters.
 //! - `set_rate`, under the mutex: makes `seq` odd, CASes the resynced and rescaled word, stores
 //!   the new parameters, makes `seq` even. Its word is unlocked only if the resync moved
 //!   `nextFree` forward; otherwise it is `LOCKED`, and the mutex records `hwm`, the largest
@@ -140,23 +142,26 @@ impl ParamsCell {
         }
     }
 
-    /// The parameters, their sequence number, and `also()` evaluated inside the same read
-    /// section: consistent with each other as of one instant. A writer's data stores are
-    /// Release, so a reader that sees any of them (or the word a writer CASed while `seq` was
-    /// odd) also sees the odd `seq` on its second read, and retries.
+    /// Starts a read section: the sequence number once it is even (no writer active).
     #[inline]
-    fn read<T>(&self, also: impl Fn() -> T) -> (Params, u64, T) {
+    fn begin_read(&self) -> u64 {
         loop {
-            let before = self.seq.load(Ordering::Acquire);
-            if before & 1 == 0 {
-                let p = self.load_fields();
-                let t = also();
-                if self.seq.load(Ordering::Acquire) == before {
-                    return (p, before, t);
-                }
+            let seq = self.seq.load(Ordering::Acquire);
+            if seq & 1 == 0 {
+                return seq;
             }
             spin_hint();
         }
+    }
+
+    /// Ends a read section begun at `seq`: the parameters, if no writer ran meanwhile, so that
+    /// they and everything loaded since `begin_read` (the state word) are of one instant. A
+    /// writer's stores are Release, so a reader that sees any of them (or the word a writer
+    /// CASed while `seq` was odd) also sees the odd `seq` here, and retries.
+    #[inline]
+    fn end_read(&self, seq: u64) -> Option<Params> {
+        let p = self.load_fields();
+        (self.seq.load(Ordering::Acquire) == seq).then_some(p)
     }
 
     /// Under the mutex: no writer can be active.
@@ -227,7 +232,11 @@ impl SmoothCell {
 
     /// `getRate()`.
     pub(crate) fn rate(&self) -> f64 {
-        self.params.read(|| ()).0.rate()
+        loop {
+            if let Some(p) = self.params.end_read(self.params.begin_read()) {
+                return p.rate();
+            }
+        }
     }
 
     /// The state word (for the loom models' final-state comparisons).
@@ -246,11 +255,16 @@ impl SmoothCell {
         admit: impl Fn(Micros) -> Result<(), E>,
     ) -> Result<Ticket, E> {
         loop {
-            let (p, seq, current) = self.params.read(|| self.load());
+            let seq = self.params.begin_read();
+            let current = self.load();
+            // A refusal depends on `nextFree` alone: no parameters needed, nothing stored.
             admit(current.state().next_free)?;
             if current.locked() {
                 return self.reserve_locked(now, permits, admit);
             }
+            let Some(p) = self.params.end_read(seq) else {
+                continue;
+            };
             let (state, moment) = rules::reserve(current.state(), &p, now, permits);
             let next = Word::pack(state, false);
             if self.cas(current, next) {

@@ -379,7 +379,14 @@ impl SmoothRateLimiter {
     /// ```
     #[must_use = "a permit may have been denied"]
     pub fn try_acquire(&self) -> bool {
-        self.try_acquire_n(1).is_ok()
+        // try_acquire_n(1) without building the wait it would report.
+        let now = self.now();
+        let admit = |next_free| {
+            rules::can_acquire(next_free, now, 0)
+                .then_some(())
+                .ok_or(())
+        };
+        self.cell.reserve(now, 1, admit).is_ok()
     }
 
     /// Takes `permits` if they are available now (Guava's `tryAcquire(permits)`): they are
@@ -425,6 +432,7 @@ impl SmoothRateLimiter {
     }
 
     /// Guava's `readMicros()`: microseconds since the limiter was built.
+    #[inline]
     fn now(&self) -> Micros {
         // u64 nanoseconds / 1000 always fits in an i64.
         (self.clock.now().saturating_sub(self.origin) / 1_000) as Micros
@@ -444,6 +452,7 @@ impl SmoothRateLimiter {
 
     /// Reserves if the wait is at most `timeout` (Guava's `canAcquire`); otherwise stores
     /// nothing.
+    #[inline]
     fn try_reserve(
         &self,
         permits: u64,
