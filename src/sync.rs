@@ -21,9 +21,9 @@ pub(crate) use portable_atomic::AtomicU128;
 
 /// loom has no 128-bit atomic. This stand-in is a loom `Mutex<u128>` with the methods the
 /// library uses: every call is one step loom schedules around, so the models still explore
-/// every interleaving of loads and CASes on the word. (A mutex orders more strongly than the
-/// real word's Acquire/AcqRel; the protocol's ordering argument rests on the sequence lock,
-/// whose atomics are loom's own.)
+/// every interleaving of loads and CASes on the word. A mutex orders more strongly than the
+/// real word's Acquire loads and AcqRel CASes, so the models cannot catch a weakened ordering
+/// on the word itself (the sequence lock around it uses loom's own atomics).
 #[cfg(loom)]
 mod loom_u128 {
     use super::{Mutex, Ordering};

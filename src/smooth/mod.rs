@@ -21,7 +21,10 @@ use crate::clock::{AnyClock, Clock};
 use crate::Nanos;
 
 /// Guava's `RateLimiter`: a stable rate of permits per second, paid for *later*, optionally
-/// warming up after idle time. Lock-free; shared by reference or `Arc`.
+/// warming up after idle time. Lock-free (one 128-bit CAS word), except that right after a
+/// [`set_rate`](SmoothRateLimiter::set_rate) made while the limiter is in debt, or a refund,
+/// grants go through a mutex until the schedule moves on (usually the next grant). Shared by
+/// reference or `Arc`.
 ///
 /// - **Pay later.** A request is granted as soon as the previous ones are paid for; its own cost
 ///   is paid by the *next* request. A large request on an idle limiter goes through at once
