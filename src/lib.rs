@@ -13,6 +13,8 @@
 //! - [`all_or_none`]: take from several limits together (per user *and* global), or from none.
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
 //! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default.
+//! - [`SmoothRateLimiter`]: Guava's `RateLimiter` (pay later, bursty or warming up), exact to
+//!   Guava's microseconds, lock-free.
 //! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
 //!   the `tokio` feature) a `TokioClock` that follows `tokio::time::pause()`.
 //!
@@ -58,6 +60,7 @@ mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod store;
+mod smooth;
 mod sweeper;
 mod sync;
 mod wait;
@@ -80,6 +83,12 @@ pub use quota::{Quota, QuotaError, MAX_NANOS};
 pub use redis::RedisRateLimiter;
 pub use store::keyed::WhenFull;
 pub use store::sweep::SweepStats;
+#[cfg(loom)]
+#[doc(hidden)]
+pub use smooth::loom_api::SmoothTicket;
+pub use smooth::{
+    SmoothAcquireError, SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder,
+};
 pub use wait::Reservation;
 
 /// The README's code blocks, compiled and run as doc tests so they cannot rot.

@@ -14,6 +14,50 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering}
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use std::sync::TryLockError;
+// The smooth (Guava-style) limiter's state: one 128-bit word.
+#[cfg(loom)]
+pub(crate) use self::loom_u128::AtomicU128;
+#[cfg(not(loom))]
+pub(crate) use portable_atomic::AtomicU128;
+
+/// loom has no 128-bit atomic. This stand-in is a loom `Mutex<u128>` with the methods the
+/// library uses: every call is one step loom schedules around, so the models still explore
+/// every interleaving of loads and CASes on the word. A mutex orders more strongly than the
+/// real word's Acquire loads and AcqRel CASes, so the models cannot catch a weakened ordering
+/// on the word itself (the sequence lock around it uses loom's own atomics).
+#[cfg(loom)]
+mod loom_u128 {
+    use super::{Mutex, Ordering};
+
+    #[derive(Debug)]
+    pub(crate) struct AtomicU128(Mutex<u128>);
+
+    impl AtomicU128 {
+        pub(crate) fn new(v: u128) -> AtomicU128 {
+            AtomicU128(Mutex::new(v))
+        }
+
+        pub(crate) fn load(&self, _: Ordering) -> u128 {
+            *self.0.lock().unwrap()
+        }
+
+        pub(crate) fn compare_exchange(
+            &self,
+            current: u128,
+            new: u128,
+            _: Ordering,
+            _: Ordering,
+        ) -> Result<u128, u128> {
+            let mut v = self.0.lock().unwrap();
+            if *v == current {
+                *v = new;
+                Ok(current)
+            } else {
+                Err(*v)
+            }
+        }
+    }
+}
 
 /// Busy-wait hint inside retry loops; loom must be told to yield or it explores spins forever.
 #[inline]

@@ -1,0 +1,171 @@
+//! `SmoothRateLimiter::try_acquire` (Guava semantics, lock-free), bursty and warming up, next to
+//! GCRA's `RateLimiter::try_acquire` and next to the same Guava rules behind one `Mutex` (what
+//! Guava does: `tests/support/guava_port.rs`), all on the default clock (`StdClock`).
+//!
+//! Two parts in one run:
+//! 1. criterion's ns/op for each contender, allowed path and denied path;
+//! 2. a summary table from interleaved rounds: each round runs every contender for a short
+//!    batch in a rotating order; a contender's figure is its median over rounds, and a ratio is
+//!    the median of the per-round paired ratios, so load that changes between rounds (this
+//!    machine is shared) cancels out. It includes two threads hammering one limiter.
+//!
+//! Run: `cargo bench --bench smooth` (`-- --quick` for a short run).
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use tollgate::{Quota, RateLimiter, SmoothRateLimiter, StdClock};
+
+#[path = "../tests/support/guava_port.rs"]
+mod guava_port;
+use guava_port::{GuavaPort, MutexGuava};
+
+/// Allowed path: 10^12 permits per second, so every permit's cost truncates to 0 us and every
+/// call is granted, and every call stores (a saved permit is spent).
+const FAST: f64 = 1e12;
+/// Denied path: one permit per hour, spent before measuring.
+const SLOW: f64 = 1.0 / 3600.0;
+
+/// A named `try_acquire` of one contender.
+type Op<'a> = (&'static str, Box<dyn Fn() -> bool + Sync + 'a>);
+
+/// The four contenders for one path.
+struct Contenders {
+    bursty: SmoothRateLimiter,
+    warming: SmoothRateLimiter,
+    gcra: RateLimiter,
+    mutex: MutexGuava<StdClock>,
+}
+
+impl Contenders {
+    fn new(allowed: bool) -> Contenders {
+        let rate = if allowed { FAST } else { SLOW };
+        let quota = if allowed {
+            Quota::per_second(1_000_000_000).unwrap()
+        } else {
+            Quota::per_hour(1).unwrap()
+        };
+        let c = Contenders {
+            bursty: SmoothRateLimiter::bursty(rate).unwrap(),
+            warming: SmoothRateLimiter::warming_up(rate, Duration::from_secs(1)).unwrap(),
+            gcra: RateLimiter::new(quota),
+            mutex: MutexGuava::new(GuavaPort::bursty(rate, 1.0), StdClock::new()),
+        };
+        if !allowed {
+            // Spend what there is (pay later: the first request of any size goes through).
+            let _ = (c.bursty.try_acquire(), c.warming.try_acquire());
+            let _ = (c.gcra.try_acquire(), c.mutex.try_acquire());
+        }
+        c
+    }
+
+    fn ops(&self) -> [Op<'_>; 4] {
+        [
+            ("smooth bursty", Box::new(|| self.bursty.try_acquire())),
+            ("smooth warming", Box::new(|| self.warming.try_acquire())),
+            ("gcra", Box::new(|| self.gcra.try_acquire())),
+            ("guava mutex port", Box::new(|| self.mutex.try_acquire())),
+        ]
+    }
+}
+
+fn criterion_part(c: &mut Criterion) {
+    for allowed in [true, false] {
+        let contenders = Contenders::new(allowed);
+        let path = if allowed { "allowed" } else { "denied" };
+        let mut g = c.benchmark_group(format!("smooth/{path}"));
+        g.throughput(criterion::Throughput::Elements(1));
+        for (name, op) in contenders.ops() {
+            g.bench_function(name, |b| b.iter(|| black_box(op())));
+        }
+        g.finish();
+    }
+}
+
+/// ns/op of `threads` threads each calling `op` `iters` times (wall time / all calls).
+fn batch(op: &(dyn Fn() -> bool + Sync), threads: usize, iters: u64) -> f64 {
+    let start_line = Barrier::new(threads + 1);
+    let start = std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                start_line.wait();
+                for _ in 0..iters {
+                    black_box(op());
+                }
+            });
+        }
+        start_line.wait();
+        Instant::now()
+    }); // the scope joins the threads: the wall time ends here
+    let wall = start.elapsed();
+    wall.as_nanos() as f64 / (iters * threads as u64) as f64
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// One markdown table: median ns/op and paired ratios against GCRA and the mutex port.
+fn rounds(title: &str, allowed: bool, threads: usize, rounds: usize, iters: u64) {
+    let contenders = Contenders::new(allowed);
+    let ops = contenders.ops();
+    let n = ops.len();
+    for (_, op) in &ops {
+        batch(op.as_ref(), threads, iters); // warm-up
+    }
+    let mut times = vec![Vec::new(); n];
+    for round in 0..rounds {
+        for k in 0..n {
+            let i = (k + round) % n;
+            times[i].push(batch(ops[i].1.as_ref(), threads, iters));
+        }
+    }
+    let (gcra, mutex) = (2, 3);
+    println!("\n### {title}\n");
+    println!("| contender | median ns/op | x gcra | x guava mutex port |");
+    println!("|---|---:|---:|---:|");
+    for i in 0..n {
+        let ratio = |r: usize| {
+            let mut v: Vec<f64> = (0..rounds).map(|k| times[i][k] / times[r][k]).collect();
+            median(&mut v)
+        };
+        println!(
+            "| {} | {:.1} | {:.2} | {:.2} |",
+            ops[i].0,
+            median(&mut times[i].clone()),
+            ratio(gcra),
+            ratio(mutex)
+        );
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    criterion_part(&mut c);
+    c.final_summary();
+
+    let (n_rounds, iters) = if quick { (5, 50_000) } else { (21, 200_000) };
+    println!("\n## Same-run comparison ({n_rounds} interleaved rounds, default clock)");
+    println!("(x REF = median over rounds of this ns/op / REF ns/op; below 1 is faster)");
+    rounds("try_acquire, allowed, 1 thread", true, 1, n_rounds, iters);
+    rounds("try_acquire, denied, 1 thread", false, 1, n_rounds, iters);
+    rounds(
+        "try_acquire, allowed, 2 threads on one limiter",
+        true,
+        2,
+        n_rounds,
+        iters / 2,
+    );
+}

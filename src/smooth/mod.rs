@@ -1,0 +1,569 @@
+//! [`SmoothRateLimiter`]: Guava's `RateLimiter` (`SmoothBursty` and `SmoothWarmingUp`), exact to
+//! the microsecond, lock-free.
+//!
+//! `rules` is the pure Guava math, `cell` the lock-free state that runs it, `error` the error
+//! types; this file is the public API (clock, blocking and async waits).
+
+mod cell;
+mod error;
+#[cfg(loom)]
+pub(crate) mod loom_api;
+mod rules;
+
+use std::convert::Infallible;
+use std::fmt;
+use std::time::Duration;
+
+use self::cell::{SmoothCell, Ticket};
+pub use self::error::{SmoothAcquireError, SmoothConfigError};
+use self::rules::{Micros, Shape};
+use crate::clock::{AnyClock, Clock};
+use crate::Nanos;
+
+/// Guava's `RateLimiter`: a stable rate of permits per second, paid for *later*, optionally
+/// warming up after idle time. Lock-free (one 128-bit CAS word), except that right after a
+/// [`set_rate`](SmoothRateLimiter::set_rate) made while the limiter is in debt, or a refund,
+/// grants go through a mutex until the schedule moves on (usually the next grant). Shared by
+/// reference or `Arc`.
+///
+/// - **Pay later.** A request is granted as soon as the previous ones are paid for; its own cost
+///   is paid by the *next* request. A large request on an idle limiter goes through at once
+///   (GCRA's [`RateLimiter`](crate::RateLimiter) would refuse it, or make it wait first).
+/// - **Bursty** ([`bursty`](SmoothRateLimiter::bursty)): unused rate is saved, up to one second
+///   of permits by default, and spent for free.
+/// - **Warming up** ([`warming_up`](SmoothRateLimiter::warming_up)): a limiter that was idle is
+///   *cold*: permits start `cold_factor` (3) times slower and speed up to the stable rate over the
+///   warm-up period, to protect a cold cache or connection pool.
+///
+/// Times are Guava's: microseconds since the limiter was built (the clock's nanoseconds,
+/// truncated), so waits match Guava's to the microsecond. See the README's "Guava
+/// compatibility" section for the rules and the few deliberate differences.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{ManualClock, SmoothRateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = SmoothRateLimiter::builder(5.0).clock(clock.clone()).build().unwrap();
+/// assert_eq!(limiter.acquire(), Duration::ZERO);          // Guava: RateLimiter.create(5.0)
+/// assert_eq!(limiter.acquire(), Duration::from_millis(200));
+/// assert_eq!(limiter.acquire_n(10).unwrap(), Duration::from_millis(200)); // pays later...
+/// assert_eq!(limiter.acquire(), Duration::from_secs(2));  // ...so the next caller waits
+/// ```
+pub struct SmoothRateLimiter {
+    cell: SmoothCell,
+    clock: AnyClock,
+    /// The clock's reading when the limiter was built: Guava's stopwatch starts at creation.
+    origin: Nanos,
+}
+
+/// Configures a [`SmoothRateLimiter`]: bursty (default, with an optional maximum burst) or
+/// warming up (with a warm-up period and an optional cold factor), and a clock.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{ManualClock, SmoothRateLimiter};
+///
+/// // Up to 2 seconds of unused rate saved (Guava's public API fixes it at 1 second).
+/// let bursty = SmoothRateLimiter::builder(10.0).max_burst_seconds(2.0).build().unwrap();
+/// // Cold permits 5x slower than warm ones, warming over 30 s.
+/// let warming = SmoothRateLimiter::builder(100.0)
+///     .warmup(Duration::from_secs(30))
+///     .cold_factor(5.0)
+///     .clock(ManualClock::new())
+///     .build()
+///     .unwrap();
+/// # let _ = (bursty, warming);
+/// ```
+#[derive(Debug)]
+#[must_use = "call .build() to get a limiter"]
+pub struct SmoothRateLimiterBuilder {
+    permits_per_second: f64,
+    max_burst_seconds: Option<f64>,
+    warmup: Option<Duration>,
+    cold_factor: Option<f64>,
+    clock: AnyClock,
+}
+
+impl SmoothRateLimiterBuilder {
+    /// Bursty only: how many seconds of unused rate can be saved up (default 1.0, Guava's).
+    /// Must be finite and `> 0`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = SmoothRateLimiter::builder(1.0)
+    ///     .max_burst_seconds(3.0)
+    ///     .clock(clock.clone())
+    ///     .build()
+    ///     .unwrap();
+    /// clock.advance(Duration::from_secs(10)); // idle: 3 permits saved, not 10
+    /// assert!(limiter.acquire_n(3).unwrap().is_zero()); // saved permits are free
+    /// assert!(limiter.acquire().is_zero());
+    /// assert_eq!(limiter.acquire(), Duration::from_secs(1));
+    /// ```
+    pub fn max_burst_seconds(mut self, seconds: f64) -> Self {
+        self.max_burst_seconds = Some(seconds);
+        self
+    }
+
+    /// Makes the limiter warm up: after idle time, permits start slow and reach the stable rate
+    /// over `warmup` (Guava's `SmoothWarmingUp`). Kept to whole microseconds (truncated), as
+    /// Guava's `TimeUnit.toMicros`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// let limiter = SmoothRateLimiter::builder(10.0)
+    ///     .warmup(Duration::from_secs(1))
+    ///     .clock(ManualClock::new())
+    ///     .build()
+    ///     .unwrap();
+    /// limiter.acquire();
+    /// assert!(limiter.acquire() > Duration::from_millis(100)); // cold: slower than 10/s
+    /// ```
+    pub fn warmup(mut self, warmup: Duration) -> Self {
+        self.warmup = Some(warmup);
+        self
+    }
+
+    /// Warming up only: how much slower a cold permit is than a warm one (default 3.0, Guava's).
+    /// Must be finite and `>= 1`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// // A cold factor of 1: cold permits cost the stable interval, no ramp at all.
+    /// let limiter = SmoothRateLimiter::builder(2.0)
+    ///     .warmup(Duration::from_secs(4))
+    ///     .cold_factor(1.0)
+    ///     .clock(ManualClock::new())
+    ///     .build()
+    ///     .unwrap();
+    /// limiter.acquire();
+    /// assert_eq!(limiter.acquire(), Duration::from_millis(500));
+    /// ```
+    pub fn cold_factor(mut self, cold_factor: f64) -> Self {
+        self.cold_factor = Some(cold_factor);
+        self
+    }
+
+    /// Uses `clock` instead of the default [`StdClock`](crate::StdClock).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = SmoothRateLimiter::builder(1.0).clock(clock.clone()).build().unwrap();
+    /// limiter.acquire();
+    /// assert_eq!(limiter.acquire(), Duration::from_secs(1));
+    /// assert_eq!(clock.sleeps(), [Duration::ZERO, Duration::from_secs(1)]); // Guava's R0.00, R1.00
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = AnyClock::custom(clock);
+        self
+    }
+
+    /// Builds the limiter; its microsecond clock starts now.
+    ///
+    /// # Errors
+    /// A [`SmoothConfigError`] for a rate that is not `> 0`, a maximum burst or cold factor out
+    /// of range, or options of the other shape (a maximum burst with a warm-up, a cold factor
+    /// without one).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{SmoothConfigError, SmoothRateLimiter};
+    /// let e = SmoothRateLimiter::builder(5.0).cold_factor(2.0).build().unwrap_err();
+    /// assert_eq!(e, SmoothConfigError::ColdFactorWithoutWarmup);
+    /// let e = SmoothRateLimiter::builder(5.0)
+    ///     .warmup(Duration::from_secs(1))
+    ///     .max_burst_seconds(2.0)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(e, SmoothConfigError::MaxBurstWithWarmup);
+    /// ```
+    pub fn build(self) -> Result<SmoothRateLimiter, SmoothConfigError> {
+        check_rate(self.permits_per_second)?;
+        let shape = match self.warmup {
+            Some(warmup) => {
+                if self.max_burst_seconds.is_some() {
+                    return Err(SmoothConfigError::MaxBurstWithWarmup);
+                }
+                let cold_factor = self.cold_factor.unwrap_or(3.0);
+                if !(cold_factor.is_finite() && cold_factor >= 1.0) {
+                    return Err(SmoothConfigError::InvalidColdFactor);
+                }
+                Shape::WarmingUp {
+                    warmup: Micros::try_from(warmup.as_micros()).unwrap_or(Micros::MAX),
+                    cold_factor,
+                }
+            }
+            None => {
+                if self.cold_factor.is_some() {
+                    return Err(SmoothConfigError::ColdFactorWithoutWarmup);
+                }
+                let max_burst_seconds = self.max_burst_seconds.unwrap_or(1.0);
+                // Finite and > 0: `0 * inf` would make the capacity NaN at rate +Inf.
+                if !(max_burst_seconds.is_finite() && max_burst_seconds > 0.0) {
+                    return Err(SmoothConfigError::InvalidMaxBurst);
+                }
+                Shape::Bursty { max_burst_seconds }
+            }
+        };
+        Ok(SmoothRateLimiter {
+            cell: SmoothCell::new(shape, self.permits_per_second),
+            origin: self.clock.now(),
+            clock: self.clock,
+        })
+    }
+}
+
+fn check_rate(permits_per_second: f64) -> Result<(), SmoothConfigError> {
+    if rules::valid_rate(permits_per_second) {
+        Ok(())
+    } else {
+        Err(SmoothConfigError::InvalidRate)
+    }
+}
+
+fn check_permits(permits: u64) -> Result<(), SmoothAcquireError> {
+    if permits == 0 {
+        Err(SmoothAcquireError::ZeroPermits)
+    } else {
+        Ok(())
+    }
+}
+
+fn micros(us: Micros) -> Duration {
+    Duration::from_micros(us.max(0) as u64)
+}
+
+impl SmoothRateLimiter {
+    /// Guava's `RateLimiter.create(permitsPerSecond)`: bursty, up to one second of unused rate
+    /// saved, starting empty, on the default clock.
+    ///
+    /// # Errors
+    /// [`SmoothConfigError::InvalidRate`] unless `permits_per_second > 0` (`+Inf` is allowed).
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(1000.0).unwrap();
+    /// assert_eq!(limiter.rate(), 1000.0);
+    /// ```
+    pub fn bursty(permits_per_second: f64) -> Result<SmoothRateLimiter, SmoothConfigError> {
+        SmoothRateLimiter::builder(permits_per_second).build()
+    }
+
+    /// Guava's `RateLimiter.create(permitsPerSecond, warmupPeriod)`: warming up with cold factor
+    /// 3, starting cold, on the default clock.
+    ///
+    /// # Errors
+    /// [`SmoothConfigError::InvalidRate`] unless `permits_per_second > 0`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    ///
+    /// // Rate 2/s, warm-up 4 s: from cold, permits cost 1.375 s, 1.125 s, 0.875 s, 0.625 s,
+    /// // then 0.5 s each (each one paid by the next caller).
+    /// let limiter = SmoothRateLimiter::builder(2.0)
+    ///     .warmup(Duration::from_secs(4))
+    ///     .clock(ManualClock::new())
+    ///     .build()
+    ///     .unwrap();
+    /// let waits: Vec<u128> = (0..6).map(|_| limiter.acquire().as_micros()).collect();
+    /// assert_eq!(waits, [0, 1_375_000, 1_125_000, 875_000, 625_000, 500_000]);
+    /// # let _ = SmoothRateLimiter::warming_up(2.0, Duration::from_secs(4)).unwrap();
+    /// ```
+    pub fn warming_up(
+        permits_per_second: f64,
+        warmup: Duration,
+    ) -> Result<SmoothRateLimiter, SmoothConfigError> {
+        SmoothRateLimiter::builder(permits_per_second)
+            .warmup(warmup)
+            .build()
+    }
+
+    /// A builder: maximum burst or warm-up, cold factor, clock.
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::builder(3.0).build().unwrap();
+    /// assert_eq!(limiter.rate(), 3.0);
+    /// ```
+    pub fn builder(permits_per_second: f64) -> SmoothRateLimiterBuilder {
+        SmoothRateLimiterBuilder {
+            permits_per_second,
+            max_burst_seconds: None,
+            warmup: None,
+            cold_factor: None,
+            clock: AnyClock::default(),
+        }
+    }
+
+    /// Guava's `getRate()`: `1e6 / stableIntervalMicros`. A rate so small that its interval is
+    /// infinite (such as `f64::MIN_POSITIVE`) reads back as `0.0`, as in Guava.
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(f64::INFINITY).unwrap();
+    /// assert_eq!(limiter.rate(), f64::INFINITY);
+    /// ```
+    #[must_use]
+    pub fn rate(&self) -> f64 {
+        self.cell.rate()
+    }
+
+    /// Guava's `setRate`: resyncs at the old rate, then rescales the saved permits to the new
+    /// capacity. Debt already booked (waits owed by earlier requests) is kept. Decisions made
+    /// concurrently see either the old rate and state or the new ones, never a mix.
+    ///
+    /// # Errors
+    /// [`SmoothConfigError::InvalidRate`] unless `permits_per_second > 0`; nothing changes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// let limiter = SmoothRateLimiter::builder(1.0).clock(ManualClock::new()).build().unwrap();
+    /// limiter.acquire();
+    /// limiter.set_rate(2.0).unwrap();
+    /// assert_eq!(limiter.acquire(), Duration::from_secs(1)); // the old rate's debt
+    /// assert_eq!(limiter.acquire(), Duration::from_millis(500));
+    /// assert!(limiter.set_rate(-1.0).is_err());
+    /// ```
+    pub fn set_rate(&self, permits_per_second: f64) -> Result<(), SmoothConfigError> {
+        check_rate(permits_per_second)?;
+        self.cell.set_rate(|| self.now(), permits_per_second);
+        Ok(())
+    }
+
+    /// Takes one permit, blocking until it may be used (Guava's `acquire()`); returns the time
+    /// waited.
+    ///
+    /// Like every blocking method here, it calls [`Clock::sleep`] exactly once per grant, even
+    /// for a zero wait, as Guava's `SleepingStopwatch` does (a [`ManualClock`](crate::ManualClock)
+    /// therefore records Guava's `R0.00` events).
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(100.0).unwrap();
+    /// assert!(limiter.acquire().is_zero());
+    /// ```
+    pub fn acquire(&self) -> Duration {
+        self.block(self.now(), self.reserve_now(1).1)
+    }
+
+    /// Takes `permits` at once, blocking until the earlier requests are paid for (not this one:
+    /// the next caller pays for it); returns the time waited.
+    ///
+    /// Any count is accepted; counts above 2^53 are rounded to the nearest `f64`, the type
+    /// Guava computes permits in.
+    ///
+    /// # Errors
+    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// let limiter = SmoothRateLimiter::builder(1.0).clock(ManualClock::new()).build().unwrap();
+    /// assert_eq!(limiter.acquire_n(8).unwrap(), Duration::ZERO);
+    /// assert_eq!(limiter.acquire_n(1).unwrap(), Duration::from_secs(8));
+    /// ```
+    pub fn acquire_n(&self, permits: u64) -> Result<Duration, SmoothAcquireError> {
+        check_permits(permits)?;
+        let (now, ticket) = self.reserve_now(permits);
+        Ok(self.block(now, ticket))
+    }
+
+    /// Takes one permit if it is available now (Guava's `tryAcquire()`). Never waits.
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(1.0).unwrap();
+    /// assert!(limiter.try_acquire());
+    /// assert!(!limiter.try_acquire()); // the first one is being paid for
+    /// ```
+    #[must_use = "a permit may have been denied"]
+    pub fn try_acquire(&self) -> bool {
+        // try_acquire_n(1) without building the wait it would report.
+        let now = self.now();
+        let admit = |next_free| {
+            rules::can_acquire(next_free, now, 0)
+                .then_some(())
+                .ok_or(())
+        };
+        self.cell.reserve(now, 1, admit).is_ok()
+    }
+
+    /// Takes `permits` if they are available now (Guava's `tryAcquire(permits)`): they are
+    /// whenever the earlier requests are paid for, whatever `permits` is. Never waits.
+    ///
+    /// # Errors
+    /// [`SmoothAcquireError::RateLimited`] with the wait until they are;
+    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(10.0).unwrap();
+    /// assert!(limiter.try_acquire_n(100).is_ok()); // pay later: 10 s of permits at once
+    /// assert!(limiter.try_acquire_n(1).is_err());
+    /// ```
+    pub fn try_acquire_n(&self, permits: u64) -> Result<(), SmoothAcquireError> {
+        self.try_reserve(permits, 0).map(|_| ())
+    }
+
+    /// Takes `permits` if they can be had within `timeout`, blocking at most that long (Guava's
+    /// `tryAcquire(permits, timeout, unit)`). If the wait would be longer, it returns at once
+    /// and changes nothing. Returns the time waited.
+    ///
+    /// # Errors
+    /// [`SmoothAcquireError::RateLimited`] with the wait that would have been needed;
+    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// let limiter = SmoothRateLimiter::builder(5.0).clock(ManualClock::new()).build().unwrap();
+    /// limiter.acquire();
+    /// assert!(limiter.try_acquire_for(1, Duration::from_millis(100)).is_err()); // needs 200 ms
+    /// let waited = limiter.try_acquire_for(1, Duration::from_millis(200)).unwrap();
+    /// assert_eq!(waited, Duration::from_millis(200));
+    /// ```
+    pub fn try_acquire_for(
+        &self,
+        permits: u64,
+        timeout: Duration,
+    ) -> Result<Duration, SmoothAcquireError> {
+        let (now, ticket) = self.try_reserve(permits, timeout_micros(timeout))?;
+        Ok(self.block(now, ticket))
+    }
+
+    /// Guava's `readMicros()`: microseconds since the limiter was built.
+    #[inline]
+    fn now(&self) -> Micros {
+        // u64 nanoseconds / 1000 always fits in an i64.
+        (self.clock.now().saturating_sub(self.origin) / 1_000) as Micros
+    }
+
+    /// Reserves unconditionally (what `acquire` does).
+    fn reserve_now(&self, permits: u64) -> (Micros, Ticket) {
+        let now = self.now();
+        match self
+            .cell
+            .reserve(now, permits, |_| Ok::<(), Infallible>(()))
+        {
+            Ok(ticket) => (now, ticket),
+            Err(never) => match never {},
+        }
+    }
+
+    /// Reserves if the wait is at most `timeout` (Guava's `canAcquire`); otherwise stores
+    /// nothing.
+    #[inline]
+    fn try_reserve(
+        &self,
+        permits: u64,
+        timeout: Micros,
+    ) -> Result<(Micros, Ticket), SmoothAcquireError> {
+        check_permits(permits)?;
+        let now = self.now();
+        let admit = |next_free| {
+            if rules::can_acquire(next_free, now, timeout) {
+                Ok(())
+            } else {
+                Err(SmoothAcquireError::RateLimited {
+                    retry_after: micros(rules::wait_micros(next_free, now)),
+                })
+            }
+        };
+        Ok((now, self.cell.reserve(now, permits, admit)?))
+    }
+
+    /// Sleeps (through the clock, always, as Guava does) until the ticket's moment.
+    fn block(&self, now: Micros, ticket: Ticket) -> Duration {
+        let wait = micros(rules::wait_micros(ticket.moment, now));
+        self.clock.sleep(wait);
+        wait
+    }
+}
+
+/// Guava's `max(unit.toMicros(timeout), 0)`: truncated, saturating.
+fn timeout_micros(timeout: Duration) -> Micros {
+    Micros::try_from(timeout.as_micros()).unwrap_or(Micros::MAX)
+}
+
+impl fmt::Debug for SmoothRateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SmoothRateLimiter")
+            .field("rate", &self.rate())
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl SmoothRateLimiter {
+    /// Takes `permits`, waiting asynchronously on tokio's timer; returns the time waited.
+    ///
+    /// The permits are reserved at the first poll, so concurrent waiters are served in the
+    /// order they first polled, each woken once.
+    ///
+    /// # Cancel safety
+    /// This method is cancel-safe. If the future is dropped while it waits (a `select!` branch
+    /// that lost, a `tokio::time::timeout` that fired), its permits were never handed out; they
+    /// are given back if no [`set_rate`](SmoothRateLimiter::set_rate) happened since and no
+    /// later request has been booked behind them, restoring the limiter exactly as it was before
+    /// the reservation. Otherwise they stay spent: a later request's wait was computed from
+    /// them, so taking them back would hand its slot out twice.
+    ///
+    /// # Errors
+    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(100.0).unwrap();
+    /// assert!(limiter.acquire_async(1).await.unwrap().is_zero());
+    /// # }
+    /// ```
+    pub async fn acquire_async(&self, permits: u64) -> Result<Duration, SmoothAcquireError> {
+        check_permits(permits)?;
+        let (now, ticket) = self.reserve_now(permits);
+        Ok(self.sleep_async(now, ticket).await)
+    }
+
+    /// Takes `permits` if they can be had within `timeout`, waiting asynchronously. If the
+    /// wait would be longer it returns at once and changes nothing.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_async`](SmoothRateLimiter::acquire_async).
+    ///
+    /// # Errors
+    /// [`SmoothAcquireError::RateLimited`] with the wait that would have been needed;
+    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(1.0).unwrap();
+    /// limiter.acquire_async(1).await.unwrap();
+    /// let e = limiter.try_acquire_for_async(1, Duration::from_millis(10)).await;
+    /// assert!(e.is_err());
+    /// # }
+    /// ```
+    pub async fn try_acquire_for_async(
+        &self,
+        permits: u64,
+        timeout: Duration,
+    ) -> Result<Duration, SmoothAcquireError> {
+        let (now, ticket) = self.try_reserve(permits, timeout_micros(timeout))?;
+        Ok(self.sleep_async(now, ticket).await)
+    }
+
+    async fn sleep_async(&self, now: Micros, ticket: Ticket) -> Duration {
+        let wait = micros(rules::wait_micros(ticket.moment, now));
+        if !wait.is_zero() {
+            let guard = crate::wait::CancelOnDrop::new(|| self.cell.cancel(&ticket));
+            tokio::time::sleep(wait).await;
+            guard.disarm();
+        }
+        wait
+    }
+}
