@@ -26,6 +26,10 @@
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
 //!   `TokioClock`, and a tokio-task sweeper.
 //! - `quanta`: `QuantaClock`, a cheaper but cross-core-unordered TSC clock.
+//! - `tower`: the `http` module, a tower `Layer` for axum, hyper and tonic (turns on `tokio`;
+//!   adds the small `http`, `tower-layer`, `tower-service`, `bytes`, `pin-project-lite`).
+//! - `axum`: axum's `ConnectInfo<SocketAddr>` as the peer address of the HTTP key extractors
+//!   (adds axum without default features; MSRV of current hyper-util: 1.85).
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds; all arithmetic is integer and saturating or checked, so no input
@@ -39,6 +43,8 @@ mod cell;
 mod clock;
 mod direct;
 mod gcra;
+#[cfg(feature = "tower")]
+pub mod http;
 mod keyed;
 #[cfg(loom)]
 #[doc(hidden)]
