@@ -123,3 +123,47 @@ pub async fn serve_axum(app: axum::Router) -> SocketAddr {
     });
     addr
 }
+
+/// Serves `service` (anything `Clone` that handles `Request<Incoming>`) with plain hyper (no
+/// axum) on 127.0.0.1:0, HTTP/1.1 and HTTP/2: each connection gets its peer address as a
+/// `SocketAddr` request extension, which is how plain hyper gives the IP extractors a peer.
+pub async fn serve_hyper<S, B>(service: S) -> SocketAddr
+where
+    S: tower::Service<
+            Request<hyper::body::Incoming>,
+            Response = http::Response<B>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use tower::ServiceBuilder;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, peer)) = listener.accept().await else {
+                return;
+            };
+            let svc = ServiceBuilder::new()
+                .map_request(move |mut req: Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(peer);
+                    req
+                })
+                .service(service.clone());
+            tokio::spawn(async move {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let svc = hyper_util::service::TowerToHyperService::new(svc);
+                // A client that goes away mid-request ends its connection: not a test failure.
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(io, svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
