@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::request::Parts;
 use http::StatusCode;
 
+use super::backend::Backend;
 use super::headers::HeaderStyle;
 use super::key::KeyExtractor;
 use super::layer::{Mode, OnKeyError, RateLimitLayer, Shared};
@@ -566,7 +567,10 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
     ///     .unwrap_err();
     /// assert!(matches!(err, BuildError::Route(_)));
     /// ```
-    pub fn build(self) -> Result<RateLimitLayer<E, B, R>, BuildError> {
+    pub fn build(self) -> Result<RateLimitLayer<E, B, R>, BuildError>
+    where
+        B: Backend,
+    {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -587,10 +591,16 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
         let mut routes = Vec::with_capacity(self.routes.len());
         for (name, pattern, source) in self.routes {
             let pattern = RoutePattern::parse(&pattern)?;
-            routes.push((pattern, Policy::new(&name, backend(source))?));
+            let backend = backend(source);
+            let quota = backend.quota();
+            routes.push((pattern, Policy::new(&name, backend, quota)?));
         }
         let default = match self.default {
-            Some(source) => Some(Policy::new(&self.default_name, backend(source))?),
+            Some(source) => {
+                let backend = backend(source);
+                let quota = backend.quota();
+                Some(Policy::new(&self.default_name, backend, quota)?)
+            }
             None => None,
         };
         Ok(RateLimitLayer::from_shared(Shared {

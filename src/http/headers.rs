@@ -93,20 +93,58 @@ static X_RATELIMIT: [HeaderName; 3] = [
     HeaderName::from_static("x-ratelimit-reset"),
 ];
 
+/// A policy's name as the IETF fields carry it (a Structured Fields string, quotes included),
+/// with its `RateLimit-Policy` value made once for the quota it had when the layer was built;
+/// a response made under another quota (after `set_quota`) gets a freshly made one.
+#[derive(Debug)]
+pub(crate) struct PolicyLabel {
+    sf_name: Box<str>,
+    quota: Quota,
+    field: Option<HeaderValue>,
+}
+
+impl PolicyLabel {
+    pub(crate) fn new(sf_name: Box<str>, quota: Quota) -> PolicyLabel {
+        let field = policy_field(&sf_name, quota);
+        PolicyLabel {
+            sf_name,
+            quota,
+            field,
+        }
+    }
+
+    pub(crate) fn sf_name(&self) -> &str {
+        &self.sf_name
+    }
+
+    fn field(&self, quota: Quota) -> Option<HeaderValue> {
+        if quota == self.quota {
+            self.field.clone()
+        } else {
+            policy_field(&self.sf_name, quota)
+        }
+    }
+}
+
+/// `"name";q=<burst>;w=<tolerance in seconds, rounded up>`. `None` only for a name that is
+/// not a valid header value, which policy names are validated never to be.
+fn policy_field(sf_name: &str, quota: Quota) -> Option<HeaderValue> {
+    let (limit, window) = (quota.burst(), ceil_secs(quota.tolerance()));
+    HeaderValue::try_from(format!("{sf_name};q={limit};w={window}")).ok()
+}
+
 impl RateHeaders {
-    /// The headers for decision `d` of the policy named `sf_name` (a Structured Fields string,
-    /// quotes included) with `quota`.
-    pub(crate) fn new(style: HeaderStyle, sf_name: &str, quota: Quota, d: &Decision) -> Self {
+    /// The headers for decision `d` of the policy `label`, whose quota is `quota`.
+    pub(crate) fn new(style: HeaderStyle, label: &PolicyLabel, quota: Quota, d: &Decision) -> Self {
         let retry_after = d.retry_after.map(retry_after_secs);
         let (limit, remaining) = (d.limit, d.remaining);
         let reset = retry_after.unwrap_or_else(|| ceil_secs(d.reset_after));
         let fields = match style {
             HeaderStyle::Ietf => {
-                let window = ceil_secs(quota.tolerance());
-                let p = HeaderValue::try_from(format!("{sf_name};q={limit};w={window}"));
+                let sf_name = label.sf_name();
                 let s = HeaderValue::try_from(format!("{sf_name};r={remaining};t={reset}"));
-                match (p, s) {
-                    (Ok(p), Ok(s)) => Fields::Ietf(p, s),
+                match (label.field(quota), s) {
+                    (Some(p), Ok(s)) => Fields::Ietf(p, s),
                     _ => Fields::None, // names are validated printable ASCII: unreachable
                 }
             }
@@ -166,9 +204,14 @@ mod tests {
         }
     }
 
+    fn label(name: &str, q: Quota) -> PolicyLabel {
+        PolicyLabel::new(format!("\"{name}\"").into(), q)
+    }
+
     fn written(style: HeaderStyle, d: Decision) -> HeaderMap {
         let mut h = HeaderMap::new();
-        RateHeaders::new(style, "\"default\"", Quota::per_minute(100).unwrap(), &d).write(&mut h);
+        let q = Quota::per_minute(100).unwrap();
+        RateHeaders::new(style, &label("default", q), q, &d).write(&mut h);
         h
     }
 
@@ -211,9 +254,11 @@ mod tests {
             assert_eq!(h[format!("{prefix}ratelimit-remaining")], "50");
             assert_eq!(h[format!("{prefix}ratelimit-reset")], "30");
             let q = Quota::per_minute(100).unwrap();
-            RateHeaders::new(style, "\"o\"", q, &decision(true, 80, None, 1_000)).write(&mut h);
+            RateHeaders::new(style, &label("o", q), q, &decision(true, 80, None, 1_000))
+                .write(&mut h);
             assert_eq!(h[format!("{prefix}ratelimit-remaining")], "50");
-            RateHeaders::new(style, "\"o\"", q, &decision(true, 10, None, 1_000)).write(&mut h);
+            RateHeaders::new(style, &label("o", q), q, &decision(true, 10, None, 1_000))
+                .write(&mut h);
             assert_eq!(h[format!("{prefix}ratelimit-remaining")], "10");
             assert_eq!(h[format!("{prefix}ratelimit-reset")], "1");
             assert!(h.get("ratelimit").is_none());
@@ -233,12 +278,29 @@ mod tests {
         let q = Quota::per_second(5).unwrap();
         RateHeaders::new(
             HeaderStyle::Ietf,
-            "\"per-key\"",
+            &label("per-key", q),
             q,
             &decision(true, 4, None, 200),
         )
         .write(&mut h);
         let all: Vec<_> = h.get_all("ratelimit").iter().collect();
         assert_eq!(all, ["\"default\";r=50;t=30", "\"per-key\";r=4;t=1"]);
+        let all: Vec<_> = h.get_all("ratelimit-policy").iter().collect();
+        assert_eq!(all, ["\"default\";q=100;w=60", "\"per-key\";q=5;w=1"]);
+    }
+
+    #[test]
+    fn the_policy_field_follows_a_quota_change() {
+        let built = Quota::per_minute(100).unwrap();
+        let now = Quota::per_hour(10).unwrap();
+        let mut h = HeaderMap::new();
+        RateHeaders::new(
+            HeaderStyle::Ietf,
+            &label("p", built),
+            now,
+            &decision(true, 9, None, 1),
+        )
+        .write(&mut h);
+        assert_eq!(h["ratelimit-policy"], "\"p\";q=10;w=3600");
     }
 }

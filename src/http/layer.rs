@@ -99,13 +99,13 @@ impl<E, B: Backend, R> Shared<E, B, R> {
             Err(_) => {
                 let p = Problem::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!("rate limit {} could not be checked", policy.sf_name),
+                    format!("rate limit {} could not be checked", policy.label.sf_name()),
                 );
                 return Verdict::Reject(reject(&self.body, &p, grpc, None));
             }
         };
         let headers = (self.style != HeaderStyle::None || !d.allowed)
-            .then(|| RateHeaders::new(self.style, &policy.sf_name, policy.backend.quota(), &d));
+            .then(|| RateHeaders::new(self.style, &policy.label, policy.backend.quota(), &d));
         if d.allowed {
             return Verdict::Proceed(headers);
         }
@@ -114,7 +114,7 @@ impl<E, B: Backend, R> Shared<E, B, R> {
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
                     "rate limit {} exceeded; retry after {} s",
-                    policy.sf_name,
+                    policy.label.sf_name(),
                     headers
                         .as_ref()
                         .and_then(RateHeaders::retry_after)
@@ -125,7 +125,8 @@ impl<E, B: Backend, R> Shared<E, B, R> {
                 self.never_status,
                 format!(
                     "a request costing {cost} can never pass rate limit {} (at most {} at once)",
-                    policy.sf_name, d.limit
+                    policy.label.sf_name(),
+                    d.limit
                 ),
             ),
         };

@@ -9,15 +9,18 @@ use std::sync::Arc;
 
 use http::Method;
 
+use super::headers::PolicyLabel;
+use crate::Quota;
+
 /// A named limit: the name appears in the `RateLimit-Policy` / `RateLimit` headers.
 pub(crate) struct Policy<B> {
-    /// The name as a Structured Fields string, quotes included (`"default"`).
-    pub(crate) sf_name: Box<str>,
+    pub(crate) label: PolicyLabel,
     pub(crate) backend: Arc<B>,
 }
 
 impl<B> Policy<B> {
-    pub(crate) fn new(name: &str, backend: Arc<B>) -> Result<Policy<B>, RouteError> {
+    /// A policy named `name` over `backend`, whose quota is `quota` now.
+    pub(crate) fn new(name: &str, backend: Arc<B>, quota: Quota) -> Result<Policy<B>, RouteError> {
         // An sf-string without escapes: printable ASCII except `"` and `\`, so the name can go
         // verbatim into headers and JSON.
         let valid = !name.is_empty()
@@ -28,7 +31,7 @@ impl<B> Policy<B> {
             return Err(RouteError::Name(name.to_owned()));
         }
         Ok(Policy {
-            sf_name: format!("\"{name}\"").into(),
+            label: PolicyLabel::new(format!("\"{name}\"").into(), quota),
             backend,
         })
     }
@@ -145,6 +148,10 @@ impl<B> PolicyTable<B> {
 mod tests {
     use super::*;
 
+    fn q() -> Quota {
+        Quota::per_second(1).unwrap()
+    }
+
     fn m(pattern: &str, method: Method, path: &str) -> bool {
         RoutePattern::parse(pattern).unwrap().matches(&method, path)
     }
@@ -178,17 +185,20 @@ mod tests {
             assert!(RoutePattern::parse(bad).is_err(), "{bad:?}");
         }
         for bad in ["", "a\"b", "a\\b", "tab\t", "é"] {
-            assert!(Policy::new(bad, Arc::new(())).is_err(), "{bad:?}");
+            assert!(Policy::new(bad, Arc::new(()), q()).is_err(), "{bad:?}");
         }
         assert_eq!(
-            &*Policy::new("per ip", Arc::new(())).unwrap().sf_name,
+            Policy::new("per ip", Arc::new(()), q())
+                .unwrap()
+                .label
+                .sf_name(),
             "\"per ip\""
         );
     }
 
     #[test]
     fn first_match_wins_then_default() {
-        let p = |n| Policy::new(n, Arc::new(())).unwrap();
+        let p = |n| Policy::new(n, Arc::new(()), q()).unwrap();
         let table = PolicyTable {
             routes: vec![
                 (RoutePattern::parse("POST /login").unwrap(), p("login")),
@@ -196,7 +206,7 @@ mod tests {
             ],
             default: Some(p("default")),
         };
-        let name = |m, path| table.find(&m, path).map(|i| &*table.get(i).sf_name);
+        let name = |m, path| table.find(&m, path).map(|i| table.get(i).label.sf_name());
         assert_eq!(name(Method::POST, "/login"), Some("\"login\""));
         assert_eq!(name(Method::GET, "/login"), Some("\"all\""));
         let table = PolicyTable {
