@@ -570,6 +570,7 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
     pub fn build(self) -> Result<RateLimitLayer<E, B, R>, BuildError>
     where
         B: Backend,
+        E: KeyExtractor<Key = B::Key>,
     {
         if let Some(e) = self.error {
             return Err(e);
