@@ -131,3 +131,28 @@ async fn a_client_that_disconnects_while_waiting_gives_its_slot_to_the_next() {
     assert_eq!(get(&c, addr, "/").await.status, 200);
     assert_eq!(start.elapsed(), T);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cost_no_wait_within_the_bound_can_serve_is_refused_without_retry_after() {
+    // Burst 1 at 10/s: 3 permits need 200 ms even from a full bucket.
+    let service = |max: Duration| {
+        let layer = RateLimitLayerBuilder::new(GlobalKey)
+            .limiter(paced::<()>())
+            .cost(|_| 3)
+            .shape(max)
+            .build()
+            .unwrap();
+        layer.layer(tower::service_fn(|_req: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }))
+    };
+    let start = Instant::now();
+    let res = service(T).oneshot(Request::new(())).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(res.headers().get("retry-after").is_none());
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    // With room to wait, the same request is shaped: served after 200 ms.
+    let res = service(3 * T).oneshot(Request::new(())).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(start.elapsed(), 2 * T);
+}

@@ -72,7 +72,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Takes `cost` permits for `key`, waiting up to `max_wait` for them (first come, first
     /// served); if the wait would be longer, takes nothing and returns a denied decision
-    /// with the wait needed as its retry-after.
+    /// with the wait needed as its retry-after, or with none if even a full bucket could not
+    /// serve `cost` within `max_wait`.
     ///
     /// Cancel safety: dropping the future before it completes gives the permits back.
     fn acquire_within<'a>(
@@ -159,13 +160,18 @@ where
         max_wait: Duration,
     ) -> Result<Decision, Infallible> {
         let quota = KeyedRateLimiter::quota(self);
-        Ok(
-            match self.try_acquire_for_async(key, cost, max_wait).await {
-                Ok(_) => self.peek(key),
-                Err(AcquireError::RateLimited { retry_after }) => denied(quota, retry_after),
-                Err(_) => never(quota, self.peek(key)),
-            },
-        )
+        // Even from a full bucket, `cost` permits wait `cost * T - tau`: beyond `max_wait`,
+        // retrying can never help, so say so instead of giving a retry-after.
+        let least_wait = cost.saturating_mul(quota.t()).saturating_sub(quota.tau());
+        if Duration::from_nanos(least_wait) > max_wait {
+            return Ok(never(quota, self.peek(key)));
+        }
+        let decided = match self.try_acquire_for_async(key, cost, max_wait).await {
+            Ok(_) => self.peek(key),
+            Err(AcquireError::RateLimited { retry_after }) => denied(quota, retry_after),
+            Err(_) => never(quota, self.peek(key)),
+        };
+        Ok(decided)
     }
 
     fn reserve<'a>(

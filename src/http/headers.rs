@@ -25,13 +25,14 @@ use crate::{Decision, Quota};
 ///
 /// `q` / `Limit` is the burst and `w` the time a full burst takes to come back (the quota's
 /// tolerance; 60 s for `per_minute(100)`). `r` / `Remaining` is what could be taken right
-/// now (on a `429` it can be above 0 when the request costs more than is left). `t` / `Reset` is, on an allowed response, the seconds until the bucket is full again;
-/// on a `429` it is the seconds until this request could pass, equal to `Retry-After`, so
-/// `Retry-After` is never earlier than `t`. Resets are delta seconds, never timestamps.
+/// now (on a `429` it can be above 0 when the request costs more than is left). `t` / `Reset`
+/// is, on an allowed response, the seconds until the bucket is full again; on a `429` it is the
+/// seconds until this request could pass, equal to `Retry-After`, so `Retry-After` is never
+/// earlier than `t`. Resets are delta seconds, never timestamps.
 ///
 /// Stacked layers: `Ietf` fields are lists, so each layer appends its own policy item (give
 /// policies distinct names). The single-valued styles keep whichever layer reports the fewest
-/// remaining, as the draft recommends when several limits apply.
+/// remaining, as earlier drafts of the same document advise when several limits apply.
 ///
 /// ```
 /// use tollgate::http::HeaderStyle;

@@ -124,7 +124,7 @@ impl<E, B: Backend, R> Shared<E, B, R> {
             None => Problem::new(
                 self.never_status,
                 format!(
-                    "a request costing {cost} can never pass rate limit {} (at most {} at once)",
+                    "a request costing {cost} can never be served under rate limit {} (burst {})",
                     policy.label.sf_name(),
                     d.limit
                 ),

@@ -39,8 +39,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! With plain hyper, insert each connection's peer `SocketAddr` as a request extension
-//! (`tower::ServiceBuilder::new().add_extension(peer)`) for the IP extractors.
+//! With plain hyper, insert each connection's peer `SocketAddr` as a request extension (for
+//! instance `tower::ServiceBuilder::new().map_request(move |mut req: Request<_>| { req.extensions_mut().insert(peer); req })`)
+//! for the IP extractors. tonic inserts its own `TcpConnectInfo` instead: key by it with a
+//! [`KeyFn`].
 
 mod backend;
 mod builder;
