@@ -129,7 +129,7 @@ fn main() {
                 let l = Arc::new(KeyedRateLimiter::<u64>::new(tq));
                 run(move || {
                     let l = l.clone();
-                    async move { l.acquire_async(&7, 1).await }
+                    async move { l.acquire_n_async(&7, 1).await }
                 })
             }),
         ),

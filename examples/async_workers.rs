@@ -26,7 +26,7 @@ async fn main() {
             let mut log = Vec::new();
             for job in 0..JOBS_PER_WORKER {
                 let waited = limiter
-                    .acquire_async(1)
+                    .acquire_n_async(1)
                     .await
                     .expect("one permit always fits");
                 log.push((start.elapsed(), w, job, waited));

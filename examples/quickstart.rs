@@ -3,11 +3,17 @@
 //!
 //! Run: `cargo run --release --example quickstart`
 
+use std::error::Error;
 use std::time::{Duration, Instant};
 
-use tollgate::{Quota, QuotaError, RateLimiter};
+use tollgate::{Quota, RateLimiter};
 
-fn main() -> Result<(), QuotaError> {
+/// A duration in whole milliseconds, rounded to the nearest (a 99.97 ms wait reads as 100).
+fn ms(d: Duration) -> u128 {
+    (d.as_micros() + 500) / 1000
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
     println!("1) try_acquire against 5 requests per second (burst 5):");
     let api = RateLimiter::new(Quota::per_second(5)?);
     for i in 1..=7 {
@@ -37,21 +43,21 @@ fn main() -> Result<(), QuotaError> {
     let pacer = RateLimiter::new(Quota::from_interval(Duration::from_millis(100))?);
     let start = Instant::now();
     for task in 1..=6 {
-        let waited = pacer.acquire();
+        let waited = pacer.acquire()?;
         println!(
             "   task {task} at {:>4} ms (waited {:>3} ms)",
-            start.elapsed().as_millis(),
-            waited.as_millis()
+            ms(start.elapsed()),
+            ms(waited)
         );
     }
     println!(
         "   6 tasks took {} ms: the first is immediate, then 100 ms apart",
-        start.elapsed().as_millis()
+        ms(start.elapsed())
     );
 
     println!("\n3) a timeout that refuses at once instead of waiting too long:");
     let slow = RateLimiter::new(Quota::per_minute(1)?);
-    slow.acquire();
+    slow.acquire()?;
     match slow.try_acquire_for(1, Duration::from_millis(50)) {
         Ok(waited) => println!("   got it after {waited:?}"),
         Err(e) => println!("   refused: {e}"),

@@ -1,17 +1,23 @@
-//! [`RateLimiter`]: one GCRA cell shared by every caller (a global or per-resource limit).
+//! [`RateLimiter`]: one cell shared by every caller (a global or per-resource limit).
 
 use std::fmt;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::cell::{QuotaCell, TatCell};
+use crate::algorithm::gcra::Ticket;
+use crate::algorithm::{Algorithm, Booking, Gcra};
 use crate::clock::{duration_to_nanos, AnyClock, Clock};
+use crate::engine::{Engine, Find, Found, Placed, Slot};
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
-use crate::quota::{secs, Quota, QuotaError};
-use crate::wait::{block_until_ready, Reservation, Target};
+use crate::quota::{Quota, QuotaError};
+use crate::wait::Reservation;
+use crate::Nanos;
 
-/// A direct (unkeyed) rate limiter: one GCRA cell, lock-free, shared by reference or `Arc`.
+/// A direct (unkeyed) rate limiter: one cell, lock-free, shared by reference or `Arc`.
+///
+/// The algorithm is GCRA unless another is chosen with
+/// [`RateLimiterBuilder::algorithm`].
 ///
 /// ```
 /// use tollgate::{Quota, RateLimiter};
@@ -21,17 +27,17 @@ use crate::wait::{block_until_ready, Reservation, Target};
 ///     // handle the request
 /// }
 /// // Guava style: block until a permit is available; returns the time waited.
-/// let waited = limiter.acquire();
+/// let waited = limiter.acquire().unwrap();
 /// # let _ = waited;
 /// ```
-pub struct RateLimiter {
-    // The hot word on its own cache line: writers to it must not invalidate the quota readers.
-    cell: CachePadded<TatCell>,
-    quota: QuotaCell,
-    clock: AnyClock,
+pub struct RateLimiter<A: Algorithm = Gcra> {
+    // The hot word on its own cache line: writers to it must not invalidate the parameters.
+    cell: CachePadded<A::Cell>,
+    engine: Engine<A>,
 }
 
-/// Configures a [`RateLimiter`]: the quota, and optionally a clock.
+/// Configures a [`RateLimiter`]: the quota, and optionally a clock, an algorithm, and (GCRA)
+/// an empty start.
 ///
 /// ```
 /// use tollgate::{ManualClock, Quota, RateLimiter};
@@ -42,30 +48,123 @@ pub struct RateLimiter {
 /// ```
 #[derive(Debug)]
 #[must_use = "call .build() to get a limiter"]
-pub struct RateLimiterBuilder {
+pub struct RateLimiterBuilder<A: Algorithm = Gcra> {
     quota: Quota,
     clock: AnyClock,
+    alg: A,
+    start_empty: bool,
 }
 
-impl RateLimiterBuilder {
+impl<A: Algorithm> RateLimiterBuilder<A> {
     /// Uses `clock` instead of the default [`StdClock`](crate::StdClock).
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Quota::per_second(1).unwrap()).clock(ManualClock::new()).build();
+    /// assert!(l.try_acquire());
+    /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = AnyClock::custom(clock);
         self
     }
 
-    /// Builds the limiter, starting with a full bucket.
-    pub fn build(self) -> RateLimiter {
-        RateLimiter {
-            cell: CachePadded::new(TatCell::new()),
-            quota: QuotaCell::new(self.quota),
+    /// Runs `alg` instead of the current algorithm, checking that it can run the quota.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Quota::per_second(5).unwrap()).algorithm(Gcra)?.build();
+    /// assert!(l.try_acquire());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn algorithm<B: Algorithm>(self, alg: B) -> Result<RateLimiterBuilder<B>, QuotaError> {
+        alg.params(&self.quota, 0)?;
+        Ok(RateLimiterBuilder {
+            quota: self.quota,
             clock: self.clock,
+            alg,
+            start_empty: self.start_empty,
+        })
+    }
+
+    /// Starts used up instead of full, as Guava's `RateLimiter` and many token-bucket recipes
+    /// do: with GCRA the first permit comes one interval after `build()`, and the whole burst
+    /// only after a tolerance of idleness; window algorithms start with the current window's
+    /// limit taken. (Keyed limiters have no such option: a key that is swept must decide like a
+    /// new one, and a swept key is a full one.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let l = RateLimiter::builder(Quota::per_second(10).unwrap())
+    ///     .clock(clock.clone())
+    ///     .start_empty()
+    ///     .build();
+    /// assert!(!l.try_acquire());
+    /// clock.advance(Duration::from_millis(100));
+    /// assert!(l.try_acquire());
+    /// ```
+    pub fn start_empty(mut self) -> Self {
+        self.start_empty = true;
+        self
+    }
+
+    /// Builds the limiter.
+    pub fn build(self) -> RateLimiter<A> {
+        let engine = Engine::new(self.alg, self.quota, self.clock)
+            .expect("the algorithm accepted this quota when it was chosen");
+        let limiter = RateLimiter {
+            cell: CachePadded::new(A::Cell::default()),
+            engine,
+        };
+        if self.start_empty {
+            // Take the whole limit now: the bucket (or window) starts used up.
+            let limit = A::limit(&limiter.engine.params.load());
+            let _ = limiter.engine.attempt(&limiter.slot(), limit, None);
+        }
+        limiter
+    }
+}
+
+impl<A: Algorithm> RateLimiter<A> {
+    /// The one cell (the loom models inspect it).
+    #[cfg(loom)]
+    pub(crate) fn cell(&self) -> &A::Cell {
+        &self.cell
+    }
+
+    fn slot(&self) -> Direct<'_, A> {
+        Direct {
+            cell: &self.cell,
+            clock: &self.engine.clock,
         }
     }
 }
 
-impl RateLimiter {
-    /// A limiter for `quota` on the default clock, starting full.
+/// The direct limiter's [`Slot`]: its one cell, with `now` read just before the decision.
+struct Direct<'a, A: Algorithm> {
+    cell: &'a A::Cell,
+    clock: &'a AnyClock,
+}
+
+impl<A: Algorithm> Slot<A> for Direct<'_, A> {
+    #[inline(always)]
+    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
+        Placed::Tracked(op(self.cell, self.clock.now()))
+    }
+}
+
+impl<A: Algorithm> Find<A> for Direct<'_, A> {
+    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
+        f(Found::Cell(self.cell), self.clock.now())
+    }
+}
+
+impl RateLimiter<Gcra> {
+    /// A GCRA limiter for `quota` on the default clock, starting full.
     ///
     /// ```
     /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_second(1).unwrap());
@@ -76,14 +175,23 @@ impl RateLimiter {
         RateLimiter::builder(quota).build()
     }
 
-    /// A builder, to choose a clock.
+    /// A builder, to choose a clock, an algorithm, or an empty start.
+    ///
+    /// ```
+    /// let b = tollgate::RateLimiter::builder(tollgate::Quota::per_second(1).unwrap());
+    /// assert!(b.build().try_acquire());
+    /// ```
     pub fn builder(quota: Quota) -> RateLimiterBuilder {
         RateLimiterBuilder {
             quota,
             clock: AnyClock::default(),
+            alg: Gcra,
+            start_empty: false,
         }
     }
+}
 
+impl<A: Algorithm> RateLimiter<A> {
     /// The quota in force.
     ///
     /// ```
@@ -91,24 +199,28 @@ impl RateLimiter {
     /// assert_eq!(limiter.quota().burst(), 5);
     /// ```
     pub fn quota(&self) -> Quota {
-        self.quota.load()
+        self.engine.quota()
     }
 
-    /// Replaces the quota at runtime. The stored debt (`tat - now`) is kept: permits already
-    /// taken are not forgiven; the new rate and burst apply from the next decision on.
-    /// Concurrent decisions see either the old or the new quota, never a mix (a decision already
-    /// in flight may still use the previous one).
+    /// Replaces the quota at runtime. Permits already taken count against the new quota: with
+    /// GCRA the debt is kept *in permits* (`tat - now` re-scaled by `T_new / T_old`, rounded
+    /// up), so tightening a limit never hands out a fresh burst and loosening it lets the
+    /// debt drain at the new rate. Concurrent decisions see the old or the new quota, never a
+    /// mix (one already in flight may still finish under the old one).
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if the algorithm cannot run `quota`; nothing changes then.
     ///
     /// ```
-    /// use tollgate::{Quota, RateLimiter};
-    /// let limiter = RateLimiter::new(Quota::per_second(1).unwrap());
-    /// assert!(limiter.try_acquire());
-    /// assert!(!limiter.try_acquire());
-    /// limiter.set_quota(Quota::per_second(1).unwrap().with_burst(2).unwrap());
-    /// assert!(limiter.try_acquire()); // the larger burst has room beside the old debt
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Quota::per_second(10).unwrap()).clock(ManualClock::new()).build();
+    /// assert!(l.try_acquire_n(10).is_ok());      // the whole burst: 10 permits of debt
+    /// l.set_quota(Quota::per_minute(10).unwrap()).unwrap();
+    /// assert!(!l.try_acquire());                  // still 10 permits of debt: a minute now
+    /// assert_eq!(l.peek().reset_after.as_secs(), 60);
     /// ```
-    pub fn set_quota(&self, quota: Quota) {
-        self.quota.store(quota);
+    pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+        self.engine.set_quota(quota, |migrate| migrate(&self.cell))
     }
 
     /// Takes one permit if available now. Never waits.
@@ -122,15 +234,15 @@ impl RateLimiter {
     #[inline]
     #[must_use = "a permit may have been denied"]
     pub fn try_acquire(&self) -> bool {
-        let q = self.quota.load();
-        self.cell.check(self.clock.now(), 1, q).allowed()
+        self.engine.try_acquire(&self.slot())
     }
 
     /// Takes `n` permits at once if available now. Never waits.
     ///
     /// # Errors
     /// [`AcquireError::RateLimited`] with the wait after which it would succeed;
-    /// [`AcquireError::ExceedsBurst`] if `n` is larger than the burst (it never could).
+    /// [`AcquireError::ExceedsBurst`] if `n` is larger than the burst (it never could);
+    /// [`AcquireError::Unrepresentable`] if granting would pass the end of the limiter's time.
     /// `n = 0` always succeeds and takes nothing.
     ///
     /// ```
@@ -142,8 +254,7 @@ impl RateLimiter {
     /// ```
     #[inline]
     pub fn try_acquire_n(&self, n: u64) -> Result<(), AcquireError> {
-        let q = self.quota.load();
-        self.cell.check(self.clock.now(), n, q).into_result(n, q)
+        self.engine.try_acquire_n(&self.slot(), n)
     }
 
     /// Tries one permit and reports everything about the decision (for response headers).
@@ -169,7 +280,7 @@ impl RateLimiter {
     /// ```
     #[must_use = "the decision says whether the permits were granted"]
     pub fn check_n(&self, n: u64) -> Decision {
-        self.check_with(n, self.quota.load())
+        self.engine.check_n(&self.slot(), n)
     }
 
     /// Like [`check_n`](RateLimiter::check_n) but under `quota` for this call only (the
@@ -184,11 +295,10 @@ impl RateLimiter {
     /// ```
     #[must_use = "the decision says whether the permits were granted"]
     pub fn check_with(&self, n: u64, quota: Quota) -> Decision {
-        let now = self.clock.now();
-        self.cell.check(now, n, quota).decision(now, quota)
+        self.engine.check_with(&self.slot(), n, &quota)
     }
 
-    /// The state right now, taking nothing (a check with `n = 0`).
+    /// The state right now, taking nothing.
     ///
     /// ```
     /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_second(4).unwrap());
@@ -197,14 +307,82 @@ impl RateLimiter {
     /// ```
     #[must_use]
     pub fn peek(&self) -> Decision {
-        self.check_n(0)
+        self.engine.peek(&self.slot())
     }
 
+    /// Takes one permit, blocking the thread until it is available (Guava's `acquire()`).
+    /// Returns the time waited.
+    ///
+    /// # Errors
+    /// [`AcquireError::Unrepresentable`] if the wait does not fit in the limiter's time
+    /// (about 146 years from its clock's origin): it returns at once, with no permit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// assert_eq!(limiter.acquire(), Ok(Duration::ZERO));
+    /// assert_eq!(limiter.acquire(), Ok(Duration::from_millis(100))); // ManualClock "sleeps" instantly
+    /// ```
+    pub fn acquire(&self) -> Result<Duration, AcquireError> {
+        self.acquire_n(1)
+    }
+
+    /// Takes `n` permits, blocking until they are available; returns the time waited. With
+    /// GCRA, `n` larger than the burst is allowed: it waits `(n - burst) * T` from a full
+    /// bucket (for bandwidth shaping).
+    ///
+    /// # Errors
+    /// [`AcquireError::Unrepresentable`] as for [`acquire`](RateLimiter::acquire);
+    /// [`AcquireError::ExceedsBurst`] for algorithms that cannot book ahead (window
+    /// algorithms) when `n` exceeds their limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap())
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// assert_eq!(limiter.acquire_n(15).unwrap(), Duration::from_millis(500));
+    /// ```
+    pub fn acquire_n(&self, n: u64) -> Result<Duration, AcquireError> {
+        self.engine.acquire(&self.slot(), n, None)
+    }
+
+    /// Takes `n` permits if they are available within `timeout`, blocking for at most that
+    /// long. If the wait would be longer, nothing is taken and it returns at once.
+    ///
+    /// # Errors
+    /// [`AcquireError::RateLimited`] with the wait that would have been needed;
+    /// others as for [`acquire_n`](RateLimiter::acquire_n).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// limiter.acquire().unwrap();
+    /// assert!(limiter.try_acquire_for(1, Duration::from_millis(50)).is_err()); // needs 100 ms
+    /// assert_eq!(limiter.try_acquire_for(1, Duration::from_millis(100)).unwrap(), Duration::from_millis(100));
+    /// ```
+    pub fn try_acquire_for(&self, n: u64, timeout: Duration) -> Result<Duration, AcquireError> {
+        self.engine.acquire(&self.slot(), n, Some(timeout))
+    }
+}
+
+impl RateLimiter<Gcra> {
     /// redis-cell's `CL.THROTTLE <key> max_burst count period quantity` against this limiter's
     /// state: burst `max_burst + 1`, `count` per `period_secs` seconds, cost `quantity`.
     ///
     /// # Errors
-    /// The [`QuotaError`] for an invalid quota (zero count or period, an overflowing burst).
+    /// The [`QuotaError`] for an invalid quota (zero count or period, a period or burst
+    /// beyond the limiter's time range), the same errors [`Quota::new`] gives.
     ///
     /// ```
     /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_second(1).unwrap());
@@ -225,77 +403,11 @@ impl RateLimiter {
         ))
     }
 
-    /// Takes one permit, blocking the thread until it is available (Guava's `acquire()`).
-    /// Returns the time waited.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{ManualClock, Quota, RateLimiter};
-    /// let clock = ManualClock::new();
-    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
-    ///     .clock(clock.clone())
-    ///     .build();
-    /// assert_eq!(limiter.acquire(), Duration::ZERO);
-    /// assert_eq!(limiter.acquire(), Duration::from_millis(100)); // ManualClock "sleeps" instantly
-    /// ```
-    pub fn acquire(&self) -> Duration {
-        // One permit at most one interval: never unrepresentable short of the end of u64 time.
-        self.acquire_n(1).unwrap_or(Duration::MAX)
-    }
-
-    /// Takes `n` permits, blocking until they are available; returns the time waited. `n`
-    /// larger than the burst is allowed: it waits `(n - burst) * T` from a full bucket (for
-    /// bandwidth shaping).
-    ///
-    /// # Errors
-    /// [`AcquireError::Unrepresentable`] if the wait does not fit in `u64` nanoseconds.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{ManualClock, Quota, RateLimiter};
-    /// let clock = ManualClock::new();
-    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap())
-    ///     .clock(clock.clone())
-    ///     .build();
-    /// assert_eq!(limiter.acquire_n(15).unwrap(), Duration::from_millis(500));
-    /// ```
-    pub fn acquire_n(&self, n: u64) -> Result<Duration, AcquireError> {
-        self.reserve_then_block(n, None)
-    }
-
-    /// Takes `n` permits if they are available within `timeout`, blocking for at most that
-    /// long. If the wait would be longer, nothing is reserved and it returns at once.
-    ///
-    /// # Errors
-    /// [`AcquireError::RateLimited`] with the wait that would have been needed;
-    /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](RateLimiter::acquire_n).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{ManualClock, Quota, RateLimiter};
-    /// let clock = ManualClock::new();
-    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
-    ///     .clock(clock.clone())
-    ///     .build();
-    /// limiter.acquire();
-    /// assert!(limiter.try_acquire_for(1, Duration::from_millis(50)).is_err()); // needs 100 ms
-    /// assert_eq!(limiter.try_acquire_for(1, Duration::from_millis(100)).unwrap(), Duration::from_millis(100));
-    /// ```
-    pub fn try_acquire_for(&self, n: u64, timeout: Duration) -> Result<Duration, AcquireError> {
-        self.reserve_then_block(n, Some(duration_to_nanos(timeout)))
-    }
-
-    fn reserve_then_block(&self, n: u64, max_wait: Option<u64>) -> Result<Duration, AcquireError> {
-        let now = self.clock.now();
-        let ticket = self.cell.reserve(now, n, self.quota.load(), max_wait)?;
-        Ok(block_until_ready(&self.clock, now, &ticket))
-    }
-
     /// Reserves `n` permits now, in arrival order, without waiting: the reservation says when
-    /// they may be used and can be cancelled before then.
+    /// they may be used and can be cancelled if they will not be.
     ///
     /// # Errors
-    /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](RateLimiter::acquire_n).
+    /// [`AcquireError::Unrepresentable`] as for [`acquire`](RateLimiter::acquire).
     ///
     /// ```
     /// use std::time::Duration;
@@ -309,14 +421,54 @@ impl RateLimiter {
     /// assert!(limiter.try_acquire_n(2).is_ok());
     /// ```
     pub fn reserve(&self, n: u64) -> Result<Reservation<'_>, AcquireError> {
-        let now = self.clock.now();
-        let ticket = self.cell.reserve(now, n, self.quota.load(), None)?;
-        Ok(Reservation::new(
-            ticket,
-            now,
-            &self.clock,
-            Target::Cell(&self.cell),
-        ))
+        self.reserve_upto(n, None)
+    }
+
+    /// Reserves `n` permits only if they are ready within `max_wait`, without sleeping (for
+    /// callers that schedule work themselves; golang.org/x/time/rate's `ReserveN` with a
+    /// maximum delay). `Duration::ZERO` reserves only what is available now: the building
+    /// block of [`all_or_none`](crate::all_or_none).
+    ///
+    /// # Errors
+    /// [`AcquireError::RateLimited`] with the wait that would have been needed (nothing is
+    /// reserved); [`AcquireError::Unrepresentable`] as for [`acquire`](RateLimiter::acquire).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let now = limiter.reserve_within(1, Duration::ZERO).unwrap();
+    /// assert!(now.delay().is_zero());
+    /// assert!(limiter.reserve_within(1, Duration::from_millis(50)).is_err()); // needs 100 ms
+    /// assert!(limiter.reserve_within(1, Duration::from_millis(100)).is_ok());
+    /// ```
+    pub fn reserve_within(
+        &self,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation<'_>, AcquireError> {
+        self.reserve_upto(n, Some(duration_to_nanos(max_wait)))
+    }
+
+    fn reserve_upto(
+        &self,
+        n: u64,
+        max_wait: Option<Nanos>,
+    ) -> Result<Reservation<'_>, AcquireError> {
+        let now = self.engine.clock.now();
+        let src = self.engine.src();
+        let ticket = match self.cell.reserve(now, n, &src, max_wait)? {
+            Booking::Booked { ticket, .. } => ticket,
+            Booking::Now | Booking::Retry(_) => Ticket::nothing(now),
+        };
+        let cancel = Box::new(move |t: &Ticket| self.cancel_ticket(t));
+        Ok(Reservation::new(ticket, now, &self.engine.clock, cancel))
+    }
+
+    fn cancel_ticket(&self, ticket: &Ticket) {
+        self.engine.cancel(&self.slot(), ticket);
     }
 }
 
@@ -329,61 +481,93 @@ pub(crate) fn throttle_quota(
     let burst = max_burst
         .checked_add(1)
         .ok_or(QuotaError::ToleranceOverflow)?;
-    Quota::new(count, secs(period_secs))?.with_burst(burst)
+    Quota::new(count, crate::quota::secs(period_secs)?)?.with_burst(burst)
 }
 
-impl fmt::Debug for RateLimiter {
+impl<A: Algorithm> fmt::Debug for RateLimiter<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
+            .field("algorithm", &self.engine.alg)
             .field("quota", &self.quota())
-            .field("clock", &self.clock)
+            .field("clock", &self.engine.clock)
             .finish()
     }
 }
 
 #[cfg(feature = "tokio")]
-impl RateLimiter {
-    /// Takes `n` permits, waiting asynchronously on tokio's timer; returns the time waited.
-    ///
-    /// The slot is reserved at the first poll, so concurrent waiters are granted in the order
-    /// they first polled, each woken exactly once at its ready time.
+impl<A: Algorithm> RateLimiter<A> {
+    /// Takes one permit, waiting asynchronously on tokio's timer; returns the time waited.
+    /// See [`acquire_n_async`](RateLimiter::acquire_n_async).
     ///
     /// # Cancel safety
-    /// This method is cancel-safe. Dropping the future before it completes (a `select!` branch
-    /// that lost, a `tokio::time::timeout` that fired) cancels the reservation with the refund
-    /// rule, so no capacity is lost.
+    /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
     ///
     /// # Errors
-    /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](RateLimiter::acquire_n).
+    /// As [`acquire`](RateLimiter::acquire).
+    ///
+    /// # Panics
+    /// If it must wait outside a tokio runtime, or on a runtime built without the timer
+    /// (`enable_time`): tokio's own `sleep` panics there. A permit available at once never
+    /// touches the timer.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_second(100).unwrap());
-    /// let waited = limiter.acquire_async(1).await.unwrap();
+    /// let waited = limiter.acquire_async().await.unwrap();
     /// assert!(waited.is_zero());
     /// # }
     /// ```
-    pub async fn acquire_async(&self, n: u64) -> Result<Duration, AcquireError> {
-        self.reserve_then_sleep(n, None).await
+    pub async fn acquire_async(&self) -> Result<Duration, AcquireError> {
+        self.acquire_n_async(1).await
+    }
+
+    /// Takes `n` permits, waiting asynchronously on tokio's timer; returns the time waited.
+    ///
+    /// With GCRA the slot is booked at the first poll, so concurrent waiters are granted in
+    /// the order they first polled, each woken exactly once at its ready time. Window
+    /// algorithms sleep until the permits would fit and decide again.
+    ///
+    /// # Cancel safety
+    /// This method is cancel-safe. Dropping the future before it completes (a `select!` branch
+    /// that lost, a `tokio::time::timeout` that fired) cancels its booking, whatever other
+    /// waiters did meanwhile: the booked stretch goes to later arrivals, so no capacity is lost.
+    ///
+    /// # Errors
+    /// As [`acquire_n`](RateLimiter::acquire_n).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](RateLimiter::acquire_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_second(100).unwrap());
+    /// assert!(limiter.acquire_n_async(5).await.unwrap().is_zero());
+    /// # }
+    /// ```
+    pub async fn acquire_n_async(&self, n: u64) -> Result<Duration, AcquireError> {
+        self.engine.acquire_async(&self.slot(), n, None).await
     }
 
     /// Takes `n` permits if they are available within `timeout`, waiting asynchronously. If
-    /// the wait would be longer it returns at once with nothing reserved.
+    /// the wait would be longer it returns at once with nothing taken.
     ///
     /// # Cancel safety
-    /// Cancel-safe, as [`acquire_async`](RateLimiter::acquire_async).
+    /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
     ///
     /// # Errors
-    /// [`AcquireError::RateLimited`] with the wait that would have been needed;
-    /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](RateLimiter::acquire_n).
+    /// As [`try_acquire_for`](RateLimiter::try_acquire_for).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](RateLimiter::acquire_async).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use std::time::Duration;
     /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_minute(1).unwrap());
-    /// limiter.acquire_async(1).await.unwrap();
+    /// limiter.acquire_async().await.unwrap();
     /// let e = limiter.try_acquire_for_async(1, Duration::from_millis(10)).await;
     /// assert!(e.is_err());
     /// # }
@@ -393,17 +577,21 @@ impl RateLimiter {
         n: u64,
         timeout: Duration,
     ) -> Result<Duration, AcquireError> {
-        self.reserve_then_sleep(n, Some(duration_to_nanos(timeout)))
+        self.engine
+            .acquire_async(&self.slot(), n, Some(timeout))
             .await
     }
 
-    /// [`acquire_async`](RateLimiter::acquire_async) on an `Arc`: the future owns its limiter,
-    /// so it is `'static` and can be moved into `tokio::spawn`.
+    /// [`acquire_n_async`](RateLimiter::acquire_n_async) on an `Arc`: the future owns its
+    /// limiter, so it is `'static` and can be moved into `tokio::spawn`.
     ///
     /// # Cancel safety
-    /// Cancel-safe, as [`acquire_async`](RateLimiter::acquire_async).
+    /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
     ///
     /// # Errors
+    /// As [`acquire_n`](RateLimiter::acquire_n).
+    ///
+    /// # Panics
     /// As [`acquire_async`](RateLimiter::acquire_async).
     ///
     /// ```
@@ -419,18 +607,7 @@ impl RateLimiter {
         self: std::sync::Arc<Self>,
         n: u64,
     ) -> Result<Duration, AcquireError> {
-        self.acquire_async(n).await
-    }
-
-    async fn reserve_then_sleep(
-        &self,
-        n: u64,
-        max_wait: Option<u64>,
-    ) -> Result<Duration, AcquireError> {
-        let now = self.clock.now();
-        let ticket = self.cell.reserve(now, n, self.quota.load(), max_wait)?;
-        let cancel = |t: &crate::gcra::Ticket| self.cell.cancel(self.clock.now(), t);
-        Ok(crate::wait::sleep_until_ready(now, ticket, cancel).await)
+        self.acquire_n_async(n).await
     }
 }
 

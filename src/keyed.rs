@@ -1,36 +1,27 @@
-//! [`KeyedRateLimiter`]: one GCRA cell per key, in a sharded concurrent map.
+//! [`KeyedRateLimiter`]: one cell per key, in a sharded concurrent map.
 //!
-//! Every key-taking method goes through one lookup ([`Store::decide`]) that hands the key's
-//! [`TatCell`] to the same cell methods the direct limiter uses, so the rules are written once.
-//!
-//! Concurrency contract with the sweeper (see `sweeper.rs`): a decision holds the key's shard
-//! *read* guard while it CASes; the sweeper removes a key only under that shard's *write* guard,
-//! and only if `tat <= now`. A decision that finds the key missing reads `now` after its lookup,
-//! so no earlier than the sweeper's (the lock orders them and the clock is monotonic), and sees
-//! a fresh key exactly where it would have seen the cold one: `max(tat, now) = now` either way.
-//! A decision that finds the key may use a `now` read before the lookup: on a stored cell an
-//! earlier `now` only makes a decision stricter ([`decide_on_shard`]).
+//! The public face only: every method is one call into the method family (`crate::engine`)
+//! on the key's slot in the store (`crate::store::keyed`).
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
-use std::ops::Deref;
-use std::sync::Arc;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
-
-use crate::cell::{QuotaCell, TatCell};
+use crate::algorithm::gcra::Ticket;
+use crate::algorithm::{Algorithm, Booking, Gcra};
 use crate::clock::{duration_to_nanos, AnyClock, Clock};
 use crate::direct::throttle_quota;
-use crate::gcra::Ticket;
+use crate::engine::{Engine, Placed};
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::{Quota, QuotaError};
-use crate::sweeper::{SweepCounters, SweepStats, Sweeper};
-use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::wait::{block_until_ready, Reservation, Target};
+use crate::store::keyed::{KeySlot, KeyedStore, WhenFull};
+use crate::store::sweep::SweepStats;
+use crate::sweeper::{Sweep, Sweeper};
+use crate::wait::Reservation;
 use crate::Nanos;
 
 /// The default hasher of a [`KeyedRateLimiter`]: [foldhash]'s fast `RandomState`.
@@ -53,12 +44,12 @@ use crate::Nanos;
 ///
 /// ```
 /// use std::collections::hash_map::RandomState;
-/// use tollgate::{KeyedRateLimiter, Quota};
+/// use tollgate::{Gcra, KeyedRateLimiter, Quota};
 ///
 /// // Default: foldhash.
 /// let fast: KeyedRateLimiter<String> = KeyedRateLimiter::new(Quota::per_second(5).unwrap());
 /// // SipHash, for keys an adversary controls.
-/// let sip: KeyedRateLimiter<String, RandomState> =
+/// let sip: KeyedRateLimiter<String, Gcra, RandomState> =
 ///     KeyedRateLimiter::builder(Quota::per_second(5).unwrap())
 ///         .hasher(RandomState::new())
 ///         .build();
@@ -90,44 +81,12 @@ pub type DefaultKeyHasher = foldhash::fast::RandomState;
 /// [`KeyedRateLimiterBuilder::shards`].
 pub const DEFAULT_SHARDS: usize = 64;
 
-/// What a [`KeyedRateLimiter`] with a [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap does
-/// with a *new* key when the cap is reached and reclaiming cold keys freed nothing.
-///
-/// Keys already tracked are never affected by the cap.
-///
-/// ```
-/// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
-///
-/// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-///     .clock(ManualClock::new())
-///     .max_keys(1)
-///     .when_full(WhenFull::Deny)
-///     .build();
-/// assert!(limiter.try_acquire(&1));
-/// assert!(!limiter.try_acquire(&2)); // table full, key 1 still hot
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum WhenFull {
-    /// Refuse the new key. Checks report `allowed: false`, `remaining: 0` and a `retry_after`
-    /// (also used as `reset_after`) equal to the time until the earliest tracked key turns cold
-    /// and can be reclaimed, at least 1 ns and at most the quota's tolerance (by then every key
-    /// that only took permits under the limiter's own quota is cold). `try_*` and `reserve`
-    /// return [`AcquireError::RateLimited`] with that wait; blocking and async `acquire` wait
-    /// that long and try again. The safe default: the cap is never a way around the limit.
-    #[default]
-    Deny,
-    /// Decide for the new key as for a fresh key (a full bucket) and store nothing: the request
-    /// is limited only by its own cost against the burst. Availability over strictness: under
-    /// a flood of distinct keys each one gets its burst.
-    AllowUntracked,
-}
-
-/// Rate limits per key: one GCRA cell (a `u64`) per key in a sharded concurrent map.
+/// Rate limits per key: one cell (for GCRA, one `u64`) per key in a sharded concurrent map.
 ///
 /// Keys are anything `Hash + Eq`; methods take a borrowed form (`&str` for `String` keys).
 /// To limit per user, per action, or per user *and* action, choose the key: a composite key
-/// such as `(user_id, action)` gives each pair its own bucket.
+/// such as `(user_id, action)` gives each pair its own bucket. The algorithm is GCRA unless
+/// the builder chooses another ([`KeyedRateLimiterBuilder::algorithm`]).
 ///
 /// ```
 /// use tollgate::{KeyedRateLimiter, Quota};
@@ -148,48 +107,53 @@ pub enum WhenFull {
 ///
 /// Memory: without a [`sweep_interval`](KeyedRateLimiterBuilder::sweep_interval) or a
 /// [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap, keys are only removed by
-/// [`sweep_now`](KeyedRateLimiter::sweep_now). A key idle long enough to be back at a full
-/// bucket (its `tat <= now`) carries no information, so removing it is lossless.
-pub struct KeyedRateLimiter<K, S = DefaultKeyHasher>
+/// [`sweep_now`](KeyedRateLimiter::sweep_now). A key idle long enough to decide like a new
+/// one (for GCRA: back at a full bucket) carries no information, so removing it is lossless.
+pub struct KeyedRateLimiter<K, A = Gcra, S = DefaultKeyHasher>
 where
     K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
     // Dropped first: stops the background sweeper before the store goes.
     sweeper: Option<Sweeper>,
-    store: Arc<Store<K, S>>,
+    store: Arc<KeyedStore<K, A, S>>,
 }
 
-/// Configures a [`KeyedRateLimiter`]: clock, hasher, shards, background sweeping, key cap.
+/// Configures a [`KeyedRateLimiter`]: clock, algorithm, hasher, shards, background sweeping,
+/// key cap.
 ///
 /// ```
+/// use std::num::NonZeroUsize;
 /// use std::time::Duration;
 /// use tollgate::{KeyedRateLimiter, Quota, WhenFull};
 ///
 /// let limiter = KeyedRateLimiter::<String>::builder(Quota::per_second(10).unwrap())
-///     .sweep_interval(Duration::from_secs(30)) // evict idle keys in the background
-///     .max_keys(100_000)                       // hard cap on tracked keys
+///     .sweep_interval(Duration::from_secs(30))            // evict idle keys in the background
+///     .max_keys(NonZeroUsize::new(100_000).unwrap())      // hard cap on tracked keys
 ///     .when_full(WhenFull::Deny)
 ///     .build();
 /// assert!(limiter.try_acquire("alice"));
 /// ```
 #[must_use = "call .build() to get a limiter"]
-pub struct KeyedRateLimiterBuilder<K, S = DefaultKeyHasher> {
+pub struct KeyedRateLimiterBuilder<K, A = Gcra, S = DefaultKeyHasher> {
     quota: Quota,
+    alg: A,
     clock: AnyClock,
     hasher: S,
     shards: usize,
     sweep_interval: Option<Duration>,
     #[cfg(feature = "tokio")]
     sweep_on_tokio: bool,
-    max_keys: Option<usize>,
+    max_keys: Option<NonZeroUsize>,
     when_full: WhenFull,
     _keys: PhantomData<fn() -> K>,
 }
 
-impl<K, S> KeyedRateLimiterBuilder<K, S>
+impl<K, A, S> KeyedRateLimiterBuilder<K, A, S>
 where
     K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
     /// Uses `clock` instead of the default [`StdClock`](crate::StdClock). The sweeper judges
@@ -207,22 +171,32 @@ where
         self
     }
 
-    /// Uses another hasher for keys (see [`DefaultKeyHasher`] for the trade-off).
+    /// Runs `alg` for every key instead of the current algorithm, checking that it can run the
+    /// quota.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.
     ///
     /// ```
-    /// use std::collections::hash_map::RandomState;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<String>::builder(Quota::per_second(1).unwrap())
-    ///     .hasher(RandomState::new())
-    ///     .build();
-    /// assert!(limiter.try_acquire("k"));
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(5).unwrap()).algorithm(Gcra)?.build();
+    /// assert!(l.try_acquire(&1));
+    /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn hasher<S2>(self, hasher: S2) -> KeyedRateLimiterBuilder<K, S2>
-    where
-        S2: BuildHasher + Clone + Send + Sync + 'static,
-    {
+    pub fn algorithm<B: Algorithm>(
+        self,
+        alg: B,
+    ) -> Result<KeyedRateLimiterBuilder<K, B, S>, QuotaError> {
+        alg.params(&self.quota, 0)?;
+        let hasher = self.hasher.clone();
+        Ok(self.with(alg, hasher))
+    }
+
+    /// The same configuration with another algorithm and hasher.
+    fn with<B, S2>(self, alg: B, hasher: S2) -> KeyedRateLimiterBuilder<K, B, S2> {
         KeyedRateLimiterBuilder {
             quota: self.quota,
+            alg,
             clock: self.clock,
             hasher,
             shards: self.shards,
@@ -233,6 +207,24 @@ where
             when_full: self.when_full,
             _keys: PhantomData,
         }
+    }
+
+    /// Uses another hasher for keys (see [`DefaultKeyHasher`] for the trade-off).
+    ///
+    /// ```
+    /// use std::collections::hash_map::RandomState;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<String>::builder(Quota::per_second(1).unwrap())
+    ///     .hasher(RandomState::new())
+    ///     .build();
+    /// assert!(limiter.try_acquire("k"));
+    /// ```
+    pub fn hasher<S2>(self, hasher: S2) -> KeyedRateLimiterBuilder<K, A, S2>
+    where
+        S2: BuildHasher + Clone + Send + Sync + 'static,
+    {
+        let alg = self.alg.clone();
+        self.with(alg, hasher)
     }
 
     /// Number of map shards (default [`DEFAULT_SHARDS`]). Rounded up to a power of two and
@@ -297,17 +289,26 @@ where
     /// Caps the number of tracked keys at `max_keys` (exactly: [`len`](KeyedRateLimiter::len)
     /// never exceeds it, even under concurrency). A new key at the cap first triggers a sweep
     /// of cold keys (skipped while none can be cold yet); if still full, the
-    /// [`when_full`](KeyedRateLimiterBuilder::when_full) policy decides.
+    /// [`when_full`](KeyedRateLimiterBuilder::when_full) policy decides. A cap of zero would
+    /// track nothing and so limit nothing; the type rules it out.
     ///
     /// ```
+    /// use std::num::NonZeroUsize;
     /// use tollgate::{KeyedRateLimiter, Quota};
     /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .max_keys(2)
+    ///     .max_keys(NonZeroUsize::new(2).unwrap())
     ///     .build();
     /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
     /// assert!(limiter.len() <= 2);
     /// ```
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
+    ///
+    /// A cap of zero does not compile:
+    ///
+    /// ```compile_fail
+    /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
+    /// let _ = b.max_keys(0);
+    /// ```
+    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
         self.max_keys = Some(max_keys);
         self
     }
@@ -316,10 +317,11 @@ where
     /// reached (default [`WhenFull::Deny`]).
     ///
     /// ```
+    /// use std::num::NonZeroUsize;
     /// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
     /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
     ///     .clock(ManualClock::new())
-    ///     .max_keys(1)
+    ///     .max_keys(NonZeroUsize::MIN)
     ///     .when_full(WhenFull::AllowUntracked)
     ///     .build();
     /// assert!(limiter.try_acquire(&1));
@@ -331,228 +333,29 @@ where
         self
     }
 
-    /// Builds the limiter (every key starts with a full bucket) and starts the sweeper if
+    /// Builds the limiter (every key starts fresh: a full bucket) and starts the sweeper if
     /// configured. If the OS refuses a sweeper thread, the limiter works without background
     /// sweeping; `sweep_now` and the key cap's reclaim still evict.
-    pub fn build(self) -> KeyedRateLimiter<K, S> {
-        let store = Arc::new(Store {
-            map: DashMap::with_capacity_and_hasher_and_shard_amount(0, self.hasher, self.shards),
-            quota: QuotaCell::new(self.quota),
-            clock: self.clock,
-            max_keys: self.max_keys.unwrap_or(usize::MAX),
-            when_full: self.when_full,
-            slots: AtomicUsize::new(0),
-            earliest: AtomicU64::new(u64::MAX),
-            sweep_lock: Mutex::new(()),
-            counters: SweepCounters::default(),
-        });
+    pub fn build(self) -> KeyedRateLimiter<K, A, S> {
+        let engine = Engine::new(self.alg, self.quota, self.clock)
+            .expect("the algorithm accepted this quota when it was chosen");
+        let max_keys = self.max_keys.map_or(usize::MAX, NonZeroUsize::get);
+        let store = Arc::new(KeyedStore::new(
+            engine,
+            self.hasher,
+            self.shards,
+            max_keys,
+            self.when_full,
+        ));
         #[cfg(feature = "tokio")]
         let on_tokio = self.sweep_on_tokio;
         #[cfg(not(feature = "tokio"))]
         let on_tokio = false;
-        let sweeper = self
-            .sweep_interval
-            .and_then(|interval| Sweeper::start(&store, interval, on_tokio));
+        let sweeper = self.sweep_interval.and_then(|interval| {
+            let weak: Weak<dyn Sweep> = Arc::downgrade(&store) as Weak<dyn Sweep>;
+            Sweeper::start(weak, interval, on_tokio)
+        });
         KeyedRateLimiter { sweeper, store }
-    }
-}
-
-/// The shared state; the sweeper holds a `Weak` to it.
-pub(crate) struct Store<K, S> {
-    pub(crate) map: DashMap<K, TatCell, S>,
-    quota: QuotaCell,
-    pub(crate) clock: AnyClock,
-    max_keys: usize,
-    when_full: WhenFull,
-    /// Keys tracked, counted *before* an insert and *after* a removal, so it bounds the map's
-    /// length from above at every instant; an insert happens only if it can take a slot below
-    /// `max_keys`. That makes the cap exact.
-    pub(crate) slots: AtomicUsize,
-    /// A lower bound on the TAT of every tracked key (`u64::MAX` when empty): while
-    /// `now < earliest` no key can be cold, so a reclaim at the cap can skip its sweep. Lowered
-    /// by every insert and cancel, recomputed by every sweep (protocol in `sweeper.rs`).
-    pub(crate) earliest: AtomicU64,
-    /// Serialises whole sweeps (background, `sweep_now`, reclaim at the cap).
-    pub(crate) sweep_lock: Mutex<()>,
-    pub(crate) counters: SweepCounters,
-}
-
-/// Where a decision was made.
-enum Outcome<R> {
-    /// On the key's stored state (or as a fresh key, with nothing to store).
-    Tracked(R),
-    /// As a fresh key that could not be stored (cap reached, [`WhenFull::AllowUntracked`]).
-    Untracked(R),
-    /// Not made: cap reached, [`WhenFull::Deny`]; the suggested wait in ns.
-    Full(Nanos),
-}
-
-impl<K, S> Store<K, S>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-    S: BuildHasher + Clone + Send + Sync + 'static,
-{
-    /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
-    /// the key only when `op` stores something. `op` may run more than once (it must be a pure CAS
-    /// step on the cell it is given).
-    fn decide<Q, R>(&self, key: &Q, op: impl Fn(&TatCell, Nanos) -> R) -> Outcome<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let fresh = match decide_on_shard(|| self.map.get(key), || self.clock.now(), &op) {
-            Found::Decided(r) => return Outcome::Tracked(r),
-            Found::MustInsert(fresh) => fresh,
-        };
-        // Insert under the write guard and decide again there with a fresh `now` (the loom
-        // model in `loom-tests/tests/sweeper.rs` transcribes this step).
-        for attempt in 0..2 {
-            match self.map.entry(key.to_owned()) {
-                // Someone inserted it meanwhile: decide on theirs, under the write guard.
-                Entry::Occupied(e) => return Outcome::Tracked(op(e.get(), self.clock.now())),
-                Entry::Vacant(e) => {
-                    if self.take_slot() {
-                        let cell = TatCell::new();
-                        let r = op(&cell, self.clock.now());
-                        self.lower_earliest(cell.tat());
-                        e.insert(cell);
-                        return Outcome::Tracked(r);
-                    }
-                }
-            }
-            // Full (the entry guard is dropped by now, so sweeping cannot deadlock on it).
-            if attempt == 0 {
-                self.reclaim();
-            }
-        }
-        match self.when_full {
-            WhenFull::AllowUntracked => Outcome::Untracked(fresh),
-            WhenFull::Deny => Outcome::Full(self.full_retry_after()),
-        }
-    }
-
-    /// The key's state without creating it (a peek: `n = 0` stores nothing).
-    fn peek<Q>(&self, key: &Q, q: Quota) -> Decision
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let tracked = self.map.get(key);
-        let fresh = TatCell::new();
-        let cell = tracked.as_deref().unwrap_or(&fresh);
-        let now = self.clock.now(); // after the lookup: a miss needs it (see decide_on_shard)
-        cell.check(now, 0, q).decision(now, q)
-    }
-
-    fn take_slot(&self) -> bool {
-        self.slots
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max_keys).then(|| n + 1)
-            })
-            .is_ok()
-    }
-
-    pub(crate) fn lower_earliest(&self, tat: Nanos) {
-        self.earliest.fetch_min(tat, Ordering::AcqRel);
-    }
-
-    /// At the cap: sweep, unless a sweep is running right now (it is reclaiming already) or
-    /// no key can be cold yet (then a sweep would walk every key for nothing, which under a
-    /// flood of new keys would make each one cost a full scan).
-    fn reclaim(&self) {
-        let _guard = match self.sweep_lock.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
-        };
-        if self.clock.now() >= self.earliest.load(Ordering::Acquire) {
-            self.sweep_locked(&|| false);
-        }
-    }
-
-    /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key turns cold.
-    fn full_retry_after(&self) -> Nanos {
-        let now = self.clock.now();
-        let tau = self.quota.load().tau();
-        self.earliest
-            .load(Ordering::Acquire)
-            .saturating_sub(now)
-            .clamp(1, tau.max(1))
-    }
-
-    /// Cancel through a fresh lookup. A missing key was evicted as cold, which means the
-    /// ticket was ready by then (a cell's TAT is never below a pending reservation's), so
-    /// there is nothing to refund. `now` is read under the guard: if the
-    /// key was evicted and created again since, this `now` is past the ticket's ready time and
-    /// the new state cannot receive a refund it never owed.
-    fn cancel<Q>(&self, key: &Q, ticket: &Ticket)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        if let Some(cell) = self.map.get(key) {
-            cell.cancel(self.clock.now(), ticket);
-            self.lower_earliest(cell.tat());
-        }
-    }
-}
-
-/// What [`decide_on_shard`] did.
-pub(crate) enum Found<R> {
-    /// Decided: on the stored cell, or as a fresh key that stores nothing.
-    Decided(R),
-    /// The key is absent and the decision (this one, made on a scratch fresh cell) stores
-    /// something: insert the key under the shard's write guard and decide again there.
-    MustInsert(R),
-}
-
-/// The read side of a decision's protocol with the sweeper (module docs). Shared with the loom
-/// model of the sweeper (through `loom_api`), which runs it over its own lock-guarded map.
-///
-/// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
-/// instead of waiting for them (the vDSO clock read is ordered after all earlier loads). On a
-/// stored cell an early `now` is safe: it can only make the decision stricter, since
-/// `max(tat, now) - now` only grows as `now` shrinks. On a miss it is not: the key may have
-/// been evicted after `now` was read, with a TAT above it. So a miss reads `now` again, after
-/// `lookup` took (and released) the shard's read guard, which orders it after any sweeper that
-/// removed the key under the write guard: that `now` is at least the sweeper's, where the
-/// evicted key and a fresh one decide alike.
-///
-/// Absent is the same state as a fresh cell (tat 0), so a miss decides on a scratch one: if it
-/// stores nothing (a peek, a request over the burst, a wait past the timeout) the answer is
-/// already exact and nothing needs inserting, so denials of unknown keys never grow the map.
-/// A stored TAT is never 0 (at least one T >= 1 ns is added).
-#[inline]
-pub(crate) fn decide_on_shard<G, R>(
-    lookup: impl FnOnce() -> Option<G>,
-    now: impl Fn() -> Nanos,
-    op: &impl Fn(&TatCell, Nanos) -> R,
-) -> Found<R>
-where
-    G: Deref<Target = TatCell>,
-{
-    let early = now();
-    if let Some(cell) = lookup() {
-        // The guard is held until the CAS is done.
-        return Found::Decided(op(&cell, early));
-    }
-    let scratch = TatCell::new();
-    let fresh = op(&scratch, now());
-    if scratch.tat() == 0 {
-        Found::Decided(fresh)
-    } else {
-        Found::MustInsert(fresh)
-    }
-}
-
-fn full_decision(q: Quota, retry_after: Nanos) -> Decision {
-    let wait = Duration::from_nanos(retry_after);
-    Decision {
-        allowed: false,
-        limit: q.burst(),
-        remaining: 0,
-        retry_after: Some(wait),
-        reset_after: wait,
     }
 }
 
@@ -560,8 +363,8 @@ impl<K> KeyedRateLimiter<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// A keyed limiter for `quota` per key, with the default clock, hasher and shard count, no
-    /// background sweeper and no key cap.
+    /// A GCRA keyed limiter for `quota` per key, with the default clock, hasher and shard
+    /// count, no background sweeper and no key cap.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -574,10 +377,16 @@ where
         Self::builder(quota).build()
     }
 
-    /// A builder: clock, hasher, shards, sweeper, key cap.
+    /// A builder: clock, algorithm, hasher, shards, sweeper, key cap.
+    ///
+    /// ```
+    /// let b = tollgate::KeyedRateLimiter::<u8>::builder(tollgate::Quota::per_second(1).unwrap());
+    /// assert!(b.build().try_acquire(&0));
+    /// ```
     pub fn builder(quota: Quota) -> KeyedRateLimiterBuilder<K> {
         KeyedRateLimiterBuilder {
             quota,
+            alg: Gcra,
             clock: AnyClock::default(),
             hasher: DefaultKeyHasher::default(),
             shards: DEFAULT_SHARDS,
@@ -591,11 +400,27 @@ where
     }
 }
 
-impl<K, S> KeyedRateLimiter<K, S>
+impl<K, A, S> KeyedRateLimiter<K, A, S>
 where
     K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
+    #[inline(always)]
+    fn slot<'a, Q>(&'a self, key: &'a Q) -> KeySlot<'a, K, Q, A, S>
+    where
+        Q: ?Sized,
+    {
+        KeySlot {
+            store: &self.store,
+            key,
+        }
+    }
+
+    fn engine(&self) -> &Engine<A> {
+        &self.store.engine
+    }
+
     /// The quota in force for every key (per-call quotas aside).
     ///
     /// ```
@@ -603,22 +428,31 @@ where
     /// assert_eq!(l.quota().burst(), 5);
     /// ```
     pub fn quota(&self) -> Quota {
-        self.store.quota.load()
+        self.engine().quota()
     }
 
-    /// Replaces the quota for every key at runtime. Each key keeps its debt (`tat - now`);
-    /// the new rate and burst apply from the next decision on, never torn.
+    /// Replaces the quota for every key at runtime. As for
+    /// [`RateLimiter::set_quota`](crate::RateLimiter::set_quota), permits already taken count
+    /// against the new quota (GCRA keeps each key's debt in permits). Every tracked key is
+    /// brought up to the new quota before this returns (one shard at a time under its read
+    /// lock; decisions go on meanwhile), so it costs a walk over the table.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if the algorithm cannot run `quota`; nothing changes then.
     ///
     /// ```
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::<u8>::new(Quota::per_second(1).unwrap());
-    /// assert!(l.try_acquire(&0));
-    /// assert!(!l.try_acquire(&0));
-    /// l.set_quota(Quota::per_second(1).unwrap().with_burst(2).unwrap());
-    /// assert!(l.try_acquire(&0));
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(10).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(l.try_acquire_n(&0, 10).is_ok());
+    /// l.set_quota(Quota::per_hour(10).unwrap()).unwrap();
+    /// assert!(!l.try_acquire(&0));                   // 10 permits of debt: an hour now
+    /// assert!(l.try_acquire(&1));                    // a new key has the new burst
     /// ```
-    pub fn set_quota(&self, quota: Quota) {
-        self.store.quota.store(quota);
+    pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+        self.engine()
+            .set_quota(quota, |migrate| self.store.for_each_cell(migrate))
     }
 
     /// Takes one permit for `key` if available now. Never waits.
@@ -636,11 +470,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let q = self.store.quota.load();
-        match self.store.decide(key, |cell, now| cell.check(now, 1, q)) {
-            Outcome::Tracked(v) | Outcome::Untracked(v) => v.allowed(),
-            Outcome::Full(_) => false,
-        }
+        self.engine().try_acquire(&self.slot(key))
     }
 
     /// Takes `n` permits for `key` at once if available now. Never waits.
@@ -663,11 +493,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let q = self.store.quota.load();
-        match self.store.decide(key, |cell, now| cell.check(now, n, q)) {
-            Outcome::Tracked(v) | Outcome::Untracked(v) => v.into_result(n, q),
-            Outcome::Full(wait) => Err(NotReserved::Full(wait).into()),
-        }
+        self.engine().try_acquire_n(&self.slot(key), n)
     }
 
     /// Tries one permit for `key` and reports everything about the decision.
@@ -701,7 +527,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_with(key, n, self.store.quota.load())
+        self.engine().check_n(&self.slot(key), n)
     }
 
     /// Like [`check_n`](KeyedRateLimiter::check_n) under `quota` for this call only, the
@@ -725,17 +551,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match self
-            .store
-            .decide(key, |cell, now| (cell.check(now, n, quota), now))
-        {
-            Outcome::Tracked((v, now)) | Outcome::Untracked((v, now)) => v.decision(now, quota),
-            Outcome::Full(wait) => full_decision(quota, wait),
-        }
+        self.engine().check_with(&self.slot(key), n, &quota)
     }
 
     /// The key's state right now, taking nothing and storing nothing (an unknown key reports
-    /// a full bucket).
+    /// a fresh one; at a full key cap that would refuse it, the refusal a check would get).
     ///
     /// ```
     /// let l = tollgate::KeyedRateLimiter::<String>::new(tollgate::Quota::per_second(4).unwrap());
@@ -746,44 +566,31 @@ where
     pub fn peek<Q>(&self, key: &Q) -> Decision
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.store.peek(key, self.store.quota.load())
-    }
-
-    /// redis-cell's `CL.THROTTLE key max_burst count period quantity` on `key`'s state: burst
-    /// `max_burst + 1`, `count` per `period_secs` seconds, cost `quantity`, for this call only.
-    ///
-    /// # Errors
-    /// The [`QuotaError`] for an invalid quota.
-    ///
-    /// ```
-    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
-    /// let l = KeyedRateLimiter::<&str>::builder(Quota::per_second(1).unwrap())
-    ///     .clock(ManualClock::new())
-    ///     .build();
-    /// // CL.THROTTLE user123 15 30 60 1
-    /// assert_eq!(l.throttle(&"user123", 15, 30, 60, 1).unwrap().to_array(), [0, 16, 15, -1, 2]);
-    /// ```
-    pub fn throttle<Q>(
-        &self,
-        key: &Q,
-        max_burst: u64,
-        count: u64,
-        period_secs: u64,
-        quantity: u64,
-    ) -> Result<ThrottleReply, QuotaError>
-    where
-        K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let quota = throttle_quota(max_burst, count, period_secs)?;
-        Ok(ThrottleReply::from_decision(
-            &self.check_with(key, quantity, quota),
-        ))
+        self.engine().peek(&self.slot(key))
+    }
+
+    /// Whether `key` is tracked (it has state a fresh key would not, and was not swept yet).
+    ///
+    /// ```
+    /// let l = tollgate::KeyedRateLimiter::<String>::new(tollgate::Quota::per_second(4).unwrap());
+    /// assert!(!l.contains_key("a"));
+    /// assert!(l.try_acquire("a"));
+    /// assert!(l.contains_key("a"));
+    /// ```
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.store.map.contains_key(key)
     }
 
     /// Takes one permit for `key`, blocking until it is available; returns the time waited.
+    ///
+    /// # Errors
+    /// As [`acquire_n`](KeyedRateLimiter::acquire_n).
     ///
     /// ```
     /// use std::time::Duration;
@@ -791,24 +598,25 @@ where
     /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// assert_eq!(l.acquire(&1), Duration::ZERO);
-    /// assert_eq!(l.acquire(&1), Duration::from_millis(100));
+    /// assert_eq!(l.acquire(&1), Ok(Duration::ZERO));
+    /// assert_eq!(l.acquire(&1), Ok(Duration::from_millis(100)));
     /// ```
-    pub fn acquire<Q>(&self, key: &Q) -> Duration
+    pub fn acquire<Q>(&self, key: &Q) -> Result<Duration, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // One permit waits at most one interval: unrepresentable only at the end of u64 time.
-        self.acquire_n(key, 1).unwrap_or(Duration::MAX)
+        self.acquire_n(key, 1)
     }
 
     /// Takes `n` permits for `key`, blocking until they are available; returns the time
-    /// waited. `n` above the burst waits `(n - burst) * T` from a full bucket. At a full key
-    /// cap with [`WhenFull::Deny`] it waits for the cap's suggested time and tries again.
+    /// waited. With GCRA, `n` above the burst waits `(n - burst) * T` from a full bucket. At
+    /// a full key cap with [`WhenFull::Deny`] it waits for the cap's suggested time and tries
+    /// again.
     ///
     /// # Errors
-    /// [`AcquireError::Unrepresentable`] if the wait does not fit in `u64` nanoseconds.
+    /// [`AcquireError::Unrepresentable`] if the wait does not fit in the limiter's time;
+    /// [`AcquireError::ExceedsBurst`] for window algorithms when `n` exceeds their limit.
     ///
     /// ```
     /// use std::time::Duration;
@@ -823,30 +631,15 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let mut waited = Duration::ZERO;
-        loop {
-            match self.reserve_ticket(key, n, None) {
-                Ok(r) => {
-                    let slept = block_until_ready(&self.store.clock, r.now, &r.ticket);
-                    return Ok(waited.saturating_add(slept));
-                }
-                Err(NotReserved::Full(wait)) => {
-                    let wait = Duration::from_nanos(wait);
-                    self.store.clock.sleep(wait);
-                    waited = waited.saturating_add(wait);
-                }
-                Err(NotReserved::Error(e)) => return Err(e),
-            }
-        }
+        self.engine().acquire(&self.slot(key), n, None)
     }
 
     /// Takes `n` permits for `key` if they are available within `timeout`, blocking at most
-    /// that long; otherwise reserves nothing and returns at once.
+    /// that long; otherwise takes nothing and returns at once.
     ///
     /// # Errors
     /// [`AcquireError::RateLimited`] with the wait that would have been needed (or the key
-    /// cap's suggested wait); [`AcquireError::Unrepresentable`] as for
-    /// [`acquire_n`](KeyedRateLimiter::acquire_n).
+    /// cap's suggested wait); others as for [`acquire_n`](KeyedRateLimiter::acquire_n).
     ///
     /// ```
     /// use std::time::Duration;
@@ -854,7 +647,7 @@ where
     /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// l.acquire(&1);
+    /// l.acquire(&1).unwrap();
     /// assert!(l.try_acquire_for(&1, 1, Duration::from_millis(50)).is_err());
     /// assert_eq!(l.try_acquire_for(&1, 1, Duration::from_millis(100)).unwrap(), Duration::from_millis(100));
     /// ```
@@ -868,85 +661,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let r = self.reserve_ticket(key, n, Some(duration_to_nanos(timeout)))?;
-        Ok(block_until_ready(&self.store.clock, r.now, &r.ticket))
+        self.engine().acquire(&self.slot(key), n, Some(timeout))
     }
 
-    /// Reserves `n` permits for `key` now, in arrival order, without waiting. Cancelling looks
-    /// the key up again (if it was evicted meanwhile it was cold, and there is nothing to give
-    /// back).
-    ///
-    /// # Errors
-    /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](KeyedRateLimiter::acquire_n);
-    /// [`AcquireError::RateLimited`] only at a full key cap with [`WhenFull::Deny`].
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
-    /// let l = KeyedRateLimiter::<String>::builder(Quota::per_second(2).unwrap())
-    ///     .clock(ManualClock::new())
-    ///     .build();
-    /// let r = l.reserve("k", 4).unwrap();
-    /// assert_eq!(r.delay(), Duration::from_secs(1));
-    /// r.cancel();
-    /// assert!(l.try_acquire_n("k", 2).is_ok());
-    /// ```
-    pub fn reserve<'a, Q>(&'a self, key: &'a Q, n: u64) -> Result<Reservation<'a>, AcquireError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
-    {
-        let r = self.reserve_ticket(key, n, None)?;
-        Ok(Reservation::new(
-            r.ticket,
-            r.now,
-            &self.store.clock,
-            Target::Lookup(Box::new(self.canceller(key, r.tracked))),
-        ))
-    }
-
-    /// The reservation every waiting method (blocking, async, `reserve`) starts from.
-    fn reserve_ticket<Q>(
-        &self,
-        key: &Q,
-        n: u64,
-        max_wait: Option<Nanos>,
-    ) -> Result<Reserved, NotReserved>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let q = self.store.quota.load();
-        let reserve = |cell: &TatCell, now| cell.reserve(now, n, q, max_wait).map(|t| (t, now));
-        let (r, tracked) = match self.store.decide(key, reserve) {
-            Outcome::Tracked(r) => (r, true),
-            Outcome::Untracked(r) => (r, false),
-            Outcome::Full(wait) => return Err(NotReserved::Full(wait)),
-        };
-        let (ticket, now) = r.map_err(NotReserved::Error)?;
-        Ok(Reserved {
-            ticket,
-            now,
-            tracked,
-        })
-    }
-
-    /// What cancelling a reservation on `key` does: refund through a fresh lookup, or nothing
-    /// for an untracked reservation (nothing was stored, so a refund would land on whatever
-    /// state the key has later).
-    fn canceller<'a, Q>(&'a self, key: &'a Q, tracked: bool) -> impl Fn(&Ticket) + 'a
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        move |t: &Ticket| {
-            if tracked {
-                self.store.cancel(key, t);
-            }
-        }
-    }
-
-    /// Evicts every cold key (`tat <= now`) now, one shard at a time; returns how many.
+    /// Evicts every cold key now, one shard at a time; returns how many.
     ///
     /// ```
     /// use std::time::Duration;
@@ -962,7 +680,7 @@ where
     /// assert!(l.is_empty());
     /// ```
     pub fn sweep_now(&self) -> usize {
-        self.store.sweep(&|| false)
+        self.store.sweep_all(&|| false)
     }
 
     /// Number of tracked keys (O(1); exact when no insert or sweep is in flight).
@@ -973,7 +691,7 @@ where
     /// assert_eq!(l.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        self.store.slots.load(Ordering::Acquire)
+        self.store.len()
     }
 
     /// Whether no key is tracked.
@@ -1006,29 +724,166 @@ where
     /// assert_eq!((s.keys, s.sweeps, s.evicted), (0, 1, 0));
     /// ```
     pub fn stats(&self) -> SweepStats {
-        self.store.counters.snapshot(self.len())
+        self.store.stats()
     }
 }
 
-impl<K, S> fmt::Debug for KeyedRateLimiter<K, S>
+impl<K, S> KeyedRateLimiter<K, Gcra, S>
 where
     K: Hash + Eq + Send + Sync + 'static,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
+    /// redis-cell's `CL.THROTTLE key max_burst count period quantity` on `key`'s state: burst
+    /// `max_burst + 1`, `count` per `period_secs` seconds, cost `quantity`, for this call only.
+    ///
+    /// # Errors
+    /// The [`QuotaError`] for an invalid quota, the same errors [`Quota::new`] gives.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<&str>::builder(Quota::per_second(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// // CL.THROTTLE user123 15 30 60 1
+    /// assert_eq!(l.throttle(&"user123", 15, 30, 60, 1).unwrap().to_array(), [0, 16, 15, -1, 2]);
+    /// ```
+    pub fn throttle<Q>(
+        &self,
+        key: &Q,
+        max_burst: u64,
+        count: u64,
+        period_secs: u64,
+        quantity: u64,
+    ) -> Result<ThrottleReply, QuotaError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let quota = throttle_quota(max_burst, count, period_secs)?;
+        Ok(ThrottleReply::from_decision(
+            &self.check_with(key, quantity, quota),
+        ))
+    }
+
+    /// Reserves `n` permits for `key` now, in arrival order, without waiting. The reservation
+    /// owns a copy of the key (so `reserve(&format!("user:{id}"), 1)` works and the
+    /// reservation can outlive the key it was made with); cancelling looks the key up again.
+    ///
+    /// # Errors
+    /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](KeyedRateLimiter::acquire_n);
+    /// [`AcquireError::RateLimited`] only at a full key cap with [`WhenFull::Deny`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<String>::builder(Quota::per_second(2).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let r = l.reserve(&format!("user:{}", 7), 4).unwrap();
+    /// assert_eq!(r.delay(), Duration::from_secs(1));
+    /// r.cancel();
+    /// assert!(l.try_acquire_n("user:7", 2).is_ok());
+    /// ```
+    pub fn reserve<Q>(&self, key: &Q, n: u64) -> Result<Reservation<'_>, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.reserve_upto(key, n, None)
+    }
+
+    /// Reserves `n` permits for `key` only if they are ready within `max_wait`, without
+    /// sleeping; `Duration::ZERO` reserves only what is available now (see
+    /// [`all_or_none`](crate::all_or_none)).
+    ///
+    /// # Errors
+    /// [`AcquireError::RateLimited`] with the wait that would have been needed (nothing is
+    /// reserved); others as for [`reserve`](KeyedRateLimiter::reserve).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(l.reserve_within(&1, 1, Duration::ZERO).is_ok());
+    /// assert!(l.reserve_within(&1, 1, Duration::ZERO).is_err());
+    /// ```
+    pub fn reserve_within<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation<'_>, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.reserve_upto(key, n, Some(duration_to_nanos(max_wait)))
+    }
+
+    fn reserve_upto<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+        max_wait: Option<Nanos>,
+    ) -> Result<Reservation<'_>, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let engine = self.engine();
+        let src = engine.src();
+        let placed = self
+            .store
+            .decide(key, |cell, now| (cell.reserve(now, n, &src, max_wait), now));
+        let (booking, now, tracked) = match placed {
+            Placed::Tracked((b, now)) => (b?, now, true),
+            Placed::Untracked((b, now)) => (b?, now, false),
+            Placed::Full(wait) => {
+                return Err(AcquireError::RateLimited {
+                    retry_after: Duration::from_nanos(wait),
+                })
+            }
+        };
+        let ticket = match booking {
+            Booking::Booked { ticket, .. } => ticket,
+            Booking::Now | Booking::Retry(_) => Ticket::nothing(now),
+        };
+        // An untracked booking stored nothing: a refund would land on whatever state the key
+        // has later, so it gives back nothing.
+        let owned: Option<K> = tracked.then(|| key.to_owned());
+        let cancel = Box::new(move |t: &Ticket| {
+            if let Some(key) = &owned {
+                self.engine().cancel(&self.slot(key), t);
+            }
+        });
+        Ok(Reservation::new(ticket, now, &engine.clock, cancel))
+    }
+}
+
+impl<K, A, S> fmt::Debug for KeyedRateLimiter<K, A, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRateLimiter")
+            .field("algorithm", &self.engine().alg)
             .field("quota", &self.quota())
             .field("keys", &self.len())
-            .field("clock", &self.store.clock)
+            .field("clock", &self.engine().clock)
             .field("sweeper", &self.sweeper.is_some())
             .finish()
     }
 }
 
-impl<K, S> fmt::Debug for KeyedRateLimiterBuilder<K, S> {
+impl<K, A: fmt::Debug, S> fmt::Debug for KeyedRateLimiterBuilder<K, A, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRateLimiterBuilder")
             .field("quota", &self.quota)
+            .field("algorithm", &self.alg)
             .field("clock", &self.clock)
             .field("shards", &self.shards)
             .field("sweep_interval", &self.sweep_interval)
@@ -1039,66 +894,88 @@ impl<K, S> fmt::Debug for KeyedRateLimiterBuilder<K, S> {
 }
 
 #[cfg(feature = "tokio")]
-impl<K, S> KeyedRateLimiter<K, S>
+impl<K, A, S> KeyedRateLimiter<K, A, S>
 where
     K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    /// Takes `n` permits for `key`, waiting asynchronously on tokio's timer; returns the time
-    /// waited. Slots are reserved at the first poll, so waiters are granted in that order,
-    /// each woken once. At a full key cap with [`WhenFull::Deny`] it waits the cap's suggested
-    /// time and tries again.
+    /// Takes one permit for `key`, waiting asynchronously; see
+    /// [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
     ///
     /// # Cancel safety
-    /// Cancel-safe: dropping the future before it completes cancels the reservation with the
-    /// refund rule, so no capacity is lost.
+    /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
     ///
     /// # Errors
-    /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](KeyedRateLimiter::acquire_n).
+    /// As [`acquire_n`](KeyedRateLimiter::acquire_n).
+    ///
+    /// # Panics
+    /// If it must wait outside a tokio runtime or on one built without the timer: tokio's own
+    /// `sleep` panics there.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let l = tollgate::KeyedRateLimiter::<String>::new(tollgate::Quota::per_second(100).unwrap());
-    /// assert!(l.acquire_async("k", 1).await.unwrap().is_zero());
+    /// assert!(l.acquire_async("k").await.unwrap().is_zero());
     /// # }
     /// ```
-    pub async fn acquire_async<Q>(&self, key: &Q, n: u64) -> Result<Duration, AcquireError>
+    pub async fn acquire_async<Q>(&self, key: &Q) -> Result<Duration, AcquireError>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        let mut waited = Duration::ZERO;
-        loop {
-            match self.reserve_then_sleep(key, n, None).await {
-                Err(NotReserved::Full(wait)) => {
-                    let wait = Duration::from_nanos(wait);
-                    tokio::time::sleep(wait).await;
-                    waited = waited.saturating_add(wait);
-                }
-                Err(NotReserved::Error(e)) => return Err(e),
-                Ok(slept) => return Ok(waited.saturating_add(slept)),
-            }
-        }
+        self.acquire_n_async(key, 1).await
+    }
+
+    /// Takes `n` permits for `key`, waiting asynchronously on tokio's timer; returns the time
+    /// waited. With GCRA slots are booked at the first poll, so waiters are granted in that
+    /// order, each woken once. At a full key cap with [`WhenFull::Deny`] it waits the cap's
+    /// suggested time and tries again.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future before it completes cancels its booking, in any
+    /// order relative to other waiters, so no capacity is lost.
+    ///
+    /// # Errors
+    /// As [`acquire_n`](KeyedRateLimiter::acquire_n).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](KeyedRateLimiter::acquire_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = tollgate::KeyedRateLimiter::<String>::new(tollgate::Quota::per_second(100).unwrap());
+    /// assert!(l.acquire_n_async("k", 5).await.unwrap().is_zero());
+    /// # }
+    /// ```
+    pub async fn acquire_n_async<Q>(&self, key: &Q, n: u64) -> Result<Duration, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    {
+        self.engine().acquire_async(&self.slot(key), n, None).await
     }
 
     /// Takes `n` permits for `key` if available within `timeout`, waiting asynchronously;
-    /// otherwise returns at once with nothing reserved.
+    /// otherwise returns at once with nothing taken.
     ///
     /// # Cancel safety
-    /// Cancel-safe, as [`acquire_async`](KeyedRateLimiter::acquire_async).
+    /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
     ///
     /// # Errors
-    /// [`AcquireError::RateLimited`] with the wait that would have been needed (or the key
-    /// cap's suggested wait); [`AcquireError::Unrepresentable`] as for
-    /// [`acquire_n`](KeyedRateLimiter::acquire_n).
+    /// As [`try_acquire_for`](KeyedRateLimiter::try_acquire_for).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](KeyedRateLimiter::acquire_async).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use std::time::Duration;
     /// let l = tollgate::KeyedRateLimiter::<u8>::new(tollgate::Quota::per_minute(1).unwrap());
-    /// l.acquire_async(&1, 1).await.unwrap();
+    /// l.acquire_async(&1).await.unwrap();
     /// assert!(l.try_acquire_for_async(&1, 1, Duration::from_millis(10)).await.is_err());
     /// # }
     /// ```
@@ -1110,20 +987,23 @@ where
     ) -> Result<Duration, AcquireError>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
     {
-        Ok(self
-            .reserve_then_sleep(key, n, Some(duration_to_nanos(timeout)))
-            .await?)
+        self.engine()
+            .acquire_async(&self.slot(key), n, Some(timeout))
+            .await
     }
 
-    /// [`acquire_async`](KeyedRateLimiter::acquire_async) on an `Arc` with an owned key: the
-    /// future is `'static`, for `tokio::spawn`.
+    /// [`acquire_n_async`](KeyedRateLimiter::acquire_n_async) on an `Arc` with an owned key:
+    /// the future is `'static`, for `tokio::spawn`.
     ///
     /// # Cancel safety
-    /// Cancel-safe, as [`acquire_async`](KeyedRateLimiter::acquire_async).
+    /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
     ///
     /// # Errors
+    /// As [`acquire_n`](KeyedRateLimiter::acquire_n).
+    ///
+    /// # Panics
     /// As [`acquire_async`](KeyedRateLimiter::acquire_async).
     ///
     /// ```
@@ -1139,49 +1019,7 @@ where
     where
         K: ToOwned<Owned = K>,
     {
-        self.acquire_async(&key, n).await
-    }
-
-    async fn reserve_then_sleep<Q>(
-        &self,
-        key: &Q,
-        n: u64,
-        max_wait: Option<Nanos>,
-    ) -> Result<Duration, NotReserved>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let r = self.reserve_ticket(key, n, max_wait)?;
-        let cancel = self.canceller(key, r.tracked);
-        Ok(crate::wait::sleep_until_ready(r.now, r.ticket, cancel).await)
-    }
-}
-
-/// A reservation taken on a key: the ticket, the `now` it was taken at, and whether the key's
-/// state holds it (false under [`WhenFull::AllowUntracked`]).
-struct Reserved {
-    ticket: Ticket,
-    now: Nanos,
-    tracked: bool,
-}
-
-/// Why no reservation was taken.
-enum NotReserved {
-    /// The key cap is reached ([`WhenFull::Deny`]); the suggested wait in ns.
-    Full(Nanos),
-    Error(AcquireError),
-}
-
-impl From<NotReserved> for AcquireError {
-    /// For callers that do not wait out a full table: it is a rate limit with the cap's wait.
-    fn from(e: NotReserved) -> AcquireError {
-        match e {
-            NotReserved::Full(wait) => AcquireError::RateLimited {
-                retry_after: Duration::from_nanos(wait),
-            },
-            NotReserved::Error(e) => e,
-        }
+        self.acquire_n_async(&key, n).await
     }
 }
 

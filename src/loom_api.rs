@@ -1,23 +1,33 @@
-//! The internals the loom model of the sweeper (`loom-tests/tests/sweeper.rs`) drives, built
-//! only under `--cfg loom` and hidden from the docs. Not an API: thin wrappers around the very
-//! functions the keyed limiter runs, so the model checks the library's code, not a copy.
+//! The internals the loom models (`loom-tests/`) drive, built only under `--cfg loom` and
+//! hidden from the docs. Not an API: thin wrappers around the very functions the limiters run,
+//! so the models check the library's code, not a copy.
 //!
-//! dashmap cannot run under loom, so the model keeps its own lock-guarded map and calls these
-//! for the steps that decide: [`check_on_shard`] is the read side of `Store::decide`, and
-//! [`evict_cold`] is the rule `Store::sweep_locked` runs under a shard's write lock.
+//! dashmap cannot run under loom, so the sweeper model keeps its own lock-guarded map and calls
+//! these for the steps that decide: [`check_on_shard`] is the read side of the keyed store's
+//! `decide`, and [`evict_cold`] is the rule its sweep runs under a shard's write lock.
 
 use std::ops::Deref;
 
-use crate::cell;
-use crate::keyed::{self, Found};
+use crate::algorithm::gcra::GcraParams;
+use crate::algorithm::rules::Rules;
+use crate::algorithm::Gcra;
+use crate::cell::gcra::GcraCell;
+use crate::cell::params::ParamsCell;
 use crate::outcome::Decision;
 use crate::quota::Quota;
-use crate::sweeper;
-use crate::Nanos;
+use crate::store::keyed::{self, OnShard};
+use crate::store::sweep;
+use crate::wait::Reservation;
+use crate::{Nanos, RateLimiter};
 
-/// The keyed limiter's per-key cell (one atomic TAT).
+/// The keyed limiter's per-key cell (one atomic word).
 #[derive(Debug, Default)]
-pub struct TatCell(cell::TatCell);
+pub struct TatCell(GcraCell);
+
+/// GCRA parameters for `q` in quota generation 0 (the keyed models never change quotas).
+fn params(q: Quota) -> GcraParams {
+    Gcra.params(&q, 0).expect("GCRA runs every quota")
+}
 
 impl TatCell {
     /// A fresh cell: TAT 0, a full bucket.
@@ -25,7 +35,7 @@ impl TatCell {
         TatCell::default()
     }
 
-    /// `TatCell::check` of `n` permits at `now` under `q` (the CAS loop).
+    /// A check of `n` permits at `now` under `q` (the CAS loop).
     pub fn check(&self, now: Nanos, n: u64, q: Quota) -> Checked {
         checked(&self.0, now, n, q)
     }
@@ -33,6 +43,70 @@ impl TatCell {
     /// The stored TAT.
     pub fn tat(&self) -> Nanos {
         self.0.tat()
+    }
+}
+
+/// A limiter's GCRA parameters in their sequence lock, as `set_quota` changes them.
+pub struct Params(ParamsCell<GcraParams>);
+
+impl Params {
+    /// The parameters of `q` (generation 0).
+    pub fn new(q: Quota) -> Params {
+        Params(ParamsCell::new(params(q)))
+    }
+
+    /// What `Engine::set_quota` publishes before it migrates cells: the next generation, for
+    /// `q`, changed at `now`.
+    pub fn publish(&self, q: Quota, now: Nanos) {
+        let next = Gcra
+            .next_params(&self.0.load(), &q, now)
+            .expect("GCRA runs every quota");
+        self.0.store(next);
+    }
+
+    /// The generation in force.
+    pub fn generation(&self) -> u64 {
+        self.0.load().gen
+    }
+}
+
+impl TatCell {
+    /// A check of `n` permits at `now` with the parameters read from `p` on every attempt, as
+    /// a limiter's decisions do.
+    pub fn check_live(&self, now: Nanos, n: u64, p: &Params) -> Checked {
+        let v = self.0.check(now, n, &|| p.0.load());
+        Checked {
+            now,
+            decision: v.decision(now),
+            stored: v.store,
+        }
+    }
+
+    /// What `set_quota`'s walk does to each cell.
+    pub fn migrate(&self, p: &Params) {
+        self.0.migrate(&|| p.0.load());
+    }
+
+    /// Whether the cell's word is in `p`'s generation (its parity matches).
+    pub fn in_generation_of(&self, p: &Params) -> bool {
+        self.0.parity() == p.0.load().gen & 1
+    }
+}
+
+/// [`check_on_shard`] with parameters read live from `p`.
+pub fn check_on_shard_live<G>(
+    lookup: impl FnOnce() -> Option<G>,
+    now: impl Fn() -> Nanos,
+    n: u64,
+    p: &Params,
+) -> Looked
+where
+    G: Deref<Target = TatCell>,
+{
+    let op = |cell: &TatCell, now| cell.check_live(now, n, p);
+    match keyed::decide_on_shard(lookup, now, &op, |c: &TatCell| c.0.is_fresh()) {
+        OnShard::Decided(c) => Looked::Decided(c),
+        OnShard::MustInsert(c) => Looked::MustInsert(c),
     }
 }
 
@@ -47,12 +121,13 @@ pub struct Checked {
     pub stored: Option<Nanos>,
 }
 
-fn checked(cell: &cell::TatCell, now: Nanos, n: u64, q: Quota) -> Checked {
-    let v = cell.check(now, n, q);
+fn checked(cell: &GcraCell, now: Nanos, n: u64, q: Quota) -> Checked {
+    let p = params(q);
+    let v = cell.check(now, n, &|| p);
     Checked {
         now,
-        decision: v.decision(now, q),
-        stored: v.store(),
+        decision: v.decision(now),
+        stored: v.store,
     }
 }
 
@@ -66,18 +141,9 @@ pub enum Looked {
     MustInsert(Checked),
 }
 
-/// Gives the library's protocol a guard on the library's cell.
-struct Inner<G>(G);
-
-impl<G: Deref<Target = TatCell>> Deref for Inner<G> {
-    type Target = cell::TatCell;
-    fn deref(&self) -> &cell::TatCell {
-        &self.0.deref().0
-    }
-}
-
-/// The read side of `Store::decide` (`keyed::decide_on_shard`) with a check of `n` permits:
-/// `lookup` takes the shard's read guard on the key's cell, `now` reads the clock.
+/// The read side of the keyed store's `decide` (`store::keyed::decide_on_shard`) with a check
+/// of `n` permits: `lookup` takes the shard's read guard on the key's cell, `now` reads the
+/// clock.
 pub fn check_on_shard<G>(
     lookup: impl FnOnce() -> Option<G>,
     now: impl Fn() -> Nanos,
@@ -87,19 +153,31 @@ pub fn check_on_shard<G>(
 where
     G: Deref<Target = TatCell>,
 {
-    let op = |cell: &cell::TatCell, now| checked(cell, now, n, q);
-    match keyed::decide_on_shard(|| lookup().map(Inner), now, &op) {
-        Found::Decided(c) => Looked::Decided(c),
-        Found::MustInsert(c) => Looked::MustInsert(c),
+    let op = |cell: &TatCell, now| checked(&cell.0, now, n, q);
+    match keyed::decide_on_shard(lookup, now, &op, |c: &TatCell| c.0.is_fresh()) {
+        OnShard::Decided(c) => Looked::Decided(c),
+        OnShard::MustInsert(c) => Looked::MustInsert(c),
     }
 }
 
-/// The eviction rule (`sweeper::evict_cold`) over the model's table; returns how many cells
-/// it evicted and the smallest TAT left.
+/// The eviction rule (`store::sweep::evict_cold`, with GCRA's `cold_at`) over the model's
+/// table; returns how many cells it evicted and the smallest TAT left.
 pub fn evict_cold(
     now: Nanos,
     retain: impl FnOnce(&mut dyn FnMut(&TatCell) -> bool),
 ) -> (usize, Nanos) {
-    let swept = sweeper::evict_cold(now, |keep| retain(&mut |cell: &TatCell| keep(&cell.0)));
-    (swept.evicted, swept.min_tat)
+    let swept = sweep::evict_cold(now, |c: &TatCell| c.0.tat(), retain);
+    (swept.evicted, swept.min_cold_at)
+}
+
+/// A direct GCRA limiter's schedule: its tail (TAT) and its holes.
+pub fn schedule(limiter: &RateLimiter) -> (Nanos, Vec<(Nanos, Nanos)>) {
+    let (tat, holes) = limiter.cell().snapshot();
+    (tat, holes.unwrap_or_default())
+}
+
+/// The stretch `(start, end]` of the schedule a reservation holds.
+pub fn stretch(r: &Reservation<'_>) -> (Nanos, Nanos) {
+    let t = r.ticket();
+    (t.start, t.end)
 }

@@ -6,12 +6,14 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::Mutex;
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+pub(crate) use std::sync::TryLockError;
 
 /// Busy-wait hint inside retry loops; loom must be told to yield or it explores spins forever.
 #[inline]

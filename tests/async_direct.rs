@@ -43,7 +43,7 @@ async fn a_thousand_waiters_are_granted_ten_ms_apart_in_arrival_order() {
     for id in 0..1000u32 {
         let (limiter, grants) = (limiter.clone(), grants.clone());
         let fut = async move {
-            let waited = limiter.acquire_async(1).await.unwrap();
+            let waited = limiter.acquire_n_async(1).await.unwrap();
             grants.lock().unwrap().push((id, start.elapsed(), waited));
         };
         let counted = CountPolls {
@@ -72,20 +72,20 @@ async fn a_thousand_waiters_are_granted_ten_ms_apart_in_arrival_order() {
 async fn a_dropped_waiter_gives_its_slot_to_the_next_arrival() {
     let limiter = paced();
     let start = Instant::now();
-    limiter.acquire_async(1).await.unwrap(); // t=0, next slot at 10 ms
-                                             // A waiter that gives up after 4 ms: its 10 ms slot must not be lost.
-    let gave_up = tokio::time::timeout(Duration::from_millis(4), limiter.acquire_async(1)).await;
+    limiter.acquire_n_async(1).await.unwrap(); // t=0, next slot at 10 ms
+                                               // A waiter that gives up after 4 ms: its 10 ms slot must not be lost.
+    let gave_up = tokio::time::timeout(Duration::from_millis(4), limiter.acquire_n_async(1)).await;
     assert!(gave_up.is_err());
     assert_eq!(start.elapsed(), Duration::from_millis(4));
     // The next arrival gets the 10 ms slot, not the 20 ms one.
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     assert_eq!(start.elapsed(), T);
     // select! loses nothing either.
     tokio::select! {
-        _ = limiter.acquire_async(1) => panic!("cannot be ready before 20 ms"),
+        _ = limiter.acquire_n_async(1) => panic!("cannot be ready before 20 ms"),
         _ = tokio::time::sleep(Duration::from_millis(1)) => {}
     }
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     assert_eq!(start.elapsed(), 2 * T);
 }
 
@@ -93,7 +93,7 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next_arrival() {
 async fn dropping_a_non_latest_waiter_keeps_the_later_ones_on_time() {
     let limiter = paced();
     let start = Instant::now();
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     let early = tokio::spawn(limiter.clone().acquire_owned(1)); // 10 ms
     tokio::task::yield_now().await;
     let late = tokio::spawn(limiter.clone().acquire_owned(1)); // 20 ms
@@ -110,7 +110,7 @@ async fn dropping_a_non_latest_waiter_keeps_the_later_ones_on_time() {
 async fn the_timeout_variant_refuses_at_once_and_changes_nothing() {
     let limiter = paced();
     let start = Instant::now();
-    limiter.acquire_async(1).await.unwrap();
+    limiter.acquire_n_async(1).await.unwrap();
     let before = limiter.peek();
     let r = limiter
         .try_acquire_for_async(1, Duration::from_millis(9))
@@ -135,7 +135,7 @@ async fn sync_try_acquire_and_async_waiters_share_the_rate() {
     for _ in 0..40 {
         let (limiter, admitted) = (limiter.clone(), admitted.clone());
         tasks.push(tokio::spawn(async move {
-            limiter.acquire_async(1).await.unwrap();
+            limiter.acquire_n_async(1).await.unwrap();
             admitted.fetch_add(1, Ordering::Relaxed);
         }));
     }
@@ -173,10 +173,10 @@ async fn more_than_the_burst_waits_for_the_excess() {
     let q = Quota::per_second(100).unwrap(); // burst 100
     let limiter = RateLimiter::builder(q).clock(TokioClock::new()).build();
     let start = Instant::now();
-    assert_eq!(limiter.acquire_async(150).await, Ok(50 * T));
+    assert_eq!(limiter.acquire_n_async(150).await, Ok(50 * T));
     assert_eq!(start.elapsed(), 50 * T);
     assert_eq!(
-        limiter.acquire_async(u64::MAX).await,
+        limiter.acquire_n_async(u64::MAX).await,
         Err(AcquireError::Unrepresentable {
             requested: u64::MAX
         })
@@ -188,7 +188,71 @@ fn futures_are_send_and_owned_ones_are_static() {
     fn send<F: Future + Send>(_: F) {}
     fn send_static<F: Future + Send + 'static>(_: F) {}
     let limiter = paced();
-    send(limiter.acquire_async(1));
+    send(limiter.acquire_n_async(1));
     send(limiter.try_acquire_for_async(1, T));
     send_static(limiter.clone().acquire_owned(1));
+}
+
+/// Burst 1 at 10/s, one permit taken, then five waiters that all time out after 50 ms: every
+/// cancelled slot comes back, so the next waiter waits the remaining 50 ms (it used to wait
+/// 450 ms, because only the latest of the five was refunded).
+#[tokio::test(start_paused = true)]
+async fn five_waiters_that_time_out_together_give_every_slot_back() {
+    let q = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    let limiter = Arc::new(RateLimiter::builder(q).clock(TokioClock::new()).build());
+    let start = Instant::now();
+    limiter.acquire_async().await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let l = limiter.clone();
+        waiters.push(tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_millis(50), l.acquire_async()).await
+        }));
+        tokio::task::yield_now().await;
+    }
+    for w in waiters {
+        assert!(w.await.unwrap().is_err(), "no slot is ready before 100 ms");
+    }
+    assert_eq!(start.elapsed(), Duration::from_millis(50));
+    assert_eq!(limiter.peek().reset_after, Duration::from_millis(50));
+    assert_eq!(limiter.acquire_async().await, Ok(Duration::from_millis(50)));
+}
+
+/// The same with waiters giving up one by one in a scrambled order, and new waiters arriving
+/// in between: each arrival takes the earliest free slot, none is lost, none is given twice.
+#[tokio::test(start_paused = true)]
+async fn waiters_giving_up_in_any_order_lose_no_capacity() {
+    let limiter = paced(); // one grant every 10 ms, burst 1
+    let start = Instant::now();
+    limiter.acquire_async().await.unwrap(); // slot 0
+                                            // Eight waiters booked on slots 10..80 ms; they give up at these instants (ms).
+    let give_up = [7u64, 2, 9, 4, 1, 8, 3, 6];
+    let mut waiters = Vec::new();
+    for &after in &give_up {
+        let l = limiter.clone();
+        waiters.push(tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_millis(after), l.acquire_async()).await
+        }));
+        tokio::task::yield_now().await;
+    }
+    for w in waiters {
+        assert!(w.await.unwrap().is_err());
+    }
+    assert_eq!(start.elapsed(), Duration::from_millis(9));
+    // Every booked slot came back: the next arrivals get 10, 20, 30 ms.
+    for k in 1..=3u32 {
+        limiter.acquire_async().await.unwrap();
+        assert_eq!(start.elapsed(), T * k);
+    }
+}
+
+/// A permit available at once never touches tokio's timer, so it works on a runtime built
+/// without one (waiting there panics inside tokio, as documented).
+#[test]
+fn an_immediate_async_acquire_needs_no_timer() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let limiter = RateLimiter::new(Quota::per_second(10).unwrap());
+    assert_eq!(rt.block_on(limiter.acquire_n_async(10)), Ok(Duration::ZERO));
 }

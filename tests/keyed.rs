@@ -178,9 +178,9 @@ fn reserve_and_cancel_through_the_keyed_api() {
 #[test]
 fn blocking_acquire_and_timeouts_per_key() {
     let (clock, l) = manual::<u8>(Quota::per_second(10).unwrap().with_burst(1).unwrap());
-    assert_eq!(l.acquire(&1), Duration::ZERO);
-    assert_eq!(l.acquire(&1), Duration::from_millis(100));
-    assert_eq!(l.acquire(&2), Duration::ZERO);
+    assert_eq!(l.acquire(&1), Ok(Duration::ZERO));
+    assert_eq!(l.acquire(&1), Ok(Duration::from_millis(100)));
+    assert_eq!(l.acquire(&2), Ok(Duration::ZERO));
     assert_eq!(
         l.try_acquire_for(&1, 1, Duration::from_millis(99)),
         Err(AcquireError::RateLimited {
@@ -200,7 +200,7 @@ fn cap_with_deny_refuses_new_keys_until_one_turns_cold() {
     let clock = ManualClock::new();
     let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
         .clock(clock.clone())
-        .max_keys(1)
+        .max_keys(std::num::NonZeroUsize::new(1).unwrap())
         .when_full(WhenFull::Deny)
         .build();
     assert!(l.try_acquire(&1)); // tat 1 s
@@ -221,7 +221,7 @@ fn cap_with_deny_refuses_new_keys_until_one_turns_cold() {
     assert!(l.try_acquire(&2)); // key 1 reclaimed, key 2 stored
     assert_eq!(l.len(), 1);
     // A blocking acquire waits for the cap, then for its permit.
-    assert_eq!(l.acquire(&3), Duration::from_secs(1));
+    assert_eq!(l.acquire(&3), Ok(Duration::from_secs(1)));
     assert_eq!(l.len(), 1);
     assert!(!l.try_acquire(&3), "key 3 is tracked now");
 }
@@ -231,7 +231,7 @@ fn cap_with_allow_untracked_decides_as_fresh_and_stores_nothing() {
     let clock = ManualClock::new();
     let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
         .clock(clock.clone())
-        .max_keys(1)
+        .max_keys(std::num::NonZeroUsize::new(1).unwrap())
         .when_full(WhenFull::AllowUntracked)
         .build();
     assert!(l.try_acquire(&1));
@@ -254,7 +254,7 @@ fn flood(policy: WhenFull, advance_every: Option<u64>) -> (u64, usize, KeyedRate
     let l = Arc::new(
         KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
             .clock(clock.clone())
-            .max_keys(CAP)
+            .max_keys(std::num::NonZeroUsize::new(CAP).unwrap())
             .when_full(policy)
             .build(),
     );
@@ -340,9 +340,9 @@ async fn async_acquire_waits_per_key_on_tokio_time() {
             .clock(TokioClock::new())
             .build();
     let start = tokio::time::Instant::now();
-    assert_eq!(l.acquire_async("a", 1).await.unwrap(), Duration::ZERO);
-    assert_eq!(l.acquire_async("a", 1).await.unwrap(), 100 * MS);
-    assert_eq!(l.acquire_async("b", 1).await.unwrap(), Duration::ZERO);
+    assert_eq!(l.acquire_n_async("a", 1).await.unwrap(), Duration::ZERO);
+    assert_eq!(l.acquire_n_async("a", 1).await.unwrap(), 100 * MS);
+    assert_eq!(l.acquire_n_async("b", 1).await.unwrap(), Duration::ZERO);
     assert_eq!(start.elapsed(), 100 * MS);
     assert!(l.try_acquire_for_async("a", 1, 50 * MS).await.is_err());
     assert_eq!(
@@ -361,7 +361,7 @@ async fn dropped_async_acquire_gives_the_keys_slot_back() {
     );
     assert!(l.try_acquire("k"));
     // Waits 1 s; abandoned after 300 ms: the reservation is cancelled.
-    let waited = tokio::time::timeout(300 * MS, l.acquire_async("k", 1)).await;
+    let waited = tokio::time::timeout(300 * MS, l.acquire_n_async("k", 1)).await;
     assert!(waited.is_err());
     let r = l.reserve("k", 1).unwrap();
     assert_eq!(
@@ -373,4 +373,129 @@ async fn dropped_async_acquire_gives_the_keys_slot_back() {
     // The owned form runs on a spawned task.
     let a = tokio::spawn(l.clone().acquire_owned("k".to_string(), 1));
     assert_eq!(a.await.unwrap().unwrap(), 700 * MS);
+}
+
+/// 2000 tasks over 50 keys at 10/s each (burst 10), every one giving up after 500 ms: 1250
+/// give up, in whatever order their timers fire. Every abandoned slot comes back, so a second
+/// after the timeouts no key owes anything (it used to owe up to 2.4 s).
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn thousands_of_abandoned_waiters_leave_no_debt_behind() {
+    let l = Arc::new(
+        KeyedRateLimiter::<u64>::builder(Quota::per_second(10).unwrap())
+            .clock(TokioClock::new())
+            .build(),
+    );
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..2000u64 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::timeout(500 * MS, l.acquire_n_async(&(i % 50), 1)).await
+        }));
+    }
+    let mut timed_out = 0;
+    for t in tasks {
+        if t.await.unwrap().is_err() {
+            timed_out += 1;
+        }
+    }
+    // Per key: 10 at once, then one every 100 ms up to 500 ms (the one due exactly at 500 ms
+    // may lose the race with its own timeout).
+    assert!((1250..=1300).contains(&timed_out), "{timed_out} timed out");
+    tokio::time::sleep_until(start + 1500 * MS).await;
+    for key in 0..50u64 {
+        let d = l.peek(&key);
+        assert_eq!(d.reset_after, Duration::ZERO, "key {key}: {d:?}");
+        assert_eq!(d.remaining, 10, "key {key}: {d:?}");
+    }
+}
+
+#[test]
+fn tightening_the_quota_keeps_each_keys_debt_in_permits() {
+    let (clock, l) = manual::<u8>(Quota::per_second(10).unwrap());
+    assert!(l.try_acquire_n(&1, 10).is_ok());
+    l.set_quota(Quota::per_hour(10).unwrap()).unwrap();
+    // Key 1 owes its 10 permits for an hour now; an untouched key has the new burst.
+    assert!(!l.try_acquire(&1));
+    assert_eq!(l.peek(&1).reset_after, Duration::from_secs(3600));
+    assert!(l.try_acquire_n(&2, 10).is_ok());
+    assert!(!l.try_acquire(&2));
+    clock.advance(Duration::from_secs(360));
+    assert!(l.try_acquire(&1));
+    assert!(!l.try_acquire(&1));
+    // A sweep judges coldness in the new scale: key 1 is not cold after the old second.
+    assert_eq!(l.sweep_now(), 0);
+    assert_eq!(l.len(), 2);
+}
+
+#[test]
+fn peek_agrees_with_check_at_a_full_cap() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        .clock(clock.clone())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire(&1));
+    let (p, c) = (l.peek(&2), l.check(&2));
+    assert_eq!(p, c);
+    assert!(!p.allowed);
+    assert_eq!(p.retry_after, Some(Duration::from_secs(1)));
+    // Once key 1 can be cold, a check would reclaim it: the peek says a fresh key.
+    clock.advance(Duration::from_secs(1));
+    assert!(l.peek(&2).allowed);
+    assert!(l.check(&2).allowed);
+}
+
+#[test]
+fn keyed_acquire_never_returns_without_pacing() {
+    let (clock, l) = manual::<u8>(Quota::per_second(10).unwrap());
+    clock.set(tollgate::MAX_NANOS - 150 * 1_000_000);
+    assert!(l.try_acquire(&1));
+    assert_eq!(
+        l.acquire(&1),
+        Err(AcquireError::Unrepresentable { requested: 1 })
+    );
+    assert!(clock.sleeps().is_empty());
+}
+
+/// A reservation owns its key: made from a temporary string and returned from a function.
+#[test]
+fn keyed_reservations_own_their_key() {
+    fn book(l: &KeyedRateLimiter<String>, user: u32) -> tollgate::Reservation<'_> {
+        l.reserve(&format!("user:{user}"), 1).unwrap()
+    }
+    let (_clock, l) = manual::<String>(Quota::per_second(1).unwrap());
+    let r = book(&l, 7);
+    assert!(!l.try_acquire("user:7"));
+    r.cancel();
+    assert!(l.try_acquire("user:7"));
+}
+
+#[test]
+fn all_or_none_charges_no_limit_unless_every_one_admits() {
+    use tollgate::{all_or_none, RateLimiter};
+    let clock = ManualClock::new();
+    let global = RateLimiter::builder(Quota::per_second(3).unwrap())
+        .clock(clock.clone())
+        .build();
+    let per_user = KeyedRateLimiter::<u8>::builder(Quota::per_second(2).unwrap())
+        .clock(clock.clone())
+        .build();
+    let take = |user: u8| {
+        all_or_none([
+            per_user.reserve_within(&user, 1, Duration::ZERO),
+            global.reserve_within(1, Duration::ZERO),
+        ])
+    };
+    assert!(take(1).is_ok() && take(1).is_ok());
+    // User 1 is out: the global limit is not charged for the refusal.
+    let e = take(1).unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_millis(500)));
+    assert_eq!(global.peek().remaining, 1);
+    assert!(take(2).is_ok());
+    // Now the global limit is out: user 3 is not charged either.
+    assert!(take(3).is_err());
+    assert_eq!(per_user.peek(&3).remaining, 2);
 }

@@ -1,12 +1,19 @@
 //! Property tests: random sequences of try / check / reserve / cancel / advance on a
-//! `ManualClock`, compared step by step with a plain reference model of DESIGN.md 2-3 (u128
-//! arithmetic, no atomics), and checked against the GCRA guarantee that over any window
-//! `[t1, t2]` the permits admitted satisfy `sum(n) * T <= max(tau, n_max * T) + (t2 - t1)`:
-//! the burst plus the elapsed time, where a reservation larger than the burst (allowed for
-//! bandwidth shaping: it waits for the excess first) counts as its own burst.
+//! `ManualClock`, compared step by step with a plain reference model, and checked against the
+//! GCRA guarantee that over any window `[t1, t2]` the permits admitted satisfy
+//! `sum(n) * T <= max(tau, n_max * T) + (t2 - t1)`: the burst plus the elapsed time, where a
+//! reservation larger than the burst (allowed for bandwidth shaping: it waits for the excess
+//! first) counts as its own burst.
 //!
-//! This test is what showed DESIGN.md's partial refund rule unsafe (see `gcra::refund`): with
-//! it, cancels of non-latest reservations let 10 permits through within one interval at burst 5.
+//! The reference keeps the schedule as it is defined: the list of stretches `(s, s + n*T]`
+//! that live grants and reservations occupy. A request of `n` takes the lowest free stretch
+//! at or after `now` (a check only if it ends by `now + tau`; a reservation wherever, ready at
+//! `max(now, end - tau)`), and a cancel simply removes its stretch. That is "every cancelled
+//! reservation's capacity is usable by later arrivals, in any order" written down directly;
+//! the limiter does it with one word, a tail and holes.
+//!
+//! This test is what showed DESIGN.md's partial refund rule unsafe: with it, cancels of
+//! non-latest reservations let 10 permits through within one interval at burst 5.
 
 use std::time::Duration;
 
@@ -27,16 +34,17 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0u64..8).prop_map(Op::TryAcquire),
         2 => (0u64..8).prop_map(Op::Check),
-        2 => (0u64..12).prop_map(Op::Reserve),
+        3 => (0u64..12).prop_map(Op::Reserve),
         1 => ((0u64..8), (0u64..400)).prop_map(|(n, t)| Op::TimeoutAcquire(n, t)),
-        2 => (0usize..16).prop_map(Op::Cancel),
+        3 => (0usize..16).prop_map(Op::Cancel),
         3 => (0u64..300).prop_map(Op::Advance),
     ]
 }
 
-/// The reference: DESIGN.md's formulas, written as plainly as possible.
+/// The reference: the schedule as a list of occupied stretches, in u128.
 struct Model {
-    tat: u128,
+    /// Occupied stretches `(start, end]`, by id (`None` once cancelled).
+    taken: Vec<Option<(u128, u128)>>,
     t: u128,
     b: u128,
 }
@@ -46,48 +54,111 @@ impl Model {
         self.t * self.b
     }
 
-    /// (allowed, remaining, retry_after, reset_after); stores when allowed.
+    /// The end of the schedule: the last occupied position (0: nothing ever taken).
+    fn tail(&self) -> u128 {
+        self.taken.iter().flatten().map(|s| s.1).max().unwrap_or(0)
+    }
+
+    /// Whether `(s, s + len]` overlaps no occupied stretch.
+    fn free(&self, s: u128, len: u128) -> bool {
+        self.taken
+            .iter()
+            .flatten()
+            .all(|&(a, e)| e <= s || a >= s + len)
+    }
+
+    /// The lowest `s >= now` with `(s, s + len]` free: `now` itself, or the end of some
+    /// stretch.
+    fn lowest_free(&self, now: u128, len: u128) -> u128 {
+        std::iter::once(now)
+            .chain(
+                self.taken
+                    .iter()
+                    .flatten()
+                    .map(|s| s.1)
+                    .filter(|&e| e >= now),
+            )
+            .filter(|&s| self.free(s, len))
+            .min()
+            .expect("beyond the tail everything is free")
+    }
+
+    /// Whether a check of `len` at `at` could be placed (lowest free stretch within the window).
+    fn fits_at(&self, at: u128, len: u128) -> bool {
+        self.lowest_free(at, len) + len <= at + self.tau()
+    }
+
+    /// Whole intervals free in `[now, now + tau]`, at most the burst.
+    fn remaining(&self, now: u128) -> u128 {
+        let horizon = now + self.tau();
+        let mut edges: Vec<(u128, u128)> = self
+            .taken
+            .iter()
+            .flatten()
+            .filter(|s| s.1 > now && s.0 < horizon)
+            .copied()
+            .collect();
+        edges.sort_unstable();
+        let (mut at, mut slots) = (now, 0);
+        for (a, e) in edges {
+            slots += a.saturating_sub(at) / self.t;
+            at = at.max(e);
+        }
+        slots += horizon.saturating_sub(at) / self.t;
+        slots.min(self.b)
+    }
+
+    /// (allowed, remaining, retry_after, reset_after); takes the stretch when allowed.
     fn check(&mut self, now: u128, n: u128) -> (bool, u128, Option<u128>, u128) {
-        let base = self.tat.max(now);
-        let (tau, t_, b) = (self.tau(), self.t, self.b);
-        let remaining = move |t: u128| (tau.saturating_sub(t - now) / t_).min(b);
-        if n == 0 {
-            return (true, remaining(base), None, base - now);
+        let reset = |m: &Model| m.tail().max(now) - now;
+        if n == 0 || n > self.b {
+            return (n == 0, self.remaining(now), None, reset(self));
         }
-        if n > self.b {
-            return (false, remaining(base), None, base - now);
+        let len = n * self.t;
+        if self.fits_at(now, len) {
+            let s = self.lowest_free(now, len);
+            self.taken.push(Some((s, s + len)));
+            return (true, self.remaining(now), None, reset(self));
         }
-        let new_tat = base + n * self.t;
-        let allow_at = new_tat.saturating_sub(self.tau());
-        if allow_at <= now {
-            self.tat = new_tat;
-            (true, remaining(new_tat), None, new_tat - now)
-        } else {
-            (false, remaining(base), Some(allow_at - now), base - now)
-        }
+        // The earliest time it fits: `now`, or when the window's end reaches a free stretch's
+        // start far enough (`start + len - tau`); checked from the definition at each.
+        let retry = std::iter::once(now)
+            .chain(
+                self.taken
+                    .iter()
+                    .flatten()
+                    .map(|s| (s.1 + len).saturating_sub(self.tau())),
+            )
+            .filter(|&at| at >= now && self.fits_at(at, len))
+            .min()
+            .expect("past the tail it always fits");
+        (false, self.remaining(now), Some(retry - now), reset(self))
     }
 
-    /// (new_tat, cost, ready_at), stored.
-    fn reserve(&mut self, now: u128, n: u128) -> (u128, u128, u128) {
+    /// Reserve: the lowest free stretch; returns (id, ready_at).
+    fn reserve(&mut self, now: u128, n: u128) -> (Option<usize>, u128) {
         if n == 0 {
-            return (self.tat, 0, now);
+            return (None, now);
         }
-        let new_tat = self.tat.max(now) + n * self.t;
-        self.tat = new_tat;
-        (new_tat, n * self.t, new_tat.saturating_sub(self.tau()))
+        let len = n * self.t;
+        let s = self.lowest_free(now, len);
+        self.taken.push(Some((s, s + len)));
+        (
+            Some(self.taken.len() - 1),
+            (s + len).saturating_sub(self.tau()).max(now),
+        )
     }
 
-    /// Refund only the latest reservation, before it is ready (see `gcra::refund` for why).
-    fn cancel(&mut self, now: u128, (new_tat, cost, ready_at): (u128, u128, u128)) {
-        if now < ready_at && self.tat == new_tat {
-            self.tat -= cost;
+    fn cancel(&mut self, id: Option<usize>) {
+        if let Some(id) = id {
+            self.taken[id] = None;
         }
     }
 }
 
-/// A reservation not yet cancelled: the limiter's, the model's twin `(new_tat, cost, ready_at)`,
-/// and its index among the admitted events.
-type Live<'a> = (Reservation<'a>, (u128, u128, u128), Option<usize>);
+/// A reservation not yet cancelled: the limiter's, the model's stretch id, and its index among
+/// the admitted events.
+type Live<'a> = (Reservation<'a>, Option<usize>, Option<usize>);
 
 /// Permits used at a time (the call time for try, the ready time for reservations).
 struct Admitted {
@@ -132,7 +203,7 @@ proptest! {
         clock.set(start);
         let quota = Quota::from_interval(Duration::from_nanos(t)).unwrap().with_burst(b).unwrap();
         let limiter = RateLimiter::builder(quota).clock(clock.clone()).build();
-        let mut model = Model { tat: 0, t: t.into(), b: b.into() };
+        let mut model = Model { taken: Vec::new(), t: t.into(), b: b.into() };
         // Live reservations with their model twin and their index among admitted events.
         let mut live: Vec<Live<'_>> = Vec::new();
         let mut admitted: Vec<Option<Admitted>> = Vec::new();
@@ -170,24 +241,24 @@ proptest! {
                     }
                 }
                 Op::Reserve(n) => {
-                    let twin = model.reserve(now, n.into());
+                    let (id, ready) = model.reserve(now, n.into());
                     let r = limiter.reserve(n).unwrap();
-                    prop_assert_eq!(u128::from(r.ready_at()), twin.2);
-                    prop_assert_eq!(r.delay().as_nanos(), twin.2.saturating_sub(now));
+                    prop_assert_eq!(u128::from(r.ready_at()), ready);
+                    prop_assert_eq!(r.delay().as_nanos(), ready - now);
                     let slot = (n > 0).then(|| {
-                        admitted.push(Some(Admitted { at: twin.2.max(now), n: n.into() }));
+                        admitted.push(Some(Admitted { at: ready, n: n.into() }));
                         admitted.len() - 1
                     });
-                    live.push((r, twin, slot));
+                    live.push((r, id, slot));
                 }
                 Op::TimeoutAcquire(n, timeout) => {
-                    // Only the decision: the wait itself would advance the shared clock.
-                    let before = model.tat;
-                    let (new_tat, _, ready_at) = model.reserve(now, n.into());
-                    let wait = ready_at.saturating_sub(now);
+                    // The blocking call sleeps on the manual clock, which advances it.
+                    let (id, ready_at) = model.reserve(now, n.into());
+                    let wait = ready_at - now;
                     let fits = wait <= u128::from(timeout);
                     if !fits {
-                        model.tat = before;
+                        model.cancel(id);
+                        model.taken.pop();
                     }
                     match limiter.try_acquire_for(n, Duration::from_nanos(timeout)) {
                         Ok(waited) => {
@@ -203,16 +274,14 @@ proptest! {
                         }
                         Err(e) => prop_assert!(false, "unexpected {:?}", e),
                     }
-                    let _ = new_tat;
                 }
                 Op::Cancel(i) => {
                     if !live.is_empty() {
-                        let (r, twin, slot) = live.remove(i % live.len());
-                        let refunded = now < twin.2;
-                        model.cancel(now, twin);
+                        let (r, id, slot) = live.remove(i % live.len());
+                        model.cancel(id);
                         r.cancel();
                         // A cancelled reservation's permits are not used.
-                        if let (true, Some(s)) = (refunded, slot) {
+                        if let Some(s) = slot {
                             admitted[s] = None;
                         }
                     }
@@ -221,7 +290,8 @@ proptest! {
             }
             let p = limiter.peek();
             let now = u128::from(tollgate::Clock::now(&clock));
-            prop_assert_eq!(p.reset_after.as_nanos(), model.tat.max(now) - now, "stored TAT differs");
+            prop_assert_eq!(p.reset_after.as_nanos(), model.tail().max(now) - now, "stored TAT differs");
+            prop_assert_eq!(u128::from(p.remaining), model.remaining(now), "remaining differs");
         }
         let events: Vec<Admitted> = admitted.into_iter().flatten().collect();
         assert_window_bound(&events, t.into(), u128::from(t) * u128::from(b));

@@ -29,7 +29,10 @@ compile_error!("the loom models only build with RUSTFLAGS=\"--cfg loom\" (see RE
 
 use std::time::Duration;
 
-use loom::sync::Arc;
+use std::collections::BTreeMap;
+use std::ops::Deref;
+
+use loom::sync::{Arc, RwLock, RwLockReadGuard};
 use tollgate::{Decision, ManualClock, Quota, RateLimiter, Reservation};
 
 /// The preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set: enough for every model
@@ -77,8 +80,9 @@ pub enum Out {
     Granted(bool),
     /// `check_n`: the full decision.
     Decision(Decision),
-    /// `reserve`: the reservation's `ready_at` (or the error's debug text).
-    Ready(Result<u64, String>),
+    /// `reserve`: the reservation's `ready_at` and its stretch `(start, end]` of the schedule
+    /// (or the error's debug text).
+    Ready(Result<(u64, (u64, u64)), String>),
     /// Calls that return nothing.
     Unit,
 }
@@ -160,7 +164,7 @@ fn step<'a>(
         (Op::Check(n), Some(q)) => Out::Decision(limiter.check_with(n, q)),
         (Op::Reserve(n), _) => Out::Ready(match limiter.reserve(n) {
             Ok(r) => {
-                let ready = r.ready_at();
+                let ready = (r.ready_at(), tollgate::loom_api::stretch(&r));
                 held.push(r);
                 Ok(ready)
             }
@@ -173,7 +177,7 @@ fn step<'a>(
             Out::Unit
         }
         (Op::SetQuota(q), _) => {
-            limiter.set_quota(q);
+            limiter.set_quota(q).expect("GCRA runs every quota");
             Out::Unit
         }
     }
@@ -317,6 +321,29 @@ pub fn sequential_histories(setup: Setup, threads: &[Vec<Op>], spec: &Spec) -> V
     all
 }
 
+/// Inside a loom execution: runs `threads` on a limiter built from `setup`, one loom thread
+/// each, and returns what they observed and the limiter.
+fn run_concurrently(setup: &Setup, threads: &[Vec<Op>]) -> (History, Arc<RateLimiter>) {
+    let limiter = Arc::new(setup.build());
+    let handles: Vec<_> = threads
+        .iter()
+        .cloned()
+        .map(|ops| {
+            let limiter = Arc::clone(&limiter);
+            loom::thread::spawn(move || run_thread(&limiter, &ops))
+        })
+        .collect();
+    let outs = handles
+        .into_iter()
+        .map(|h| h.join().expect("model thread panicked"))
+        .collect();
+    let observed = History {
+        outs,
+        fin: final_state(&limiter, setup.now),
+    };
+    (observed, limiter)
+}
+
 /// Runs `threads` concurrently under loom from `setup` (one loom thread each), then checks that
 /// the history is one `spec` accepts and hands it, and the limiter, to `check` for the model's
 /// own assertions.
@@ -326,23 +353,7 @@ where
 {
     let accepted = sequential_histories(setup, &threads, &spec);
     model(move || {
-        let limiter = Arc::new(setup.build());
-        let handles: Vec<_> = threads
-            .iter()
-            .cloned()
-            .map(|ops| {
-                let limiter = Arc::clone(&limiter);
-                loom::thread::spawn(move || run_thread(&limiter, &ops))
-            })
-            .collect();
-        let outs = handles
-            .into_iter()
-            .map(|h| h.join().expect("model thread panicked"))
-            .collect();
-        let observed = History {
-            outs,
-            fin: final_state(&limiter, setup.now),
-        };
+        let (observed, limiter) = run_concurrently(&setup, &threads);
         if !accepted.iter().any(|s| s.history == observed) {
             panic!(
                 "history matches no sequential execution ({spec:?})\n  setup: {setup:?}\n  \
@@ -361,6 +372,103 @@ where
     run_model_with(setup, threads, Spec::Linearizable, check);
 }
 
+/// Runs `threads` concurrently under loom from `setup`, with no linearizability check, and
+/// hands the history and the limiter to `check`.
+pub fn run_model_props<C>(setup: Setup, threads: Vec<Vec<Op>>, check: C)
+where
+    C: Fn(&Setup, &[Vec<Op>], &History, &RateLimiter) + Sync + Send + 'static,
+{
+    model(move || {
+        let (observed, limiter) = run_concurrently(&setup, &threads);
+        check(&setup, &threads, &observed, &limiter);
+    });
+}
+
+/// The schedule's stretches still held once every thread is done: the preload, granted
+/// `try_acquire`s and `check`s (their lengths; where they were placed is not observable), and
+/// reservations not cancelled (their exact stretches).
+pub fn held_stretches(
+    setup: &Setup,
+    threads: &[Vec<Op>],
+    observed: &History,
+) -> (Vec<(u64, u64)>, u64) {
+    let t = nanos(setup.quota.interval());
+    let mut placed = Vec::new();
+    let mut unplaced = setup.preload * t;
+    for (ops, outs) in threads.iter().zip(&observed.outs) {
+        let mut held = Vec::new();
+        for (op, res) in ops.iter().zip(outs) {
+            match (op, res) {
+                (Op::TryAcquire(n), Out::Granted(true)) => unplaced += n * t,
+                (Op::Check(n), Out::Decision(d)) if d.allowed => unplaced += n * t,
+                (Op::Reserve(n), Out::Ready(Ok((_, s)))) if *n > 0 => held.push(Some(*s)),
+                (Op::Reserve(_), _) => held.push(None),
+                (Op::CancelLast, _) => {
+                    held.pop().expect("cancel follows a reservation");
+                }
+                _ => {}
+            }
+        }
+        placed.extend(held.into_iter().flatten());
+    }
+    (placed, unplaced)
+}
+
+/// No capacity lost and none handed out twice, on a frozen clock at `setup.now`: the schedule's
+/// occupied positions after `now` (up to its tail, minus its holes) measure exactly what the
+/// held stretches do, every held reservation's stretch is occupied (inside the tail, in no
+/// hole) and no two of them overlap. A cancelled stretch that was not freed, or a stretch
+/// handed to two holders, breaks the measure.
+pub fn assert_schedule_exact(
+    setup: &Setup,
+    threads: &[Vec<Op>],
+    observed: &History,
+    limiter: &RateLimiter,
+) {
+    let now = setup.now;
+    let (tail, holes) = tollgate::loom_api::schedule(limiter);
+    let (mut placed, unplaced) = held_stretches(setup, threads, observed);
+    placed.sort_unstable();
+    for w in placed.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "stretches {:?} and {:?} overlap: {observed:?}",
+            w[0],
+            w[1]
+        );
+    }
+    for &(a, b) in &placed {
+        assert!(
+            b <= tail,
+            "held stretch {:?} beyond the tail {tail}: {observed:?}",
+            (a, b)
+        );
+        for &(ha, hb) in &holes {
+            assert!(
+                b <= ha || a >= hb,
+                "held stretch {:?} inside hole {:?}: {observed:?}",
+                (a, b),
+                (ha, hb)
+            );
+        }
+    }
+    let free: u64 = holes
+        .iter()
+        .map(|&(a, b)| b.min(tail) - a.max(now).min(b))
+        .sum();
+    let occupied = tail.saturating_sub(now) - free;
+    let held: u64 = placed
+        .iter()
+        .map(|&(a, b)| b - a.max(now).min(b))
+        .sum::<u64>()
+        + unplaced;
+    assert_eq!(
+        occupied, held,
+        "schedule tail {tail} holes {holes:?} occupies {occupied} ns after {now}, but the \
+         holders hold {held}: {observed:?}"
+    );
+}
+
 /// Permits in use: `(time they are used at, count)`.
 pub type Grant = (u64, u64);
 
@@ -375,13 +483,10 @@ pub fn grants(setup: &Setup, threads: &[Vec<Op>], observed: &History) -> Vec<Gra
             match (op, res) {
                 (Op::TryAcquire(n), Out::Granted(true)) => out.push((setup.now, *n)),
                 (Op::Check(n), Out::Decision(d)) if d.allowed => out.push((setup.now, *n)),
-                (Op::Reserve(n), Out::Ready(Ok(at))) => held.push((*at, *n)),
+                (Op::Reserve(n), Out::Ready(Ok((at, _)))) => held.push((*at, *n)),
                 (Op::CancelLast, _) => {
-                    let (at, n) = held.pop().expect("cancel follows a reservation");
-                    // Cancelling at or after the ready time does nothing: still in use.
-                    if at <= setup.now {
-                        out.push((at, n));
-                    }
+                    // A cancelled reservation's permits are not used.
+                    held.pop().expect("cancel follows a reservation");
                 }
                 _ => {}
             }
@@ -422,4 +527,24 @@ pub fn conforms(grants: &[Grant], q: Quota) -> Result<(), String> {
         tat = new_tat;
     }
     Ok(())
+}
+
+/// A read guard on one present key of a model's shard (a loom `RwLock<BTreeMap>` standing in for
+/// a dashmap shard): what dashmap's `get` returns.
+pub struct CellRef<'a, V> {
+    map: RwLockReadGuard<'a, BTreeMap<u64, V>>,
+    key: u64,
+}
+
+impl<V> Deref for CellRef<'_, V> {
+    type Target = V;
+    fn deref(&self) -> &V {
+        &self.map[&self.key]
+    }
+}
+
+/// A shard's `get`: the read guard on `key`'s value, if present.
+pub fn lookup<V>(map: &RwLock<BTreeMap<u64, V>>, key: u64) -> Option<CellRef<'_, V>> {
+    let map = map.read().unwrap();
+    map.contains_key(&key).then_some(CellRef { map, key })
 }

@@ -1,17 +1,25 @@
-//! Reservations racing with cancels (`TatCell::reserve` / `TatCell::cancel`).
+//! Reservations racing with cancels and decisions (`GcraCell::reserve` / `cancel` / `check`,
+//! including a cell spilling into holes and decisions that find the holes locked).
 //!
-//! Property: whatever the interleaving,
-//! - the history is linearizable: every `ready_at` handed out and the final TAT equal those of
-//!   a sequential execution of the same calls (a refund computed from a stale TAT, or a
-//!   reservation lost to a racing refund, shows up as a history no sequential order produces);
-//! - refunds never give back capacity a later reservation was scheduled against: the permits in
-//!   use (reservations not cancelled, at their ready times), together with everything the
-//!   limiter hands out afterwards (probed with further reservations), conform to the quota.
+//! Property, whatever the interleaving:
+//! - no capacity is lost and none is handed out twice: once every thread is done, the
+//!   schedule's occupied positions after `now` measure exactly what the holders still hold
+//!   (reservations not cancelled, at their exact stretches; granted checks; the preload), each
+//!   held reservation's stretch is occupied and no two overlap
+//!   ([`assert_schedule_exact`]). A cancel that is not the latest must leave a hole, and the
+//!   hole must be reused or stay free; a refund of the latest must move the tail back;
+//! - everything handed out, together with what the limiter hands out afterwards (probed with
+//!   further reservations), conforms to the quota from the definition ([`conforms`]).
 //!
-//! The limiter starts with its burst taken, so every reservation waits and cancelling it
-//! before its ready time refunds (the clock is frozen).
+//! These models check properties, not a strict order: a decision that finds the cell's holes
+//! locked by a concurrent cancel decides on the tail alone (it never waits), which a sequential
+//! execution would not do. That can only refuse or postpone, so both properties still hold.
+//!
+//! The limiter starts with its burst taken, so every reservation waits (the clock is frozen).
 
-use tollgate_loom_tests::{conforms, grants, probe, quota, run_model, History, Op, Out, Setup};
+use tollgate_loom_tests::{
+    assert_schedule_exact, conforms, grants, probe, quota, run_model_props, History, Op, Setup,
+};
 
 const T: u64 = 100;
 const NOW: u64 = 1_000;
@@ -24,13 +32,8 @@ fn setup(burst: u64) -> Setup {
     }
 }
 
-/// The conformance half of the property, shared by the models below.
-fn check_capacity(
-    setup: &Setup,
-    threads: &[Vec<Op>],
-    observed: &History,
-    limiter: &tollgate::RateLimiter,
-) {
+fn check(setup: &Setup, threads: &[Vec<Op>], observed: &History, limiter: &tollgate::RateLimiter) {
+    assert_schedule_exact(setup, threads, observed, limiter);
     let mut used = grants(setup, threads, observed);
     used.extend(probe(limiter, 3));
     if let Err(e) = conforms(&used, setup.quota) {
@@ -38,28 +41,16 @@ fn check_capacity(
     }
 }
 
-/// A reserves then cancels while B reserves: B's ready time stays honoured (the stored debt
-/// still covers B's slot), and A's refund is all of A's slot if B came first or after the cancel,
-/// nothing if B was scheduled behind A.
+/// A reserves then cancels while B reserves: if B came after A, A's cancel is not the latest
+/// and leaves a hole; otherwise it moves the tail back. Either way B keeps its stretch.
 #[test]
 fn reserve_cancel_vs_reserve() {
     let threads = vec![vec![Op::Reserve(1), Op::CancelLast], vec![Op::Reserve(1)]];
-    run_model(setup(1), threads, |setup, threads, observed, limiter| {
-        let Out::Ready(Ok(b_ready)) = observed.outs[1][0] else {
-            panic!("B's reservation failed: {observed:?}");
-        };
-        // B's slot ends at b_ready + tau: the stored TAT must still cover it.
-        let tau = T * setup.quota.burst();
-        assert!(
-            observed.fin.tat >= b_ready + tau,
-            "B's slot was refunded: {observed:?}"
-        );
-        check_capacity(setup, threads, observed, limiter);
-    });
+    run_model_props(setup(1), threads, check);
 }
 
-/// Two threads reserve then cancel while a third reserves: refunds race with each other and
-/// with a reservation that must keep its slot.
+/// Two threads reserve then cancel while a third reserves: holes are made, merged, reused and
+/// coalesced into the tail in every order.
 #[test]
 fn two_cancellers_vs_reserve() {
     let threads = vec![
@@ -67,15 +58,26 @@ fn two_cancellers_vs_reserve() {
         vec![Op::Reserve(1), Op::CancelLast],
         vec![Op::Reserve(1)],
     ];
-    run_model(setup(1), threads, check_capacity);
+    run_model_props(setup(1), threads, check);
 }
 
-/// A larger reservation cancelled after a smaller one was scheduled behind it. The refund rule
-/// of DESIGN.md 3, `n*T - (tat_now - new_tat)`, would give back `T` here, re-opening the slot B
-/// was scheduled into, so a later caller would be granted B's instant too (two permits at once
-/// on a burst-1 cell); the rule in `gcra::refund` refunds only the latest reservation.
+/// A larger reservation cancelled after a smaller one was booked behind it: the rule of
+/// golang.org/x/time/rate would lower the tail under the smaller one and hand its stretch out
+/// twice; here the larger one's stretch becomes a hole.
 #[test]
 fn larger_cancel_behind_smaller_reserve() {
     let threads = vec![vec![Op::Reserve(2), Op::CancelLast], vec![Op::Reserve(1)]];
-    run_model(setup(1), threads, check_capacity);
+    run_model_props(setup(1), threads, check);
+}
+
+/// A cancel racing a reservation and then a check on a cell that may have spilled: decisions
+/// on the spilled cell take the holes (or, finding them locked, the tail) and never a stretch
+/// someone holds.
+#[test]
+fn cancel_vs_reserve_then_check() {
+    let threads = vec![
+        vec![Op::Reserve(1), Op::CancelLast],
+        vec![Op::Reserve(1), Op::Check(1)],
+    ];
+    run_model_props(setup(2), threads, check);
 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use tollgate::{Decision, Quota};
-use tollgate_loom_tests::{quota, run_model_with, History, Op, Out, Setup, Spec};
+use tollgate_loom_tests::{quota, run_model, History, Op, Out, Setup};
 
 const NOW: u64 = 1_000;
 
@@ -79,8 +79,8 @@ fn setup() -> Setup {
     }
 }
 
-fn stale_ok(threads: Vec<Vec<Op>>) {
-    run_model_with(setup(), threads, Spec::StaleQuota, |_, _, observed, _| {
+fn linearizable(threads: Vec<Vec<Op>>) {
+    run_model(setup(), threads, |_, _, observed, _| {
         check_decisions(observed)
     });
 }
@@ -93,14 +93,14 @@ fn stale_ok(threads: Vec<Vec<Op>>) {
 /// One writer, one reader.
 #[test]
 fn set_quota_vs_check() {
-    stale_ok(vec![vec![Op::SetQuota(new())], vec![Op::Check(1)]]);
+    linearizable(vec![vec![Op::SetQuota(new())], vec![Op::Check(1)]]);
 }
 
 /// One writer, a reader that decides twice (the second decision sees a debt made under either
 /// quota) and then acquires.
 #[test]
 fn set_quota_vs_checks_and_acquire() {
-    stale_ok(vec![
+    linearizable(vec![
         vec![Op::SetQuota(new())],
         vec![Op::Check(1), Op::Check(1), Op::TryAcquire(1)],
     ]);
@@ -109,5 +109,5 @@ fn set_quota_vs_checks_and_acquire() {
 /// Two writers take turns on the sequence: the quota left in force is one of theirs, whole.
 #[test]
 fn two_writers() {
-    stale_ok(vec![vec![Op::SetQuota(new())], vec![Op::SetQuota(third())]]);
+    linearizable(vec![vec![Op::SetQuota(new())], vec![Op::SetQuota(third())]]);
 }

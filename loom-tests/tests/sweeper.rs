@@ -21,12 +21,11 @@
 //!   reference does, so every later decision is the same too.
 
 use std::collections::BTreeMap;
-use std::ops::Deref;
 
-use loom::sync::{Arc, RwLock, RwLockReadGuard};
+use loom::sync::{Arc, RwLock};
 use tollgate::loom_api::{check_on_shard, evict_cold, Checked, Looked, TatCell};
 use tollgate::{Clock, ManualClock, Quota};
-use tollgate_loom_tests::{model, quota};
+use tollgate_loom_tests::{lookup, model, quota};
 
 const T: u64 = 100;
 /// The clock's start.
@@ -49,19 +48,6 @@ struct Shard {
     clock: ManualClock,
 }
 
-/// A read guard on one present key's cell (what dashmap's `get` returns).
-struct CellRef<'a> {
-    map: RwLockReadGuard<'a, BTreeMap<u64, TatCell>>,
-    key: u64,
-}
-
-impl Deref for CellRef<'_> {
-    type Target = TatCell;
-    fn deref(&self) -> &TatCell {
-        &self.map[&self.key]
-    }
-}
-
 /// A cell with the TAT a check of one permit at `at` leaves (`at + T`).
 fn cell_taken_at(at: u64) -> TatCell {
     let cell = TatCell::new();
@@ -81,14 +67,7 @@ fn initial(key_absent: bool) -> BTreeMap<u64, TatCell> {
 
 /// `Store::decide` for a check of `n` permits on `key`.
 fn acquire(shard: &Shard, key: u64, n: u64) -> Checked {
-    let lookup = || {
-        let map = shard.map.read().unwrap();
-        if map.contains_key(&key) {
-            Some(CellRef { map, key })
-        } else {
-            None
-        }
-    };
+    let lookup = || lookup(&shard.map, key);
     match check_on_shard(lookup, || shard.clock.now(), n, q()) {
         Looked::Decided(c) => c,
         Looked::MustInsert(_) => {

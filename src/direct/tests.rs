@@ -83,7 +83,7 @@ fn check_fields_are_exact() {
 #[test]
 fn blocking_acquire_paces_like_guava() {
     let (l, clock) = limiter(Quota::from_interval(Duration::from_millis(100)).unwrap());
-    let waits: Vec<_> = (0..4).map(|_| l.acquire()).collect();
+    let waits: Vec<_> = (0..4).map(|_| l.acquire().unwrap()).collect();
     assert_eq!(
         waits,
         [0, 100, 100, 100].map(Duration::from_millis).to_vec()
@@ -98,7 +98,7 @@ fn acquire_more_than_burst_waits_the_excess() {
     assert_eq!(l.acquire_n(25).unwrap(), Duration::from_millis(1_500));
     assert_eq!(clock.now(), 1_500 * MS);
     // Now exactly empty: the next permit is one interval away.
-    assert_eq!(l.acquire(), Duration::from_millis(100));
+    assert_eq!(l.acquire(), Ok(Duration::from_millis(100)));
     assert_eq!(
         l.acquire_n(u64::MAX),
         Err(AcquireError::Unrepresentable {
@@ -111,7 +111,7 @@ fn acquire_more_than_burst_waits_the_excess() {
 #[test]
 fn timeout_variant_never_reserves_when_the_wait_is_too_long() {
     let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
-    assert_eq!(l.acquire(), Duration::ZERO);
+    assert_eq!(l.acquire(), Ok(Duration::ZERO));
     let before = l.peek();
     assert_eq!(
         l.try_acquire_for(1, Duration::from_millis(99)),
@@ -135,7 +135,7 @@ fn timeout_variant_never_reserves_when_the_wait_is_too_long() {
 }
 
 #[test]
-fn reservations_cancel_by_the_refund_rule() {
+fn cancelled_reservations_give_their_stretch_back_in_any_order() {
     let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
     clock.advance(Duration::from_secs(1));
     let first = l.reserve(1).unwrap();
@@ -147,20 +147,64 @@ fn reservations_cancel_by_the_refund_rule() {
         (Duration::from_millis(200), Duration::from_millis(300))
     );
     assert_eq!(a.ready_at(), 1_200 * MS);
-    // a is not the latest: b is pending behind it, so nothing comes back.
+    // a is not the latest: b is booked behind it. Its stretch becomes a hole...
     a.cancel();
     assert_eq!(l.peek().reset_after, Duration::from_millis(400));
-    b.cancel(); // the latest: all of it
-    assert_eq!(l.peek().reset_after, Duration::from_millis(300));
-    // Cancel after ready does nothing.
-    let c = l.reserve(1).unwrap(); // tat 1_400 ms, ready 1_300 ms
-    clock.advance(Duration::from_millis(300));
-    assert_eq!(c.remaining_delay(), Duration::ZERO);
+    // ...that the next reservation takes (ready at a's first slot, not after b).
+    let c = l.reserve(1).unwrap();
+    assert_eq!(c.delay(), Duration::from_millis(100));
+    // b, the latest, moves the tail back over itself and over what is left of the hole.
+    b.cancel();
+    assert_eq!(l.peek().reset_after, Duration::from_millis(200));
     c.cancel();
     assert_eq!(l.peek().reset_after, Duration::from_millis(100));
+    // Cancelling after the ready time gives back what is still ahead of now.
+    let d = l.reserve(1).unwrap(); // tat 1_200 ms, ready 1_100 ms
+    clock.advance(Duration::from_millis(150));
+    assert_eq!(d.remaining_delay(), Duration::ZERO);
+    d.cancel();
+    assert_eq!(l.peek().reset_after, Duration::ZERO);
     // Dropping a reservation keeps it.
-    drop(first);
+    let e = l.reserve(1).unwrap();
+    drop(e);
     assert_eq!(l.peek().reset_after, Duration::from_millis(100));
+    drop(first);
+}
+
+#[test]
+fn a_reservation_ready_at_once_and_cancelled_is_refunded() {
+    let (l, _clock) = limiter(per_sec(1));
+    let r = l.reserve(1).unwrap();
+    assert!(r.delay().is_zero());
+    r.cancel();
+    assert_eq!(l.peek().remaining, 1);
+    assert!(l.try_acquire());
+}
+
+#[test]
+fn five_dropped_waiters_in_any_order_lose_no_capacity() {
+    // The scenario, synchronously: burst 1 at 10/s, one permit taken, five waiters
+    // reserve and all give up; the next arrival waits one interval, not six.
+    for order in [
+        [0, 1, 2, 3, 4],
+        [4, 3, 2, 1, 0],
+        [2, 0, 4, 1, 3],
+        [1, 3, 0, 4, 2],
+    ] {
+        let (l, _clock) = limiter(per_sec(10).with_burst(1).unwrap());
+        assert!(l.try_acquire());
+        let mut waiters: Vec<Option<Reservation<'_>>> =
+            (0..5).map(|_| Some(l.reserve(1).unwrap())).collect();
+        for i in order {
+            waiters[i].take().unwrap().cancel();
+        }
+        assert_eq!(
+            l.peek().reset_after,
+            Duration::from_millis(100),
+            "{order:?}"
+        );
+        assert_eq!(l.reserve(1).unwrap().delay(), Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -173,28 +217,70 @@ fn reservation_wait_sleeps_on_the_limiter_clock() {
 }
 
 #[test]
-fn set_quota_keeps_debt_and_applies_next() {
+fn tightening_the_quota_keeps_the_debt_in_permits() {
     let (l, clock) = limiter(per_sec(10)); // T 100 ms, b 10
-    assert!(l.try_acquire_n(10).is_ok()); // tat = 1 s, debt 1 s
-    l.set_quota(Quota::per_second(1).unwrap().with_burst(2).unwrap()); // T 1 s, tau 2 s
+    assert!(l.try_acquire_n(10).is_ok()); // 10 permits of debt
+    l.set_quota(Quota::per_minute(10).unwrap()).unwrap(); // T 6 s, b 10
+    assert_eq!(l.quota(), Quota::per_minute(10).unwrap());
+    // Still 10 permits of debt: none available, a full minute to refill.
+    assert!(!l.try_acquire());
+    let d = l.peek();
     assert_eq!(
-        l.quota(),
-        Quota::per_second(1).unwrap().with_burst(2).unwrap()
+        (d.limit, d.remaining, d.reset_after),
+        (10, 0, Duration::from_secs(60))
     );
+    clock.advance(Duration::from_secs(6));
+    assert!(l.try_acquire());
+    assert!(!l.try_acquire());
+}
+
+#[test]
+fn loosening_the_quota_drains_the_debt_at_the_new_rate() {
+    let (l, clock) = limiter(Quota::per_minute(10).unwrap());
+    assert!(l.try_acquire_n(10).is_ok()); // 10 permits = 60 s of debt
+    clock.advance(Duration::from_secs(6)); // one permit back: 9 of debt
+    l.set_quota(per_sec(10)).unwrap();
+    assert_eq!(l.peek().reset_after, Duration::from_millis(900));
+    assert_eq!(l.peek().remaining, 1);
+    assert!(l.try_acquire());
+    assert!(!l.try_acquire());
+}
+
+#[test]
+fn a_larger_burst_has_room_beside_the_old_debt() {
+    let (l, _clock) = limiter(per_sec(1)); // T 1 s, b 1
+    assert!(l.try_acquire());
+    l.set_quota(per_sec(1).with_burst(2).unwrap()).unwrap();
     let d = l.peek();
     assert_eq!(
         (d.limit, d.remaining, d.reset_after),
         (2, 1, Duration::from_secs(1))
     );
-    assert!(l.try_acquire()); // new_tat 2 s, allow_at 0
+    assert!(l.try_acquire());
     assert!(!l.try_acquire());
-    assert_eq!(
-        l.try_acquire_n(1),
-        Err(AcquireError::RateLimited {
-            retry_after: Duration::from_secs(1)
-        })
-    );
-    clock.advance(Duration::from_secs(1));
+}
+
+#[test]
+fn reservations_from_before_a_quota_change_refund_nothing() {
+    let (l, _clock) = limiter(per_sec(10).with_burst(1).unwrap());
+    assert!(l.try_acquire());
+    let r = l.reserve(1).unwrap();
+    l.set_quota(per_sec(10).with_burst(2).unwrap()).unwrap();
+    let before = l.peek();
+    r.cancel();
+    assert_eq!(l.peek(), before);
+}
+
+#[test]
+fn start_empty_begins_used_up() {
+    let clock = ManualClock::new();
+    let l = RateLimiter::builder(per_sec(10))
+        .clock(clock.clone())
+        .start_empty()
+        .build();
+    assert!(!l.try_acquire());
+    assert_eq!(l.peek().reset_after, Duration::from_secs(1));
+    clock.advance(Duration::from_millis(100));
     assert!(l.try_acquire());
 }
 
@@ -249,19 +335,56 @@ fn throttle_matches_redis_cell_replies() {
         l.throttle(u64::MAX, 30, 60, 1),
         Err(QuotaError::ToleranceOverflow)
     );
+    // A period beyond the limiter's time is the same error Quota::new gives, not a clamp.
+    assert_eq!(
+        l.throttle(15, 30, u64::MAX, 1),
+        Err(QuotaError::PeriodTooLong)
+    );
+    assert_eq!(
+        Quota::new(30, Duration::from_secs(u64::MAX)),
+        Err(QuotaError::PeriodTooLong)
+    );
 }
 
 #[test]
-fn clock_near_u64_max_never_panics() {
+fn the_end_of_the_limiters_time_never_panics_and_never_lies() {
     let (l, clock) = limiter(per_sec(10));
-    clock.set(u64::MAX - 150 * MS);
+    clock.set(crate::MAX_NANOS - 150 * MS);
     assert!(l.try_acquire()); // tat MAX - 50 ms
     assert!(!l.try_acquire()); // would pass the end of time: denied, not wrapped
     assert!(l.reserve(1).is_err());
     let d = l.check();
-    assert!(!d.allowed);
+    assert_eq!((d.allowed, d.remaining, d.retry_after), (false, 0, None));
+    // Blocking acquire returns at once with an error, without sleeping and without a permit.
+    assert_eq!(
+        l.acquire(),
+        Err(AcquireError::Unrepresentable { requested: 1 })
+    );
+    assert!(clock.sleeps().is_empty());
     clock.set(u64::MAX);
     assert!(!l.try_acquire());
     let _ = l.peek();
     let _ = l.throttle(0, 1, 1, 1);
+}
+
+#[test]
+fn a_pacing_call_never_returns_without_pacing() {
+    // Reserve the whole representable future, then ask for one more.
+    let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
+    let t = 100 * MS;
+    let r = l.reserve(crate::MAX_NANOS / t).unwrap();
+    drop(r);
+    assert_eq!(
+        l.acquire(),
+        Err(AcquireError::Unrepresentable { requested: 1 })
+    );
+    assert!(clock.sleeps().is_empty());
+    // A quota so slow its first interval ends past the end of time.
+    let (l, clock) = limiter(Quota::from_interval(Duration::from_nanos(crate::MAX_NANOS)).unwrap());
+    clock.set(1);
+    assert_eq!(
+        l.acquire(),
+        Err(AcquireError::Unrepresentable { requested: 1 })
+    );
+    assert!(clock.sleeps().is_empty());
 }

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use crate::{AcquireError, Decision, KeyedRateLimiter, Quota, Reservation};
+use crate::{AcquireError, Decision, Gcra, KeyedRateLimiter, Quota, Reservation};
 
 /// A result available now, or a future that will produce it.
 ///
@@ -118,17 +118,16 @@ pub(crate) fn never(quota: Quota, mut state: Decision) -> Decision {
     state
 }
 
-/// The in-process limiter. Everything is decided at once; `Error` is [`Infallible`].
+/// The in-process GCRA limiter. Everything is decided at once; `Error` is [`Infallible`].
 ///
 /// - `acquire_within` is
 ///   [`try_acquire_for_async`](KeyedRateLimiter::try_acquire_for_async): the slot is reserved
 ///   at the future's first poll, waiters are served in that order with one wake-up each, and
-///   dropping the future cancels the reservation.
-/// - `reserve` is [`KeyedRateLimiter::reserve`]: kept when it is ready at once, cancelled at
-///   once otherwise; `refund` is [`Reservation::cancel`]. The response-aware mode built on
-///   these relies on a cancelled reservation's capacity being reusable whether or not it was
-///   ready or the latest (see the crate README, "HTTP").
-impl<K, S> Backend for KeyedRateLimiter<K, S>
+///   dropping the future cancels the reservation (its slot goes to the next arrival).
+/// - `reserve` is [`reserve_within`](KeyedRateLimiter::reserve_within) with no wait: the
+///   permits are taken only if available now. `refund` is [`Reservation::cancel`], which gives
+///   a reservation's capacity back even when it was ready at once and others followed it.
+impl<K, S> Backend for KeyedRateLimiter<K, Gcra, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     S: BuildHasher + Clone + Send + Sync + 'static,
@@ -184,13 +183,8 @@ where
         let decided = if cost > quota.burst() {
             (never(quota, self.peek(key)), None)
         } else {
-            match KeyedRateLimiter::reserve(self, key, cost) {
-                Ok(r) if r.delay().is_zero() => (self.peek(key), Some(r)),
-                Ok(r) => {
-                    let wait = r.delay();
-                    r.cancel();
-                    (denied(quota, wait), None)
-                }
+            match self.reserve_within(key, cost, Duration::ZERO) {
+                Ok(r) => (self.peek(key), Some(r)),
                 Err(AcquireError::RateLimited { retry_after }) => {
                     (denied(quota, retry_after), None)
                 }

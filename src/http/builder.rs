@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::hash::Hash;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,7 +67,7 @@ impl From<RouteError> for BuildError {
 #[derive(Clone, Copy, Debug)]
 struct LimiterSettings {
     sweep_interval: Option<Duration>,
-    max_keys: Option<usize>,
+    max_keys: Option<NonZeroUsize>,
     when_full: WhenFull,
 }
 
@@ -85,7 +86,10 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// The most keys a limiter made by the builder tracks, unless told otherwise: about 70 MB of
 /// IP-address keys (69.8 bytes per key measured at a million IPv6 keys); see
 /// [`RateLimitLayerBuilder::max_keys`].
-pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+pub const DEFAULT_MAX_KEYS: NonZeroUsize = match NonZeroUsize::new(1_000_000) {
+    Some(n) => n,
+    None => unreachable!(),
+};
 
 /// A limit given as a quota (made into a limiter by `build`) or as a ready backend.
 enum Source<B> {
@@ -310,13 +314,14 @@ where
     /// swept first, then [`when_full`](Self::when_full) decides.
     ///
     /// ```
+    /// use std::num::NonZeroUsize;
     /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
     ///     .per_second(5)
-    ///     .max_keys(Some(100_000))
+    ///     .max_keys(NonZeroUsize::new(100_000))
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn max_keys(mut self, max_keys: Option<usize>) -> Self {
+    pub fn max_keys(mut self, max_keys: Option<NonZeroUsize>) -> Self {
         self.settings.max_keys = max_keys;
         self
     }

@@ -7,10 +7,9 @@
 //! all thousand through.)
 //!
 //! The refund is [`Backend::refund`]; for the in-process limiter that is
-//! [`Reservation::cancel`](crate::Reservation::cancel). This mode relies on a cancelled
-//! reservation's capacity being reusable whether or not it was ready at once and whether or
-//! not later reservations were made since; see the README's "HTTP" section for what the
-//! current core guarantees.
+//! [`Reservation::cancel`](crate::Reservation::cancel), which makes a cancelled reservation's
+//! capacity reusable even when it was ready at once and other requests reserved after it
+//! (the core keeps such stretches as holes that later requests fill).
 
 use std::sync::Arc;
 

@@ -1,15 +1,21 @@
 use std::time::Duration;
 
 use super::*;
+use crate::sync::Ordering;
 use crate::ManualClock;
+
+fn cap(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n).unwrap()
+}
 
 fn limiter(clock: &ManualClock, q: Quota) -> KeyedRateLimiterBuilder<u64> {
     KeyedRateLimiter::<u64>::builder(q).clock(clock.clone())
 }
 
-fn map_len<K, S>(l: &KeyedRateLimiter<K, S>) -> usize
+fn map_len<K, A, S>(l: &KeyedRateLimiter<K, A, S>) -> usize
 where
     K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
     l.store.map.len()
@@ -37,7 +43,7 @@ fn decisions_that_store_nothing_never_insert() {
 fn slot_count_matches_the_map_and_the_cap_is_exact() {
     let clock = ManualClock::new();
     let l = limiter(&clock, Quota::per_second(1).unwrap())
-        .max_keys(5)
+        .max_keys(cap(5))
         .build();
     for k in 0..50 {
         let _ = l.try_acquire(&k);
@@ -77,7 +83,7 @@ fn earliest_is_a_lower_bound_on_every_tat() {
 fn reclaim_skips_the_sweep_while_no_key_can_be_cold() {
     let clock = ManualClock::new();
     let l = limiter(&clock, Quota::per_second(1).unwrap())
-        .max_keys(3)
+        .max_keys(cap(3))
         .build();
     for k in 0..3 {
         assert!(l.try_acquire(&k)); // tat 1 s each
@@ -97,7 +103,7 @@ fn reclaim_skips_the_sweep_while_no_key_can_be_cold() {
 fn untracked_reservations_cancel_into_nothing() {
     let clock = ManualClock::new();
     let l = limiter(&clock, Quota::per_second(1).unwrap())
-        .max_keys(1)
+        .max_keys(cap(1))
         .when_full(WhenFull::AllowUntracked)
         .build();
     assert!(l.try_acquire(&1));

@@ -1,0 +1,486 @@
+//! GCRA (the generic cell rate algorithm), the default: pure decision rules on
+//! `(tat, now, n, params)`, and its [`Rules`](super::rules::Rules) implementation.
+//!
+//! No atomics here: the cell (`crate::cell::gcra`) feeds these functions the values it loaded
+//! and stores what they return, so every rule is tested with plain numbers. Arithmetic is on
+//! `u64` nanoseconds, checked against [`MAX_NANOS`]; nothing here can panic or wrap.
+//!
+//! **Leaky bucket and token bucket are this algorithm.** As meters they make the same
+//! decisions: a bucket of capacity `b` leaking one permit per `T` (water level
+//! `(tat - now) / T`), or holding `floor((tau - (tat - now)) / T)` tokens refilled one per `T`.
+
+use std::time::Duration;
+
+use super::rules::Rules;
+use super::{Booking, ParamSource, Words, PARAM_WORDS};
+use crate::cell::gcra::GcraCell;
+use crate::outcome::{AcquireError, Decision};
+use crate::quota::{Quota, QuotaError, MAX_NANOS};
+use crate::Nanos;
+
+pub(crate) mod holes;
+
+use holes::Holes;
+
+/// GCRA, the default algorithm: one `u64` per key (the theoretical arrival time), exact
+/// burst and rate, reservations in arrival order that can be cancelled.
+///
+/// ```
+/// use tollgate::{Gcra, Quota, RateLimiter};
+/// let limiter: RateLimiter<Gcra> = RateLimiter::new(Quota::per_second(2).unwrap());
+/// assert!(limiter.try_acquire() && limiter.try_acquire());
+/// assert!(!limiter.try_acquire());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Gcra;
+
+/// GCRA's parameters: the quota in force and what a quota change needs to re-scale a key's
+/// debt lazily.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcraParams {
+    /// Emission interval `T`, `>= 1`.
+    pub(crate) t: Nanos,
+    /// Burst `b`, `>= 1`.
+    pub(crate) burst: u64,
+    /// Quota generation: how many times `set_quota` ran. Each key's state carries its parity.
+    pub(crate) gen: u64,
+    /// The previous generation's interval, and when it was replaced: a key still in the
+    /// previous generation has its debt re-scaled from `prev_t` to `t` (see [`rescale`]).
+    pub(crate) prev_t: Nanos,
+    pub(crate) changed_at: Nanos,
+}
+
+impl GcraParams {
+    /// Validated at construction (`T * b <= MAX_NANOS`).
+    #[inline]
+    pub(crate) fn tau(&self) -> Nanos {
+        self.t * self.burst
+    }
+
+    fn of(q: &Quota, gen: u64, prev_t: Nanos, changed_at: Nanos) -> GcraParams {
+        GcraParams {
+            t: q.t(),
+            burst: q.burst(),
+            gen,
+            prev_t,
+            changed_at,
+        }
+    }
+}
+
+impl Words for GcraParams {
+    fn to_words(&self) -> [u64; PARAM_WORDS] {
+        [
+            self.t,
+            self.burst,
+            self.gen,
+            self.prev_t,
+            self.changed_at,
+            0,
+        ]
+    }
+
+    fn from_words(w: [u64; PARAM_WORDS]) -> Self {
+        GcraParams {
+            t: w[0],
+            burst: w[1],
+            gen: w[2],
+            prev_t: w[3],
+            changed_at: w[4],
+        }
+    }
+}
+
+/// A TAT written under the previous quota generation, expressed in the current one: the debt
+/// at the change, `tat - changed_at`, is kept *in permits* (`debt / prev_t` permits cost
+/// `debt * t / prev_t` now), rounded up so a change never forgives a fraction of a permit.
+/// Taking 10 at 10/s and then tightening to 10/min leaves 10 permits of debt: a minute, not a
+/// second. A TAT at or before the change was a full bucket and stays one.
+#[inline]
+pub(crate) fn rescale(tat: Nanos, p: &GcraParams) -> Nanos {
+    if tat <= p.changed_at || p.prev_t == p.t {
+        return tat;
+    }
+    let debt = u128::from(tat - p.changed_at) * u128::from(p.t);
+    let scaled = debt.div_ceil(u128::from(p.prev_t));
+    u64::try_from(scaled)
+        .ok()
+        .and_then(|d| p.changed_at.checked_add(d))
+        .map_or(MAX_NANOS, |t| t.min(MAX_NANOS))
+}
+
+/// What a GCRA decision found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub(crate) kind: Kind,
+    /// The schedule's end after the decision (`reset_after = tail - now`).
+    pub(crate) tail: Nanos,
+    /// Whole intervals still free in holes within `[now, now + tau]` after the decision.
+    pub(crate) hole_slots: u64,
+    /// The tail to store, if the decision moves it.
+    pub(crate) store: Option<Nanos>,
+    pub(crate) t: Nanos,
+    pub(crate) burst: u64,
+}
+
+/// The outcome of a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Granted (and recorded).
+    Allow,
+    /// `n = 0`: allowed, nothing recorded.
+    Peek,
+    /// Not yet; granted if asked again after this many ns.
+    Deny { retry_after: Nanos },
+    /// `n > burst`: never grantable as one request.
+    ExceedsBurst,
+    /// Never grantable: the schedule would pass [`MAX_NANOS`].
+    Never,
+}
+
+impl Verdict {
+    fn new(kind: Kind, tail: Nanos, p: &GcraParams) -> Verdict {
+        Verdict {
+            kind,
+            tail,
+            hole_slots: 0,
+            store: None,
+            t: p.t,
+            burst: p.burst,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn allowed(&self) -> bool {
+        matches!(self.kind, Kind::Allow | Kind::Peek)
+    }
+
+    /// The verdict as the result of a non-waiting acquire.
+    pub(crate) fn into_result(self, n: u64) -> Result<(), AcquireError> {
+        match self.kind {
+            Kind::Allow | Kind::Peek => Ok(()),
+            Kind::Deny { retry_after } => Err(AcquireError::RateLimited {
+                retry_after: Duration::from_nanos(retry_after),
+            }),
+            Kind::ExceedsBurst => Err(AcquireError::ExceedsBurst {
+                requested: n,
+                burst: self.burst,
+            }),
+            Kind::Never => Err(AcquireError::Unrepresentable { requested: n }),
+        }
+    }
+
+    /// The full result fields (DESIGN.md 2), plus whatever holes add to `remaining`.
+    #[inline(always)]
+    pub(crate) fn decision(&self, now: Nanos) -> Decision {
+        let debt = self.tail.saturating_sub(now);
+        let tau = self.t * self.burst;
+        let remaining = match self.kind {
+            // Nothing can ever be granted: say so consistently.
+            Kind::Never => 0,
+            _ => (tau.saturating_sub(debt) / self.t)
+                .saturating_add(self.hole_slots)
+                .min(self.burst),
+        };
+        let retry_after = match self.kind {
+            Kind::Deny { retry_after } => Some(Duration::from_nanos(retry_after)),
+            _ => None,
+        };
+        Decision {
+            allowed: self.allowed(),
+            limit: self.burst,
+            remaining,
+            retry_after,
+            reset_after: Duration::from_nanos(debt),
+        }
+    }
+}
+
+/// Check (cost `n`, at `now`) against the tail alone: `new_tat = max(tat, now) + n*T`,
+/// allowed iff `new_tat - tau <= now`.
+#[inline(always)]
+pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
+    let base = tat.max(now);
+    if n == 0 {
+        return Verdict::new(Kind::Peek, base, p);
+    }
+    if n > p.burst {
+        return Verdict::new(Kind::ExceedsBurst, base, p);
+    }
+    // n <= burst, so n * T <= tau <= MAX_NANOS.
+    match base.checked_add(n * p.t).filter(|&t| t <= MAX_NANOS) {
+        Some(new_tat) => {
+            let allow_at = new_tat.saturating_sub(p.tau());
+            if allow_at <= now {
+                Verdict {
+                    store: Some(new_tat),
+                    ..Verdict::new(Kind::Allow, new_tat, p)
+                }
+            } else {
+                let retry_after = allow_at - now;
+                Verdict::new(Kind::Deny { retry_after }, base, p)
+            }
+        }
+        // Past the end of representable time: refuse rather than saturate, since a
+        // saturated TAT would stop counting and admit without bound.
+        None => Verdict::new(Kind::Never, base, p),
+    }
+}
+
+/// Check with holes: a hole that can hold `(s, s + n*T]` inside `[now, now + tau]` is used
+/// before the tail (lowest position first). `holes` is changed only when the permits are
+/// placed in it; a verdict that stores a new tail leaves `holes` alone.
+pub(crate) fn check_holey(
+    tat: Nanos,
+    holes: &mut Holes,
+    now: Nanos,
+    n: u64,
+    p: &GcraParams,
+) -> Verdict {
+    holes.prune(now);
+    let mut v = check(tat, now, n, p);
+    if n > 0 && n <= p.burst {
+        let len = n * p.t;
+        let horizon = now.saturating_add(p.tau());
+        if let Some((i, s)) = holes.place(now, len).filter(|&(_, s)| s + len <= horizon) {
+            holes.take(i, s, len);
+            v = Verdict::new(Kind::Allow, tat.max(now), p);
+        } else if let Kind::Deny { retry_after } = v.kind {
+            if let Some(at) = holes.earliest_fit(now, len, p.tau()) {
+                v.kind = Kind::Deny {
+                    retry_after: retry_after.min(at - now),
+                };
+            }
+        }
+    }
+    v.hole_slots = holes.slots(now, p.tau(), p.t);
+    v
+}
+
+/// A booked reservation: its stretch `(start, end]` on the schedule, when it may proceed, and
+/// the quota generation it was booked under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    pub(crate) start: Nanos,
+    pub(crate) end: Nanos,
+    pub(crate) ready_at: Nanos,
+    pub(crate) gen: u64,
+}
+
+impl Ticket {
+    /// A receipt for nothing (a reservation of zero permits): ready now, gives back nothing.
+    pub(crate) fn nothing(now: Nanos) -> Ticket {
+        Ticket {
+            start: now,
+            end: now,
+            ready_at: now,
+            gen: 0,
+        }
+    }
+
+    /// How long from `now` until the reservation is ready.
+    #[inline]
+    pub(crate) fn wait_from(&self, now: Nanos) -> Nanos {
+        self.ready_at.saturating_sub(now)
+    }
+}
+
+/// Where a reservation goes: `(s, s + n*T]` ready at `max(now, s + n*T - tau)`. `n > burst`
+/// is allowed: it waits `(n - burst) * T` beyond a full bucket (bandwidth shaping).
+fn ticket_at(s: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Result<Ticket, AcquireError> {
+    let unrepresentable = AcquireError::Unrepresentable { requested: n };
+    let end = n
+        .checked_mul(p.t)
+        .and_then(|len| s.checked_add(len))
+        .filter(|&e| e <= MAX_NANOS)
+        .ok_or(unrepresentable)?;
+    Ok(Ticket {
+        start: s,
+        end,
+        ready_at: end.saturating_sub(p.tau()).max(now),
+        gen: p.gen,
+    })
+}
+
+/// Reserve at the tail: `new_tat = max(tat, now) + n*T`, unless the wait exceeds `max_wait`.
+/// `n = 0` books nothing and is ready now.
+pub(crate) fn reserve(
+    tat: Nanos,
+    now: Nanos,
+    n: u64,
+    p: &GcraParams,
+    max_wait: Option<Nanos>,
+) -> Result<Booking<Ticket>, AcquireError> {
+    if n == 0 {
+        return Ok(Booking::Now);
+    }
+    let ticket = ticket_at(tat.max(now), now, n, p)?;
+    within(ticket, now, max_wait)
+}
+
+/// Reserve with holes: the lowest hole that holds the whole stretch, else the tail (a hole
+/// below the tail is always ready no later than the tail).
+pub(crate) fn reserve_holey(
+    tat: Nanos,
+    holes: &mut Holes,
+    now: Nanos,
+    n: u64,
+    p: &GcraParams,
+    max_wait: Option<Nanos>,
+) -> Result<Booking<Ticket>, AcquireError> {
+    holes.prune(now);
+    if n == 0 {
+        return Ok(Booking::Now);
+    }
+    let Some(len) = n.checked_mul(p.t) else {
+        return Err(AcquireError::Unrepresentable { requested: n });
+    };
+    match holes.place(now, len) {
+        Some((i, s)) => {
+            let booking = within(ticket_at(s, now, n, p)?, now, max_wait)?;
+            holes.take(i, s, len);
+            Ok(booking)
+        }
+        None => reserve(tat, now, n, p, max_wait),
+    }
+}
+
+fn within(
+    ticket: Ticket,
+    now: Nanos,
+    max_wait: Option<Nanos>,
+) -> Result<Booking<Ticket>, AcquireError> {
+    let wait = ticket.wait_from(now);
+    if max_wait.is_some_and(|max| wait > max) {
+        return Err(AcquireError::RateLimited {
+            retry_after: Duration::from_nanos(wait),
+        });
+    }
+    Ok(Booking::Booked {
+        ready_at: ticket.ready_at,
+        ticket,
+    })
+}
+
+/// What cancelling `ticket` at `now` gives back, given the tail `tat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refund {
+    /// Nothing: the stretch is in the past, or from another quota generation.
+    Nothing,
+    /// The ticket is the latest: the tail goes back to where it started.
+    Tail(Nanos),
+    /// Not the latest: its future part becomes a hole.
+    Hole(Nanos, Nanos),
+}
+
+/// Cancel: the unused permits' stretch is freed. If it is the latest, the tail moves back
+/// over it (exactly undoing the reservation, even if it was ready at once); otherwise its part
+/// at or after `now` becomes a hole that later arrivals fill. Positions below `now` are gone
+/// either way, so a cancelled reservation never gives back more than the future it held, and
+/// nobody's booked stretch is handed out twice.
+#[inline]
+pub(crate) fn refund(tat: Nanos, ticket: &Ticket, now: Nanos, p: &GcraParams) -> Refund {
+    if ticket.gen != p.gen || ticket.end <= now {
+        Refund::Nothing
+    } else if tat == ticket.end {
+        Refund::Tail(ticket.start)
+    } else {
+        Refund::Hole(ticket.start.max(now), ticket.end)
+    }
+}
+
+impl Rules for Gcra {
+    type Cell = GcraCell;
+    type Params = GcraParams;
+    type Verdict = Verdict;
+    type Ticket = Ticket;
+
+    fn params(&self, quota: &Quota, now: Nanos) -> Result<GcraParams, QuotaError> {
+        Ok(GcraParams::of(quota, 0, quota.t(), now))
+    }
+
+    fn next_params(
+        &self,
+        old: &GcraParams,
+        quota: &Quota,
+        now: Nanos,
+    ) -> Result<GcraParams, QuotaError> {
+        Ok(GcraParams::of(quota, old.gen.wrapping_add(1), old.t, now))
+    }
+
+    fn call_params(&self, base: &GcraParams, quota: &Quota) -> GcraParams {
+        // The key's state stays in the limiter's generation; only T and b are the call's.
+        GcraParams {
+            t: quota.t(),
+            burst: quota.burst(),
+            ..*base
+        }
+    }
+
+    #[inline(always)]
+    fn check(
+        &self,
+        cell: &GcraCell,
+        now: Nanos,
+        n: u64,
+        p: &impl ParamSource<GcraParams>,
+    ) -> Verdict {
+        cell.check(now, n, p)
+    }
+
+    #[inline(always)]
+    fn allowed(v: &Verdict) -> bool {
+        v.allowed()
+    }
+
+    #[inline]
+    fn result(v: &Verdict, n: u64) -> Result<(), AcquireError> {
+        v.into_result(n)
+    }
+
+    #[inline(always)]
+    fn decision(v: &Verdict, now: Nanos) -> Decision {
+        v.decision(now)
+    }
+
+    fn book(
+        &self,
+        cell: &GcraCell,
+        now: Nanos,
+        n: u64,
+        p: &impl ParamSource<GcraParams>,
+        max_wait: Option<Nanos>,
+    ) -> Result<Booking<Ticket>, AcquireError> {
+        cell.reserve(now, n, p, max_wait)
+    }
+
+    fn cancel(
+        &self,
+        cell: &GcraCell,
+        ticket: &Ticket,
+        now: Nanos,
+        p: &impl ParamSource<GcraParams>,
+    ) {
+        cell.cancel(ticket, now, p);
+    }
+
+    fn migrate(&self, cell: &GcraCell, p: &impl ParamSource<GcraParams>) {
+        cell.migrate(p);
+    }
+
+    fn cold_at(&self, cell: &GcraCell, p: &GcraParams) -> Nanos {
+        // In the current generation: a tightened quota stretches a key's debt.
+        cell.tat_in(p)
+    }
+
+    fn is_fresh(&self, cell: &GcraCell) -> bool {
+        cell.is_fresh()
+    }
+
+    fn limit(p: &GcraParams) -> u64 {
+        p.burst
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,142 @@
+//! The algorithms a limiter can run, behind one small trait.
+//!
+//! Every limiter (direct or keyed) is written once over [`Algorithm`]: the method family
+//! (`try_acquire`, `check`, `peek`, blocking and async `acquire`, timeouts) only asks an
+//! algorithm to decide on one key's cell, to book permits ahead if it can (GCRA), to say when a
+//! cell has become equal to a fresh one (the sweeper), and to turn its verdict into a
+//! [`Decision`]. Adding an algorithm is one file here implementing [`rules::Rules`], plus its
+//! tests; the cells it stores live in `crate::cell`, the maps in `crate::store`.
+
+use std::fmt;
+
+use crate::outcome::{AcquireError, Decision};
+use crate::quota::{Quota, QuotaError};
+use crate::Nanos;
+
+pub(crate) mod gcra;
+
+pub use gcra::Gcra;
+
+/// A rate-limiting algorithm a [`RateLimiter`](crate::RateLimiter) or
+/// [`KeyedRateLimiter`](crate::KeyedRateLimiter) can run. Sealed: the crate provides the
+/// implementations ([`Gcra`], the default).
+///
+/// ```
+/// use tollgate::{Gcra, KeyedRateLimiter, Quota, RateLimiter};
+///
+/// let direct: RateLimiter<Gcra> = RateLimiter::new(Quota::per_second(5).unwrap());
+/// let keyed: KeyedRateLimiter<u64, Gcra> = KeyedRateLimiter::new(Quota::per_second(5).unwrap());
+/// assert!(direct.try_acquire() && keyed.try_acquire(&1));
+/// ```
+pub trait Algorithm: rules::Rules {}
+
+impl<A: rules::Rules> Algorithm for A {}
+
+/// What a booking attempt did (the step under every waiting method).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Booking<T> {
+    /// Granted now; nothing to wait for and nothing to cancel.
+    Now,
+    /// Booked (stored) for `ready_at`, which may be now; `ticket` cancels it.
+    Booked { ticket: T, ready_at: Nanos },
+    /// Not now, nothing stored: decide again after this long (algorithms that cannot book
+    /// ahead). Never more than the caller's `max_wait`.
+    Retry(Nanos),
+}
+
+/// Where an algorithm's parameters come from on each attempt: the limiter's sequence lock, or a
+/// per-call quota layered on it. Read again on every CAS retry (see `cell::gcra`).
+pub trait ParamSource<P> {
+    fn load(&self) -> P;
+}
+
+impl<P, F: Fn() -> P> ParamSource<P> for F {
+    #[inline]
+    fn load(&self) -> P {
+        self()
+    }
+}
+
+/// Parameters stored in the limiter's sequence lock, as a fixed number of words.
+pub trait Words: Copy {
+    fn to_words(&self) -> [u64; PARAM_WORDS];
+    fn from_words(w: [u64; PARAM_WORDS]) -> Self;
+}
+
+/// How many `u64`s any algorithm's parameters take in the sequence lock.
+pub const PARAM_WORDS: usize = 6;
+
+pub(crate) mod rules {
+    use super::*;
+
+    /// The per-algorithm contract (sealed: this module is private).
+    pub trait Rules: Clone + Send + Sync + fmt::Debug + 'static {
+        /// One key's state. `Default` is a fresh key.
+        type Cell: Default + Send + Sync + 'static;
+        /// The algorithm's parameters, validated from a [`Quota`].
+        type Params: Words + Send + Sync + fmt::Debug + 'static;
+        /// What one decision found, before it becomes a bool, a `Result` or a [`Decision`].
+        type Verdict: Copy + fmt::Debug;
+        /// A booked reservation's receipt, for cancelling it.
+        type Ticket: Copy + Send + Sync + fmt::Debug + 'static;
+
+        /// The parameters for `quota` when a limiter is built at `now`.
+        fn params(&self, quota: &Quota, now: Nanos) -> Result<Self::Params, QuotaError>;
+        /// The parameters replacing `old` by `quota` at `now` (`set_quota`).
+        fn next_params(
+            &self,
+            old: &Self::Params,
+            quota: &Quota,
+            now: Nanos,
+        ) -> Result<Self::Params, QuotaError>;
+        /// The parameters of one call made under `quota` on a limiter whose own are `base`
+        /// (`check_with`, `throttle`).
+        fn call_params(&self, base: &Self::Params, quota: &Quota) -> Self::Params;
+
+        /// Decides `n` permits at `now` and records them if granted; `n = 0` looks only.
+        fn check(
+            &self,
+            cell: &Self::Cell,
+            now: Nanos,
+            n: u64,
+            p: &impl ParamSource<Self::Params>,
+        ) -> Self::Verdict;
+        /// Whether the verdict granted the permits.
+        fn allowed(v: &Self::Verdict) -> bool;
+        /// The verdict as a non-waiting acquire's result.
+        fn result(v: &Self::Verdict, n: u64) -> Result<(), AcquireError>;
+        /// The verdict's full [`Decision`].
+        fn decision(v: &Self::Verdict, now: Nanos) -> Decision;
+
+        /// Takes `n` permits now, or books them for later if the algorithm can, unless the
+        /// wait exceeds `max_wait`.
+        fn book(
+            &self,
+            cell: &Self::Cell,
+            now: Nanos,
+            n: u64,
+            p: &impl ParamSource<Self::Params>,
+            max_wait: Option<Nanos>,
+        ) -> Result<Booking<Self::Ticket>, AcquireError>;
+        /// Gives a booking back (the permits were not used).
+        fn cancel(
+            &self,
+            cell: &Self::Cell,
+            ticket: &Self::Ticket,
+            now: Nanos,
+            p: &impl ParamSource<Self::Params>,
+        );
+        /// Brings a cell up to the parameters in force after `set_quota` (run on every
+        /// tracked cell by the quota change itself).
+        fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<Self::Params>);
+
+        /// From this instant on the cell decides exactly like a fresh one, so evicting it
+        /// loses nothing.
+        fn cold_at(&self, cell: &Self::Cell, p: &Self::Params) -> Nanos;
+        /// Whether the cell holds nothing a fresh cell does not (a decision on a scratch cell
+        /// that leaves it fresh needs no insert).
+        fn is_fresh(&self, cell: &Self::Cell) -> bool;
+        /// The `limit` a [`Decision`] reports under `p`.
+        fn limit(p: &Self::Params) -> u64;
+    }
+}

@@ -1,0 +1,410 @@
+//! GCRA's cell: one atomic word per key, and the lock-free protocols on it.
+//!
+//! **The word.** Bits 0..62 are the TAT (at most [`MAX_NANOS`]); bit 62 is the parity of the
+//! quota generation the TAT was written under; bit 63 says the key has *spilled*: the word is
+//! then a pointer to a [`Spill`] holding the TAT (same layout) and the key's holes (stretches
+//! freed by cancelled reservations, see `algorithm::gcra::holes`). A key spills only when a
+//! reservation that is not the latest is cancelled, so almost every key stays one word.
+//!
+//! **Decisions are lock-free.** Each is a CAS loop on the TAT word (the cell's own, or the
+//! spill's). On a spilled key whose holes are non-empty (bit 63 of the spill's word), a
+//! decision uses the holes if it can take their lock without waiting (`try_lock`); if not, it
+//! decides on the TAT alone, which can only refuse what a hole would have allowed, never
+//! admit more. Only cancelling waits for the lock (it must record its hole).
+//!
+//! **Quota changes re-scale debt lazily.** A word whose generation parity differs from the
+//! parameters' is one generation behind (never more: `set_quota` migrates every tracked cell
+//! before it returns, and the next change waits for it), and its TAT is re-scaled on the way
+//! in (`algorithm::gcra::rescale`). Parameters are loaded after every load of the word, so they
+//! are never older than the word. A decision that stores nothing stores no migration either:
+//! re-scaling is a pure function of the word and the parameters, so it is simply repeated.
+//!
+//! **Memory.** A spill is freed only when its cell is dropped, which needs exclusive access
+//! (the keyed store removes cells under the shard's write lock), so no reader can hold it.
+
+use crate::algorithm::gcra::holes::Holes;
+use crate::algorithm::gcra::{
+    self, check_holey, refund, reserve_holey, GcraParams, Refund, Ticket, Verdict,
+};
+use crate::algorithm::{Booking, ParamSource};
+use crate::outcome::AcquireError;
+use crate::quota::MAX_NANOS;
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, TryLockError};
+use crate::Nanos;
+
+/// Bit 63: in a cell's word, "spilled" (the rest is a `*const Spill`); in a spill's word,
+/// "has holes".
+const FLAG: u64 = 1 << 63;
+/// Bit 62: the parity of the quota generation the TAT was written under.
+const GEN: u64 = 1 << 62;
+
+#[inline]
+fn tat_of(w: u64) -> Nanos {
+    w & MAX_NANOS
+}
+
+#[inline(always)]
+fn pack(tat: Nanos, p: &GcraParams, flag: u64) -> u64 {
+    debug_assert!(tat <= MAX_NANOS);
+    tat | (p.gen & 1) << 62 | flag
+}
+
+/// The TAT a word holds, in `p`'s generation, and whether that needed a re-scale.
+#[inline(always)]
+fn current(w: u64, p: &GcraParams) -> (Nanos, bool) {
+    let behind = ((w >> 62) ^ p.gen) & 1 != 0;
+    if behind {
+        (gcra::rescale(tat_of(w), p), true)
+    } else {
+        (tat_of(w), false)
+    }
+}
+
+/// What a CAS loop on a cell's own word ended with.
+enum Flow<R> {
+    Done(R),
+    /// The cell has spilled: redo the operation on the spill.
+    Spilled(u64),
+}
+
+/// The CAS loop every decision runs: `step` sees the TAT (in the generation of the parameters
+/// loaded with it) and says what to return and which TAT to store (`None`: nothing). On a lost
+/// race it runs again against the value that won, with parameters loaded again.
+///
+/// On a cell's own word (`spill = false`) a set bit 63 means the cell spilled: the loop stops.
+/// On a spill's word it means "has holes" and is kept in whatever is stored.
+#[inline(always)]
+fn tail_loop<R>(
+    atom: &AtomicU64,
+    src: &impl ParamSource<GcraParams>,
+    spill: bool,
+    mut step: impl FnMut(Nanos, &GcraParams) -> (R, Option<Nanos>),
+) -> Flow<R> {
+    let mut w = atom.load(Ordering::Acquire);
+    loop {
+        if !spill && w & FLAG != 0 {
+            return Flow::Spilled(w);
+        }
+        let p = src.load();
+        let (tat, _) = current(w, &p);
+        let (result, store) = step(tat, &p);
+        let Some(new_tat) = store else {
+            return Flow::Done(result);
+        };
+        let new = pack(new_tat, &p, w & FLAG);
+        match atom.compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Flow::Done(result),
+            Err(seen) => w = seen,
+        }
+    }
+}
+
+/// Which TAT a booking stores: the ticket's end if it extends the schedule, nothing if it was
+/// placed in a hole (or books nothing).
+#[inline]
+fn booked_tail(tat: Nanos, r: &Result<Booking<Ticket>, AcquireError>) -> Option<Nanos> {
+    match r {
+        Ok(Booking::Booked { ticket, .. }) if ticket.end > tat => Some(ticket.end),
+        _ => None,
+    }
+}
+
+/// The CAS step of a check against the TAT alone.
+#[inline(always)]
+fn check_step(now: Nanos, n: u64) -> impl Fn(Nanos, &GcraParams) -> (Verdict, Option<Nanos>) {
+    move |tat, p| {
+        let v = gcra::check(tat, now, n, p);
+        (v, v.store)
+    }
+}
+
+/// The CAS step of a reservation at the tail.
+#[inline(always)]
+fn reserve_step(
+    now: Nanos,
+    n: u64,
+    max_wait: Option<Nanos>,
+) -> impl Fn(Nanos, &GcraParams) -> (Result<Booking<Ticket>, AcquireError>, Option<Nanos>) {
+    move |tat, p| {
+        let r = gcra::reserve(tat, now, n, p, max_wait);
+        let store = booked_tail(tat, &r);
+        (r, store)
+    }
+}
+
+/// One key's GCRA state: a single atomic word (see the module docs).
+#[derive(Debug, Default)]
+pub struct GcraCell {
+    word: AtomicU64,
+}
+
+/// A spilled key: its TAT word (bit 63: has holes) and its holes.
+struct Spill {
+    tail: AtomicU64,
+    holes: Mutex<Holes>,
+}
+
+impl GcraCell {
+    #[inline]
+    fn spill(&self, w: u64) -> &Spill {
+        debug_assert!(w & FLAG != 0);
+        // SAFETY: a word with bit 63 set was stored by `cancel` from `Box::into_raw`, with
+        // release ordering (and loaded here with acquire); after that the word never changes
+        // again, and the box is freed only by `drop`, which has `&mut self`, so it outlives
+        // every `&self` borrow, including this one.
+        unsafe { &*((w & !FLAG) as *const Spill) }
+    }
+
+    /// Check `n` permits at `now`; stores only when allowed.
+    #[inline(always)]
+    pub(crate) fn check(&self, now: Nanos, n: u64, src: &impl ParamSource<GcraParams>) -> Verdict {
+        match tail_loop(&self.word, src, false, check_step(now, n)) {
+            Flow::Done(v) => v,
+            Flow::Spilled(w) => self.spill(w).check(now, n, src),
+        }
+    }
+
+    /// Reserve `n` permits at `now`, unless the wait would exceed `max_wait`.
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        now: Nanos,
+        n: u64,
+        src: &impl ParamSource<GcraParams>,
+        max_wait: Option<Nanos>,
+    ) -> Result<Booking<Ticket>, AcquireError> {
+        match tail_loop(&self.word, src, false, reserve_step(now, n, max_wait)) {
+            Flow::Done(r) => r,
+            Flow::Spilled(w) => self.spill(w).reserve(now, n, src, max_wait),
+        }
+    }
+
+    /// Gives a reservation's unused stretch back (rule in `algorithm::gcra::refund`). The only
+    /// operation that may spill the cell, and the only one that waits for a lock.
+    pub(crate) fn cancel(&self, ticket: &Ticket, now: Nanos, src: &impl ParamSource<GcraParams>) {
+        let mut w = self.word.load(Ordering::Acquire);
+        loop {
+            if w & FLAG != 0 {
+                return self.spill(w).cancel(ticket, now, src);
+            }
+            let p = src.load();
+            let (tat, _) = current(w, &p);
+            let new = match refund(tat, ticket, now, &p) {
+                Refund::Nothing => return,
+                Refund::Tail(start) => pack(start, &p, 0),
+                Refund::Hole(start, end) => {
+                    // Spill: move the TAT into a spill that also holds the hole.
+                    let mut holes = Holes::new(p.gen);
+                    holes.give(start, end);
+                    let spill = Box::into_raw(Box::new(Spill {
+                        tail: AtomicU64::new(pack(tat, &p, FLAG)),
+                        holes: Mutex::new(holes),
+                    }));
+                    let tagged = spill as u64;
+                    debug_assert_eq!(tagged & FLAG, 0, "pointers fit in 63 bits");
+                    match self.word.compare_exchange(
+                        w,
+                        tagged | FLAG,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return,
+                        Err(seen) => {
+                            // SAFETY: never published; this is the only pointer to it.
+                            drop(unsafe { Box::from_raw(spill) });
+                            w = seen;
+                            continue;
+                        }
+                    }
+                }
+            };
+            match self
+                .word
+                .compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(seen) => w = seen,
+            }
+        }
+    }
+
+    /// Brings the word up to the generation of `src` (run by `set_quota` on every cell).
+    pub(crate) fn migrate(&self, src: &impl ParamSource<GcraParams>) {
+        // Stores the (re-scaled) TAT with the current parity; a no-op rewrite if current.
+        let step = |tat, _: &GcraParams| ((), Some(tat));
+        if let Flow::Spilled(w) = tail_loop(&self.word, src, false, step) {
+            let _ = tail_loop(&self.spill(w).tail, src, true, step);
+        }
+    }
+
+    /// The TAT in the generation of `p` (a cell with `tat <= now` is cold: a full bucket,
+    /// lossless to evict; its holes are all below its TAT, so they go with it).
+    pub(crate) fn tat_in(&self, p: &GcraParams) -> Nanos {
+        current(self.tail_word(), p).0
+    }
+
+    /// The stored TAT as written (no re-scale).
+    #[cfg(any(test, loom))]
+    pub(crate) fn tat(&self) -> Nanos {
+        tat_of(self.tail_word())
+    }
+
+    fn tail_word(&self) -> u64 {
+        let w = self.word.load(Ordering::Acquire);
+        if w & FLAG != 0 {
+            self.spill(w).tail.load(Ordering::Acquire)
+        } else {
+            w
+        }
+    }
+
+    /// Whether the cell holds what a fresh one does (TAT 0, not spilled).
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.word.load(Ordering::Acquire) & !GEN == 0
+    }
+
+    /// The generation parity of the TAT word (the loom models).
+    #[cfg(loom)]
+    pub(crate) fn parity(&self) -> u64 {
+        (self.tail_word() >> 62) & 1
+    }
+
+    /// The TAT and, for a spilled cell, its holes (tests and the loom models).
+    #[cfg(any(test, loom))]
+    pub(crate) fn snapshot(&self) -> (Nanos, Option<Vec<(Nanos, Nanos)>>) {
+        let w = self.word.load(Ordering::Acquire);
+        if w & FLAG == 0 {
+            return (tat_of(w), None);
+        }
+        let spill = self.spill(w);
+        let holes = lock(&spill.holes).spans().to_vec();
+        (tat_of(spill.tail.load(Ordering::Acquire)), Some(holes))
+    }
+}
+
+impl Drop for GcraCell {
+    fn drop(&mut self) {
+        let w = self.word.load(Ordering::Acquire);
+        if w & FLAG != 0 {
+            // SAFETY: `&mut self`: no other reference to the cell, hence to its spill, exists;
+            // the pointer came from `Box::into_raw` in `cancel` and is freed only here.
+            drop(unsafe { Box::from_raw((w & !FLAG) as *mut Spill) });
+        }
+    }
+}
+
+fn lock(m: &Mutex<Holes>) -> MutexGuard<'_, Holes> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Spill {
+    /// The holes' lock if it is free right now: decisions never wait for it.
+    fn try_holes(&self) -> Option<MutexGuard<'_, Holes>> {
+        if self.tail.load(Ordering::Acquire) & FLAG == 0 {
+            return None;
+        }
+        match self.holes.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check(&self, now: Nanos, n: u64, src: &impl ParamSource<GcraParams>) -> Verdict {
+        if let Some(mut holes) = self.try_holes() {
+            return self.with_holes(&mut holes, src, |tat, holes, p| {
+                let v = check_holey(tat, holes, now, n, p);
+                (v, v.store)
+            });
+        }
+        self.tail_only(src, check_step(now, n))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reserve(
+        &self,
+        now: Nanos,
+        n: u64,
+        src: &impl ParamSource<GcraParams>,
+        max_wait: Option<Nanos>,
+    ) -> Result<Booking<Ticket>, AcquireError> {
+        if let Some(mut holes) = self.try_holes() {
+            return self.with_holes(&mut holes, src, |tat, holes, p| {
+                let r = reserve_holey(tat, holes, now, n, p, max_wait);
+                let store = booked_tail(tat, &r);
+                (r, store)
+            });
+        }
+        self.tail_only(src, reserve_step(now, n, max_wait))
+    }
+
+    fn cancel(&self, ticket: &Ticket, now: Nanos, src: &impl ParamSource<GcraParams>) {
+        let mut holes = lock(&self.holes);
+        self.with_holes(&mut holes, src, |tat, holes, p| {
+            holes.prune(now);
+            match refund(tat, ticket, now, p) {
+                Refund::Nothing => ((), None),
+                Refund::Tail(start) => ((), Some(holes.coalesce(start))),
+                Refund::Hole(start, end) => {
+                    holes.give(start, end);
+                    ((), None)
+                }
+            }
+        });
+    }
+
+    fn tail_only<R>(
+        &self,
+        src: &impl ParamSource<GcraParams>,
+        step: impl FnMut(Nanos, &GcraParams) -> (R, Option<Nanos>),
+    ) -> R {
+        match tail_loop(&self.tail, src, true, step) {
+            Flow::Done(r) => r,
+            Flow::Spilled(_) => unreachable!("a spill's word never reports a spill"),
+        }
+    }
+
+    /// The CAS loop with the holes locked: `step` may change a copy of the holes; the copy
+    /// replaces them only once the TAT word (with its has-holes bit kept in step with them)
+    /// is stored, or found unchanged.
+    fn with_holes<R>(
+        &self,
+        holes: &mut Holes,
+        src: &impl ParamSource<GcraParams>,
+        mut step: impl FnMut(Nanos, &mut Holes, &GcraParams) -> (R, Option<Nanos>),
+    ) -> R {
+        let mut w = self.tail.load(Ordering::Acquire);
+        loop {
+            let p = src.load();
+            if holes.gen != p.gen {
+                // Recorded under another quota: dropped (see `Holes::clear`).
+                holes.clear(p.gen);
+            }
+            let (tat, _) = current(w, &p);
+            let mut next = holes.clone();
+            let (result, store) = step(tat, &mut next, &p);
+            let new_tat = store.unwrap_or(tat);
+            let new = pack(new_tat, &p, if next.is_empty() { 0 } else { FLAG });
+            if new == w {
+                *holes = next;
+                return result;
+            }
+            match self
+                .tail
+                .compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    *holes = next;
+                    return result;
+                }
+                Err(seen) => w = seen,
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

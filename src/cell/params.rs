@@ -1,0 +1,68 @@
+//! [`ParamsCell`]: an algorithm's parameters, replaceable at runtime, read without locks and
+//! never torn.
+
+use std::marker::PhantomData;
+
+use crate::algorithm::{Words, PARAM_WORDS};
+use crate::sync::{spin_hint, AtomicU64, Ordering};
+
+/// A sequence lock over the parameters' words: writers make the sequence odd, store every
+/// word, make it even again; readers retry if the sequence was odd or changed while they read.
+/// All accesses are acquire/release (free on x86), which is what makes a mixed read impossible
+/// to miss: a reader that sees any word of a newer write also sees that write's odd sequence.
+pub(crate) struct ParamsCell<P> {
+    seq: AtomicU64,
+    words: [AtomicU64; PARAM_WORDS],
+    _params: PhantomData<fn() -> P>,
+}
+
+impl<P: Words> ParamsCell<P> {
+    pub(crate) fn new(p: P) -> ParamsCell<P> {
+        ParamsCell {
+            seq: AtomicU64::new(0),
+            words: p.to_words().map(AtomicU64::new),
+            _params: PhantomData,
+        }
+    }
+
+    /// The parameters in force: every word from the same `store`.
+    #[inline(always)]
+    pub(crate) fn load(&self) -> P {
+        loop {
+            let before = self.seq.load(Ordering::Acquire);
+            if before & 1 == 0 {
+                let words = std::array::from_fn(|i| self.words[i].load(Ordering::Acquire));
+                if self.seq.load(Ordering::Acquire) == before {
+                    return P::from_words(words);
+                }
+            }
+            spin_hint();
+        }
+    }
+
+    /// Replaces the parameters; concurrent writers take turns.
+    pub(crate) fn store(&self, p: P) {
+        let seq = loop {
+            let seq = self.seq.load(Ordering::Acquire);
+            if seq & 1 == 0
+                && self
+                    .seq
+                    .compare_exchange(seq, seq + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                break seq;
+            }
+            spin_hint();
+        };
+        for (cell, w) in self.words.iter().zip(p.to_words()) {
+            cell.store(w, Ordering::Release);
+        }
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+}
+
+impl<P> std::fmt::Debug for ParamsCell<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ParamsCell")
+    }
+}

@@ -1,0 +1,308 @@
+//! The method family, written once: every limiter method is one of these, over an
+//! [`Algorithm`] and a [`Slot`] (where the call's cell is: the direct limiter's one cell, or a
+//! key's in the keyed store). The public types only add the key and the docs.
+
+use std::time::Duration;
+
+use crate::algorithm::{Algorithm, Booking, ParamSource};
+use crate::clock::{duration_to_nanos, AnyClock};
+use crate::outcome::{AcquireError, Decision};
+use crate::quota::{Quota, QuotaError};
+use crate::sync::Mutex;
+use crate::Nanos;
+
+/// Where a decision was made.
+pub(crate) enum Placed<R> {
+    /// On the key's stored cell (or as a fresh key, with nothing to store).
+    Tracked(R),
+    /// As a fresh key that could not be stored (key cap reached, `WhenFull::AllowUntracked`):
+    /// nothing was recorded, so there is nothing to cancel either.
+    Untracked(R),
+    /// Not made: key cap reached, `WhenFull::Deny`; the suggested wait in ns.
+    Full(Nanos),
+}
+
+/// What a read-only look at a slot found.
+pub(crate) enum Found<'c, C> {
+    /// The key's stored cell.
+    Cell(&'c C),
+    /// No cell: it would be a fresh one.
+    Fresh,
+    /// No cell, and none could be made (key cap, `WhenFull::Deny`); the suggested wait in ns.
+    Full(Nanos),
+}
+
+/// Where one call's cell lives, for looking only.
+pub(crate) trait Find<A: Algorithm> {
+    /// Runs `f` on what is there now, creating nothing.
+    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R;
+    /// Told after a cancel may have lowered the cell's state (the keyed store keeps a lower
+    /// bound on every key's cold time).
+    fn lowered(&self, _cell: &A::Cell) {}
+}
+
+/// Where one call's cell lives.
+pub(crate) trait Slot<A: Algorithm>: Find<A> {
+    /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
+    /// cell if `op` changed a fresh one. `op` may run more than once (it must be a CAS step).
+    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>;
+}
+
+/// The state every limiter shares: the algorithm, its parameters, the clock.
+pub(crate) struct Engine<A: Algorithm> {
+    pub(crate) alg: A,
+    pub(crate) params: crate::cell::params::ParamsCell<A::Params>,
+    pub(crate) clock: AnyClock,
+    /// The quota in force; its lock also serialises quota changes, so each migrates every
+    /// cell before the next begins (the GCRA cell relies on that).
+    quota: Mutex<Quota>,
+}
+
+/// What a waiting method does after one attempt.
+pub(crate) enum Next<T> {
+    /// Granted, nothing to wait for.
+    Done,
+    /// Sleep `wait` ns; then it is granted (with the ticket to cancel if the wait is abandoned,
+    /// for a tracked booking), or must be decided again.
+    Sleep { wait: Nanos, then: Then<T> },
+}
+
+pub(crate) enum Then<T> {
+    Granted(Option<T>),
+    Retry,
+}
+
+impl<A: Algorithm> Engine<A> {
+    pub(crate) fn new(alg: A, quota: Quota, clock: AnyClock) -> Result<Engine<A>, QuotaError> {
+        let params = alg.params(&quota, clock.now())?;
+        Ok(Engine {
+            alg,
+            params: crate::cell::params::ParamsCell::new(params),
+            clock,
+            quota: Mutex::new(quota),
+        })
+    }
+
+    /// The parameters, loaded afresh on every call (what cells re-read on each CAS retry).
+    #[inline(always)]
+    pub(crate) fn src(&self) -> impl ParamSource<A::Params> + '_ {
+        move || self.params.load()
+    }
+
+    /// A per-call quota layered on the limiter's parameters.
+    fn call_src<'a>(&'a self, quota: &'a Quota) -> impl ParamSource<A::Params> + 'a {
+        move || self.alg.call_params(&self.params.load(), quota)
+    }
+
+    pub(crate) fn quota(&self) -> Quota {
+        *self.quota.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the parameters, then brings every cell `for_each_cell` visits up to them.
+    pub(crate) fn set_quota(
+        &self,
+        quota: Quota,
+        for_each_cell: impl FnOnce(&dyn Fn(&A::Cell)),
+    ) -> Result<(), QuotaError> {
+        let mut current = self.quota.lock().unwrap_or_else(|e| e.into_inner());
+        let next = self
+            .alg
+            .next_params(&self.params.load(), &quota, self.clock.now())?;
+        self.params.store(next);
+        *current = quota;
+        let src = self.src();
+        for_each_cell(&|cell| self.alg.migrate(cell, &src));
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn try_acquire_n(&self, slot: &impl Slot<A>, n: u64) -> Result<(), AcquireError> {
+        let src = self.src();
+        match slot.decide(|cell, now| self.alg.check(cell, now, n, &src)) {
+            Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
+            Placed::Full(wait) => Err(full_error(wait)),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn try_acquire(&self, slot: &impl Slot<A>) -> bool {
+        let src = self.src();
+        match slot.decide(|cell, now| self.alg.check(cell, now, 1, &src)) {
+            Placed::Tracked(v) | Placed::Untracked(v) => A::allowed(&v),
+            Placed::Full(_) => false,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn check_n(&self, slot: &impl Slot<A>, n: u64) -> Decision {
+        let src = self.src();
+        self.check_on(slot, n, &src)
+    }
+
+    pub(crate) fn check_with(&self, slot: &impl Slot<A>, n: u64, quota: &Quota) -> Decision {
+        let src = self.call_src(quota);
+        self.check_on(slot, n, &src)
+    }
+
+    #[inline(always)]
+    fn check_on(&self, slot: &impl Slot<A>, n: u64, src: &impl ParamSource<A::Params>) -> Decision {
+        match slot.decide(|cell, now| (self.alg.check(cell, now, n, src), now)) {
+            Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
+            Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
+        }
+    }
+
+    /// The state now, storing nothing and creating nothing; at a full key cap that would
+    /// refuse a new key, what a check would report.
+    pub(crate) fn peek(&self, slot: &impl Slot<A>) -> Decision {
+        let src = self.src();
+        slot.find(|found, now| match found {
+            Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, &src), now),
+            Found::Fresh => {
+                let fresh = A::Cell::default();
+                A::decision(&self.alg.check(&fresh, now, 0, &src), now)
+            }
+            Found::Full(wait) => full_decision(A::limit(&src.load()), wait),
+        })
+    }
+
+    /// One attempt of a waiting method that must be granted by `deadline` (if any).
+    pub(crate) fn attempt(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        deadline: Option<Nanos>,
+    ) -> Result<Next<A::Ticket>, AcquireError> {
+        let src = self.src();
+        let placed = slot.decide(|cell, now| {
+            let max_wait = deadline.map(|d| d.saturating_sub(now));
+            (self.alg.book(cell, now, n, &src, max_wait), now)
+        });
+        let (booking, now, tracked) = match placed {
+            Placed::Tracked((b, now)) => (b?, now, true),
+            Placed::Untracked((b, now)) => (b?, now, false),
+            Placed::Full(wait) => {
+                let left = deadline.map(|d| d.saturating_sub(self.clock.now()));
+                if left.is_some_and(|left| wait > left) {
+                    return Err(full_error(wait));
+                }
+                return Ok(Next::Sleep {
+                    wait,
+                    then: Then::Retry,
+                });
+            }
+        };
+        Ok(match booking {
+            Booking::Now => Next::Done,
+            Booking::Booked { ticket, ready_at } => Next::Sleep {
+                wait: ready_at.saturating_sub(now),
+                then: Then::Granted(tracked.then_some(ticket)),
+            },
+            Booking::Retry(wait) => Next::Sleep {
+                wait,
+                then: Then::Retry,
+            },
+        })
+    }
+
+    /// Blocking acquire: attempts and sleeps (on the limiter's clock) until granted; returns
+    /// the time slept. With a `timeout`, gives up at once when the wait would pass it.
+    pub(crate) fn acquire(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Duration, AcquireError> {
+        let deadline = self.deadline(timeout);
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.attempt(slot, n, deadline)? {
+                Next::Done => return Ok(waited),
+                Next::Sleep { wait, then } => {
+                    let wait = Duration::from_nanos(wait);
+                    if !wait.is_zero() {
+                        self.clock.sleep(wait);
+                    }
+                    waited = waited.saturating_add(wait);
+                    if let Then::Granted(_) = then {
+                        return Ok(waited);
+                    }
+                }
+            }
+        }
+    }
+
+    fn deadline(&self, timeout: Option<Duration>) -> Option<Nanos> {
+        timeout.map(|t| self.clock.now().saturating_add(duration_to_nanos(t)))
+    }
+
+    /// Cancels a booking on whatever cell the slot finds now (none: it was evicted as cold,
+    /// so the booking's stretch is in the past and there is nothing to give back).
+    pub(crate) fn cancel(&self, slot: &impl Find<A>, ticket: &A::Ticket) {
+        let src = self.src();
+        slot.find(|found, now| {
+            if let Found::Cell(cell) = found {
+                self.alg.cancel(cell, ticket, now, &src);
+                slot.lowered(cell);
+            }
+        });
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<A: Algorithm> Engine<A> {
+    /// Async acquire: as [`acquire`](Engine::acquire), sleeping on tokio's timer. Dropping the
+    /// future while it sleeps on a tracked booking cancels the booking.
+    pub(crate) async fn acquire_async(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Duration, AcquireError> {
+        let deadline = self.deadline(timeout);
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.attempt(slot, n, deadline)? {
+                Next::Done => return Ok(waited),
+                Next::Sleep { wait, then } => {
+                    let wait = Duration::from_nanos(wait);
+                    match then {
+                        Then::Granted(ticket) => {
+                            let guard = crate::wait::CancelOnDrop::new(|| {
+                                if let Some(t) = &ticket {
+                                    self.cancel(slot, t);
+                                }
+                            });
+                            crate::wait::sleep(wait).await;
+                            guard.disarm();
+                            return Ok(waited.saturating_add(wait));
+                        }
+                        Then::Retry => {
+                            crate::wait::sleep(wait).await;
+                            waited = waited.saturating_add(wait);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The decision reported when the key cap refuses a new key.
+fn full_decision(limit: u64, wait: Nanos) -> Decision {
+    let wait = Duration::from_nanos(wait);
+    Decision {
+        allowed: false,
+        limit,
+        remaining: 0,
+        retry_after: Some(wait),
+        reset_after: wait,
+    }
+}
+
+/// For callers that do not wait out a full table: a rate limit with the cap's wait.
+fn full_error(wait: Nanos) -> AcquireError {
+    AcquireError::RateLimited {
+        retry_after: Duration::from_nanos(wait),
+    }
+}

@@ -1,0 +1,210 @@
+//! What an algorithm on Redis is: a script, a key tag, and how a [`Quota`] becomes the
+//! script's integer parameters. Also the one reply shape every script's check returns.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use crate::outcome::Decision;
+use crate::quota::Quota;
+
+use super::client::LuaScript;
+use super::policy::RedisLimitError;
+
+/// An algorithm the Redis limiter can run: [`Gcra`](super::Gcra),
+/// [`SlidingLog`](super::SlidingLog), [`FixedWindow`](super::FixedWindow) or
+/// [`SlidingWindowCounter`](super::SlidingWindowCounter). Sealed: each is one Lua script
+/// written for exact integer arithmetic.
+///
+/// ```
+/// use tollgate::redis::{RedisAlgorithm, SlidingLog};
+/// fn tag<A: RedisAlgorithm>() -> &'static str { A::NAME }
+/// assert_eq!(tag::<SlidingLog>(), "log");
+/// ```
+pub trait RedisAlgorithm: Copy + Default + Send + Sync + 'static {
+    /// The tag in the algorithm's key names (`<prefix>:<NAME>:...`).
+    const NAME: &'static str;
+
+    #[doc(hidden)]
+    fn spec() -> &'static Spec;
+}
+
+/// The parts of an algorithm (not nameable outside the crate, which seals the trait).
+pub struct Spec {
+    pub(crate) script: LazyLock<LuaScript>,
+    pub(crate) params: fn(Quota) -> Option<Params>,
+    /// GCRA waits by reservation; the windows by deciding again after `retry_after`.
+    pub(crate) reserves: bool,
+}
+
+/// A quota as the scripts see it: integer microseconds and permits, all at most
+/// [`MAX_SPAN_US`], so that every sum the scripts make stays exact in a Lua double.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Params {
+    /// The burst (GCRA) or the limit L (windows): `Decision::limit`.
+    pub(crate) limit: u64,
+    /// GCRA: the interval T. Windows: the window W. Microseconds.
+    pub(crate) span_us: u64,
+}
+
+/// 2^51 µs (about 71 years) and 2^51 permits: with the server's clock at about 2^50.7 µs, every
+/// time a script forms stays under 2^53.
+pub(crate) const MAX_SPAN_US: u64 = 1 << 51;
+
+impl Params {
+    pub(crate) fn of<A: RedisAlgorithm>(quota: Quota) -> Result<Params, RedisLimitError> {
+        (A::spec().params)(quota).ok_or(RedisLimitError::QuotaOutOfRange(quota))
+    }
+
+    /// GCRA: `T` rounded up to whole microseconds (never admitting more than asked), burst `b`.
+    pub(crate) fn interval(q: Quota) -> Option<Params> {
+        let t = micros_ceil(q.t());
+        (t.checked_mul(q.burst())? <= MAX_SPAN_US).then_some(Params {
+            limit: q.burst(),
+            span_us: t,
+        })
+    }
+
+    /// Windows: `L = count` permits per `W = period`, rounded up to whole microseconds.
+    pub(crate) fn window(q: Quota) -> Option<Params> {
+        let w = micros_ceil(q.period_nanos());
+        (w <= MAX_SPAN_US && q.count() <= MAX_SPAN_US).then_some(Params {
+            limit: q.count(),
+            span_us: w,
+        })
+    }
+
+    /// The most permits a check ever needs to send: anything above the limit is refused the
+    /// same way, so it is clamped to `limit + 1` (and stays exact in Lua).
+    pub(crate) fn clamp(&self, n: u64) -> i64 {
+        as_i64(n.min(self.limit + 1))
+    }
+}
+
+fn micros_ceil(ns: u64) -> u64 {
+    ns.div_ceil(1000)
+}
+
+/// Converts a value known to be below 2^53.
+pub(crate) fn as_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The name of `key`'s state under `algorithm` and `params`: `<prefix>:<algorithm>:<span>:<limit>:<key>`.
+/// The user's key comes last, so a hash tag in it (`{user42}:login`) is the first `{...}` of
+/// the name and decides the cluster slot (the prefix may not contain braces).
+pub(crate) fn state_key(prefix: &str, algorithm: &str, p: Params, key: &str) -> String {
+    format!("{prefix}:{algorithm}:{}:{}:{key}", p.span_us, p.limit)
+}
+
+/// The reply of every script's check: `{now, status, remaining, retry_after or -1, reset_after}`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CheckReply {
+    pub(crate) now_us: u64,
+    pub(crate) decision: Decision,
+}
+
+impl CheckReply {
+    pub(crate) fn parse(reply: &[i64], limit: u64) -> Result<CheckReply, RedisLimitError> {
+        let bad = || RedisLimitError::UnexpectedReply(format!("{reply:?}"));
+        let &[now, status, remaining, retry, reset] = reply else {
+            return Err(bad());
+        };
+        let us = |v: i64| u64::try_from(v).map_err(|_| bad());
+        let retry_after = match status {
+            1 | 2 => None,
+            0 => Some(Duration::from_micros(us(retry)?)),
+            _ => return Err(bad()),
+        };
+        Ok(CheckReply {
+            now_us: us(now)?,
+            decision: Decision {
+                allowed: status == 1,
+                limit,
+                remaining: us(remaining)?,
+                retry_after,
+                reset_after: Duration::from_micros(us(reset)?),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_round_up_to_whole_microseconds() {
+        let q = Quota::new(3, Duration::from_millis(1)).unwrap(); // T = 333_334 ns
+        assert_eq!(
+            Params::interval(q),
+            Some(Params {
+                limit: 3,
+                span_us: 334
+            })
+        );
+        let q = Quota::from_interval(Duration::from_nanos(1)).unwrap();
+        assert_eq!(Params::interval(q).unwrap().span_us, 1);
+        // Windows: L = count per W = period, whatever the burst.
+        let q = Quota::new(3, Duration::from_nanos(1_000_001))
+            .unwrap()
+            .with_burst(9)
+            .unwrap();
+        assert_eq!(
+            Params::window(q),
+            Some(Params {
+                limit: 3,
+                span_us: 1001
+            })
+        );
+    }
+
+    #[test]
+    fn out_of_range_quotas_are_refused() {
+        let year = Duration::from_secs(365 * 24 * 3600);
+        assert!(Params::interval(Quota::from_interval(year * 71).unwrap()).is_some());
+        assert!(Params::interval(Quota::from_interval(year * 72).unwrap()).is_none());
+        let tiny = Quota::from_interval(Duration::from_nanos(1)).unwrap();
+        assert!(Params::interval(tiny.with_burst(1 << 52).unwrap()).is_none());
+        let many = |count: u64| Quota::new(count, Duration::from_nanos(count)).unwrap();
+        assert!(Params::window(many(1 << 51)).is_some());
+        assert!(Params::window(many((1 << 51) + 1)).is_none());
+        assert!(Params::window(Quota::new(1, year * 72).unwrap()).is_none());
+    }
+
+    #[test]
+    fn checks_clamp_n_above_the_limit() {
+        let p = Params {
+            limit: 10,
+            span_us: 1,
+        };
+        assert_eq!((p.clamp(0), p.clamp(10), p.clamp(u64::MAX)), (0, 10, 11));
+    }
+
+    #[test]
+    fn replies_parse_or_fail_typed() {
+        let r = CheckReply::parse(&[5, 0, 3, 7, 9], 4).unwrap();
+        assert_eq!(r.now_us, 5);
+        assert_eq!(r.decision.retry_after, Some(Duration::from_micros(7)));
+        assert!(!r.decision.allowed);
+        let r = CheckReply::parse(&[5, 2, 3, -1, 9], 4).unwrap();
+        assert!(r.decision.exceeds_burst());
+        for bad in [&[5, 9, 3, -1, 9][..], &[5, 1, -3, -1, 9], &[1, 2]] {
+            assert!(matches!(
+                CheckReply::parse(bad, 4),
+                Err(RedisLimitError::UnexpectedReply(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn state_keys_keep_the_hash_tag_first() {
+        let p = Params {
+            limit: 10,
+            span_us: 100_000,
+        };
+        assert_eq!(
+            state_key("rl", "gcra", p, "{user42}:login"),
+            "rl:gcra:100000:10:{user42}:login"
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! The connection (one server or a cluster), the per-call deadline, and script invocation:
+//! `EVALSHA`, and `EVAL` when the server answers `NOSCRIPT` (its script cache is empty after a
+//! restart, a failover or `SCRIPT FLUSH`). Either way one decision is one script run.
+
+use std::fmt;
+use std::time::Duration;
+
+use ::redis::aio::ConnectionManager;
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// A Lua script with its SHA1, computed once.
+pub(crate) struct LuaScript {
+    body: &'static str,
+    sha: String,
+}
+
+impl LuaScript {
+    pub(crate) fn new(body: &'static str) -> LuaScript {
+        LuaScript {
+            body,
+            sha: ::redis::Script::new(body).get_hash().to_owned(),
+        }
+    }
+}
+
+/// Where the scripts run: a reconnecting multiplexed connection to one server, or a cluster
+/// connection (which follows `MOVED`/`ASK` and routes each call by its one key). Both are
+/// cheap handles over one shared socket per node, so every task clones them.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    async fn query(&self, cmd: &Cmd) -> Result<Vec<i64>, RedisError> {
+        match self.clone() {
+            Conn::Single(mut c) => cmd.query_async(&mut c).await,
+            Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
+        }
+    }
+}
+
+/// Why a call to Redis produced no reply.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// No reply within the deadline. The script may still have run.
+    Timeout,
+    /// The connection failed, or Redis answered with an error.
+    Redis(RedisError),
+}
+
+/// Counters of what happened to calls, for metrics and for the fault tests.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) replies: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) script_loads: AtomicU64,
+    pub(crate) policy_decisions: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The connection, its deadline, and the counters.
+pub(crate) struct Backend {
+    conn: Conn,
+    deadline: Duration,
+    pub(crate) counters: Counters,
+}
+
+impl Backend {
+    pub(crate) fn new(conn: Conn, deadline: Duration) -> Backend {
+        Backend {
+            conn,
+            deadline,
+            counters: Counters::default(),
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Runs `script` on `key` with `ARGV = [op, args...]`, within the deadline (which covers
+    /// the `NOSCRIPT` fallback too). The reply is a list of integers.
+    pub(crate) async fn eval(
+        &self,
+        script: &LuaScript,
+        key: &str,
+        op: &str,
+        args: &[i64],
+    ) -> Result<Vec<i64>, Failure> {
+        let call = async {
+            let reply = self
+                .conn
+                .query(&command("EVALSHA", &script.sha, key, op, args))
+                .await;
+            match reply {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    // EVAL also caches the script on that node, so the next call is EVALSHA.
+                    Counters::bump(&self.counters.script_loads);
+                    self.conn
+                        .query(&command("EVAL", script.body, key, op, args))
+                        .await
+                }
+                other => other,
+            }
+        };
+        let result = match tokio::time::timeout(self.deadline, call).await {
+            Ok(Ok(reply)) => {
+                Counters::bump(&self.counters.replies);
+                return Ok(reply);
+            }
+            Ok(Err(e)) => Failure::Redis(e),
+            Err(_) => Failure::Timeout,
+        };
+        Counters::bump(match result {
+            Failure::Timeout => &self.counters.timeouts,
+            Failure::Redis(_) => &self.counters.errors,
+        });
+        Err(result)
+    }
+}
+
+fn command(name: &str, script: &str, key: &str, op: &str, args: &[i64]) -> Cmd {
+    let mut cmd = ::redis::cmd(name);
+    cmd.arg(script).arg(1).arg(key).arg(op);
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backend")
+            .field(
+                "conn",
+                &match self.conn {
+                    Conn::Single(_) => "single server",
+                    Conn::Cluster(_) => "cluster",
+                },
+            )
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}

@@ -1,0 +1,264 @@
+//! [`RedisRateLimiterBuilder`]: the quota, the algorithm, the key prefix, the per-call
+//! deadline, the failure policy, and the connection.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::ClusterClient;
+use ::redis::cluster_async::ClusterConnection;
+
+use crate::quota::Quota;
+
+use super::algorithm::{Params, RedisAlgorithm};
+use super::client::{Backend, Conn};
+use super::policy::{FailurePolicy, RedisLimitError};
+use super::{Gcra, RedisRateLimiter, Shared};
+
+/// The per-call deadline unless configured: long enough for a loaded loopback or LAN round
+/// trip, short enough that a slow Redis cannot stall the service behind it.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
+
+/// Configures a [`RedisRateLimiter`]: the quota, the algorithm, the key prefix, the per-call
+/// deadline and the failure policy; then connects.
+///
+/// ```
+/// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
+/// use std::time::Duration;
+/// use tollgate::redis::{FailurePolicy, RedisRateLimiter, SlidingLog};
+/// use tollgate::Quota;
+///
+/// let limiter = RedisRateLimiter::builder(Quota::per_minute(100).unwrap())
+///     .algorithm(SlidingLog)
+///     .prefix("myapp:rl")
+///     .deadline(Duration::from_millis(20))
+///     .on_failure(FailurePolicy::Open)
+///     .connect("redis://127.0.0.1:6379/")
+///     .await?;
+/// # let _ = limiter;
+/// # Ok(()) }
+/// ```
+#[must_use = "call .connect(..) to get a limiter"]
+#[derive(Debug)]
+pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
+    quota: Quota,
+    prefix: String,
+    deadline: Duration,
+    connect_timeout: Duration,
+    policy: FailurePolicy,
+    algorithm: PhantomData<A>,
+}
+
+impl RedisRateLimiterBuilder<Gcra> {
+    pub(crate) fn new(quota: Quota) -> Self {
+        RedisRateLimiterBuilder {
+            quota,
+            prefix: "tollgate".to_owned(),
+            deadline: DEFAULT_DEADLINE,
+            connect_timeout: Duration::from_secs(1),
+            policy: FailurePolicy::Error,
+            algorithm: PhantomData,
+        }
+    }
+}
+
+impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
+    /// Runs `algorithm` instead of GCRA.
+    ///
+    /// ```
+    /// use tollgate::redis::{FixedWindow, RedisRateLimiter};
+    /// let b = RedisRateLimiter::builder(tollgate::Quota::per_hour(1000).unwrap()).algorithm(FixedWindow);
+    /// # let _ = b;
+    /// ```
+    pub fn algorithm<B: RedisAlgorithm>(self, algorithm: B) -> RedisRateLimiterBuilder<B> {
+        let _ = algorithm;
+        RedisRateLimiterBuilder {
+            quota: self.quota,
+            prefix: self.prefix,
+            deadline: self.deadline,
+            connect_timeout: self.connect_timeout,
+            policy: self.policy,
+            algorithm: PhantomData,
+        }
+    }
+
+    /// The first part of every key name (default `tollgate`). It may not contain `{` or `}`,
+    /// so that a hash tag in your keys decides the cluster slot.
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .prefix("shop:rl");
+    /// # let _ = b;
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The most any call waits for Redis (default [`DEFAULT_DEADLINE`], 50 ms), including a
+    /// reconnect and a `NOSCRIPT` reload. Past it, the failure policy decides.
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .deadline(std::time::Duration::from_millis(10));
+    /// # let _ = b;
+    /// ```
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The most [`connect`](Self::connect) and each reconnect attempt wait (default 1 s).
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .connect_timeout(std::time::Duration::from_millis(200));
+    /// # let _ = b;
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// What to do when Redis fails (default [`FailurePolicy::Error`]).
+    ///
+    /// ```
+    /// use tollgate::redis::{FailurePolicy, RedisRateLimiter};
+    /// let b = RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .on_failure(FailurePolicy::Open);
+    /// # let _ = b;
+    /// ```
+    pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Connects to one Redis server (`redis://host:port/db`, `rediss://` needs redis-rs TLS
+    /// features) through a reconnecting, multiplexed connection: every task shares one socket,
+    /// and after a disconnect the next calls reconnect in the background.
+    ///
+    /// # Errors
+    /// [`RedisLimitError::Redis`] for a bad URL or a server that cannot be reached,
+    /// [`RedisLimitError::Timeout`] after the connect timeout, and the errors of
+    /// [`with_connection_manager`](Self::with_connection_manager).
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let limiter = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .connect("redis://127.0.0.1:6379/")
+    ///     .await?;
+    /// # let _ = limiter;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+        let client = ::redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            // The deadline bounds every call; no second, longer timeout underneath.
+            .set_response_timeout(None)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200));
+        let manager = tokio::time::timeout(
+            self.connect_timeout,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .map_err(|_| RedisLimitError::Timeout {
+            deadline: self.connect_timeout,
+        })??;
+        self.with_connection_manager(manager)
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes. Each decision touches one key, so
+    /// it runs on the node owning that key's slot; `MOVED` and `ASK` are followed.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let limiter = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .connect_cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"])
+    ///     .await?;
+    /// # let _ = limiter;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cluster<I, S>(
+        self,
+        nodes: I,
+    ) -> Result<RedisRateLimiter<A>, RedisLimitError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.deadline)
+            .build()?;
+        let conn = tokio::time::timeout(self.connect_timeout, client.get_async_connection())
+            .await
+            .map_err(|_| RedisLimitError::Timeout {
+                deadline: self.connect_timeout,
+            })??;
+        self.with_cluster_connection(conn)
+    }
+
+    /// Uses a connection manager you configured yourself (TLS, credentials, retries).
+    ///
+    /// # Errors
+    /// [`RedisLimitError::QuotaOutOfRange`] if the quota does not fit the scripts' range;
+    /// [`RedisLimitError::InvalidPrefix`] if the prefix contains `{` or `}`.
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let manager = redis::aio::ConnectionManager::new(client).await?;
+    /// let limiter = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5)?)
+    ///     .with_connection_manager(manager)?;
+    /// # let _ = limiter;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_connection_manager(
+        self,
+        manager: ConnectionManager,
+    ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+        self.build(Conn::Single(manager))
+    }
+
+    /// Uses a cluster connection you configured yourself.
+    ///
+    /// # Errors
+    /// As [`with_connection_manager`](Self::with_connection_manager).
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::cluster::ClusterClient::new(vec!["redis://127.0.0.1:7000/"])?;
+    /// let conn = client.get_async_connection().await?;
+    /// let limiter = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5)?)
+    ///     .with_cluster_connection(conn)?;
+    /// # let _ = limiter;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_cluster_connection(
+        self,
+        conn: ClusterConnection,
+    ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+        self.build(Conn::Cluster(conn))
+    }
+
+    fn build(self, conn: Conn) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+        if self.prefix.contains(['{', '}']) {
+            return Err(RedisLimitError::InvalidPrefix(self.prefix));
+        }
+        let params = Params::of::<A>(self.quota)?;
+        Ok(RedisRateLimiter::from_shared(Arc::new(Shared {
+            backend: Backend::new(conn, self.deadline),
+            prefix: self.prefix,
+            quota: self.quota,
+            params,
+            policy: self.policy,
+        })))
+    }
+}

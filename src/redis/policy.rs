@@ -1,0 +1,250 @@
+//! What a decision is when Redis does not answer in time ([`FailurePolicy`]), and the typed
+//! error of the Redis backend ([`RedisLimitError`]).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::keyed::KeyedRateLimiter;
+use crate::outcome::{AcquireError, Decision};
+use crate::quota::{Quota, QuotaError};
+
+use super::client::Failure;
+
+/// What the limiter does when Redis fails: no reply within the deadline, a broken connection,
+/// or an error reply.
+///
+/// Every policy answers within the deadline; none of them hides the failure from metrics
+/// (see [`RedisStats`](super::RedisStats)), and [`RedisDecision::server_time`] is `None` for a
+/// decision the policy made.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tollgate::redis::FailurePolicy;
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// // Each of, say, 4 instances admits a quarter of the shared limit on its own while Redis is away.
+/// let local = Arc::new(KeyedRateLimiter::<String>::new(Quota::per_second(25).unwrap()));
+/// let policy = FailurePolicy::Fallback(local);
+/// # let _ = policy;
+/// let _closed = FailurePolicy::Closed { retry_after: Duration::from_secs(1) };
+/// ```
+///
+/// [`RedisDecision::server_time`]: super::RedisDecision::server_time
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Return the failure as [`RedisLimitError::Timeout`] or [`RedisLimitError::Redis`]: the
+    /// caller decides. The default, so that nothing is admitted or refused silently.
+    #[default]
+    Error,
+    /// Admit: every request of at most the limit is allowed (availability over enforcement).
+    /// `remaining` is `limit - n` and `reset_after` zero: Redis's state is unknown.
+    Open,
+    /// Refuse: every request is denied with this `retry_after` (enforcement over
+    /// availability). Waiting methods fail with [`AcquireError::RateLimited`].
+    Closed {
+        /// The `retry_after` reported in the meantime.
+        retry_after: Duration,
+    },
+    /// Decide in this process with an in-process limiter, on the same Redis key name (so
+    /// different quotas and algorithms stay apart). Its quota applies to `check`/`check_n`;
+    /// calls that carry their own quota (`check_with`, `throttle`) use that one. Each process
+    /// admits on its own, so give it the shared quota divided by the number of processes.
+    /// The fallback is GCRA whatever the Redis algorithm.
+    Fallback(Arc<KeyedRateLimiter<String>>),
+}
+
+impl fmt::Debug for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailurePolicy::Error => f.write_str("Error"),
+            FailurePolicy::Open => f.write_str("Open"),
+            FailurePolicy::Closed { retry_after } => f
+                .debug_struct("Closed")
+                .field("retry_after", retry_after)
+                .finish(),
+            FailurePolicy::Fallback(l) => f.debug_tuple("Fallback").field(&l.quota()).finish(),
+        }
+    }
+}
+
+impl FailurePolicy {
+    /// The decision this policy makes for `n` permits on `redis_key` when Redis failed, or the
+    /// error to return. `quota` is the call's own quota, if it carried one.
+    pub(crate) fn decide(
+        &self,
+        failure: Failure,
+        deadline: Duration,
+        redis_key: &str,
+        n: u64,
+        limit: u64,
+        quota: Option<Quota>,
+    ) -> Result<Decision, RedisLimitError> {
+        match self {
+            FailurePolicy::Error => Err(RedisLimitError::from_failure(failure, deadline)),
+            FailurePolicy::Open => Ok(Decision {
+                allowed: n <= limit,
+                limit,
+                remaining: limit.saturating_sub(n),
+                retry_after: None,
+                reset_after: Duration::ZERO,
+            }),
+            FailurePolicy::Closed { retry_after } => Ok(Decision {
+                allowed: false,
+                limit,
+                remaining: 0,
+                retry_after: Some(*retry_after),
+                reset_after: Duration::ZERO,
+            }),
+            FailurePolicy::Fallback(local) => Ok(match quota {
+                Some(q) => local.check_with(redis_key, n, q),
+                None => local.check_n(redis_key, n),
+            }),
+        }
+    }
+
+    /// What a waiting acquire of `n` permits does when Redis failed: the time waited, or the
+    /// error.
+    pub(crate) async fn acquire(
+        &self,
+        failure: Failure,
+        deadline: Duration,
+        redis_key: &str,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Duration, RedisLimitError> {
+        match self {
+            FailurePolicy::Error => Err(RedisLimitError::from_failure(failure, deadline)),
+            FailurePolicy::Open => Ok(Duration::ZERO),
+            FailurePolicy::Closed { retry_after } => {
+                Err(RedisLimitError::Limited(AcquireError::RateLimited {
+                    retry_after: *retry_after,
+                }))
+            }
+            FailurePolicy::Fallback(local) => Ok(match timeout {
+                Some(t) => local.try_acquire_for_async(redis_key, n, t).await?,
+                None => local.acquire_n_async(redis_key, n).await?,
+            }),
+        }
+    }
+}
+
+/// Why the Redis limiter did not grant permits or could not decide.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::redis::RedisLimitError;
+/// use tollgate::AcquireError;
+///
+/// let e = RedisLimitError::from(AcquireError::RateLimited { retry_after: Duration::from_secs(2) });
+/// assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+/// assert!(!e.is_unavailable());
+/// assert!(RedisLimitError::Timeout { deadline: Duration::from_millis(50) }.is_unavailable());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RedisLimitError {
+    /// Decided, and not granted: the same error the in-process limiter returns
+    /// (`RateLimited`, `ExceedsBurst`, `Unrepresentable`).
+    Limited(AcquireError),
+    /// Redis did not answer within the deadline ([`FailurePolicy::Error`] only). The script
+    /// may still have run: a permit may have been taken, never one too many granted.
+    Timeout {
+        /// The per-call deadline in force.
+        deadline: Duration,
+    },
+    /// The connection failed or Redis answered with an error ([`FailurePolicy::Error`], or
+    /// connecting).
+    Redis(::redis::RedisError),
+    /// A quota whose interval, window or limit does not fit the scripts' exact integer range:
+    /// intervals times bursts and windows up to 2^51 µs (about 71 years), limits up to 2^51.
+    QuotaOutOfRange(Quota),
+    /// The quota given with a call (`throttle`) is invalid.
+    InvalidQuota(QuotaError),
+    /// A key prefix containing `{` or `}`, which would take over your keys' hash tags.
+    InvalidPrefix(String),
+    /// The server replied with something no tollgate script returns (another script under the
+    /// same SHA1, or a proxy in the way).
+    UnexpectedReply(String),
+}
+
+impl RedisLimitError {
+    pub(crate) fn from_failure(failure: Failure, deadline: Duration) -> RedisLimitError {
+        match failure {
+            Failure::Timeout => RedisLimitError::Timeout { deadline },
+            Failure::Redis(e) => RedisLimitError::Redis(e),
+        }
+    }
+
+    /// Whether Redis could not be reached or did not answer (as opposed to a decision or bad
+    /// input).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            RedisLimitError::Timeout { .. } | RedisLimitError::Redis(_)
+        )
+    }
+
+    /// The wait after which retrying could succeed, when the limiter denied.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RedisLimitError::Limited(e) => e.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+impl From<AcquireError> for RedisLimitError {
+    fn from(e: AcquireError) -> Self {
+        RedisLimitError::Limited(e)
+    }
+}
+
+impl From<QuotaError> for RedisLimitError {
+    fn from(e: QuotaError) -> Self {
+        RedisLimitError::InvalidQuota(e)
+    }
+}
+
+impl From<::redis::RedisError> for RedisLimitError {
+    fn from(e: ::redis::RedisError) -> Self {
+        RedisLimitError::Redis(e)
+    }
+}
+
+impl fmt::Display for RedisLimitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisLimitError::Limited(e) => e.fmt(f),
+            RedisLimitError::Timeout { deadline } => {
+                write!(f, "redis did not answer within the {deadline:?} deadline")
+            }
+            RedisLimitError::Redis(e) => write!(f, "redis failed: {e}"),
+            RedisLimitError::QuotaOutOfRange(q) => write!(
+                f,
+                "{q:?} does not fit the redis scripts' integer range (2^51 us, 2^51 permits)"
+            ),
+            RedisLimitError::InvalidQuota(e) => e.fmt(f),
+            RedisLimitError::InvalidPrefix(p) => {
+                write!(
+                    f,
+                    "key prefix {p:?} contains a brace, which would take over hash tags"
+                )
+            }
+            RedisLimitError::UnexpectedReply(r) => write!(f, "unexpected reply from redis: {r}"),
+        }
+    }
+}
+
+impl std::error::Error for RedisLimitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisLimitError::Limited(e) => Some(e),
+            RedisLimitError::Redis(e) => Some(e),
+            RedisLimitError::InvalidQuota(e) => Some(e),
+            _ => None,
+        }
+    }
+}

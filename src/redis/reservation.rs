@@ -1,0 +1,272 @@
+//! GCRA reservations on Redis: reserve in one script call, sleep on the local timer until the
+//! reservation is ready, and cancel if the waiter goes away first. A cancel is decided inside
+//! the script: the latest reservation on its key is undone exactly; an earlier one gives
+//! nothing back (the in-process limiter keeps such a stretch as a hole for later arrivals;
+//! on Redis those permits are lost, which can only under-admit).
+//!
+//! Cancel safety: the reserve call runs in its own task, so a waiter dropped while the call is
+//! in flight still learns what was reserved and cancels it; a waiter dropped while sleeping
+//! cancels too. Cancels are sent from a spawned task (best effort: if Redis is unreachable the
+//! permits stay taken, which can only under-admit).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::outcome::AcquireError;
+use crate::wait::CancelOnDrop;
+
+use super::algorithm::{as_i64, Params, RedisAlgorithm};
+use super::client::Failure;
+use super::policy::RedisLimitError;
+use super::{Gcra, Shared};
+
+/// A reservation as Redis stored it.
+#[derive(Clone, Debug)]
+pub(crate) struct Ticket {
+    state_key: String,
+    params: Params,
+    /// The TAT this reservation stored (µs).
+    new_tat: u64,
+    /// `n * T` (µs).
+    cost: u64,
+    /// The wait Redis computed, from `server_time`.
+    wait: Duration,
+    server_time: Duration,
+    /// When the reply arrived (local timer).
+    received: Instant,
+}
+
+type ReserveReply = Result<Vec<i64>, Failure>;
+
+/// Reserves `n` permits on `state_key`. With `max_wait`, reserves only if the wait is at most
+/// that. The call runs in a spawned task: if this future is dropped before the reply, the task
+/// cancels whatever was reserved.
+pub(crate) async fn reserve(
+    shared: &Arc<Shared>,
+    state_key: String,
+    params: Params,
+    n: u64,
+    max_wait: Option<Duration>,
+) -> Result<Result<Ticket, RedisLimitError>, Failure> {
+    let cost = params
+        .span_us
+        .checked_mul(n)
+        .filter(|c| *c <= super::algorithm::MAX_SPAN_US * 2)
+        .ok_or(RedisLimitError::Limited(AcquireError::Unrepresentable {
+            requested: n,
+        }));
+    let cost = match cost {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e)),
+    };
+    let max_wait_us = max_wait.map_or(-1, |w| as_i64(w.as_micros().min(1 << 53) as u64));
+    let task = {
+        let shared = shared.clone();
+        let key = state_key.clone();
+        tokio::spawn(async move {
+            let args = [
+                as_i64(params.limit),
+                as_i64(params.span_us),
+                as_i64(n),
+                max_wait_us,
+            ];
+            shared
+                .backend
+                .eval(&Gcra::spec().script, &key, "reserve", &args)
+                .await
+        })
+    };
+    let mut pending = InFlight {
+        task: Some(task),
+        shared: shared.clone(),
+        state_key: state_key.clone(),
+        params,
+        n,
+        cost,
+    };
+    let Some(task) = pending.task.as_mut() else {
+        return Err(Failure::Timeout);
+    };
+    // A task that died (runtime shutting down) is a call without a reply.
+    let reply = task.await.unwrap_or(Err(Failure::Timeout));
+    pending.task = None;
+    let reply = reply?;
+    Ok(parse(&reply, state_key, params, n, cost))
+}
+
+fn parse(
+    reply: &[i64],
+    state_key: String,
+    params: Params,
+    n: u64,
+    cost: u64,
+) -> Result<Ticket, RedisLimitError> {
+    let bad = || RedisLimitError::UnexpectedReply(format!("{reply:?}"));
+    let &[now, status, wait, new_tat] = reply else {
+        return Err(bad());
+    };
+    let us = |v: i64| u64::try_from(v).map_err(|_| bad());
+    let wait = Duration::from_micros(us(wait)?);
+    match status {
+        1 => Ok(Ticket {
+            state_key,
+            params,
+            new_tat: us(new_tat)?,
+            // n = 0 reserves nothing and has nothing to give back.
+            cost: if n == 0 { 0 } else { cost },
+            wait,
+            server_time: Duration::from_micros(us(now)?),
+            received: Instant::now(),
+        }),
+        0 => Err(RedisLimitError::Limited(AcquireError::RateLimited {
+            retry_after: wait,
+        })),
+        3 => Err(RedisLimitError::Limited(AcquireError::Unrepresentable {
+            requested: n,
+        })),
+        _ => Err(bad()),
+    }
+}
+
+/// The reserve call while its reply is outstanding; dropped early, it hands the call to a task
+/// that cancels the reservation once the reply arrives.
+struct InFlight {
+    task: Option<JoinHandle<ReserveReply>>,
+    shared: Arc<Shared>,
+    state_key: String,
+    params: Params,
+    n: u64,
+    cost: u64,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        let (key, params, n, cost) = (self.state_key.clone(), self.params, self.n, self.cost);
+        rt.spawn(async move {
+            if let Ok(Ok(reply)) = task.await {
+                if let Ok(ticket) = parse(&reply, key, params, n, cost) {
+                    let _ = cancel(&shared, &ticket).await;
+                }
+            }
+        });
+    }
+}
+
+/// Gives the reservation back if it is still the latest and its stretch is not all in the past
+/// (decided by the script on the server's clock). Returns whether it was refunded.
+pub(crate) async fn cancel(shared: &Shared, t: &Ticket) -> Result<bool, Failure> {
+    let args = [
+        as_i64(t.params.limit),
+        as_i64(t.params.span_us),
+        0,
+        as_i64(t.new_tat),
+        as_i64(t.cost),
+    ];
+    let reply = shared
+        .backend
+        .eval(&Gcra::spec().script, &t.state_key, "cancel", &args)
+        .await?;
+    Ok(reply.get(1) == Some(&1))
+}
+
+/// Sleeps until the reservation is ready, cancelling it if dropped first. Returns the wait.
+pub(crate) async fn sleep_until_ready(shared: &Arc<Shared>, ticket: Ticket) -> Duration {
+    let ready = ticket.received + ticket.wait;
+    if ticket.wait.is_zero() || ticket.cost == 0 {
+        return ticket.wait;
+    }
+    let wait = ticket.wait;
+    let shared = shared.clone();
+    let guard = CancelOnDrop::new(move || spawn_cancel(&shared, &ticket));
+    tokio::time::sleep_until(ready).await;
+    guard.disarm();
+    wait
+}
+
+fn spawn_cancel(shared: &Arc<Shared>, ticket: &Ticket) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let (shared, ticket) = (shared.clone(), ticket.clone());
+        rt.spawn(async move {
+            let _ = cancel(&shared, &ticket).await;
+        });
+    }
+}
+
+/// Permits reserved on Redis ahead of time: wait for them with [`wait`](Self::wait), or give
+/// them back with [`cancel`](Self::cancel). Dropping it keeps the permits taken (as
+/// [`Reservation`](crate::Reservation) does).
+///
+/// ```
+/// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+/// let r = limiter.reserve("export:{user42}", 5).await?;
+/// if r.delay() > std::time::Duration::from_secs(2) {
+///     r.cancel().await?; // too long: give the slot back
+/// } else {
+///     r.wait().await;
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "a reservation holds permits: wait for it, or cancel it to give them back"]
+pub struct RedisReservation {
+    shared: Arc<Shared>,
+    ticket: Ticket,
+}
+
+impl RedisReservation {
+    pub(crate) fn new(shared: Arc<Shared>, ticket: Ticket) -> Self {
+        RedisReservation { shared, ticket }
+    }
+
+    /// The wait Redis gave this reservation when it was made (zero if ready at once).
+    pub fn delay(&self) -> Duration {
+        self.ticket.wait
+    }
+
+    /// The server's clock when the reservation was made (since the Unix epoch, whole µs).
+    pub fn server_time(&self) -> Duration {
+        self.ticket.server_time
+    }
+
+    /// Sleeps on tokio's timer until the reservation is ready; returns the wait it was given.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it completes cancels the reservation (as
+    /// [`cancel`](Self::cancel)).
+    pub async fn wait(self) -> Duration {
+        sleep_until_ready(&self.shared, self.ticket).await
+    }
+
+    /// Gives the permits back (call it only if you did not and will not use them): if this is
+    /// still the latest reservation on its key, it is undone exactly, even if it was ready at
+    /// once; an earlier one, or one whose stretch is all in the past (judged on the server's
+    /// clock), gives nothing back. Returns whether the permits were given back.
+    ///
+    /// # Errors
+    /// [`RedisLimitError::Timeout`] or [`RedisLimitError::Redis`] if Redis did not answer (the
+    /// permits then stay taken).
+    pub async fn cancel(self) -> Result<bool, RedisLimitError> {
+        cancel(&self.shared, &self.ticket)
+            .await
+            .map_err(|f| RedisLimitError::from_failure(f, self.shared.backend.deadline()))
+    }
+}
+
+impl fmt::Debug for RedisReservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisReservation")
+            .field("key", &self.ticket.state_key)
+            .field("delay", &self.ticket.wait)
+            .finish()
+    }
+}

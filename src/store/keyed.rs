@@ -1,0 +1,427 @@
+//! The keyed store: one cell per key in a sharded concurrent map, with an exact key cap and
+//! whole-table sweeps.
+//!
+//! Concurrency contract with sweeping (see `store::sweep`): a decision holds the key's shard
+//! *read* guard while it runs on the cell; a sweep removes a key only under that shard's
+//! *write* guard, and only if it is cold. A decision that finds the key missing reads `now`
+//! after its lookup, so no earlier than the sweep's (the lock orders them and the clock is
+//! monotonic), and sees a fresh key exactly where it would have seen the cold one. A decision
+//! that finds the key may use a `now` read before the lookup: on a stored cell an earlier `now`
+//! only makes a decision stricter ([`decide_on_shard`]).
+
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+use std::ops::Deref;
+use std::sync::PoisonError;
+use std::time::{Duration, Instant};
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+
+use crate::algorithm::Algorithm;
+use crate::engine::{Engine, Find, Found, Placed, Slot};
+use crate::store::sweep::{evict_cold, SweepCounters, SweepStats};
+use crate::sweeper::Sweep;
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError};
+use crate::Nanos;
+
+/// What a keyed limiter does with a *new* key when its [`max_keys`] cap is reached and
+/// reclaiming cold keys freed nothing. Keys already tracked are never affected by the cap.
+///
+/// [`max_keys`]: crate::KeyedRateLimiterBuilder::max_keys
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
+///
+/// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+///     .clock(ManualClock::new())
+///     .max_keys(NonZeroUsize::MIN)
+///     .when_full(WhenFull::Deny)
+///     .build();
+/// assert!(limiter.try_acquire(&1));
+/// assert!(!limiter.try_acquire(&2)); // table full, key 1 still hot
+/// assert!(!limiter.peek(&2).allowed); // and a peek says the same
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Refuse the new key. Checks report `allowed: false`, `remaining: 0` and a `retry_after`
+    /// (also used as `reset_after`) equal to the time until the earliest tracked key turns cold
+    /// and can be reclaimed, at least 1 ns and at most the quota's period or tolerance. `try_*`
+    /// return [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
+    /// blocking and async `acquire` wait that long and try again (within their timeout, if
+    /// any). The safe default: the cap is never a way around the limit.
+    #[default]
+    Deny,
+    /// Decide for the new key as for a fresh key (a full bucket) and store nothing: the request
+    /// is limited only by its own cost against the burst. Availability over strictness: under
+    /// a flood of distinct keys each one gets its burst.
+    AllowUntracked,
+}
+
+/// The shared state of a keyed limiter; the sweeper holds a `Weak` to it.
+pub(crate) struct KeyedStore<K, A: Algorithm, S> {
+    pub(crate) map: DashMap<K, A::Cell, S>,
+    pub(crate) engine: Engine<A>,
+    pub(crate) max_keys: usize,
+    pub(crate) when_full: WhenFull,
+    /// Keys tracked, counted *before* an insert and *after* a removal, so it bounds the map's
+    /// length from above at every instant; an insert happens only if it can take a slot below
+    /// `max_keys`. That makes the cap exact.
+    pub(crate) slots: AtomicUsize,
+    /// A lower bound on every tracked key's `cold_at` (`u64::MAX` when empty): while
+    /// `now < earliest` no key can be cold, so a reclaim at the cap can skip its sweep.
+    /// Lowered by every insert and cancel, recomputed by every sweep.
+    ///
+    /// A sweep first sets it to `u64::MAX`, then lowers it with each surviving key's `cold_at`
+    /// as it walks; inserts and cancels lower it with the state they leave. Every key is either
+    /// walked by the sweep after the reset, or written after its shard was walked, whose own
+    /// `fetch_min` then comes after the reset; so when a sweep completes, `earliest` is at
+    /// most every tracked key's `cold_at` (decisions only raise it). It is only read under the
+    /// sweep lock, when no sweep is half done.
+    pub(crate) earliest: AtomicU64,
+    /// Serialises whole sweeps (background, `sweep_now`, reclaim at the cap).
+    pub(crate) sweep_lock: Mutex<()>,
+    pub(crate) counters: SweepCounters,
+}
+
+/// A key of a keyed store: the [`Slot`] the method family runs on.
+pub(crate) struct KeySlot<'a, K, Q: ?Sized, A: Algorithm, S> {
+    pub(crate) store: &'a KeyedStore<K, A, S>,
+    pub(crate) key: &'a Q,
+}
+
+impl<K, Q, A, S> Slot<A> for KeySlot<'_, K, Q, A, S>
+where
+    K: Hash + Eq + Send + Sync + Borrow<Q> + 'static,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    A: Algorithm,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    #[inline(always)]
+    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
+        self.store.decide(self.key, op)
+    }
+}
+
+impl<K, Q, A, S> Find<A> for KeySlot<'_, K, Q, A, S>
+where
+    K: Hash + Eq + Send + Sync + Borrow<Q> + 'static,
+    Q: Hash + Eq + ?Sized,
+    A: Algorithm,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
+        self.store.find(self.key, f)
+    }
+
+    fn lowered(&self, cell: &A::Cell) {
+        self.store.lower_earliest(cell);
+    }
+}
+
+/// What [`decide_on_shard`] did.
+pub(crate) enum OnShard<R> {
+    /// Decided: on the stored cell, or as a fresh key that stores nothing.
+    Decided(R),
+    /// The key is absent and the decision (this one, made on a scratch fresh cell) stores
+    /// something: insert the key under the shard's write guard and decide again there.
+    MustInsert(R),
+}
+
+/// The read side of a decision's protocol with sweeping (module docs). Shared with the loom
+/// model of the sweeper (through `loom_api`), which runs it over its own lock-guarded map.
+///
+/// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
+/// instead of waiting for them. On a stored cell an early `now` is safe: it can only make the
+/// decision stricter, since `max(tat, now) - now` only grows as `now` shrinks. On a miss it is
+/// not: the key may have been evicted after `now` was read, with a state above it. So a miss
+/// reads `now` again, after `lookup` took (and released) the shard's read guard, which orders
+/// it after any sweep that removed the key under the write guard: that `now` is at least the
+/// sweep's, where the evicted key and a fresh one decide alike.
+///
+/// Absent is the same state as a fresh cell, so a miss decides on a scratch one: if it stays
+/// fresh (a peek, a request over the burst, a wait past the timeout) the answer is already
+/// exact and nothing needs inserting, so denials of unknown keys never grow the map.
+#[inline(always)]
+pub(crate) fn decide_on_shard<G, C, R>(
+    lookup: impl FnOnce() -> Option<G>,
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&C, Nanos) -> R,
+    is_fresh: impl Fn(&C) -> bool,
+) -> OnShard<R>
+where
+    G: Deref<Target = C>,
+    C: Default,
+{
+    let early = now();
+    if let Some(cell) = lookup() {
+        // The guard is held until the decision is done.
+        return OnShard::Decided(op(&cell, early));
+    }
+    decide_on_scratch(now, op, is_fresh)
+}
+
+/// The miss half of [`decide_on_shard`], kept out of line so the hit path inlines `op`.
+#[cold]
+#[inline(never)]
+fn decide_on_scratch<C, R>(
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&C, Nanos) -> R,
+    is_fresh: impl Fn(&C) -> bool,
+) -> OnShard<R>
+where
+    C: Default,
+{
+    let scratch = C::default();
+    let fresh = op(&scratch, now());
+    if is_fresh(&scratch) {
+        OnShard::Decided(fresh)
+    } else {
+        OnShard::MustInsert(fresh)
+    }
+}
+
+impl<K, A, S> KeyedStore<K, A, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        engine: Engine<A>,
+        hasher: S,
+        shards: usize,
+        max_keys: usize,
+        when_full: WhenFull,
+    ) -> Self {
+        KeyedStore {
+            map: DashMap::with_capacity_and_hasher_and_shard_amount(0, hasher, shards),
+            engine,
+            max_keys,
+            when_full,
+            slots: AtomicUsize::new(0),
+            earliest: AtomicU64::new(u64::MAX),
+            sweep_lock: Mutex::new(()),
+            counters: SweepCounters::default(),
+        }
+    }
+
+    /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
+    /// the key only when `op` leaves a fresh cell changed.
+    #[inline(always)]
+    pub(crate) fn decide<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let clock = &self.engine.clock;
+        let alg = &self.engine.alg;
+        match decide_on_shard(
+            || self.map.get(key),
+            || clock.now(),
+            &op,
+            |c| alg.is_fresh(c),
+        ) {
+            OnShard::Decided(r) => Placed::Tracked(r),
+            OnShard::MustInsert(fresh) => self.insert(key, op, fresh),
+        }
+    }
+
+    /// A new key's decision that stores: insert it (within the cap), or apply the cap's policy.
+    #[cold]
+    #[inline(never)]
+    fn insert<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let clock = &self.engine.clock;
+        // Insert under the write guard and decide again there with a fresh `now` (the loom
+        // model in `loom-tests/tests/sweeper.rs` transcribes this step).
+        for attempt in 0..2 {
+            match self.map.entry(key.to_owned()) {
+                // Someone inserted it meanwhile: decide on theirs, under the write guard.
+                Entry::Occupied(e) => return Placed::Tracked(op(e.get(), clock.now())),
+                Entry::Vacant(e) => {
+                    if self.take_slot() {
+                        let cell = A::Cell::default();
+                        let r = op(&cell, clock.now());
+                        self.lower_earliest(&cell);
+                        e.insert(cell);
+                        return Placed::Tracked(r);
+                    }
+                }
+            }
+            // Full (the entry guard is dropped by now, so sweeping cannot deadlock on it).
+            if attempt == 0 {
+                self.reclaim();
+            }
+        }
+        match self.when_full {
+            WhenFull::AllowUntracked => Placed::Untracked(fresh),
+            WhenFull::Deny => Placed::Full(self.full_retry_after()),
+        }
+    }
+
+    /// What is there for `key` now, creating nothing. A missing key at a full cap that would
+    /// refuse it (no key can be cold yet, so a reclaim would free nothing) reports `Full`,
+    /// so a peek agrees with the check that would follow.
+    pub(crate) fn find<Q, R>(&self, key: &Q, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let tracked = self.map.get(key);
+        let now = self.engine.clock.now(); // after the lookup: a miss needs it
+        match tracked.as_deref() {
+            Some(cell) => f(Found::Cell(cell), now),
+            None if self.refuses_new_keys(now) => f(Found::Full(self.full_retry_after()), now),
+            None => f(Found::Fresh, now),
+        }
+    }
+
+    fn refuses_new_keys(&self, now: Nanos) -> bool {
+        self.when_full == WhenFull::Deny
+            && self.slots.load(Ordering::Acquire) >= self.max_keys
+            && now < self.earliest.load(Ordering::Acquire)
+    }
+
+    fn take_slot(&self) -> bool {
+        self.slots
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_keys).then(|| n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Lowers the cold-time bound to `cell`'s (after an insert or a cancel).
+    pub(crate) fn lower_earliest(&self, cell: &A::Cell) {
+        let at = self.engine.alg.cold_at(cell, &self.engine.params.load());
+        self.earliest.fetch_min(at, Ordering::AcqRel);
+    }
+
+    /// At the cap: sweep, unless a sweep is running right now (it is reclaiming already) or
+    /// no key can be cold yet (then a sweep would walk every key for nothing, which under a
+    /// flood of new keys would make each one cost a full scan).
+    fn reclaim(&self) {
+        let _guard = match self.sweep_lock.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if self.engine.clock.now() >= self.earliest.load(Ordering::Acquire) {
+            self.sweep_locked(&|| false);
+        }
+    }
+
+    /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key turns cold, at
+    /// least 1 ns, at most the longer of the quota's period and tolerance.
+    fn full_retry_after(&self) -> Nanos {
+        let now = self.engine.clock.now();
+        let q = self.engine.quota();
+        let cap = q.tau().max(q.period_nanos()).max(1);
+        self.earliest
+            .load(Ordering::Acquire)
+            .saturating_sub(now)
+            .clamp(1, cap)
+    }
+
+    /// Runs `f` on every tracked cell, one shard at a time under its read guard (a quota
+    /// change migrating every cell). Keys inserted meanwhile are inserted under the write
+    /// guard, so either this walk sees them or they were decided under the new parameters.
+    pub(crate) fn for_each_cell(&self, f: &dyn Fn(&A::Cell)) {
+        for shard in self.map.shards() {
+            let table = shard.read();
+            // SAFETY: the iterator does not outlive `table`, a read guard held throughout.
+            unsafe {
+                for bucket in table.iter() {
+                    f(bucket.as_ref().1.get());
+                }
+            }
+        }
+        // A change may lower every key's cold time (a looser quota): forget the bound so the
+        // key cap's reclaim does not skip sweeps that would now free keys.
+        self.earliest.store(0, Ordering::Release);
+    }
+
+    /// A whole sweep; `stop` is polled between shards.
+    pub(crate) fn sweep_all(&self, stop: &dyn Fn() -> bool) -> usize {
+        let _serial = self
+            .sweep_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.sweep_locked(stop)
+    }
+
+    /// A whole sweep; the caller holds `sweep_lock`.
+    pub(crate) fn sweep_locked(&self, stop: &dyn Fn() -> bool) -> usize {
+        let started = Instant::now();
+        self.earliest.store(Nanos::MAX, Ordering::Release);
+        let mut evicted = 0usize;
+        let mut longest = Duration::ZERO;
+        // Evicted keys are moved here and dropped after the shard lock is released: freeing a
+        // million `String`s is most of a sweep's cost, and none of it needs the lock.
+        let mut graveyard = Vec::new();
+        let alg = &self.engine.alg;
+        for shard in self.map.shards() {
+            if stop() {
+                break;
+            }
+            let mut table = shard.write();
+            let held = Instant::now();
+            // Read under the lock: any decision after this one sees a later `now`.
+            let now = self.engine.clock.now();
+            let p = self.engine.params.load();
+            let swept = evict_cold(
+                now,
+                |cell| alg.cold_at(cell, &p),
+                |keep| {
+                    // SAFETY: the same walk as hashbrown's `HashMap::retain` and dashmap's
+                    // `retain`: the iterator does not outlive `table`, which we hold
+                    // exclusively (write guard) for the whole loop, and removing the bucket
+                    // just yielded is allowed by `RawIter`.
+                    unsafe {
+                        for bucket in table.iter() {
+                            let (_, value) = bucket.as_ref();
+                            if !keep(value.get()) {
+                                graveyard.push(table.remove(bucket));
+                            }
+                        }
+                    }
+                },
+            );
+            drop(table);
+            longest = longest.max(held.elapsed());
+            graveyard.clear();
+            if swept.evicted > 0 {
+                // After the removal: `slots` never undercounts the map.
+                self.slots.fetch_sub(swept.evicted, Ordering::AcqRel);
+            }
+            self.earliest.fetch_min(swept.min_cold_at, Ordering::AcqRel);
+            evicted += swept.evicted;
+        }
+        self.counters.record(evicted, started.elapsed(), longest);
+        evicted
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn stats(&self) -> SweepStats {
+        self.counters.snapshot(self.len())
+    }
+}
+
+impl<K, A, S> Sweep for KeyedStore<K, A, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    fn sweep(&self, stop: &dyn Fn() -> bool) -> usize {
+        self.sweep_all(stop)
+    }
+}

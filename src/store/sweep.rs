@@ -1,0 +1,158 @@
+//! Eviction of cold keys: the rule, and sweep statistics.
+//!
+//! **Why eviction loses nothing.** A key is cold once the algorithm says its cell decides
+//! exactly like a fresh one (`cold_at <= now`; for GCRA `tat <= now`: a full bucket). The keyed
+//! store checks that under the shard's *write* lock, so no decision on that shard is in flight
+//! (decisions hold the *read* lock across their CAS). A decision that then finds the key missing
+//! reads its `now` after taking the lock the sweep released, so at least the sweep's, where the
+//! evicted key and a fresh one decide alike. (One that finds the key, re-inserted, may use a
+//! `now` read before its lookup: on a stored cell that only makes it stricter; see
+//! `store::keyed::decide_on_shard`.)
+
+use std::time::Duration;
+
+use crate::sync::{AtomicU64, Ordering};
+use crate::Nanos;
+
+/// What a keyed limiter's sweeping has done so far.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+///
+/// let clock = ManualClock::new();
+/// let limiter = KeyedRateLimiter::<u32>::builder(Quota::per_second(1).unwrap())
+///     .clock(clock.clone())
+///     .build();
+/// for user in 0..3 {
+///     assert!(limiter.try_acquire(&user));
+/// }
+/// clock.advance(Duration::from_secs(1)); // every key is back to a full bucket
+/// limiter.sweep_now();
+/// let stats = limiter.stats();
+/// assert_eq!((stats.keys, stats.sweeps, stats.evicted), (0, 1, 3));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct SweepStats {
+    /// Keys tracked now.
+    pub keys: usize,
+    /// Sweeps completed: background, [`sweep_now`](crate::KeyedRateLimiter::sweep_now), and
+    /// reclaims at the key cap.
+    pub sweeps: u64,
+    /// Keys evicted by all sweeps.
+    pub evicted: u64,
+    /// Wall-clock duration of the last sweep (all shards).
+    pub last_sweep: Duration,
+    /// The longest time the last sweep held one shard's write lock: the most any decision
+    /// waited for it.
+    pub longest_pause: Duration,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct SweepCounters {
+    sweeps: AtomicU64,
+    evicted: AtomicU64,
+    last_sweep_ns: AtomicU64,
+    longest_pause_ns: AtomicU64,
+}
+
+impl SweepCounters {
+    pub(crate) fn record(&self, evicted: usize, took: Duration, longest_pause: Duration) {
+        self.sweeps.fetch_add(1, Ordering::Relaxed);
+        self.evicted.fetch_add(
+            u64::try_from(evicted).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.last_sweep_ns.store(nanos(took), Ordering::Relaxed);
+        self.longest_pause_ns
+            .store(nanos(longest_pause), Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, keys: usize) -> SweepStats {
+        SweepStats {
+            keys,
+            sweeps: self.sweeps.load(Ordering::Relaxed),
+            evicted: self.evicted.load(Ordering::Relaxed),
+            last_sweep: Duration::from_nanos(self.last_sweep_ns.load(Ordering::Relaxed)),
+            longest_pause: Duration::from_nanos(self.longest_pause_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What sweeping one shard did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShardSweep {
+    pub(crate) evicted: usize,
+    /// The smallest `cold_at` left in the shard (`u64::MAX` if none).
+    pub(crate) min_cold_at: Nanos,
+}
+
+/// The eviction rule for one shard, run while holding that shard's write lock: drop every
+/// cell whose `cold_at(cell) <= now`. `retain` walks the shard's cells and removes those for
+/// which `keep` says false (a table's `retain`); the loom model drives the same rule over its
+/// own table.
+pub(crate) fn evict_cold<C>(
+    now: Nanos,
+    cold_at: impl Fn(&C) -> Nanos,
+    retain: impl FnOnce(&mut dyn FnMut(&C) -> bool),
+) -> ShardSweep {
+    let mut evicted = 0usize;
+    let mut min_cold_at = Nanos::MAX;
+    retain(&mut |cell| {
+        let at = cold_at(cell);
+        if at <= now {
+            evicted += 1;
+            false
+        } else {
+            min_cold_at = min_cold_at.min(at);
+            true
+        }
+    });
+    ShardSweep {
+        evicted,
+        min_cold_at,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Drives `evict_cold` over a plain `Vec` of cold times, the way a table's `retain` would.
+    fn sweep_vec(v: &mut Vec<Nanos>, now: Nanos) -> ShardSweep {
+        evict_cold(now, |&at: &Nanos| at, |keep| v.retain(|c| keep(c)))
+    }
+
+    #[test]
+    fn cold_means_cold_at_most_now_exactly() {
+        let mut v = vec![0, 99, 100, 101, 500];
+        let s = sweep_vec(&mut v, 100);
+        assert_eq!(s.evicted, 3); // 0, 99 and cold_at == now
+        assert_eq!(s.min_cold_at, 101); // now + 1 stays
+        assert_eq!(v, [101, 500]);
+
+        let s = sweep_vec(&mut v, 101);
+        assert_eq!((s.evicted, s.min_cold_at), (1, 500));
+        let s = sweep_vec(&mut v, 499);
+        assert_eq!((s.evicted, s.min_cold_at), (0, 500));
+        let s = sweep_vec(&mut v, u64::MAX);
+        assert_eq!((s.evicted, s.min_cold_at), (1, u64::MAX));
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn counters_snapshot_reports_what_was_recorded() {
+        let c = SweepCounters::default();
+        c.record(3, Duration::from_micros(7), Duration::from_micros(2));
+        c.record(4, Duration::from_micros(5), Duration::from_micros(1));
+        let s = c.snapshot(9);
+        assert_eq!((s.keys, s.sweeps, s.evicted), (9, 2, 7));
+        assert_eq!(s.last_sweep, Duration::from_micros(5));
+        assert_eq!(s.longest_pause, Duration::from_micros(1));
+    }
+}

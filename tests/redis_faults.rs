@@ -1,0 +1,228 @@
+//! Faults on a real Redis: killed and restarted, its script cache flushed, stalled past the
+//! deadline; and many connections racing on one key. Loopback only; every loop is bounded.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis_support::{eventually, RedisServer};
+use tollgate::redis::{
+    FailurePolicy, FixedWindow, Gcra, RedisAlgorithm, RedisLimitError, RedisRateLimiter,
+    SlidingLog, SlidingWindowCounter,
+};
+use tollgate::{AcquireError, KeyedRateLimiter, Quota};
+
+const DEADLINE: Duration = Duration::from_millis(50);
+/// "Never a hang": a failing call must return long before this (the deadline is 50 ms).
+const HANG: Duration = Duration::from_secs(2);
+
+async fn limiter(server: &RedisServer, policy: FailurePolicy) -> RedisRateLimiter {
+    RedisRateLimiter::builder(Quota::per_second(10).unwrap())
+        .deadline(DEADLINE)
+        .on_failure(policy)
+        .connect(&server.url())
+        .await
+        .unwrap()
+}
+
+fn closed() -> FailurePolicy {
+    FailurePolicy::Closed {
+        retry_after: Duration::from_secs(3),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_then_restarted_fails_per_policy_then_recovers_on_the_same_client() {
+    let mut server = RedisServer::start();
+    let local = Arc::new(KeyedRateLimiter::<String>::new(
+        Quota::per_second(2).unwrap(),
+    ));
+    let error = limiter(&server, FailurePolicy::Error).await;
+    let open = limiter(&server, FailurePolicy::Open).await;
+    let closed = limiter(&server, closed()).await;
+    let fallback = limiter(&server, FailurePolicy::Fallback(local.clone())).await;
+    for l in [&error, &open, &closed, &fallback] {
+        assert!(l.decide("k", 1).await.unwrap().server_time.is_some());
+    }
+
+    server.kill();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let e = error.decide("k", 1).await.unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+        let o = open.decide("k", 1).await.unwrap();
+        assert!(o.decision.allowed && o.server_time.is_none());
+        let c = closed.decide("k", 1).await.unwrap();
+        assert!(!c.decision.allowed && c.server_time.is_none());
+        assert_eq!(c.decision.retry_after, Some(Duration::from_secs(3)));
+        let f = fallback.decide("k", 1).await.unwrap();
+        assert!(f.server_time.is_none());
+        assert!(
+            t.elapsed() < HANG,
+            "calls to a dead server took {:?}",
+            t.elapsed()
+        );
+    }
+    // The fallback decided in-process, on the Redis key's name: 2 per second, 3 asked.
+    assert_eq!(local.peek(&fallback.state_key("k")).remaining, 0);
+    assert_eq!(fallback.stats().policy_decisions, 3);
+    // Waiting methods follow the policy too.
+    assert!(error.acquire_async("k").await.unwrap_err().is_unavailable());
+    assert_eq!(open.acquire_async("k").await.unwrap(), Duration::ZERO);
+    assert!(matches!(
+        closed.acquire_async("k").await,
+        Err(RedisLimitError::Limited(AcquireError::RateLimited { .. }))
+    ));
+
+    server.restart();
+    let t = Instant::now();
+    for l in [&error, &open, &closed, &fallback] {
+        let back = eventually(
+            300,
+            Duration::from_millis(10),
+            async || matches!(l.decide("k", 1).await, Ok(d) if d.server_time.is_some()),
+        )
+        .await;
+        assert!(back, "no recovery after the restart");
+    }
+    eprintln!("recovered in {:?}", t.elapsed());
+    // Both servers started with an empty script cache: the first call on each sent the script.
+    let loads: u64 = [&error, &open, &closed, &fallback]
+        .iter()
+        .map(|l| l.stats().script_loads)
+        .sum();
+    assert_eq!(loads, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_costs_one_reload() {
+    let server = RedisServer::start();
+    let l = limiter(&server, FailurePolicy::Error).await;
+    l.check("k").await.unwrap();
+    l.check("k").await.unwrap();
+    assert_eq!(l.stats().script_loads, 1); // a fresh server has no scripts
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(l.check("k").await.unwrap().allowed);
+    l.check("k").await.unwrap();
+    assert_eq!(l.stats().script_loads, 2);
+    assert_eq!(l.stats().errors, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_hits_the_deadline() {
+    let server = RedisServer::start();
+    let error = limiter(&server, FailurePolicy::Error).await;
+    let open = limiter(&server, FailurePolicy::Open).await;
+    error.check("k").await.unwrap();
+    open.check("k").await.unwrap();
+    let mut admin = server.conn();
+    let sleeper = std::thread::spawn(move || {
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("1")
+            .query(&mut admin)
+            .unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = Instant::now();
+    let e = error.check("k").await.unwrap_err();
+    assert!(matches!(e, RedisLimitError::Timeout { deadline } if deadline == DEADLINE));
+    let d = open.decide("k", 1).await.unwrap();
+    assert!(d.decision.allowed && d.server_time.is_none());
+    assert!(
+        t.elapsed() < Duration::from_millis(800),
+        "waited {:?}",
+        t.elapsed()
+    );
+    assert_eq!(error.stats().timeouts, 1);
+    sleeper.join().unwrap();
+    let back = eventually(100, Duration::from_millis(10), async || {
+        error.check("k").await.is_ok()
+    })
+    .await;
+    assert!(back);
+}
+
+/// Admissions by 4 connections x 8 tasks on one key, for a bounded time and count, and the
+/// server time span they were decided in.
+async fn race<A: RedisAlgorithm>(server: &RedisServer, alg: A, quota: Quota) -> (u64, u64, u64) {
+    let mut limiters = Vec::new();
+    for _ in 0..4 {
+        limiters.push(
+            RedisRateLimiter::builder(quota)
+                .algorithm(alg)
+                .prefix(format!("race-{}", A::NAME))
+                .deadline(Duration::from_secs(2))
+                .connect(&server.url())
+                .await
+                .unwrap(),
+        );
+    }
+    let stop = Instant::now() + Duration::from_millis(1500);
+    let mut tasks = Vec::new();
+    for l in &limiters {
+        for _ in 0..8 {
+            let l = l.clone();
+            tasks.push(tokio::spawn(async move {
+                let (mut allowed, mut first, mut last) = (0u64, u64::MAX, 0u64);
+                for _ in 0..5_000 {
+                    if Instant::now() > stop {
+                        break;
+                    }
+                    let d = l.decide("hot", 1).await.unwrap();
+                    let t = d.server_time.unwrap().as_micros() as u64;
+                    (first, last) = (first.min(t), last.max(t));
+                    allowed += u64::from(d.decision.allowed);
+                }
+                (allowed, first, last)
+            }));
+        }
+    }
+    let mut total = (0, u64::MAX, 0);
+    for t in tasks {
+        let (a, f, l) = t.await.unwrap();
+        total = (total.0 + a, total.1.min(f), total.2.max(l));
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_connections_on_one_key_never_over_admit() {
+    let server = RedisServer::start();
+    // GCRA: at most b + span / T in any span.
+    let q = Quota::from_interval(Duration::from_millis(2))
+        .unwrap()
+        .with_burst(5)
+        .unwrap();
+    let (allowed, first, last) = race(&server, Gcra, q).await;
+    let bound = 5 + (last - first) / 2_000;
+    assert!(
+        allowed >= 1 && allowed <= bound,
+        "gcra: {allowed} > {bound}"
+    );
+
+    // Windows of 20 ms, L = 10: at most L per fixed window touched (fixed, weighted), and at
+    // most L per any W (sliding log).
+    let q = Quota::new(10, Duration::from_millis(20)).unwrap();
+    let w = 20_000;
+    let (allowed, first, last) = race(&server, FixedWindow, q).await;
+    let bound = 10 * (last / w - first / w + 1);
+    assert!(
+        allowed >= 1 && allowed <= bound,
+        "fixed: {allowed} > {bound}"
+    );
+    let (allowed, first, last) = race(&server, SlidingWindowCounter, q).await;
+    let bound = 10 * (last / w - first / w + 1);
+    assert!(
+        allowed >= 1 && allowed <= bound,
+        "weighted: {allowed} > {bound}"
+    );
+    let (allowed, first, last) = race(&server, SlidingLog, q).await;
+    let bound = 10 * ((last - first) / w + 1);
+    assert!(allowed >= 1 && allowed <= bound, "log: {allowed} > {bound}");
+}

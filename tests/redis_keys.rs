@@ -1,0 +1,168 @@
+//! Key names, expiry and writes on a real Redis: algorithms and quotas never share a key,
+//! every key expires exactly when its state stops carrying information, and denials and peeks
+//! write nothing.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::time::Duration;
+
+use redis_support::{eventually, RedisServer};
+use tollgate::redis::{
+    FixedWindow, Gcra, RedisAlgorithm, RedisLimitError, RedisRateLimiter, SlidingLog,
+    SlidingWindowCounter,
+};
+use tollgate::Quota;
+
+async fn connect<A: RedisAlgorithm>(server: &RedisServer, alg: A, q: Quota) -> RedisRateLimiter<A> {
+    RedisRateLimiter::builder(q)
+        .algorithm(alg)
+        .deadline(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap()
+}
+
+/// Writes the server has applied so far (its dirty counter).
+fn writes(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn algorithms_and_quotas_never_share_a_key() {
+    let server = RedisServer::start();
+    let q = Quota::per_minute(2).unwrap();
+    let gcra = connect(&server, Gcra, q).await;
+    let names = [
+        gcra.state_key("{u1}:x"),
+        connect(&server, FixedWindow, q).await.state_key("{u1}:x"),
+        connect(&server, SlidingWindowCounter, q)
+            .await
+            .state_key("{u1}:x"),
+        connect(&server, SlidingLog, q).await.state_key("{u1}:x"),
+        connect(&server, Gcra, q.with_burst(3).unwrap())
+            .await
+            .state_key("{u1}:x"),
+        connect(&server, Gcra, Quota::per_minute(3).unwrap())
+            .await
+            .state_key("{u1}:x"),
+    ];
+    let mut unique = names.to_vec();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    assert_eq!(names[0], "tollgate:gcra:30000000:2:{u1}:x");
+    // Exhausting the key under one quota leaves it untouched under another.
+    assert!(gcra.try_acquire_n("{u1}:x", 2).await.is_ok());
+    assert!(!gcra.try_acquire("{u1}:x").await.unwrap());
+    assert!(
+        gcra.check_with("{u1}:x", 1, q.with_burst(3).unwrap())
+            .await
+            .unwrap()
+            .allowed
+    );
+}
+
+/// Admits once, then checks the key's expiry equals the end of the information:
+/// `ceil((server time + reset_after) / 1 ms)`, and that the key is gone after it.
+async fn expires_exactly<A: RedisAlgorithm>(server: &RedisServer, alg: A, q: Quota) {
+    let l = connect(server, alg, q).await;
+    let d = l.decide("k", 2).await.unwrap();
+    assert!(d.decision.allowed);
+    let end_us = (d.server_time.unwrap() + d.decision.reset_after).as_micros() as i64;
+    let at: i64 = redis::cmd("PEXPIRETIME")
+        .arg(l.state_key("k"))
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(at, (end_us + 999) / 1000, "{}", A::NAME);
+    let gone = eventually(200, Duration::from_millis(5), async || {
+        let n: u64 = redis::cmd("EXISTS")
+            .arg(l.state_key("k"))
+            .query(&mut server.conn())
+            .unwrap();
+        n == 0
+    })
+    .await;
+    assert!(gone, "{} key outlived its information", A::NAME);
+    // And the next decision sees a fresh key.
+    assert_eq!(l.peek("k").await.unwrap().remaining, q.burst());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_expires_when_its_state_stops_carrying_information() {
+    let server = RedisServer::start();
+    let q = Quota::new(4, Duration::from_millis(100)).unwrap();
+    expires_exactly(&server, Gcra, q).await;
+    expires_exactly(&server, FixedWindow, q).await;
+    expires_exactly(&server, SlidingWindowCounter, q).await;
+    expires_exactly(&server, SlidingLog, q).await;
+}
+
+async fn denials_write_nothing<A: RedisAlgorithm>(server: &RedisServer, alg: A) {
+    // Per hour: the fixed window (aligned to the epoch) must not roll over mid-test.
+    let l = connect(server, alg, Quota::per_hour(2).unwrap()).await;
+    let before = writes(server);
+    assert!(l.check_n("k", 2).await.unwrap().allowed);
+    let after_admission = writes(server);
+    assert!(
+        after_admission > before,
+        "{}: an admission must write",
+        A::NAME
+    );
+    for n in [1, 2, 3, 0] {
+        let d = l.check_n("k", n).await.unwrap();
+        assert_eq!(d.allowed, n == 0);
+    }
+    assert_eq!(
+        writes(server),
+        after_admission,
+        "{}: a denial or peek wrote",
+        A::NAME
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denials_and_peeks_write_nothing() {
+    let server = RedisServer::start();
+    denials_write_nothing(&server, Gcra).await;
+    denials_write_nothing(&server, FixedWindow).await;
+    denials_write_nothing(&server, SlidingWindowCounter).await;
+    denials_write_nothing(&server, SlidingLog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_configuration_is_a_typed_error() {
+    let server = RedisServer::start();
+    let q = Quota::per_second(1).unwrap();
+    let e = RedisRateLimiter::builder(q)
+        .prefix("a{b}")
+        .connect(&server.url())
+        .await;
+    assert!(matches!(e, Err(RedisLimitError::InvalidPrefix(_))));
+    // 72 years per permit: beyond the scripts' exact range.
+    let too_long = Quota::from_interval(Duration::from_secs(72 * 365 * 24 * 3600)).unwrap();
+    let e = RedisRateLimiter::builder(too_long)
+        .connect(&server.url())
+        .await;
+    assert!(matches!(e, Err(RedisLimitError::QuotaOutOfRange(_))));
+    let l = connect(&server, Gcra, q).await;
+    let e = l.check_with("k", 1, too_long).await;
+    assert!(matches!(e, Err(RedisLimitError::QuotaOutOfRange(_))));
+    // Nobody listens on the server's port once it is gone.
+    let url = server.url();
+    drop(server);
+    let e = RedisRateLimiter::builder(q)
+        .connect_timeout(Duration::from_millis(300))
+        .connect(&url)
+        .await;
+    assert!(e.is_err_and(|e| e.is_unavailable()));
+}

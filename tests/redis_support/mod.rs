@@ -1,0 +1,260 @@
+//! Throwaway Redis servers and clusters for the `redis_*` tests: real `redis-server`
+//! processes on free loopback ports, nothing persisted, killed when dropped.
+//!
+//! The binaries come from `TOLLGATE_REDIS_SERVER` / `TOLLGATE_REDIS_CLI`, or the `PATH`.
+//! Every wait here is bounded.
+#![allow(dead_code)] // each test file uses its own part
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const INSTALL_HINT: &str =
+    "the Redis tests need a real redis-server (7.0 or later) and redis-cli: \
+     install them with `apt-get install -y redis-server` (Debian/Ubuntu), or point \
+     TOLLGATE_REDIS_SERVER and TOLLGATE_REDIS_CLI at the binaries";
+
+fn binary(env: &str, name: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not found: {INSTALL_HINT}"))
+}
+
+pub fn server_binary() -> PathBuf {
+    binary("TOLLGATE_REDIS_SERVER", "redis-server")
+}
+
+pub fn cli_binary() -> PathBuf {
+    binary("TOLLGATE_REDIS_CLI", "redis-cli")
+}
+
+/// A free loopback port whose cluster bus port (+10000) is free too.
+fn free_port() -> u16 {
+    for _ in 0..100 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = l.local_addr().unwrap().port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port pair found in 100 tries");
+}
+
+fn scratch_dir(port: u16) -> PathBuf {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tollgate-redis-{}-{}-{port}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
+
+/// One `redis-server` on 127.0.0.1, stopped on drop.
+pub struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// A fresh server on a free port.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// A fresh server with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut s = RedisServer {
+                port,
+                child: None,
+                dir: scratch_dir(port),
+                extra: extra.iter().map(|s| s.to_string()).collect(),
+            };
+            if s.spawn() {
+                return s;
+            }
+        }
+        panic!("redis-server did not start in 5 tries");
+    }
+
+    /// Starts the process on `self.port`; false if it exited (port taken) or never answered.
+    fn spawn(&mut self) -> bool {
+        let mut cmd = Command::new(server_binary());
+        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--enable-debug-command", "yes", "--logfile", ""])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!("cannot run redis-server: {e}; {INSTALL_HINT}"),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                return false;
+            }
+            if self.ping() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+        false
+    }
+
+    /// Whether our own process answers on the port (not another test's server that won a
+    /// race for the same port).
+    fn ping(&self) -> bool {
+        let Some(pid) = self.child.as_ref().map(Child::id) else {
+            return false;
+        };
+        TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            && self.client().get_connection().is_ok_and(|mut c| {
+                redis::cmd("INFO")
+                    .arg("server")
+                    .query::<String>(&mut c)
+                    .is_ok_and(|info| info.contains(&format!("process_id:{pid}\r\n")))
+            })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid url")
+    }
+
+    /// A plain blocking connection, for inspecting and poking the server.
+    pub fn conn(&self) -> redis::Connection {
+        self.client()
+            .get_connection()
+            .expect("connect to the test server")
+    }
+
+    /// Kills the server (SIGKILL: no goodbye to clients) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (empty: nothing was saved).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.spawn() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A local Redis Cluster of `n` primaries (no replicas), each its own `redis-server`.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start(primaries: usize) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..primaries)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+            })
+            .collect();
+        let mut create = Command::new(cli_binary());
+        create.arg("--cluster").arg("create");
+        for n in &nodes {
+            create.arg(format!("127.0.0.1:{}", n.port()));
+        }
+        let out = create
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run redis-cli: {e}; {INSTALL_HINT}"));
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = RedisCluster { nodes };
+        cluster.wait_ok();
+        cluster
+    }
+
+    /// Waits (bounded) until every node reports `cluster_state:ok`.
+    fn wait_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let ok = self.nodes.iter().all(|n| {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut n.conn())
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            });
+            if ok {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the test cluster did not reach cluster_state:ok within 30 s");
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+/// Polls `f` (bounded: `tries` times, `every` apart) until it returns true.
+pub async fn eventually(tries: u32, every: Duration, mut f: impl AsyncFnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(every).await;
+    }
+    false
+}
