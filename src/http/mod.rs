@@ -6,7 +6,8 @@
 //!   clients are keyed by /64. A request without a usable key is answered per [`OnKeyError`].
 //! - **Limits**: a default quota and per-route quotas (`"POST /login"`, `"/api/*"`), each its
 //!   own in-process [`KeyedRateLimiter`](crate::KeyedRateLimiter) made by the builder (with a
-//!   sweeper and a key cap), or any [`Backend`] you pass. A per-request cost closure.
+//!   sweeper and a key cap), or any [`Backend`] you pass (with feature `redis`, the
+//!   `RedisRateLimiter` too). A per-request cost closure.
 //! - **Over the limit**: `429 Too Many Requests` with `Retry-After` in whole seconds rounded
 //!   up (never 0) and `Cache-Control: no-store`; or [shaping](RateLimitLayerBuilder::shape)
 //!   (wait up to a bound, in arrival order); or
@@ -51,6 +52,8 @@ mod headers;
 mod key;
 mod layer;
 mod policy;
+#[cfg(feature = "redis")]
+mod redis_backend;
 mod refund;
 mod response;
 mod shaping;
