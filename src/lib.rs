@@ -35,6 +35,10 @@
 //! - `redis`: `redis::RedisRateLimiter`, the same algorithms shared across processes and
 //!   machines through Redis 7+ or a Redis Cluster (one Lua script per decision, on the server's
 //!   clock). Adds the `redis` client crate and tokio networking; needs Rust 1.88.
+//! - `tower`: the `http` module, a tower `Layer` for axum, hyper and tonic (turns on `tokio`;
+//!   adds the small `http`, `tower-layer`, `tower-service`, `bytes`, `pin-project-lite`).
+//! - `axum`: axum's `ConnectInfo<SocketAddr>` as the peer address of the HTTP key extractors
+//!   (adds axum without default features; MSRV of current hyper-util: 1.85).
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds since the clock's origin, up to [`MAX_NANOS`] (about 146 years);
@@ -51,6 +55,8 @@ mod clock;
 mod compose;
 mod direct;
 mod engine;
+#[cfg(feature = "tower")]
+pub mod http;
 mod keyed;
 #[cfg(loom)]
 #[doc(hidden)]

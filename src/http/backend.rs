@@ -1,0 +1,201 @@
+//! [`Backend`]: what the HTTP layer needs from a keyed limiter, and its implementation for
+//! [`KeyedRateLimiter`].
+//!
+//! Kept small on purpose, so that any keyed limiter of the crate (in process or remote) can
+//! sit behind the layer: decide a key with a cost, wait for one with a bound (shaping), and
+//! take permits that can be given back (response-aware limits). In-process limiters decide at
+//! once ([`Answer::Now`]); a remote store answers later ([`Answer::Later`]) and may fail
+//! ([`Backend::Error`]), which the layer answers with `503 Service Unavailable`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
+
+use crate::{AcquireError, Decision, Gcra, KeyedRateLimiter, Quota, Reservation};
+
+/// A result available now, or a future that will produce it.
+///
+/// ```
+/// use tollgate::http::Answer;
+/// let now: Answer<u8, std::future::Ready<u8>> = Answer::Now(7);
+/// assert!(matches!(now, Answer::Now(7)));
+/// ```
+#[derive(Debug)]
+pub enum Answer<T, F> {
+    /// Decided synchronously (in-process limiters): no allocation, no extra poll.
+    Now(T),
+    /// Decided by a future (a remote store).
+    Later(F),
+}
+
+/// A keyed limiter the HTTP layer can run: implemented for [`KeyedRateLimiter`].
+///
+/// Every method decides `cost` permits for `key` under the backend's own quota.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::http::{Answer, Backend};
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// let limiter = KeyedRateLimiter::<String>::new(Quota::per_second(2).unwrap());
+/// match Backend::check(&limiter, &"client".to_string(), 1) {
+///     Answer::Now(Ok(d)) => assert!(d.allowed && d.remaining == 1),
+///     _ => unreachable!("in-process limiters decide at once"),
+/// }
+/// ```
+pub trait Backend: Send + Sync + 'static {
+    /// The key type.
+    type Key: Send + Sync + 'static;
+    /// Why a decision could not be made ([`Infallible`] in process).
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// Permits taken by [`reserve`](Backend::reserve), which [`refund`](Backend::refund) can
+    /// give back.
+    type Reservation<'a>: Send
+    where
+        Self: 'a;
+
+    /// The quota in force (for the `RateLimit-Policy` header: `q` is the burst, `w` the
+    /// tolerance, i.e. the time a full burst takes to come back).
+    fn quota(&self) -> Quota;
+
+    /// Decides `cost` permits for `key` now, taking them if allowed. `cost` above the burst
+    /// is denied with no retry-after ([`Decision::exceeds_burst`]).
+    fn check(
+        &self,
+        key: &Self::Key,
+        cost: u64,
+    ) -> Answer<
+        Result<Decision, Self::Error>,
+        impl Future<Output = Result<Decision, Self::Error>> + Send + 'static,
+    >;
+
+    /// Takes `cost` permits for `key`, waiting up to `max_wait` for them (first come, first
+    /// served); if the wait would be longer, takes nothing and returns a denied decision
+    /// with the wait needed as its retry-after, or with none if even a full bucket could not
+    /// serve `cost` within `max_wait`.
+    ///
+    /// Cancel safety: dropping the future before it completes gives the permits back.
+    fn acquire_within<'a>(
+        &'a self,
+        key: &'a Self::Key,
+        cost: u64,
+        max_wait: Duration,
+    ) -> impl Future<Output = Result<Decision, Self::Error>> + Send + 'a;
+
+    /// Takes `cost` permits for `key` if they are available now, in a form
+    /// [`refund`](Backend::refund) can give back. Denied: nothing is kept.
+    fn reserve<'a>(
+        &'a self,
+        key: &'a Self::Key,
+        cost: u64,
+    ) -> impl Future<Output = Result<(Decision, Option<Self::Reservation<'a>>), Self::Error>> + Send + 'a;
+
+    /// Gives back the permits of a reservation.
+    fn refund<'a>(
+        &'a self,
+        reservation: Self::Reservation<'a>,
+    ) -> impl Future<Output = ()> + Send + 'a;
+}
+
+/// A denial for a backend that only reports a wait: no permit left, the wait as retry-after
+/// (and as reset, the next instant anything changes for this request).
+pub(crate) fn denied(quota: Quota, retry_after: Duration) -> Decision {
+    Decision {
+        allowed: false,
+        limit: quota.burst(),
+        remaining: 0,
+        retry_after: Some(retry_after),
+        reset_after: retry_after,
+    }
+}
+
+/// A request that can never be granted (over the burst, or past the end of time).
+pub(crate) fn never(quota: Quota, mut state: Decision) -> Decision {
+    state.allowed = false;
+    state.limit = quota.burst();
+    state.retry_after = None;
+    state
+}
+
+/// The in-process GCRA limiter. Everything is decided at once; `Error` is [`Infallible`].
+///
+/// - `acquire_within` is
+///   [`try_acquire_for_async`](KeyedRateLimiter::try_acquire_for_async): the slot is reserved
+///   at the future's first poll, waiters are served in that order with one wake-up each, and
+///   dropping the future cancels the reservation (its slot goes to the next arrival).
+/// - `reserve` is [`reserve_within`](KeyedRateLimiter::reserve_within) with no wait: the
+///   permits are taken only if available now. `refund` is [`Reservation::cancel`], which gives
+///   a reservation's capacity back even when it was ready at once and others followed it.
+impl<K, S> Backend for KeyedRateLimiter<K, Gcra, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    type Key = K;
+    type Error = Infallible;
+    type Reservation<'a> = Reservation<'a>;
+
+    fn quota(&self) -> Quota {
+        KeyedRateLimiter::quota(self)
+    }
+
+    #[inline]
+    fn check(
+        &self,
+        key: &K,
+        cost: u64,
+    ) -> Answer<
+        Result<Decision, Infallible>,
+        impl Future<Output = Result<Decision, Infallible>> + Send + 'static,
+    > {
+        Answer::<_, std::future::Ready<_>>::Now(Ok(self.check_n(key, cost)))
+    }
+
+    async fn acquire_within<'a>(
+        &'a self,
+        key: &'a K,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Decision, Infallible> {
+        let quota = KeyedRateLimiter::quota(self);
+        // Even from a full bucket, `cost` permits wait `cost * T - tau`: beyond `max_wait`,
+        // retrying can never help, so say so instead of giving a retry-after.
+        let least_wait = cost.saturating_mul(quota.t()).saturating_sub(quota.tau());
+        if Duration::from_nanos(least_wait) > max_wait {
+            return Ok(never(quota, self.peek(key)));
+        }
+        let decided = match self.try_acquire_for_async(key, cost, max_wait).await {
+            Ok(_) => self.peek(key),
+            Err(AcquireError::RateLimited { retry_after }) => denied(quota, retry_after),
+            Err(_) => never(quota, self.peek(key)),
+        };
+        Ok(decided)
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        key: &'a K,
+        cost: u64,
+    ) -> impl Future<Output = Result<(Decision, Option<Reservation<'a>>), Infallible>> + Send + 'a
+    {
+        let quota = KeyedRateLimiter::quota(self);
+        let decided = if cost > quota.burst() {
+            (never(quota, self.peek(key)), None)
+        } else {
+            match self.reserve_within(key, cost, Duration::ZERO) {
+                Ok(r) => (self.peek(key), Some(r)),
+                Err(AcquireError::RateLimited { retry_after }) => {
+                    (denied(quota, retry_after), None)
+                }
+                Err(_) => (never(quota, self.peek(key)), None),
+            }
+        };
+        std::future::ready(Ok(decided))
+    }
+
+    fn refund<'a>(&'a self, reservation: Reservation<'a>) -> impl Future<Output = ()> + Send + 'a {
+        reservation.cancel();
+        std::future::ready(())
+    }
+}

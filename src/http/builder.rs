@@ -1,0 +1,638 @@
+//! [`RateLimitLayerBuilder`]: quotas as people say them, the policy table, and the response
+//! settings, validated once by [`build`](RateLimitLayerBuilder::build).
+
+use std::fmt;
+use std::hash::Hash;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::request::Parts;
+use http::StatusCode;
+
+use super::backend::Backend;
+use super::headers::HeaderStyle;
+use super::key::KeyExtractor;
+use super::layer::{Mode, OnKeyError, RateLimitLayer, Shared};
+use super::policy::{Policy, PolicyTable, RouteError, RoutePattern};
+use super::response::{NoBody, ProblemJson};
+use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
+
+/// Why [`build`](RateLimitLayerBuilder::build) refused a configuration.
+///
+/// ```
+/// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer};
+/// let err = RateLimitLayer::builder(GlobalKey).per_second(0).build().unwrap_err();
+/// assert!(matches!(err, BuildError::Quota(_)));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A quota given as a count was invalid (zero, or too fast for nanosecond resolution).
+    Quota(QuotaError),
+    /// A route pattern other than `"METHOD /path"`, `"/path"` or `"/path/*"`.
+    Route(String),
+    /// A policy name that is empty or not printable ASCII, or holds `"` or `\`.
+    PolicyName(String),
+    /// Both [`shape`](RateLimitLayerBuilder::shape) and
+    /// [`refund_if`](RateLimitLayerBuilder::refund_if): a request either waits for its
+    /// permits or is refunded after its response, not both.
+    ShapeAndRefund,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Quota(e) => write!(f, "invalid quota: {e}"),
+            BuildError::Route(msg) | BuildError::PolicyName(msg) => f.write_str(msg),
+            BuildError::ShapeAndRefund => {
+                f.write_str("shape() and refund_if() cannot be combined on one layer")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<RouteError> for BuildError {
+    fn from(e: RouteError) -> Self {
+        match e {
+            RouteError::Pattern(_) => BuildError::Route(e.to_string()),
+            RouteError::Name(_) => BuildError::PolicyName(e.to_string()),
+        }
+    }
+}
+
+/// How the builder makes the in-process limiters it creates from quotas.
+#[derive(Clone, Copy, Debug)]
+struct LimiterSettings {
+    sweep_interval: Option<Duration>,
+    max_keys: Option<NonZeroUsize>,
+    when_full: WhenFull,
+}
+
+impl Default for LimiterSettings {
+    fn default() -> Self {
+        LimiterSettings {
+            sweep_interval: Some(DEFAULT_SWEEP_INTERVAL),
+            max_keys: Some(DEFAULT_MAX_KEYS),
+            when_full: WhenFull::Deny,
+        }
+    }
+}
+
+/// How often limiters made by the builder evict idle keys, unless told otherwise.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+/// The most keys a limiter made by the builder tracks, unless told otherwise: about 70 MB of
+/// IP-address keys (69.8 bytes per key measured at a million IPv6 keys); see
+/// [`RateLimitLayerBuilder::max_keys`].
+pub const DEFAULT_MAX_KEYS: NonZeroUsize = match NonZeroUsize::new(1_000_000) {
+    Some(n) => n,
+    None => unreachable!(),
+};
+
+/// A limit given as a quota (made into a limiter by `build`) or as a ready backend.
+enum Source<B> {
+    Quota(Quota),
+    Backend(Arc<B>),
+}
+
+/// Makes an in-process limiter for a quota.
+type MakeFn<B> = fn(Quota, &LimiterSettings) -> B;
+
+fn make_keyed<K>(quota: Quota, s: &LimiterSettings) -> KeyedRateLimiter<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    let mut b = KeyedRateLimiter::builder(quota).when_full(s.when_full);
+    if let Some(interval) = s.sweep_interval {
+        b = b.sweep_interval(interval);
+    }
+    if let Some(max) = s.max_keys {
+        b = b.max_keys(max);
+    }
+    b.build()
+}
+
+/// Configures a [`RateLimitLayer`]: the key, the limits (a default and per route), what a
+/// limited request gets, and the headers. Start with [`RateLimitLayer::builder`] (in-process
+/// limiters from quotas) or [`RateLimitLayerBuilder::new`] (limiters you made, of any
+/// [`Backend`](super::Backend) type).
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::http::{HeaderKey, HeaderStyle, RateLimitLayer};
+/// use tollgate::Quota;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let layer = RateLimitLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
+///     .per_minute(600)                                         // every route: 600/min per key
+///     .route("login", "POST /login", Quota::per_minute(5)?)    // stricter on one route
+///     .route("search", "/search/*", Quota::per_second(2)?)     // and on a subtree
+///     .cost(|req| if req.method == http::Method::POST { 2 } else { 1 })
+///     .headers(HeaderStyle::Ietf)
+///     .problem_json()
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[must_use = "call .build() to get the layer"]
+pub struct RateLimitLayerBuilder<E, B, R> {
+    extractor: E,
+    default: Option<Source<B>>,
+    default_name: String,
+    routes: Vec<(String, String, Source<B>)>,
+    make: Option<MakeFn<B>>,
+    settings: LimiterSettings,
+    cost: Option<super::layer::CostFn>,
+    shape: Option<Duration>,
+    refund: Option<super::layer::RefundFn>,
+    style: HeaderStyle,
+    body: R,
+    on_key_error: OnKeyError,
+    never_status: StatusCode,
+    grpc: bool,
+    error: Option<BuildError>,
+}
+
+impl<E> RateLimitLayer<E, KeyedRateLimiter<E::Key>, NoBody>
+where
+    E: KeyExtractor,
+    E::Key: Hash + Eq + Clone,
+{
+    /// A builder whose limits are in-process [`KeyedRateLimiter`]s made from quotas, keyed by
+    /// what `extractor` returns. Each limiter the builder makes sweeps idle keys every
+    /// [`DEFAULT_SWEEP_INTERVAL`] on a background thread and tracks at most
+    /// [`DEFAULT_MAX_KEYS`] keys (see [`max_keys`](RateLimitLayerBuilder::max_keys)).
+    ///
+    /// ```
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
+    /// let per_ip = RateLimitLayer::builder(PeerIp::new()).per_second(10).build().unwrap();
+    /// ```
+    pub fn builder(extractor: E) -> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, NoBody> {
+        let mut b = RateLimitLayerBuilder::new(extractor);
+        b.make = Some(make_keyed::<E::Key>);
+        b
+    }
+}
+
+impl<E, B> RateLimitLayerBuilder<E, B, NoBody> {
+    /// A builder for limiters you provide (any [`Backend`](super::Backend): a [`KeyedRateLimiter`] with your
+    /// own clock or settings, or another store), with [`limiter`](Self::limiter) and
+    /// [`route_limiter`](Self::route_limiter).
+    ///
+    /// ```
+    /// use std::net::IpAddr;
+    /// use std::sync::Arc;
+    /// use tollgate::http::{PeerIp, RateLimitLayerBuilder};
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    ///
+    /// let limiter: Arc<KeyedRateLimiter<IpAddr>> = Arc::new(KeyedRateLimiter::new(Quota::per_second(5).unwrap()));
+    /// let layer = RateLimitLayerBuilder::new(PeerIp::new()).limiter(limiter.clone()).build().unwrap();
+    /// assert!(limiter.is_empty()); // the layer and you share the limiter
+    /// ```
+    pub fn new(extractor: E) -> Self {
+        RateLimitLayerBuilder {
+            extractor,
+            default: None,
+            default_name: DEFAULT_POLICY.to_owned(),
+            routes: Vec::new(),
+            make: None,
+            settings: LimiterSettings::default(),
+            cost: None,
+            shape: None,
+            refund: None,
+            style: HeaderStyle::default(),
+            body: NoBody,
+            on_key_error: OnKeyError::default(),
+            never_status: StatusCode::TOO_MANY_REQUESTS,
+            grpc: true,
+            error: None,
+        }
+    }
+}
+
+/// Quotas, for the in-process limiters the builder makes.
+impl<E, R> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, R>
+where
+    E: KeyExtractor,
+    E::Key: Hash + Eq + Clone,
+{
+    fn quota_or_error(mut self, quota: Result<Quota, QuotaError>) -> Self {
+        match quota {
+            Ok(q) => self.quota(q),
+            Err(e) => {
+                self.error.get_or_insert(BuildError::Quota(e));
+                self
+            }
+        }
+    }
+
+    /// The default limit: `n` requests per second per key, in bursts of up to `n`.
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey).per_second(50).build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn per_second(self, n: u64) -> Self {
+        self.quota_or_error(Quota::per_second(n))
+    }
+
+    /// The default limit: `n` requests per minute per key, in bursts of up to `n`.
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey).per_minute(600).build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn per_minute(self, n: u64) -> Self {
+        self.quota_or_error(Quota::per_minute(n))
+    }
+
+    /// The default limit: `n` requests per hour per key, in bursts of up to `n`.
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey).per_hour(1000).build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn per_hour(self, n: u64) -> Self {
+        self.quota_or_error(Quota::per_hour(n))
+    }
+
+    /// The default limit, as any [`Quota`] (for a burst other than the count).
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// let q = Quota::per_minute(60).unwrap().with_burst(10).unwrap();
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey).quota(q).build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn quota(mut self, quota: Quota) -> Self {
+        self.make = Some(make_keyed::<E::Key>);
+        self.default = Some(Source::Quota(quota));
+        self
+    }
+
+    /// A route with its own limit (its own limiter, keyed like the rest). `pattern` is
+    /// `"POST /login"`, `"/health"` (any method) or `"/api/*"` (the path and everything
+    /// under it); routes are tried in the order added, the first match wins, and requests
+    /// matching none get the default limit (or none, without one). `name` identifies the
+    /// policy in the `RateLimit-Policy` and `RateLimit` headers.
+    ///
+    /// ```
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
+    /// use tollgate::Quota;
+    /// let l = RateLimitLayer::builder(PeerIp::new())
+    ///     .route("login", "POST /login", Quota::per_minute(5).unwrap())
+    ///     .build(); // other routes are not limited
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn route(mut self, name: &str, pattern: &str, quota: Quota) -> Self {
+        self.make = Some(make_keyed::<E::Key>);
+        self.routes
+            .push((name.to_owned(), pattern.to_owned(), Source::Quota(quota)));
+        self
+    }
+
+    /// How often the limiters the builder makes evict idle keys (default
+    /// [`DEFAULT_SWEEP_INTERVAL`]); `None` turns the background sweep off.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .per_second(5)
+    ///     .sweep_interval(Some(Duration::from_secs(5)))
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn sweep_interval(mut self, interval: Option<Duration>) -> Self {
+        self.settings.sweep_interval = interval;
+        self
+    }
+
+    /// The most keys each limiter the builder makes will track (default
+    /// [`DEFAULT_MAX_KEYS`]); `None` for no cap. The cap is what bounds memory under a flood
+    /// of distinct clients (IPv6 gives one client many /64s); at the cap, cold keys are
+    /// swept first, then [`when_full`](Self::when_full) decides.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .per_second(5)
+    ///     .max_keys(NonZeroUsize::new(100_000))
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn max_keys(mut self, max_keys: Option<NonZeroUsize>) -> Self {
+        self.settings.max_keys = max_keys;
+        self
+    }
+
+    /// New keys at a full cap: [`WhenFull::Deny`] (the default: such clients get 429 until
+    /// keys go cold) or [`WhenFull::AllowUntracked`].
+    ///
+    /// ```
+    /// use tollgate::WhenFull;
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .per_second(5)
+    ///     .when_full(WhenFull::AllowUntracked)
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn when_full(mut self, policy: WhenFull) -> Self {
+        self.settings.when_full = policy;
+        self
+    }
+}
+
+/// The name of the default policy in headers.
+const DEFAULT_POLICY: &str = "default";
+
+impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
+    /// The default limit: a limiter you made (shared with you through the `Arc`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<()>::builder(Quota::per_second(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let l = RateLimitLayer::builder(GlobalKey).limiter(Arc::new(limiter)).build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn limiter(mut self, backend: Arc<B>) -> Self {
+        self.default = Some(Source::Backend(backend));
+        self
+    }
+
+    /// A route with its own limiter (see [`route`](Self::route) for `name` and `pattern`).
+    /// Several routes may share one limiter (and then should share a name).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::{PeerIp, RateLimitLayerBuilder};
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    ///
+    /// let auth = Arc::new(KeyedRateLimiter::new(Quota::per_minute(10).unwrap()));
+    /// let l = RateLimitLayerBuilder::new(PeerIp::new())
+    ///     .route_limiter("auth", "POST /login", auth.clone())
+    ///     .route_limiter("auth", "POST /password-reset", auth)
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn route_limiter(mut self, name: &str, pattern: &str, backend: Arc<B>) -> Self {
+        self.routes.push((
+            name.to_owned(),
+            pattern.to_owned(),
+            Source::Backend(backend),
+        ));
+        self
+    }
+
+    /// Renames the default policy (default `"default"`), to tell stacked layers apart in the
+    /// `RateLimit` headers.
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .per_second(5)
+    ///     .policy_name("per-ip")
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn policy_name(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.default_name);
+        self
+    }
+
+    /// Each request's cost in permits (default 1), for instance by route or by declared size.
+    /// A cost above a policy's burst can never pass: such requests get the
+    /// [`never_status`](Self::never_status), without `Retry-After`. A cost of 0 is never
+    /// limited.
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .per_second(100)
+    ///     .cost(|req| if req.uri.path().starts_with("/export") { 20 } else { 1 })
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        self.cost = Some(Box::new(cost));
+        self
+    }
+
+    /// Shaping: a request over its limit waits for its permits, up to `max_delay`, then
+    /// proceeds; one whose wait would be longer is answered 429 at once (nothing taken).
+    /// Waiters are served in arrival order; a client that disconnects while waiting gives its
+    /// slot to the next one. Needs a tokio runtime.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey)
+    ///     .per_second(10)
+    ///     .shape(Duration::from_secs(2))
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn shape(mut self, max_delay: Duration) -> Self {
+        self.shape = Some(max_delay);
+        self
+    }
+
+    /// Response-aware limits: take the permits before the handler, and give them back when
+    /// `refund_if` says so of the response head (status, headers, extensions). Counting only
+    /// failed logins is `refund_if(|res| res.status.is_success())`.
+    ///
+    /// ```
+    /// let failed_logins = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .route("login", "POST /login", tollgate::Quota::per_minute(5).unwrap())
+    ///     .refund_if(|res| res.status.is_success())
+    ///     .build();
+    /// assert!(failed_logins.is_ok());
+    /// ```
+    pub fn refund_if(
+        mut self,
+        refund_if: impl Fn(&http::response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.refund = Some(Box::new(refund_if));
+        self
+    }
+
+    /// Which rate-limit headers to send (default [`HeaderStyle::Ietf`]).
+    ///
+    /// ```
+    /// use tollgate::http::{GlobalKey, HeaderStyle, RateLimitLayer};
+    /// let l = RateLimitLayer::builder(GlobalKey).per_second(5).headers(HeaderStyle::XRateLimit).build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn headers(mut self, style: HeaderStyle) -> Self {
+        self.style = style;
+        self
+    }
+
+    /// The status for requests that can never pass (cost above the burst; default 429
+    /// without `Retry-After`). `413 Payload Too Large` suits costs that are sizes.
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey)
+    ///     .per_second(5)
+    ///     .never_status(http::StatusCode::PAYLOAD_TOO_LARGE)
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn never_status(mut self, status: StatusCode) -> Self {
+        self.never_status = status;
+        self
+    }
+
+    /// What to do when the key extractor fails (default [`OnKeyError::Reject`]).
+    ///
+    /// ```
+    /// use tollgate::http::{GlobalKey, OnKeyError, RateLimitLayer};
+    /// let l = RateLimitLayer::builder(GlobalKey)
+    ///     .per_second(5)
+    ///     .on_key_error(OnKeyError::Status(http::StatusCode::UNAUTHORIZED))
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn on_key_error(mut self, policy: OnKeyError) -> Self {
+        self.on_key_error = policy;
+        self
+    }
+
+    /// Whether gRPC calls (`content-type: application/grpc...`) get gRPC statuses (default
+    /// `true`): `RESOURCE_EXHAUSTED` for a limited call, as a trailers-only response.
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey)
+    ///     .per_second(5)
+    ///     .grpc(false)
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn grpc(mut self, grpc: bool) -> Self {
+        self.grpc = grpc;
+        self
+    }
+
+    /// Answers with `application/problem+json` bodies (RFC 9457) instead of empty ones. The
+    /// inner service's response body must be `From<Bytes>` (axum's `Body`,
+    /// `http_body_util::Full<Bytes>`).
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey)
+    ///     .per_second(5)
+    ///     .problem_json()
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn problem_json(self) -> RateLimitLayerBuilder<E, B, ProblemJson> {
+        self.reject_body(ProblemJson)
+    }
+
+    /// Makes the bodies of the layer's own responses with `body` (see
+    /// [`RejectBody`](super::RejectBody)).
+    ///
+    /// ```
+    /// use tollgate::http::{GlobalKey, NoBody, RateLimitLayer};
+    /// let l = RateLimitLayer::builder(GlobalKey).per_second(5).reject_body(NoBody).build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn reject_body<R2>(self, body: R2) -> RateLimitLayerBuilder<E, B, R2> {
+        RateLimitLayerBuilder {
+            extractor: self.extractor,
+            default: self.default,
+            default_name: self.default_name,
+            routes: self.routes,
+            make: self.make,
+            settings: self.settings,
+            cost: self.cost,
+            shape: self.shape,
+            refund: self.refund,
+            style: self.style,
+            body,
+            on_key_error: self.on_key_error,
+            never_status: self.never_status,
+            grpc: self.grpc,
+            error: self.error,
+        }
+    }
+
+    /// Validates everything and makes the layer (and the limiters given as quotas).
+    ///
+    /// # Errors
+    /// The first [`BuildError`] found: an invalid quota, route pattern or policy name, or
+    /// shaping combined with refunds.
+    ///
+    /// ```
+    /// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer};
+    /// use tollgate::Quota;
+    /// let err = RateLimitLayer::builder(GlobalKey)
+    ///     .route("x", "login", Quota::per_second(1).unwrap())
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err, BuildError::Route(_)));
+    /// ```
+    pub fn build(self) -> Result<RateLimitLayer<E, B, R>, BuildError>
+    where
+        B: Backend,
+        E: KeyExtractor<Key = B::Key>,
+    {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let mode = match (self.shape, self.refund) {
+            (Some(_), Some(_)) => return Err(BuildError::ShapeAndRefund),
+            (Some(max), None) => Mode::Shape(max),
+            (None, Some(f)) => Mode::Refund(f),
+            (None, None) => Mode::Reject,
+        };
+        let (make, settings) = (self.make, self.settings);
+        let backend = |source: Source<B>| match source {
+            Source::Backend(b) => b,
+            // Quotas are only accepted by methods that also set `make`.
+            Source::Quota(q) => {
+                Arc::new(make.expect("quota sources come with a maker")(q, &settings))
+            }
+        };
+        let mut routes = Vec::with_capacity(self.routes.len());
+        for (name, pattern, source) in self.routes {
+            let pattern = RoutePattern::parse(&pattern)?;
+            let backend = backend(source);
+            let quota = backend.quota();
+            routes.push((pattern, Policy::new(&name, backend, quota)?));
+        }
+        let default = match self.default {
+            Some(source) => {
+                let backend = backend(source);
+                let quota = backend.quota();
+                Some(Policy::new(&self.default_name, backend, quota)?)
+            }
+            None => None,
+        };
+        Ok(RateLimitLayer::from_shared(Shared {
+            extractor: self.extractor,
+            table: PolicyTable { routes, default },
+            cost: self.cost,
+            mode,
+            style: self.style,
+            body: self.body,
+            on_key_error: self.on_key_error,
+            never_status: self.never_status,
+            grpc: self.grpc,
+        }))
+    }
+}
+
+impl<E, B, R> fmt::Debug for RateLimitLayerBuilder<E, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayerBuilder")
+            .field("routes", &self.routes.len())
+            .field(
+                "default",
+                &self.default.as_ref().map(|_| &self.default_name),
+            )
+            .field("style", &self.style)
+            .finish_non_exhaustive()
+    }
+}

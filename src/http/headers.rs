@@ -1,0 +1,346 @@
+//! Rate-limit response headers: the IETF draft's `RateLimit-Policy` / `RateLimit`, the older
+//! `RateLimit-Limit` / `-Remaining` / `-Reset` trio, `X-RateLimit-*`, and `Retry-After`.
+//!
+//! Every duration is whole seconds rounded **up**: a client that waits what a header says is
+//! never early. `Retry-After` is at least 1.
+
+use std::time::Duration;
+
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::{Decision, Quota};
+
+/// Which rate-limit headers the layer adds to allowed and limited responses.
+///
+/// `Retry-After` is sent on every `429` that can succeed later, whatever the style (it is
+/// HTTP's own header, not a rate-limit one).
+///
+/// | style | headers (policy `default`, 100 per minute, 50 left, full again in 30 s) |
+/// |---|---|
+/// | `Ietf` (default) | `RateLimit-Policy: "default";q=100;w=60` and `RateLimit: "default";r=50;t=30` |
+/// | `Legacy` | `RateLimit-Limit: 100`, `RateLimit-Remaining: 50`, `RateLimit-Reset: 30` |
+/// | `XRateLimit` | `X-RateLimit-Limit: 100`, `X-RateLimit-Remaining: 50`, `X-RateLimit-Reset: 30` |
+/// | `None` | none |
+///
+/// `q` / `Limit` is the burst and `w` the time a full burst takes to come back (the quota's
+/// tolerance; 60 s for `per_minute(100)`). `r` / `Remaining` is what could be taken right
+/// now (on a `429` it can be above 0 when the request costs more than is left). `t` / `Reset`
+/// is, on an allowed response, the seconds until the bucket is full again; on a `429` it is the
+/// seconds until this request could pass, equal to `Retry-After`, so `Retry-After` is never
+/// earlier than `t`. Resets are delta seconds, never timestamps.
+///
+/// Stacked layers: `Ietf` fields are lists, so each layer appends its own policy item (give
+/// policies distinct names). The single-valued styles keep whichever layer reports the fewest
+/// remaining, as earlier drafts of the same document advise when several limits apply.
+///
+/// ```
+/// use tollgate::http::HeaderStyle;
+/// assert_eq!(HeaderStyle::default(), HeaderStyle::Ietf);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HeaderStyle {
+    /// draft-ietf-httpapi-ratelimit-headers (from draft 08 on): `RateLimit-Policy` and
+    /// `RateLimit`, Structured Fields lists keyed by policy name.
+    #[default]
+    Ietf,
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (the draft's earlier
+    /// versions, still common).
+    Legacy,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+    XRateLimit,
+    /// No rate-limit headers (`Retry-After` is still sent on `429`).
+    None,
+}
+
+/// Whole seconds, rounded up (saturating).
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
+}
+
+/// `Retry-After` for a wait: rounded up, and at least 1 (a 0 invites an immediate retry that
+/// fails again).
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
+    ceil_secs(wait).max(1)
+}
+
+/// The headers for one decision, made in `call` and written into the response.
+#[derive(Clone, Debug)]
+pub(crate) struct RateHeaders {
+    fields: Fields,
+    retry_after: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+enum Fields {
+    None,
+    /// `RateLimit-Policy` and `RateLimit` values, formatted with the policy name.
+    Ietf(HeaderValue, HeaderValue),
+    /// Limit, remaining, reset under these names.
+    Trio(&'static [HeaderName; 3], [u64; 3]),
+}
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+static LEGACY: [HeaderName; 3] = [
+    HeaderName::from_static("ratelimit-limit"),
+    HeaderName::from_static("ratelimit-remaining"),
+    HeaderName::from_static("ratelimit-reset"),
+];
+static X_RATELIMIT: [HeaderName; 3] = [
+    HeaderName::from_static("x-ratelimit-limit"),
+    HeaderName::from_static("x-ratelimit-remaining"),
+    HeaderName::from_static("x-ratelimit-reset"),
+];
+
+/// A policy's name as the IETF fields carry it (a Structured Fields string, quotes included),
+/// with its `RateLimit-Policy` value made once for the quota it had when the layer was built;
+/// a response made under another quota (after `set_quota`) gets a freshly made one.
+#[derive(Debug)]
+pub(crate) struct PolicyLabel {
+    sf_name: Box<str>,
+    quota: Quota,
+    field: Option<HeaderValue>,
+}
+
+impl PolicyLabel {
+    pub(crate) fn new(sf_name: Box<str>, quota: Quota) -> PolicyLabel {
+        let field = policy_field(&sf_name, quota);
+        PolicyLabel {
+            sf_name,
+            quota,
+            field,
+        }
+    }
+
+    pub(crate) fn sf_name(&self) -> &str {
+        &self.sf_name
+    }
+
+    fn field(&self, quota: Quota) -> Option<HeaderValue> {
+        if quota == self.quota {
+            self.field.clone()
+        } else {
+            policy_field(&self.sf_name, quota)
+        }
+    }
+}
+
+/// `"name";q=<burst>;w=<tolerance in seconds, rounded up>`. `None` only for a name that is
+/// not a valid header value, which policy names are validated never to be.
+fn policy_field(sf_name: &str, quota: Quota) -> Option<HeaderValue> {
+    let (limit, window) = (quota.burst(), ceil_secs(quota.tolerance()));
+    HeaderValue::try_from(item(sf_name, "q", limit, "w", window)).ok()
+}
+
+/// `name;a=1;b=2` in one allocation of the right size, without `core::fmt`: `format!` was
+/// most of the headers' cost per request (it grows its string several times, and formats
+/// integers through dynamic dispatch).
+fn item(sf_name: &str, a: &str, x: u64, b: &str, y: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(sf_name.len() + a.len() + b.len() + 2 * 20 + 4);
+    out.extend_from_slice(sf_name.as_bytes());
+    for (key, value) in [(a, x), (b, y)] {
+        out.push(b';');
+        out.extend_from_slice(key.as_bytes());
+        out.push(b'=');
+        push_decimal(&mut out, value);
+    }
+    out
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20]; // u64::MAX has 20 digits
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+impl RateHeaders {
+    /// The headers for decision `d` of the policy `label`, whose quota is `quota`.
+    pub(crate) fn new(style: HeaderStyle, label: &PolicyLabel, quota: Quota, d: &Decision) -> Self {
+        let retry_after = d.retry_after.map(retry_after_secs);
+        let (limit, remaining) = (d.limit, d.remaining);
+        let reset = retry_after.unwrap_or_else(|| ceil_secs(d.reset_after));
+        let fields = match style {
+            HeaderStyle::Ietf => {
+                let s = HeaderValue::try_from(item(label.sf_name(), "r", remaining, "t", reset));
+                match (label.field(quota), s) {
+                    (Some(p), Ok(s)) => Fields::Ietf(p, s),
+                    _ => Fields::None, // names are validated printable ASCII: unreachable
+                }
+            }
+            HeaderStyle::Legacy => Fields::Trio(&LEGACY, [limit, remaining, reset]),
+            HeaderStyle::XRateLimit => Fields::Trio(&X_RATELIMIT, [limit, remaining, reset]),
+            HeaderStyle::None => Fields::None,
+        };
+        RateHeaders {
+            fields,
+            retry_after,
+        }
+    }
+
+    /// Writes the headers (and `Retry-After` if the decision has one) into `headers`.
+    pub(crate) fn write(&self, headers: &mut HeaderMap) {
+        match &self.fields {
+            // Lists: a layer further out appends its own item.
+            Fields::Ietf(p, s) => {
+                headers.append(RATELIMIT_POLICY, p.clone());
+                headers.append(RATELIMIT, s.clone());
+            }
+            // Single values: keep the tighter of ours and any already there.
+            Fields::Trio(names, values) => {
+                let theirs = headers
+                    .get(&names[1])
+                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                if !theirs.is_some_and(|r| r <= values[1]) {
+                    for (name, value) in names.iter().zip(values) {
+                        headers.insert(name.clone(), HeaderValue::from(*value));
+                    }
+                }
+            }
+            Fields::None => {}
+        }
+        if let Some(secs) = self.retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+    }
+
+    /// The `Retry-After` value, if any.
+    pub(crate) fn retry_after(&self) -> Option<u64> {
+        self.retry_after
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(allowed: bool, remaining: u64, retry: Option<u64>, reset_ms: u64) -> Decision {
+        Decision {
+            allowed,
+            limit: 100,
+            remaining,
+            retry_after: retry.map(Duration::from_millis),
+            reset_after: Duration::from_millis(reset_ms),
+        }
+    }
+
+    fn label(name: &str, q: Quota) -> PolicyLabel {
+        PolicyLabel::new(format!("\"{name}\"").into(), q)
+    }
+
+    fn written(style: HeaderStyle, d: Decision) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        let q = Quota::per_minute(100).unwrap();
+        RateHeaders::new(style, &label("default", q), q, &d).write(&mut h);
+        h
+    }
+
+    #[test]
+    fn items_format_every_integer() {
+        for v in [0, 7, 10, 99, 100, 1234567890, u64::MAX] {
+            let got = item("\"n\"", "a", v, "b", v / 3);
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                format!("\"n\";a={v};b={}", v / 3)
+            );
+        }
+    }
+
+    #[test]
+    fn rounding_is_up_and_retry_after_never_zero() {
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+        assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_millis(1000)), 1);
+        assert_eq!(ceil_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(ceil_secs(Duration::MAX), u64::MAX);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(10)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(2500)), 3);
+    }
+
+    #[test]
+    fn ietf_fields_on_allowed_and_limited() {
+        let h = written(HeaderStyle::Ietf, decision(true, 50, None, 29_400));
+        assert_eq!(h["ratelimit-policy"], "\"default\";q=100;w=60");
+        assert_eq!(h["ratelimit"], "\"default\";r=50;t=30");
+        assert!(h.get("retry-after").is_none());
+        let h = written(HeaderStyle::Ietf, decision(false, 0, Some(600), 59_000));
+        assert_eq!(h["ratelimit"], "\"default\";r=0;t=1");
+        assert_eq!(h["retry-after"], "1");
+    }
+
+    #[test]
+    fn never_passing_requests_get_no_retry_after() {
+        // 7 left, but the request costs more than the burst: r tells the truth.
+        let h = written(HeaderStyle::Ietf, decision(false, 7, None, 5_500));
+        assert_eq!(h["ratelimit"], "\"default\";r=7;t=6");
+        assert!(h.get("retry-after").is_none());
+    }
+
+    #[test]
+    fn legacy_and_x_styles_keep_the_tighter_layer() {
+        for (style, prefix) in [(HeaderStyle::Legacy, ""), (HeaderStyle::XRateLimit, "x-")] {
+            let mut h = written(style, decision(true, 50, None, 30_000));
+            assert_eq!(h[format!("{prefix}ratelimit-limit")], "100");
+            assert_eq!(h[format!("{prefix}ratelimit-remaining")], "50");
+            assert_eq!(h[format!("{prefix}ratelimit-reset")], "30");
+            let q = Quota::per_minute(100).unwrap();
+            RateHeaders::new(style, &label("o", q), q, &decision(true, 80, None, 1_000))
+                .write(&mut h);
+            assert_eq!(h[format!("{prefix}ratelimit-remaining")], "50");
+            RateHeaders::new(style, &label("o", q), q, &decision(true, 10, None, 1_000))
+                .write(&mut h);
+            assert_eq!(h[format!("{prefix}ratelimit-remaining")], "10");
+            assert_eq!(h[format!("{prefix}ratelimit-reset")], "1");
+            assert!(h.get("ratelimit").is_none());
+        }
+    }
+
+    #[test]
+    fn none_style_still_sends_retry_after() {
+        let h = written(HeaderStyle::None, decision(false, 0, Some(1500), 1500));
+        assert_eq!(h.len(), 1);
+        assert_eq!(h["retry-after"], "2");
+    }
+
+    #[test]
+    fn ietf_items_from_stacked_layers_append() {
+        let mut h = written(HeaderStyle::Ietf, decision(true, 50, None, 30_000));
+        let q = Quota::per_second(5).unwrap();
+        RateHeaders::new(
+            HeaderStyle::Ietf,
+            &label("per-key", q),
+            q,
+            &decision(true, 4, None, 200),
+        )
+        .write(&mut h);
+        let all: Vec<_> = h.get_all("ratelimit").iter().collect();
+        assert_eq!(all, ["\"default\";r=50;t=30", "\"per-key\";r=4;t=1"]);
+        let all: Vec<_> = h.get_all("ratelimit-policy").iter().collect();
+        assert_eq!(all, ["\"default\";q=100;w=60", "\"per-key\";q=5;w=1"]);
+    }
+
+    #[test]
+    fn the_policy_field_follows_a_quota_change() {
+        let built = Quota::per_minute(100).unwrap();
+        let now = Quota::per_hour(10).unwrap();
+        let mut h = HeaderMap::new();
+        RateHeaders::new(
+            HeaderStyle::Ietf,
+            &label("p", built),
+            now,
+            &decision(true, 9, None, 1),
+        )
+        .write(&mut h);
+        assert_eq!(h["ratelimit-policy"], "\"p\";q=10;w=3600");
+    }
+}

@@ -1,0 +1,259 @@
+//! Key extractors: which bucket a request is counted in.
+//!
+//! An extractor sees the request head ([`Parts`]: method, URI, headers, extensions) and returns
+//! a key, or a [`KeyError`] saying why it could not. What the layer does with that error is the
+//! [`OnKeyError`](super::OnKeyError) policy. The client-IP extractors live in `client_ip.rs`.
+
+use std::fmt;
+
+use http::request::Parts;
+use http::{HeaderName, StatusCode};
+
+/// Turns a request head into the key its rate limit is counted under.
+///
+/// Implemented by [`GlobalKey`], [`HeaderKey`], [`PeerIp`](super::PeerIp),
+/// [`ClientIp`](super::ClientIp) and [`KeyFn`] (any closure). An extractor runs once per
+/// request, before the inner service, and must not block.
+///
+/// ```
+/// use http::request::Parts;
+/// use tollgate::http::{KeyError, KeyExtractor};
+///
+/// /// One bucket per tenant, from a header set by an authentication layer in front.
+/// struct Tenant;
+/// impl KeyExtractor for Tenant {
+///     type Key = u64;
+///     fn extract(&self, req: &Parts) -> Result<u64, KeyError> {
+///         req.headers
+///             .get("x-tenant-id")
+///             .and_then(|v| v.to_str().ok()?.parse().ok())
+///             .ok_or(KeyError::bad_request("missing or invalid x-tenant-id"))
+///     }
+/// }
+///
+/// let (parts, ()) = http::Request::get("/").header("x-tenant-id", "42").body(()).unwrap().into_parts();
+/// assert_eq!(Tenant.extract(&parts), Ok(42));
+/// ```
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The key type (the limiter's key type).
+    type Key: Send + Sync + 'static;
+
+    /// The key for this request.
+    ///
+    /// # Errors
+    /// A [`KeyError`] when the request carries no usable key.
+    fn extract(&self, req: &Parts) -> Result<Self::Key, KeyError>;
+}
+
+/// Why no key could be taken from a request, and the status the layer answers with under the
+/// default [`OnKeyError::Reject`](super::OnKeyError::Reject) policy.
+///
+/// `500 Internal Server Error` means the server is set up wrongly (for example no peer address
+/// because the app was not served with `ConnectInfo`); `400 Bad Request` means the request
+/// lacks what the extractor needs (a missing API-key header, a malformed `X-Forwarded-For`).
+///
+/// ```
+/// use http::StatusCode;
+/// use tollgate::http::KeyError;
+///
+/// let e = KeyError::bad_request("missing x-api-key header");
+/// assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+/// assert_eq!(e.reason(), "missing x-api-key header");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyError {
+    status: StatusCode,
+    reason: &'static str,
+}
+
+impl KeyError {
+    /// An error answered with `status` (clamped to 400-599: a key error is never a success).
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// let e = tollgate::http::KeyError::new(StatusCode::UNAUTHORIZED, "no credentials");
+    /// assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
+    /// assert_eq!(tollgate::http::KeyError::new(StatusCode::OK, "x").status(), 500);
+    /// ```
+    pub fn new(status: StatusCode, reason: &'static str) -> KeyError {
+        let status = if status.is_client_error() || status.is_server_error() {
+            status
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        KeyError { status, reason }
+    }
+
+    /// The request lacks what the extractor needs: `400 Bad Request`.
+    ///
+    /// ```
+    /// assert_eq!(tollgate::http::KeyError::bad_request("no key").status(), 400);
+    /// ```
+    pub fn bad_request(reason: &'static str) -> KeyError {
+        KeyError::new(StatusCode::BAD_REQUEST, reason)
+    }
+
+    /// The server is set up wrongly: `500 Internal Server Error`.
+    ///
+    /// ```
+    /// assert_eq!(tollgate::http::KeyError::misconfigured("no peer address").status(), 500);
+    /// ```
+    pub fn misconfigured(reason: &'static str) -> KeyError {
+        KeyError::new(StatusCode::INTERNAL_SERVER_ERROR, reason)
+    }
+
+    /// The status the layer answers with by default.
+    ///
+    /// ```
+    /// assert_eq!(tollgate::http::KeyError::bad_request("x").status().as_u16(), 400);
+    /// ```
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What was missing or wrong (used as the problem+json `detail`).
+    ///
+    /// ```
+    /// assert_eq!(tollgate::http::KeyError::bad_request("why").reason(), "why");
+    /// ```
+    pub fn reason(&self) -> &'static str {
+        self.reason
+    }
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no rate-limit key ({}): {}", self.status, self.reason)
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// One bucket for every request: a limit on the service as a whole (key `()`).
+///
+/// ```
+/// use tollgate::http::{GlobalKey, KeyExtractor};
+/// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(GlobalKey.extract(&parts), Ok(()));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobalKey;
+
+impl KeyExtractor for GlobalKey {
+    type Key = ();
+
+    #[inline]
+    fn extract(&self, _: &Parts) -> Result<(), KeyError> {
+        Ok(())
+    }
+}
+
+/// One bucket per value of a request header, typically an API key.
+///
+/// The value must be visible ASCII and at most [`max_len`](HeaderKey::max_len) bytes (256 by
+/// default), because every distinct value is a tracked key: an unbounded value would let one
+/// client spend the table's memory. A missing or unacceptable value is a `400` [`KeyError`].
+/// Values are client-chosen strings, so see
+/// [`DefaultKeyHasher`](crate::DefaultKeyHasher) on hash flooding.
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::http::{HeaderKey, KeyExtractor};
+///
+/// let by_api_key = HeaderKey::new(HeaderName::from_static("x-api-key"));
+/// let (parts, ()) = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap().into_parts();
+/// assert_eq!(by_api_key.extract(&parts).unwrap(), "k-123");
+///
+/// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(by_api_key.extract(&parts).unwrap_err().status(), 400);
+/// ```
+#[derive(Clone, Debug)]
+pub struct HeaderKey {
+    name: HeaderName,
+    max_len: usize,
+}
+
+impl HeaderKey {
+    /// Keys requests by the value of header `name`.
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// let by_api_key = tollgate::http::HeaderKey::new(HeaderName::from_static("x-api-key"));
+    /// let by_auth = tollgate::http::HeaderKey::new(http::header::AUTHORIZATION);
+    /// ```
+    pub fn new(name: HeaderName) -> HeaderKey {
+        HeaderKey { name, max_len: 256 }
+    }
+
+    /// Refuses values longer than `max_len` bytes (default 256) with `400`.
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::http::{HeaderKey, KeyExtractor};
+    /// let k = HeaderKey::new(HeaderName::from_static("x-api-key")).max_len(4);
+    /// let (parts, ()) = http::Request::get("/").header("x-api-key", "12345").body(()).unwrap().into_parts();
+    /// assert!(k.extract(&parts).is_err());
+    /// ```
+    pub fn max_len(mut self, max_len: usize) -> HeaderKey {
+        self.max_len = max_len;
+        self
+    }
+}
+
+impl KeyExtractor for HeaderKey {
+    type Key = String;
+
+    fn extract(&self, req: &Parts) -> Result<String, KeyError> {
+        let value = req.headers.get(&self.name).ok_or(KeyError::bad_request(
+            "the rate-limit key header is missing",
+        ))?;
+        if value.len() > self.max_len {
+            return Err(KeyError::bad_request(
+                "the rate-limit key header is too long",
+            ));
+        }
+        // `to_str` accepts visible ASCII only: no control characters in keys or logs.
+        match value.to_str() {
+            Ok(s) if !s.is_empty() => Ok(s.to_owned()),
+            _ => Err(KeyError::bad_request(
+                "the rate-limit key header is empty or not visible ASCII",
+            )),
+        }
+    }
+}
+
+/// Any closure from the request head to a key: `KeyFn(|req: &Parts| ...)`.
+///
+/// ```
+/// use http::request::Parts;
+/// use tollgate::http::{KeyError, KeyExtractor, KeyFn};
+///
+/// // Per (tenant, method): reads a header an authentication layer set.
+/// let per_tenant_method = KeyFn(|req: &Parts| {
+///     let tenant = req.headers.get("x-tenant").ok_or(KeyError::bad_request("no tenant"))?;
+///     Ok((tenant.as_bytes().to_vec(), req.method.clone()))
+/// });
+/// let (parts, ()) = http::Request::post("/").header("x-tenant", "t1").body(()).unwrap().into_parts();
+/// assert_eq!(per_tenant_method.extract(&parts).unwrap(), (b"t1".to_vec(), http::Method::POST));
+/// ```
+#[derive(Clone, Copy)]
+pub struct KeyFn<F>(pub F);
+
+impl<F, K> KeyExtractor for KeyFn<F>
+where
+    F: Fn(&Parts) -> Result<K, KeyError> + Send + Sync + 'static,
+    K: Send + Sync + 'static,
+{
+    type Key = K;
+
+    #[inline]
+    fn extract(&self, req: &Parts) -> Result<K, KeyError> {
+        (self.0)(req)
+    }
+}
+
+impl<F> fmt::Debug for KeyFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyFn")
+    }
+}

@@ -1,0 +1,67 @@
+//! HTTP middleware: a tower [`Layer`](tower_layer::Layer) that rate-limits requests, for axum,
+//! hyper and tonic (feature `tower`; `axum` adds axum's `ConnectInfo` as a peer address).
+//!
+//! - **Keys** ([`KeyExtractor`]): [`GlobalKey`], [`PeerIp`], [`ClientIp`] (behind proxies you
+//!   trust, read from the right), [`HeaderKey`] (API keys), or any closure ([`KeyFn`]). IPv6
+//!   clients are keyed by /64. A request without a usable key is answered per [`OnKeyError`].
+//! - **Limits**: a default quota and per-route quotas (`"POST /login"`, `"/api/*"`), each its
+//!   own in-process [`KeyedRateLimiter`](crate::KeyedRateLimiter) made by the builder (with a
+//!   sweeper and a key cap), or any [`Backend`] you pass (with feature `redis`, the
+//!   `RedisRateLimiter` too). A per-request cost closure.
+//! - **Over the limit**: `429 Too Many Requests` with `Retry-After` in whole seconds rounded
+//!   up (never 0) and `Cache-Control: no-store`; or [shaping](RateLimitLayerBuilder::shape)
+//!   (wait up to a bound, in arrival order); or
+//!   [response-aware refunds](RateLimitLayerBuilder::refund_if). A request that can never
+//!   pass (cost above the burst) gets 429 without `Retry-After`. gRPC calls get
+//!   `RESOURCE_EXHAUSTED`.
+//! - **Headers** ([`HeaderStyle`]): the IETF draft's `RateLimit-Policy` / `RateLimit` (default),
+//!   `RateLimit-Limit/-Remaining/-Reset`, `X-RateLimit-*`, or none; optional
+//!   `application/problem+json` bodies.
+//!
+//! All state is behind one `Arc` made by `build()`, so the layer works however often a
+//! framework clones services (axum clones them per request). `poll_ready` forwards to the
+//! inner service; the decision is made in `call`. The response type stays the inner service's.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use tollgate::http::{PeerIp, RateLimitLayer};
+//! use tollgate::Quota;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = RateLimitLayer::builder(PeerIp::new())
+//!     .per_minute(100)                                       // 100/min per client IP
+//!     .route("login", "POST /login", Quota::per_minute(5)?)  // 5/min on the login route
+//!     .build()?;
+//! let app = axum::Router::new()
+//!     .route("/", axum::routing::get(|| async { "hello" }))
+//!     .layer(layer);
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+//! # let _ = app.into_make_service_with_connect_info::<SocketAddr>();
+//! # Ok(()) }
+//! ```
+//!
+//! With plain hyper, insert each connection's peer `SocketAddr` as a request extension (for
+//! instance `tower::ServiceBuilder::new().map_request(move |mut req: Request<_>| { req.extensions_mut().insert(peer); req })`)
+//! for the IP extractors. tonic inserts its own `TcpConnectInfo` instead: key by it with a
+//! [`KeyFn`].
+
+mod backend;
+mod builder;
+mod client_ip;
+mod headers;
+mod key;
+mod layer;
+mod policy;
+#[cfg(feature = "redis")]
+mod redis_backend;
+mod refund;
+mod response;
+mod shaping;
+
+pub use backend::{Answer, Backend};
+pub use builder::{BuildError, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
+pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
+pub use headers::HeaderStyle;
+pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
+pub use layer::{OnKeyError, RateLimit, RateLimitLayer, ResponseFuture};
+pub use response::{NoBody, Problem, ProblemJson, RejectBody};

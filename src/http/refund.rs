@@ -1,0 +1,60 @@
+//! Response-aware limits: take the permits before the handler runs, give them back when the
+//! response says the request should not count (say, count only failed logins).
+//!
+//! Taking first is what keeps the limit exact under concurrency: a thousand simultaneous
+//! login attempts against a burst of 5 reach the handler 5 times, because each admitted one
+//! holds its permits while it runs. (Checking first and charging after the response would let
+//! all thousand through.)
+//!
+//! The refund is [`Backend::refund`]; for the in-process limiter that is
+//! [`Reservation::cancel`](crate::Reservation::cancel), which makes a cancelled reservation's
+//! capacity reusable even when it was ready at once and other requests reserved after it
+//! (the core keeps such stretches as holes that later requests fill).
+
+use std::sync::Arc;
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::backend::Backend;
+use super::headers::RateHeaders;
+use super::layer::{Mode, Shared, Verdict};
+use super::response::RejectBody;
+
+/// Reserves `cost` permits, calls `inner`, and refunds them if the response head satisfies the
+/// layer's refund predicate. An inner service error keeps the permits.
+pub(crate) async fn refunding<S, E, B, R, ReqBody, ResBody>(
+    shared: Arc<Shared<E, B, R>>,
+    index: usize,
+    key: B::Key,
+    cost: u64,
+    grpc: bool,
+    mut inner: S,
+    req: Request<ReqBody>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    B: Backend,
+    R: RejectBody<ResBody>,
+{
+    let policy = shared.table.get(index);
+    let (decided, reservation) = match policy.backend.reserve(&key, cost).await {
+        Ok((d, r)) => (Ok(d), r),
+        Err(e) => (Err(e), None),
+    };
+    let headers: Option<RateHeaders> = match shared.verdict(policy, decided, cost, grpc) {
+        Verdict::Proceed(headers) => headers,
+        Verdict::Reject(res) => return Ok(res),
+    };
+    let res = inner.call(req).await?;
+    let (mut head, body) = res.into_parts();
+    if let (Mode::Refund(refund_if), Some(r)) = (&shared.mode, reservation) {
+        if refund_if(&head) {
+            policy.backend.refund(r).await;
+        }
+    }
+    if let Some(h) = headers {
+        h.write(&mut head.headers);
+    }
+    Ok(Response::from_parts(head, body))
+}

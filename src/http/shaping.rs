@@ -1,0 +1,43 @@
+//! Shaping: a request over its limit waits for its permits (up to a maximum delay) instead of
+//! being refused.
+//!
+//! The wait is the backend's [`acquire_within`](super::Backend::acquire_within): for the
+//! in-process limiter, a reservation taken at the response future's first poll and one timer
+//! sleep until it is ready, so waiters are served in arrival order, each woken once. A request
+//! whose wait would exceed the maximum takes nothing and is answered 429 at once.
+//!
+//! Cancel safety is what makes this safe under load: when a client disconnects while waiting,
+//! the server drops the response future, which drops the wait and cancels its reservation, so
+//! the slot goes to the next request instead of to nobody.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::backend::Backend;
+use super::layer::{proceed, Shared};
+use super::response::RejectBody;
+
+/// Waits for `cost` permits (at most `max_delay`), then calls `inner` or answers 429.
+#[allow(clippy::too_many_arguments)] // one call site, each argument a different thing
+pub(crate) async fn shaped<S, E, B, R, ReqBody, ResBody>(
+    shared: Arc<Shared<E, B, R>>,
+    index: usize,
+    key: B::Key,
+    cost: u64,
+    max_delay: Duration,
+    grpc: bool,
+    inner: S,
+    req: Request<ReqBody>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    B: Backend,
+    R: RejectBody<ResBody>,
+{
+    let policy = shared.table.get(index);
+    let decided = policy.backend.acquire_within(&key, cost, max_delay).await;
+    proceed(shared.verdict(policy, decided, cost, grpc), inner, req).await
+}

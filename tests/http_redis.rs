@@ -1,0 +1,120 @@
+//! The HTTP layer over the Redis limiter: a real `redis-server` (started and killed by the
+//! test) and plain hyper servers on loopback. Two servers with their own Redis connections
+//! share one limit, a Redis that stops answering is a 503, and refunds work across the wire.
+
+mod http_support;
+mod redis_support;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, Request, Response, StatusCode};
+use http_body_util::Full;
+use http_support::{client, send, serve_hyper};
+use redis_support::RedisServer;
+use tollgate::http::{HeaderKey, RateLimitLayerBuilder};
+use tollgate::redis::RedisRateLimiter;
+use tollgate::Quota;
+
+fn prefix() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("http{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+async fn limiter(server: &RedisServer, quota: Quota, prefix: &str) -> RedisRateLimiter {
+    RedisRateLimiter::builder(quota)
+        .prefix(prefix)
+        .deadline(Duration::from_millis(500))
+        .connect(&server.url())
+        .await
+        .expect("connect to the test server")
+}
+
+/// `/fail` answers 401, anything else 200.
+async fn app(req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let mut res = Response::new(Full::new(Bytes::from_static(b"ok")));
+    if req.uri().path() == "/fail" {
+        *res.status_mut() = StatusCode::UNAUTHORIZED;
+    }
+    Ok(res)
+}
+
+/// A plain hyper server limiting by `x-api-key` through `limiter`.
+async fn server(limiter: RedisRateLimiter, refund: bool) -> std::net::SocketAddr {
+    let mut b = RateLimitLayerBuilder::new(HeaderKey::new(HeaderName::from_static("x-api-key")))
+        .limiter(std::sync::Arc::new(limiter));
+    if refund {
+        b = b.refund_if(|res| res.status.is_success());
+    }
+    let layer = b.build().unwrap();
+    serve_hyper(
+        tower::ServiceBuilder::new()
+            .layer(layer)
+            .service(tower::service_fn(app)),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_share_one_limit_through_redis() {
+    let redis = RedisServer::start();
+    let p = prefix();
+    let q = Quota::per_minute(3).unwrap();
+    let a = server(limiter(&redis, q, &p).await, false).await;
+    let b = server(limiter(&redis, q, &p).await, false).await;
+    let c = client();
+    let k1 = [("x-api-key", "k1")];
+    let mut statuses = Vec::new();
+    for addr in [a, b, a, b, a] {
+        statuses.push(send(&c, addr, "GET", "/", &k1).await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    let limited = send(&c, b, "GET", "/", &k1).await;
+    assert_eq!(limited.header("retry-after"), "20");
+    assert_eq!(limited.header("ratelimit-policy"), "\"default\";q=3;w=60");
+    assert_eq!(limited.header("cache-control"), "no-store");
+    let (_, s) = limited.ratelimit();
+    assert_eq!((s["r"], s["t"]), (0, 20));
+    // Another key has its own bucket.
+    let other = send(&c, a, "GET", "/", &[("x-api-key", "k2")]).await;
+    assert_eq!(other.status, 200);
+    assert_eq!(other.ratelimit().1["r"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_does_not_answer_is_a_503() {
+    let mut redis = RedisServer::start();
+    let a = server(
+        limiter(&redis, Quota::per_minute(3).unwrap(), &prefix()).await,
+        false,
+    )
+    .await;
+    let c = client();
+    let k = [("x-api-key", "k")];
+    assert_eq!(send(&c, a, "GET", "/", &k).await.status, 200);
+    redis.kill();
+    let res = send(&c, a, "GET", "/", &k).await;
+    assert_eq!(res.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.header("cache-control"), "no-store");
+    assert!(res.headers.get("retry-after").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_go_back_to_redis() {
+    let redis = RedisServer::start();
+    let a = server(
+        limiter(&redis, Quota::per_minute(2).unwrap(), &prefix()).await,
+        true,
+    )
+    .await;
+    let c = client();
+    let k = [("x-api-key", "k")];
+    for _ in 0..5 {
+        assert_eq!(send(&c, a, "GET", "/ok", &k).await.status, 200);
+    }
+    assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 401);
+    assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 401);
+    assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 429);
+}
