@@ -61,6 +61,7 @@ mod wait;
 pub type Nanos = u64;
 
 pub use algorithm::{Algorithm, Gcra};
+pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
 #[cfg(feature = "tokio")]

@@ -27,7 +27,7 @@ fn a_latest_cancel_stays_one_word_and_a_middle_one_spills() {
     assert!(c.check(100, 2, &src).allowed()); // tail 120
     let a = booked(c.reserve(100, 1, &src, None)); // (120, 130]
     let b = booked(c.reserve(100, 1, &src, None)); // (130, 140]
-    // b is the latest: the word moves back, nothing spills.
+                                                   // b is the latest: the word moves back, nothing spills.
     c.cancel(&b, 100, &src);
     assert_eq!(c.snapshot(), (130, None));
     let b = booked(c.reserve(100, 1, &src, None));
@@ -47,7 +47,14 @@ fn a_latest_cancel_stays_one_word_and_a_middle_one_spills() {
 
 #[test]
 fn cancelling_everything_in_any_order_coalesces_into_the_tail() {
-    for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2], [0, 2, 1], [2, 0, 1], [1, 2, 0]] {
+    for order in [
+        [0, 1, 2],
+        [2, 1, 0],
+        [1, 0, 2],
+        [0, 2, 1],
+        [2, 0, 1],
+        [1, 2, 0],
+    ] {
         let c = GcraCell::default();
         let src = || p0();
         assert!(c.check(100, 2, &src).allowed()); // tail 120
