@@ -29,7 +29,7 @@ mod loom_u128 {
     use super::Ordering;
 
     #[derive(Debug, Default)]
-    pub(crate) struct AtomicU128(loom::sync::Mutex<u128>);
+    pub struct AtomicU128(loom::sync::Mutex<u128>);
 
     impl AtomicU128 {
         pub(crate) fn load(&self, _: Ordering) -> u128 {
