@@ -12,7 +12,9 @@
 //!   [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap.
 //! - [`all_or_none`]: take from several limits together (per user *and* global), or from none.
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
-//! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default.
+//! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default (also the leaky and the token
+//!   bucket), or [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`], [`SlidingLog`] through
+//!   the builders' `algorithm` (README: "Choosing an algorithm").
 //! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
 //!   the `tokio` feature) a `TokioClock` that follows `tokio::time::pause()`.
 //!

@@ -366,9 +366,11 @@ proptest! {
         let g = g.max(l.div_ceil(k)); // W = k*g, at least L
         let w = k * g;
         let granted = run(SlidingWindow::new(k as u32), Alg::Sub { k }, l, w, g, &ops)?;
-        // At most L in every window of length W starting on a sub-window boundary.
+        // At most L in every window of length W starting on a sub-window boundary, and in
+        // every span of W - g wherever it starts.
         let last = granted.last().map_or(0, |gr| gr.0);
         at_most_per_window(&granted, l, w, (0..=last / g).map(|j| j * g))?;
+        at_most_per_window(&granted, l, w - g, 0..=last)?;
     }
 
     #[test]

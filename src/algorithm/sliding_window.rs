@@ -10,10 +10,12 @@ use crate::Nanos;
 /// `k - 1` before it, plus `n`, are at most `L` (a quota of `count` per `period` gives
 /// `L = count`, `W = period`).
 ///
-/// So every window of length `W` that starts on a sub-window boundary holds at most `L`; a
-/// window starting inside a sub-window can hold a little more (up to the permits of one
-/// sub-window), the price of keeping `k` counts instead of a log. `k = 1` would be the fixed
-/// window; larger `k` tends to the exact [`SlidingLog`](crate::SlidingLog).
+/// So every window of length `W` that starts on a sub-window boundary holds at most `L`, and so
+/// does every span of `W - W/k` wherever it starts; a span of `W` starting inside a sub-window
+/// can hold that sub-window's permits more (up to `2L`: `L` at the very end of one sub-window
+/// and `L` at the start of the one `k` later), the price of keeping `k` counts instead of a log.
+/// `k = 1` would be the fixed window; larger `k` tends to the exact
+/// [`SlidingLog`](crate::SlidingLog).
 ///
 /// `remaining = L - sum`; a denial's `retry_after` is exactly when enough of the oldest
 /// sub-windows have left for `n` to fit; `reset_after` is when the newest counted sub-window
