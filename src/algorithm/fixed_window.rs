@@ -16,7 +16,7 @@
 use std::time::SystemTime;
 
 use super::rules::Rules;
-use super::window::{early, limit_and_window, Align, Kind, Verdict};
+use super::window::{early, limit_and_window, shared_window_rules, Align, Kind, Verdict};
 use super::{Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::word::WordCell;
 use crate::outcome::{AcquireError, Decision};
@@ -379,32 +379,7 @@ impl Rules for FixedWindow {
         })
     }
 
-    #[inline]
-    fn allowed(v: &Verdict) -> bool {
-        v.allowed()
-    }
-
-    #[inline]
-    fn result(v: &Verdict, n: u64) -> Result<(), AcquireError> {
-        v.result(n)
-    }
-
-    fn decision(v: &Verdict, _now: Nanos) -> Decision {
-        v.decision()
-    }
-
-    fn book(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<FixedParams>,
-        max_wait: Option<Nanos>,
-    ) -> Result<Booking<()>, AcquireError> {
-        self.check(cell, now, n, p).booking(n, max_wait)
-    }
-
-    fn cancel(&self, _: &Self::Cell, _: &(), _: Nanos, _: &impl ParamSource<FixedParams>) {}
+    shared_window_rules!(FixedParams);
 
     fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<FixedParams>) {
         cell.update(p, |w, p| {
@@ -419,10 +394,6 @@ impl Rules for FixedWindow {
 
     fn is_fresh(&self, cell: &Self::Cell) -> bool {
         cell.get() & !GEN == 0
-    }
-
-    fn limit(p: &FixedParams) -> u64 {
-        p.limit
     }
 }
 

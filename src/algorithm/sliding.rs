@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 
 use super::rules::Rules;
-use super::window::{early, limit_and_window, Kind, Verdict};
+use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
 use super::{Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::locked::LockedCell;
 use crate::outcome::{AcquireError, Decision};
@@ -203,32 +203,7 @@ impl<S: Stamping> Rules for S {
         cell.with(|log| decide(log, now, n, &p.load()))
     }
 
-    #[inline]
-    fn allowed(v: &Verdict) -> bool {
-        v.allowed()
-    }
-
-    #[inline]
-    fn result(v: &Verdict, n: u64) -> Result<(), AcquireError> {
-        v.result(n)
-    }
-
-    fn decision(v: &Verdict, _now: Nanos) -> Decision {
-        v.decision()
-    }
-
-    fn book(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<SlidingParams>,
-        max_wait: Option<Nanos>,
-    ) -> Result<Booking<()>, AcquireError> {
-        self.check(cell, now, n, p).booking(n, max_wait)
-    }
-
-    fn cancel(&self, _: &Self::Cell, _: &(), _: Nanos, _: &impl ParamSource<SlidingParams>) {}
+    shared_window_rules!(SlidingParams);
 
     fn migrate(&self, _: &Self::Cell, _: &impl ParamSource<SlidingParams>) {}
 
@@ -238,10 +213,6 @@ impl<S: Stamping> Rules for S {
 
     fn is_fresh(&self, cell: &Self::Cell) -> bool {
         cell.with(|log| log.is_empty())
-    }
-
-    fn limit(p: &SlidingParams) -> u64 {
-        p.limit
     }
 }
 

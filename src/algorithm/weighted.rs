@@ -11,7 +11,7 @@
 //! window holding the change counts them as its own (`cur`) and its predecessor's (`prev`).
 
 use super::rules::Rules;
-use super::window::{early, limit_and_window, Kind, Verdict};
+use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
 use super::{Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::word::WordCell;
 use crate::outcome::{AcquireError, Decision};
@@ -306,32 +306,7 @@ impl Rules for WeightedWindow {
         })
     }
 
-    #[inline]
-    fn allowed(v: &Verdict) -> bool {
-        v.allowed()
-    }
-
-    #[inline]
-    fn result(v: &Verdict, n: u64) -> Result<(), AcquireError> {
-        v.result(n)
-    }
-
-    fn decision(v: &Verdict, _now: Nanos) -> Decision {
-        v.decision()
-    }
-
-    fn book(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<WeightedParams>,
-        max_wait: Option<Nanos>,
-    ) -> Result<Booking<()>, AcquireError> {
-        self.check(cell, now, n, p).booking(n, max_wait)
-    }
-
-    fn cancel(&self, _: &Self::Cell, _: &(), _: Nanos, _: &impl ParamSource<WeightedParams>) {}
+    shared_window_rules!(WeightedParams);
 
     fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<WeightedParams>) {
         cell.update(p, |w, p| ((), Some(pack(current(w, p), p))));
@@ -343,10 +318,6 @@ impl Rules for WeightedWindow {
 
     fn is_fresh(&self, cell: &Self::Cell) -> bool {
         cell.get() & !GEN == 0
-    }
-
-    fn limit(p: &WeightedParams) -> u64 {
-        p.limit
     }
 }
 

@@ -98,6 +98,45 @@ impl Verdict {
     }
 }
 
+/// The `Rules` methods every window algorithm shares, inside its `impl Rules`: the verdict's
+/// readings, waiting by deciding again (nothing booked, so nothing to cancel), and the limit.
+macro_rules! shared_window_rules {
+    ($params:ty) => {
+        #[inline]
+        fn allowed(v: &Verdict) -> bool {
+            v.allowed()
+        }
+
+        #[inline]
+        fn result(v: &Verdict, n: u64) -> Result<(), AcquireError> {
+            v.result(n)
+        }
+
+        fn decision(v: &Verdict, _now: Nanos) -> Decision {
+            v.decision()
+        }
+
+        fn book(
+            &self,
+            cell: &Self::Cell,
+            now: Nanos,
+            n: u64,
+            p: &impl ParamSource<$params>,
+            max_wait: Option<Nanos>,
+        ) -> Result<Booking<()>, AcquireError> {
+            self.check(cell, now, n, p).booking(n, max_wait)
+        }
+
+        fn cancel(&self, _: &Self::Cell, _: &(), _: Nanos, _: &impl ParamSource<$params>) {}
+
+        fn limit(p: &$params) -> u64 {
+            p.limit
+        }
+    };
+}
+
+pub(crate) use shared_window_rules;
+
 /// The common start of every window decision: `n = 0` looks, `n > limit` never fits, and a
 /// clock past [`MAX_NANOS`] can count nothing. `None`: decide on the state.
 #[inline]
