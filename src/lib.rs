@@ -12,7 +12,9 @@
 //!   [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap.
 //! - [`all_or_none`]: take from several limits together (per user *and* global), or from none.
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
-//! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default.
+//! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default (also the leaky and the token
+//!   bucket), or [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`], [`SlidingLog`] through
+//!   the builders' `algorithm` (README: "Choosing an algorithm").
 //! - [`SmoothRateLimiter`]: Guava's `RateLimiter` (pay later, bursty or warming up), exact to
 //!   Guava's microseconds, lock-free.
 //! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
@@ -75,6 +77,7 @@ mod wait;
 pub type Nanos = u64;
 
 pub use algorithm::{Algorithm, Gcra};
+pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
 #[cfg(feature = "quanta")]
 pub use clock::QuantaClock;
 #[cfg(feature = "tokio")]

@@ -14,7 +14,7 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering}
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use std::sync::TryLockError;
-// The smooth (Guava-style) limiter's state: one 128-bit word.
+// One 128-bit word: the smooth (Guava-style) limiter's state, the weighted window's counts.
 #[cfg(loom)]
 pub(crate) use self::loom_u128::AtomicU128;
 #[cfg(not(loom))]
@@ -29,8 +29,8 @@ pub(crate) use portable_atomic::AtomicU128;
 mod loom_u128 {
     use super::{Mutex, Ordering};
 
-    #[derive(Debug)]
-    pub(crate) struct AtomicU128(Mutex<u128>);
+    #[derive(Debug, Default)]
+    pub struct AtomicU128(Mutex<u128>);
 
     impl AtomicU128 {
         pub(crate) fn new(v: u128) -> AtomicU128 {
@@ -39,6 +39,16 @@ mod loom_u128 {
 
         pub(crate) fn load(&self, _: Ordering) -> u128 {
             *self.0.lock().unwrap()
+        }
+
+        pub(crate) fn compare_exchange_weak(
+            &self,
+            current: u128,
+            new: u128,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u128, u128> {
+            self.compare_exchange(current, new, success, failure)
         }
 
         pub(crate) fn compare_exchange(

@@ -15,11 +15,23 @@ use crate::Nanos;
 
 pub(crate) mod gcra;
 
+pub(crate) mod fixed_window;
+pub(crate) mod sliding;
+pub(crate) mod sliding_log;
+pub(crate) mod sliding_window;
+pub(crate) mod weighted;
+pub(crate) mod window;
+
+pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+pub use sliding_log::SlidingLog;
+pub use sliding_window::SlidingWindow;
+pub use weighted::WeightedWindow;
 
 /// A rate-limiting algorithm a [`RateLimiter`](crate::RateLimiter) or
 /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) can run. Sealed: the crate provides the
-/// implementations ([`Gcra`], the default).
+/// implementations: [`Gcra`] (the default; also the leaky bucket and the token bucket),
+/// [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`] and [`SlidingLog`].
 ///
 /// ```
 /// use tollgate::{Gcra, KeyedRateLimiter, Quota, RateLimiter};

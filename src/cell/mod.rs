@@ -3,7 +3,14 @@
 //!
 //! - [`gcra`]: GCRA's one-word cell (decisions, reservations, cancels with holes, lazy quota
 //!   re-scaling);
-//! - [`params`]: the sequence lock holding an algorithm's parameters.
+//! - [`params`]: the sequence lock holding an algorithm's parameters;
+//! - [`word`]: a state packed in one atomic word (64 or 128 bits) and its CAS loop (the fixed
+//!   window, the weighted window counter);
+//! - [`locked`]: a state under a mutex held only for one decision (the sliding window's
+//!   sub-windows, the sliding log).
 
 pub(crate) mod gcra;
 pub(crate) mod params;
+
+pub(crate) mod locked;
+pub(crate) mod word;

@@ -1,0 +1,401 @@
+//! The fixed window counter: windows `[kW, (k+1)W)`, admit `n` iff `count_k + n <= L`.
+//!
+//! **The word.** One `u64` per key: bit 63 is the parity of the quota generation the word was
+//! written under (as GCRA's), the window index `k` sits above the count, and the count takes
+//! every bit the index does not need. Since `k <= (MAX_NANOS + offset) / W` and `L <= W` (a
+//! quota is at most one permit per ns), the count gets at least `log2(W)` bits: index and count
+//! fit together for every quota below one permit per ns. Only at exactly one permit per ns can
+//! an epoch-aligned window need one bit too many; that quota is refused with a typed error. A
+//! decision is a CAS loop on the word (`crate::cell::word`).
+//!
+//! **Quota changes** (`set_quota`) keep the permits counted in the window current at the
+//! change: they count against the new limit in the new grid's window holding the change, and
+//! are forgotten when it ends. A word written under the previous quota is read that way (by
+//! its generation parity) until `set_quota` has rewritten every tracked key.
+
+use std::time::SystemTime;
+
+use super::rules::Rules;
+use super::window::{early, limit_and_window, shared_window_rules, Align, Kind, Verdict};
+use super::{Booking, ParamSource, Words, PARAM_WORDS};
+use crate::cell::word::WordCell;
+use crate::outcome::{AcquireError, Decision};
+use crate::quota::{Quota, QuotaError, MAX_NANOS};
+use crate::sync::AtomicU64;
+use crate::Nanos;
+
+/// The fixed window counter: at most `L` permits in each window `[kW, (k+1)W)`, where a quota
+/// of `count` per `period` gives `L = count`, `W = period` exactly.
+///
+/// Admits `n` iff `count_k + n <= L` (then `count_k += n`); `remaining = L - count_k`,
+/// `reset_after = (k+1)W - now` (the end of the window, even when nothing was counted in it:
+/// the `X-RateLimit-Reset` of public APIs), and a denial's `retry_after` is the same instant:
+/// the next window starts empty. `n > L` is [`AcquireError::ExceedsBurst`]. One `u64` per key,
+/// updated by a compare-and-swap loop.
+///
+/// The known cost of its simplicity: up to `2L` permits pass in a span shorter than `W` that
+/// straddles a boundary (`L` at the end of one window, `L` at the start of the next).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{FixedWindow, ManualClock, Quota, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::builder(Quota::per_minute(100)?)
+///     .clock(clock.clone())
+///     .algorithm(FixedWindow::new())?
+///     .build();
+/// clock.advance(Duration::from_secs(59));
+/// assert!(limiter.try_acquire_n(100).is_ok()); // the end of minute 0
+/// let d = limiter.check();
+/// assert!(!d.allowed);
+/// assert_eq!(d.retry_after, Some(Duration::from_secs(1))); // minute 1 starts empty
+/// clock.advance(Duration::from_secs(1));
+/// assert!(limiter.try_acquire_n(100).is_ok()); // 200 within one second: the boundary effect
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// **Long windows and wall-clock alignment.** Windows may be days or months long (up to
+/// [`MAX_NANOS`], about 146 years) without overflow. [`FixedWindow::epoch_aligned`] lines them
+/// up with the Unix epoch, so a daily cap resets at midnight UTC and a per-minute limit on
+/// wall-clock minutes, as public APIs advertise. A "month" is a fixed length you choose (say 30
+/// days from the epoch), not a calendar month.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use tollgate::{FixedWindow, KeyedRateLimiter, ManualClock, Quota};
+///
+/// // At most 10,000 calls per user per UTC day. (`epoch_aligned()` reads the system time at
+/// // build; here the manual clock's origin is pinned to 2024-01-01T18:00Z instead.)
+/// let origin = UNIX_EPOCH + Duration::from_secs(1_704_132_000);
+/// let clock = ManualClock::new();
+/// let daily = KeyedRateLimiter::<u64>::builder(Quota::per_day(10_000)?)
+///     .clock(clock.clone())
+///     .algorithm(FixedWindow::epoch_aligned_from(origin))?
+///     .build();
+/// assert!(daily.try_acquire_n(&7, 10_000).is_ok());
+/// let d = daily.check(&7);
+/// assert!(!d.allowed);
+/// assert_eq!(d.retry_after, Some(Duration::from_secs(6 * 3600))); // until midnight UTC
+///
+/// // A 30-day "month" of 1,000,000 calls works the same way.
+/// let monthly = Quota::new(1_000_000, Duration::from_secs(30 * 86_400))?;
+/// let l = KeyedRateLimiter::<u64>::builder(monthly).algorithm(FixedWindow::epoch_aligned())?.build();
+/// assert!(l.try_acquire(&7));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Waiting (`acquire`, `try_acquire_for`, async) sleeps until the next window and decides
+/// again; waiters are not served in arrival order (see the crate's README, "Choosing an
+/// algorithm"). `check_with` takes the call's count as the limit, on the limiter's windows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FixedWindow {
+    align: Align,
+}
+
+impl FixedWindow {
+    /// Windows starting at the limiter clock's origin (for the default clock: when the limiter
+    /// was built).
+    ///
+    /// ```
+    /// use tollgate::{FixedWindow, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Quota::per_second(2)?).algorithm(FixedWindow::new())?.build();
+    /// assert!(l.try_acquire() && l.try_acquire());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub const fn new() -> FixedWindow {
+        FixedWindow {
+            align: Align::Origin,
+        }
+    }
+
+    /// Windows aligned to the Unix epoch (wall-clock minutes, hours, UTC days), from
+    /// `SystemTime::now()` read once when the limiter is built and once more at each
+    /// `set_quota` (for the new window length), never per decision. The limiter's own clock
+    /// measures time after that, so a later jump of the system clock does not move windows.
+    ///
+    /// ```
+    /// use tollgate::{FixedWindow, Quota, RateLimiter};
+    /// let per_minute = RateLimiter::builder(Quota::per_minute(60)?)
+    ///     .algorithm(FixedWindow::epoch_aligned())?
+    ///     .build();
+    /// // The window ends at the next wall-clock minute.
+    /// assert!(per_minute.peek().reset_after.as_secs() < 60);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub const fn epoch_aligned() -> FixedWindow {
+        FixedWindow {
+            align: Align::Epoch,
+        }
+    }
+
+    /// Windows aligned to the Unix epoch for a limiter whose clock read 0 at `clock_origin`
+    /// (deterministic tests with a [`ManualClock`](crate::ManualClock); a clock of your own
+    /// whose origin you know).
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use tollgate::{FixedWindow, ManualClock, Quota, RateLimiter};
+    /// let origin = UNIX_EPOCH + Duration::from_secs(90); // 00:01:30 UTC, 1970-01-01
+    /// let l = RateLimiter::builder(Quota::per_minute(1)?)
+    ///     .clock(ManualClock::new())
+    ///     .algorithm(FixedWindow::epoch_aligned_from(origin))?
+    ///     .build();
+    /// assert_eq!(l.peek().reset_after, Duration::from_secs(30)); // until 00:02:00
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn epoch_aligned_from(clock_origin: SystemTime) -> FixedWindow {
+        FixedWindow {
+            align: Align::epoch_from(clock_origin),
+        }
+    }
+}
+
+/// Bit 63 of a word: the parity of the quota generation it was written under.
+const GEN: u64 = 1 << 63;
+
+/// The fixed window's parameters: the quota, the window grid, the word's layout, and what a
+/// word from the previous quota generation needs to be read in this one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedParams {
+    pub(crate) limit: u64,
+    pub(crate) window: Nanos,
+    /// Windows are `(now + offset) / window`; `offset < window`.
+    pub(crate) offset: Nanos,
+    /// Bits of the count in the word; the index takes bits `count_bits..63`.
+    pub(crate) count_bits: u32,
+    /// Quota generation parity.
+    pub(crate) gen: bool,
+    /// The previous generation's layout, its window index at the change, and this
+    /// generation's window index at the change.
+    pub(crate) prev_count_bits: u32,
+    pub(crate) prev_index: u64,
+    pub(crate) next_index: u64,
+}
+
+impl Words for FixedParams {
+    fn to_words(&self) -> [u64; PARAM_WORDS] {
+        let layout = u64::from(self.count_bits)
+            | u64::from(self.prev_count_bits) << 8
+            | u64::from(self.gen) << 16;
+        [
+            self.limit,
+            self.window,
+            self.offset,
+            layout,
+            self.prev_index,
+            self.next_index,
+        ]
+    }
+
+    fn from_words(w: [u64; PARAM_WORDS]) -> Self {
+        FixedParams {
+            limit: w[0],
+            window: w[1],
+            offset: w[2],
+            count_bits: (w[3] & 0xff) as u32,
+            prev_count_bits: (w[3] >> 8 & 0xff) as u32,
+            gen: w[3] >> 16 & 1 == 1,
+            prev_index: w[4],
+            next_index: w[5],
+        }
+    }
+}
+
+/// How many bits the count gets next to the largest window index a clock reading up to
+/// [`MAX_NANOS`] can have (and bit 63).
+fn count_bits(window: Nanos, offset: Nanos) -> u32 {
+    let max_index = (MAX_NANOS + offset) / window;
+    let index_bits = u64::BITS - max_index.leading_zeros();
+    63 - index_bits
+}
+
+/// The largest count `bits` bits hold.
+#[inline]
+fn capacity(bits: u32) -> u64 {
+    (1 << bits) - 1
+}
+
+#[inline]
+fn unpack(w: u64, bits: u32) -> (u64, u64) {
+    let body = w & !GEN;
+    (body >> bits, body & capacity(bits))
+}
+
+/// The word for `count` permits in window `index` (an empty count is the canonical empty word:
+/// no index, so a fresh cell and an emptied one look alike).
+#[inline]
+fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
+    let gen = if p.gen { GEN } else { 0 };
+    if count == 0 {
+        gen
+    } else {
+        gen | index << p.count_bits | count
+    }
+}
+
+/// The `(window index, count)` a word holds, in `p`'s generation. A word one generation behind
+/// keeps its count only if it was counted in the window current at the change (or later, by a
+/// decision racing the change): it moves to this generation's window at the change.
+#[inline]
+pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
+    if (w & GEN != 0) == p.gen {
+        return unpack(w, p.count_bits);
+    }
+    let (index, count) = unpack(w, p.prev_count_bits);
+    if count > 0 && index >= p.prev_index {
+        // A count above the new limit decides like the limit itself: it must fit the layout.
+        (p.next_index, count.min(capacity(p.count_bits)))
+    } else {
+        (0, 0)
+    }
+}
+
+/// Decides `n` permits at `now` on the state `(index, count)`: the verdict and the state to
+/// store, if any. A stored window later than `now`'s (written by a decision that read the
+/// clock later) is decided in: time never runs backwards within a key.
+#[inline]
+pub(crate) fn decide(
+    (index, count): (u64, u64),
+    now: Nanos,
+    n: u64,
+    p: &FixedParams,
+) -> (Verdict, Option<(u64, u64)>) {
+    let now_index = now.saturating_add(p.offset) / p.window;
+    let (k, c) = if count > 0 && index >= now_index {
+        (index, count)
+    } else {
+        (now_index, 0)
+    };
+    let end = window_end(k, p);
+    let mut v = Verdict {
+        kind: Kind::Allow,
+        limit: p.limit,
+        remaining: p.limit.saturating_sub(c),
+        reset_after: end.saturating_sub(now),
+    };
+    if let Some(kind) = early(now, n, p.limit) {
+        v.kind = kind;
+        return (v, None);
+    }
+    // c <= capacity < 2^62 and n <= limit <= capacity: no overflow.
+    if c + n <= p.limit {
+        v.remaining = p.limit - c - n;
+        (v, Some((k, c + n)))
+    } else {
+        v.kind = Kind::Deny {
+            retry_after: v.reset_after,
+        };
+        (v, None)
+    }
+}
+
+/// Clock time at which window `k` ends.
+#[inline]
+fn window_end(k: u64, p: &FixedParams) -> Nanos {
+    k.saturating_add(1)
+        .saturating_mul(p.window)
+        .saturating_sub(p.offset)
+}
+
+/// From this instant the state decides like a fresh key: its window has ended.
+pub(crate) fn cold_at((index, count): (u64, u64), p: &FixedParams) -> Nanos {
+    if count == 0 {
+        0
+    } else {
+        window_end(index, p)
+    }
+}
+
+impl FixedWindow {
+    fn build(&self, quota: &Quota, now: Nanos) -> Result<FixedParams, QuotaError> {
+        let (limit, window) = limit_and_window(quota)?;
+        let offset = self.align.offset(window, now);
+        let bits = count_bits(window, offset);
+        if limit > capacity(bits) {
+            return Err(QuotaError::Unsupported(
+                "fixed window: this window's index and a count of one permit per ns do not fit \
+                 one word together",
+            ));
+        }
+        Ok(FixedParams {
+            limit,
+            window,
+            offset,
+            count_bits: bits,
+            gen: false,
+            prev_count_bits: bits,
+            prev_index: 0,
+            next_index: 0,
+        })
+    }
+}
+
+impl Rules for FixedWindow {
+    type Cell = WordCell<AtomicU64>;
+    type Params = FixedParams;
+    type Verdict = Verdict;
+    type Ticket = ();
+
+    fn params(&self, quota: &Quota, now: Nanos) -> Result<FixedParams, QuotaError> {
+        self.build(quota, now)
+    }
+
+    fn next_params(
+        &self,
+        old: &FixedParams,
+        quota: &Quota,
+        now: Nanos,
+    ) -> Result<FixedParams, QuotaError> {
+        let new = self.build(quota, now)?;
+        let now = now.min(MAX_NANOS);
+        Ok(FixedParams {
+            gen: !old.gen,
+            prev_count_bits: old.count_bits,
+            prev_index: (now + old.offset) / old.window,
+            next_index: (now + new.offset) / new.window,
+            ..new
+        })
+    }
+
+    fn call_params(&self, base: &FixedParams, quota: &Quota) -> FixedParams {
+        FixedParams {
+            limit: quota.count().min(capacity(base.count_bits)),
+            ..*base
+        }
+    }
+
+    #[inline]
+    fn check(
+        &self,
+        cell: &Self::Cell,
+        now: Nanos,
+        n: u64,
+        p: &impl ParamSource<FixedParams>,
+    ) -> Verdict {
+        cell.update(p, |w, p| {
+            let (v, store) = decide(current(w, p), now, n, p);
+            (v, store.map(|(k, c)| pack(k, c, p)))
+        })
+    }
+
+    shared_window_rules!(FixedParams);
+
+    fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<FixedParams>) {
+        cell.update(p, |w, p| {
+            let (k, c) = current(w, p);
+            ((), Some(pack(k, c, p)))
+        });
+    }
+
+    fn cold_at(&self, cell: &Self::Cell, p: &FixedParams) -> Nanos {
+        cold_at(current(cell.get(), p), p)
+    }
+
+    fn is_fresh(&self, cell: &Self::Cell) -> bool {
+        cell.get() & !GEN == 0
+    }
+}
+
+#[cfg(test)]
+mod tests;

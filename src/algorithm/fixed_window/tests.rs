@@ -1,0 +1,210 @@
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::*;
+use crate::{ManualClock, RateLimiter};
+
+fn params(limit: u64, window: Nanos) -> FixedParams {
+    let q = Quota::new(limit, Duration::from_nanos(window)).unwrap();
+    FixedWindow::new().params(&q, 0).unwrap()
+}
+
+/// Runs `decide` the way the cell does: the verdict, and the state after it.
+fn step(s: (u64, u64), now: Nanos, n: u64, p: &FixedParams) -> (Verdict, (u64, u64)) {
+    let (v, store) = decide(s, now, n, p);
+    (v, store.unwrap_or(s))
+}
+
+#[test]
+fn counts_per_window_and_reports_every_field() {
+    let p = params(3, 100);
+    let s = (0, 0);
+    let (v, s) = step(s, 10, 1, &p);
+    assert_eq!((v.kind, v.remaining, v.reset_after), (Kind::Allow, 2, 90));
+    let (v, s) = step(s, 20, 2, &p);
+    assert_eq!((v.kind, v.remaining, v.reset_after), (Kind::Allow, 0, 80));
+    let (v, s) = step(s, 99, 1, &p);
+    assert_eq!(v.kind, Kind::Deny { retry_after: 1 });
+    assert_eq!((v.remaining, v.reset_after), (0, 1));
+    // Exactly on the boundary: a new window.
+    let (v, s) = step(s, 100, 3, &p);
+    assert_eq!((v.kind, v.remaining, v.reset_after), (Kind::Allow, 0, 100));
+    assert_eq!(s, (1, 3));
+    let (v, _) = step(s, 150, 0, &p);
+    assert_eq!((v.kind, v.remaining, v.reset_after), (Kind::Peek, 0, 50));
+    let (v, _) = step(s, 150, 4, &p);
+    assert_eq!(v.kind, Kind::ExceedsBurst);
+    assert_eq!(v.decision().retry_after, None);
+    // A fresh key still reports the window's end.
+    let (v, _) = step((0, 0), 250, 0, &p);
+    assert_eq!((v.remaining, v.reset_after), (3, 50));
+}
+
+#[test]
+fn a_later_stored_window_is_decided_in() {
+    // A decision that read the clock at 99 finds window 1 (written at 100 by another thread).
+    let p = params(3, 100);
+    let (v, s) = step((1, 3), 99, 1, &p);
+    assert_eq!(v.kind, Kind::Deny { retry_after: 101 });
+    assert_eq!(s, (1, 3));
+    let (v, s) = step((1, 2), 99, 1, &p);
+    assert_eq!((v.kind, s), (Kind::Allow, (1, 3)));
+}
+
+#[test]
+fn past_the_end_of_time_nothing_is_counted() {
+    let p = params(3, 100);
+    let (v, store) = decide((0, 0), MAX_NANOS + 1, 1, &p);
+    assert_eq!((v.kind, store), (Kind::Never, None));
+    assert_eq!(
+        v.result(1),
+        Err(AcquireError::Unrepresentable { requested: 1 })
+    );
+    let (v, _) = decide((0, 0), u64::MAX, 1, &p);
+    assert_eq!(v.kind, Kind::Never);
+}
+
+#[test]
+fn words_hold_the_largest_index_and_count() {
+    for (limit, window) in [(1, 1), (1, 2), (2, 4), (1_000, 1_000_000), (1, MAX_NANOS)] {
+        let p = params(limit, window);
+        let max_index = (MAX_NANOS + p.offset) / window;
+        let w = pack(max_index, limit, &p);
+        assert_eq!(current(w, &p), (max_index, limit), "L={limit} W={window}");
+        assert_eq!(w & GEN, 0);
+    }
+    // One permit per ns in windows of 4 shifted by 3 (epoch-aligned): the largest index
+    // needs one more bit, and the count no longer fits beside it.
+    let q = Quota::new(4, Duration::from_nanos(4)).unwrap();
+    let shifted = FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_nanos(3));
+    assert!(matches!(
+        shifted.params(&q, 0),
+        Err(QuotaError::Unsupported(_))
+    ));
+    assert!(FixedWindow::new().params(&q, 0).is_ok());
+}
+
+#[test]
+fn cold_exactly_when_the_window_ends() {
+    let p = params(3, 100);
+    assert_eq!(cold_at((0, 0), &p), 0);
+    assert_eq!(cold_at((4, 1), &p), 500);
+    // At 500 the state decides like a fresh key, at 499 it does not.
+    let fresh = |now| decide((0, 0), now, 3, &p).0;
+    assert_eq!(decide((4, 1), 500, 3, &p).0, fresh(500));
+    assert_ne!(decide((4, 1), 499, 3, &p).0, fresh(499));
+}
+
+#[test]
+fn quota_changes_keep_the_current_windows_count() {
+    let alg = FixedWindow::new();
+    let p0 = params(10, 100);
+    let w = pack(2, 7, &p0); // 7 permits in window 2 = [200, 300)
+                             // Same window, tighter limit, at 250.
+    let q = Quota::new(5, Duration::from_nanos(100)).unwrap();
+    let p1 = alg.next_params(&p0, &q, 250).unwrap();
+    assert_eq!(current(w, &p1), (2, 7));
+    let (v, _) = decide(current(w, &p1), 260, 1, &p1);
+    assert_eq!((v.kind, v.remaining), (Kind::Deny { retry_after: 40 }, 0));
+    // Another window length (and so another layout): the count moves to the window holding
+    // the change, [0, 1000) for W = 1000 at 250, and is dropped when it ends.
+    let q = Quota::new(10, Duration::from_nanos(1000)).unwrap();
+    let p2 = alg.next_params(&p0, &q, 250).unwrap();
+    assert_eq!(current(w, &p2), (0, 7));
+    let (v, _) = decide(current(w, &p2), 999, 4, &p2);
+    assert_eq!(v.kind, Kind::Deny { retry_after: 1 });
+    let (v, _) = decide(current(w, &p2), 1000, 10, &p2);
+    assert_eq!(v.kind, Kind::Allow);
+    // A count from a window already over at the change is forgotten.
+    let p3 = alg.next_params(&p0, &q, 300).unwrap();
+    assert_eq!(current(w, &p3), (0, 0));
+    // A count above the new layout's capacity is clamped (it decides like a full window).
+    let big = params(1_000_000, 1_000_000);
+    let w = pack(0, 999_999, &big);
+    let q = Quota::new(2, Duration::from_nanos(4)).unwrap();
+    let small = alg.next_params(&big, &q, 1).unwrap();
+    let (k, c) = current(w, &small);
+    assert_eq!((k, c), (0, capacity(small.count_bits)));
+    assert_eq!(
+        decide((k, c), 1, 1, &small).0.kind,
+        Kind::Deny { retry_after: 3 }
+    );
+    // Fresh words read as empty in every generation.
+    assert_eq!(current(0, &p1), (0, 0));
+    assert_eq!(current(GEN, &p0), (0, 0));
+}
+
+#[test]
+fn params_survive_the_sequence_lock_words() {
+    let alg = FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_secs(90));
+    let q = Quota::per_minute(100).unwrap();
+    let p0 = alg.params(&q, 0).unwrap();
+    let p = alg
+        .next_params(&p0, &Quota::per_hour(7).unwrap(), 5_000)
+        .unwrap();
+    assert_eq!(FixedParams::from_words(p.to_words()), p);
+    assert!(p.gen && p0.offset == 30_000_000_000);
+}
+
+fn limiter(q: Quota, clock: &ManualClock, alg: FixedWindow) -> RateLimiter<FixedWindow> {
+    RateLimiter::builder(q)
+        .clock(clock.clone())
+        .algorithm(alg)
+        .unwrap()
+        .build()
+}
+
+#[test]
+fn two_limits_pass_across_a_boundary() {
+    // The fixed window's known weakness, shown: L = 100 per minute, yet 200 in 2 ms.
+    let clock = ManualClock::new();
+    let l = limiter(Quota::per_minute(100).unwrap(), &clock, FixedWindow::new());
+    clock.set(60_000_000_000 - 1_000_000);
+    let first = (0..150).filter(|_| l.try_acquire()).count();
+    clock.advance(Duration::from_millis(2));
+    let second = (0..150).filter(|_| l.try_acquire()).count();
+    assert_eq!((first, second), (100, 100));
+}
+
+#[test]
+fn epoch_aligned_windows_end_on_wall_clock_boundaries() {
+    // A clock whose origin is 10:00:45 UTC: the first per-minute window ends 15 s later.
+    let clock = ManualClock::new();
+    let origin = UNIX_EPOCH + Duration::from_secs(1_700_000_000 / 60 * 60 + 45);
+    let alg = FixedWindow::epoch_aligned_from(origin);
+    let l = limiter(Quota::per_minute(2).unwrap(), &clock, alg);
+    assert_eq!(l.check_n(2).reset_after, Duration::from_secs(15));
+    clock.advance(Duration::from_secs(15) - Duration::from_nanos(1));
+    assert!(!l.try_acquire());
+    clock.advance_nanos(1);
+    assert!(l.try_acquire_n(2).is_ok());
+    assert_eq!(l.peek().reset_after, Duration::from_secs(60));
+}
+
+#[test]
+fn month_long_and_century_long_windows_do_not_overflow() {
+    let clock = ManualClock::new();
+    let month = Quota::new(10_000, Duration::from_secs(30 * 86_400)).unwrap();
+    let alg = FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let l = limiter(month, &clock, alg);
+    assert!(l.try_acquire_n(10_000).is_ok());
+    let d = l.check();
+    let until = d.retry_after.unwrap();
+    // 1_700_000_000 s is 19_675 days + 80_000 s; windows of 30 days from the epoch.
+    let into = 1_700_000_000 % (30 * 86_400);
+    assert_eq!(until, Duration::from_secs(30 * 86_400 - into));
+    clock.advance(until);
+    assert!(l.try_acquire_n(10_000).is_ok());
+
+    // A window as long as time itself, at the end of time.
+    let q = Quota::new(3, Duration::from_nanos(MAX_NANOS)).unwrap();
+    let l = limiter(q, &clock, FixedWindow::epoch_aligned());
+    clock.set(MAX_NANOS);
+    assert!(l.try_acquire_n(3).is_ok());
+    assert!(!l.check().allowed);
+    clock.set(u64::MAX);
+    // Past MAX_NANOS nothing is granted and nothing wraps.
+    assert_eq!(
+        l.try_acquire_n(1),
+        Err(AcquireError::Unrepresentable { requested: 1 })
+    );
+}

@@ -1,0 +1,220 @@
+//! The two exact sliding windows, one rule: a key's state is a short log of `(stamp, count)`
+//! entries, oldest first, and the permits counted at `now` are those of entries with
+//! `stamp > now - W`. Admit `n` iff they plus `n` are at most `L`.
+//!
+//! - [`SlidingLog`](super::SlidingLog) stamps each grant with its exact `now`: the sliding
+//!   log, exact for every window `(now - W, now]`. At most `L` live entries (each holds at
+//!   least one permit), fewer when grants share a stamp.
+//! - [`SlidingWindow`](super::SlidingWindow) stamps each grant with the start of its
+//!   sub-window (`W / k` long), so grants in one sub-window share an entry: at most `k` live
+//!   entries. Since a sub-window starting at `s` is counted iff `s > now - W`, the count is
+//!   exactly that of the current sub-window and the `k - 1` before it.
+//!
+//! The log is a ring (`VecDeque`) that grows to the live entries and shrinks back when they
+//! leave; a key with nothing counted holds no allocation. It sits behind a per-key mutex held
+//! for one decision (`crate::cell::locked`).
+
+use std::collections::VecDeque;
+
+use super::rules::Rules;
+use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
+use super::{Booking, ParamSource, Words, PARAM_WORDS};
+use crate::cell::locked::LockedCell;
+use crate::outcome::{AcquireError, Decision};
+use crate::quota::{Quota, QuotaError};
+use crate::Nanos;
+
+/// How a sliding algorithm stamps its grants (sealed through `rules`).
+pub trait Stamping: Clone + Copy + Send + Sync + std::fmt::Debug + 'static {
+    /// The stamp granularity for windows of length `window`: grants are stamped with the
+    /// start of their `granularity`-long slot.
+    fn granularity(&self, window: Nanos) -> Result<Nanos, QuotaError>;
+}
+
+/// Parameters of a sliding window or log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlidingParams {
+    pub(crate) limit: u64,
+    pub(crate) window: Nanos,
+    /// Stamps are multiples of this (1 for the exact log).
+    pub(crate) granularity: Nanos,
+}
+
+impl Words for SlidingParams {
+    fn to_words(&self) -> [u64; PARAM_WORDS] {
+        [self.limit, self.window, self.granularity, 0, 0, 0]
+    }
+
+    fn from_words(w: [u64; PARAM_WORDS]) -> Self {
+        SlidingParams {
+            limit: w[0],
+            window: w[1],
+            granularity: w[2],
+        }
+    }
+}
+
+/// One key's log: `(stamp, permits)` entries with non-decreasing stamps, and their total.
+#[derive(Debug, Default)]
+pub struct Log {
+    entries: VecDeque<(Nanos, u64)>,
+    total: u64,
+}
+
+/// Grow no further than needed, and give memory back once the live entries need a quarter of
+/// it (not at every departure: a steady flow would re-allocate all the time).
+const SHRINK_FROM: usize = 16;
+
+impl Log {
+    fn newest(&self) -> Option<Nanos> {
+        self.entries.back().map(|&(s, _)| s)
+    }
+
+    /// Drops the entries no longer counted at `now`.
+    fn prune(&mut self, now: Nanos, window: Nanos) {
+        while let Some(&(stamp, count)) = self.entries.front() {
+            if stamp.saturating_add(window) > now {
+                break;
+            }
+            self.entries.pop_front();
+            self.total -= count;
+        }
+        let cap = self.entries.capacity();
+        if cap >= SHRINK_FROM && self.entries.len() * 4 <= cap {
+            self.entries.shrink_to(self.entries.len() * 2);
+        }
+    }
+
+    fn push(&mut self, stamp: Nanos, n: u64) {
+        match self.entries.back_mut() {
+            Some((s, c)) if *s == stamp => *c += n,
+            _ => self.entries.push_back((stamp, n)),
+        }
+        self.total += n;
+    }
+
+    /// The instant from which the log counts nothing.
+    fn empty_at(&self, window: Nanos) -> Nanos {
+        self.newest().map_or(0, |s| s.saturating_add(window))
+    }
+
+    /// Whether it holds no entry.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries (tests).
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Vec<(Nanos, u64)> {
+        self.entries.iter().copied().collect()
+    }
+}
+
+/// Decides `n` permits at `now`, recording them in `log` if granted.
+///
+/// A log whose newest stamp is later than `now` (a decision that read the clock later got the
+/// lock first) is decided at that stamp: time never runs backwards within a key, and deciding
+/// later can only count fewer of the older permits, which the later decision already saw.
+pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Verdict {
+    let newest = log.newest();
+    let at = newest.map_or(now, |s| now.max(s));
+    log.prune(at, p.window);
+    let mut v = Verdict {
+        kind: Kind::Allow,
+        limit: p.limit,
+        remaining: p.limit.saturating_sub(log.total),
+        reset_after: log.empty_at(p.window).saturating_sub(now),
+    };
+    if let Some(kind) = early(now, n, p.limit) {
+        v.kind = kind;
+        return v;
+    }
+    // total <= max(limit) < 2^62 and n <= limit: no overflow.
+    if log.total + n <= p.limit {
+        // The slot's start; never before the newest stamp (after a quota change the old
+        // stamps may sit on another grid), so stamps stay in order.
+        let slot = at - at % p.granularity;
+        log.push(newest.map_or(slot, |s| slot.max(s)), n);
+        v.remaining = p.limit - log.total;
+        v.reset_after = log.empty_at(p.window).saturating_sub(now);
+        return v;
+    }
+    // Denied: until enough of the oldest entries have left for n to fit.
+    let mut left = log.total;
+    let mut retry_at = at;
+    for &(stamp, count) in &log.entries {
+        left -= count;
+        retry_at = stamp + p.window;
+        if left + n <= p.limit {
+            break;
+        }
+    }
+    v.kind = Kind::Deny {
+        retry_after: retry_at - now,
+    };
+    v
+}
+
+fn params_of(s: &impl Stamping, quota: &Quota) -> Result<SlidingParams, QuotaError> {
+    let (limit, window) = limit_and_window(quota)?;
+    Ok(SlidingParams {
+        limit,
+        window,
+        granularity: s.granularity(window)?,
+    })
+}
+
+impl<S: Stamping> Rules for S {
+    type Cell = LockedCell<Log>;
+    type Params = SlidingParams;
+    type Verdict = Verdict;
+    type Ticket = ();
+
+    fn params(&self, quota: &Quota, _now: Nanos) -> Result<SlidingParams, QuotaError> {
+        params_of(self, quota)
+    }
+
+    /// Stamps are clock times, meaningful under any quota: the new limit and window apply to
+    /// the permits already logged from the next decision on.
+    fn next_params(
+        &self,
+        _old: &SlidingParams,
+        quota: &Quota,
+        _now: Nanos,
+    ) -> Result<SlidingParams, QuotaError> {
+        params_of(self, quota)
+    }
+
+    fn call_params(&self, base: &SlidingParams, quota: &Quota) -> SlidingParams {
+        SlidingParams {
+            limit: quota.count(),
+            ..*base
+        }
+    }
+
+    #[inline]
+    fn check(
+        &self,
+        cell: &Self::Cell,
+        now: Nanos,
+        n: u64,
+        p: &impl ParamSource<SlidingParams>,
+    ) -> Verdict {
+        cell.with(|log| decide(log, now, n, &p.load()))
+    }
+
+    shared_window_rules!(SlidingParams);
+
+    fn migrate(&self, _: &Self::Cell, _: &impl ParamSource<SlidingParams>) {}
+
+    fn cold_at(&self, cell: &Self::Cell, p: &SlidingParams) -> Nanos {
+        cell.with(|log| log.empty_at(p.window))
+    }
+
+    fn is_fresh(&self, cell: &Self::Cell) -> bool {
+        cell.with(|log| log.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+use std::time::Duration;
+
+use super::*;
+use crate::algorithm::{SlidingLog, SlidingWindow};
+use crate::quota::MAX_NANOS;
+
+fn params(alg: impl Stamping, limit: u64, window: Nanos) -> SlidingParams {
+    let q = Quota::new(limit, Duration::from_nanos(window)).unwrap();
+    alg.params(&q, 0).unwrap()
+}
+
+fn fields(v: &Verdict) -> (Kind, u64, u64) {
+    (v.kind, v.remaining, v.reset_after)
+}
+
+#[test]
+fn the_log_counts_exactly_the_last_window() {
+    let p = params(SlidingLog, 3, 100);
+    let mut log = Log::default();
+    assert_eq!(fields(&decide(&mut log, 10, 1, &p)), (Kind::Allow, 2, 100));
+    assert_eq!(fields(&decide(&mut log, 40, 2, &p)), (Kind::Allow, 0, 100));
+    assert_eq!(log.entries(), [(10, 1), (40, 2)]);
+    // One permit fits when the grant at 10 leaves (110); three only when both have (140).
+    let v = decide(&mut log, 60, 1, &p);
+    assert_eq!(fields(&v), (Kind::Deny { retry_after: 50 }, 0, 80));
+    assert_eq!(
+        decide(&mut log, 60, 3, &p).kind,
+        Kind::Deny { retry_after: 80 }
+    );
+    assert_eq!(
+        decide(&mut log, 109, 1, &p).kind,
+        Kind::Deny { retry_after: 1 }
+    );
+    assert_eq!(fields(&decide(&mut log, 110, 1, &p)), (Kind::Allow, 0, 100));
+    assert_eq!(log.entries(), [(40, 2), (110, 1)]);
+    // Grants at the same nanosecond share an entry.
+    let mut log = Log::default();
+    decide(&mut log, 5, 1, &p);
+    decide(&mut log, 5, 1, &p);
+    assert_eq!(log.entries(), [(5, 2)]);
+    assert_eq!(decide(&mut log, 5, 0, &p).kind, Kind::Peek);
+    assert_eq!(decide(&mut log, 5, 4, &p).kind, Kind::ExceedsBurst);
+    assert_eq!(decide(&mut log, MAX_NANOS + 1, 1, &p).kind, Kind::Never);
+    // Everything left: an empty log, no allocation needed, reset 0.
+    assert_eq!(fields(&decide(&mut log, 105, 0, &p)), (Kind::Peek, 3, 0));
+    assert!(log.is_empty());
+}
+
+#[test]
+fn sub_windows_share_entries_and_leave_whole() {
+    // W = 100 in 4 sub-windows of 25.
+    let p = params(SlidingWindow::new(4), 3, 100);
+    assert_eq!(p.granularity, 25);
+    let mut log = Log::default();
+    assert_eq!(fields(&decide(&mut log, 30, 1, &p)), (Kind::Allow, 2, 95));
+    assert_eq!(fields(&decide(&mut log, 49, 1, &p)), (Kind::Allow, 1, 76));
+    assert_eq!(log.entries(), [(25, 2)]);
+    decide(&mut log, 50, 1, &p);
+    assert_eq!(log.entries(), [(25, 2), (50, 1)]);
+    // The sub-window [25, 50) counts until 125 (the sub-windows [50, 150) are the window).
+    assert_eq!(
+        decide(&mut log, 124, 1, &p).kind,
+        Kind::Deny { retry_after: 1 }
+    );
+    assert_eq!(
+        decide(&mut log, 60, 3, &p).kind,
+        Kind::Deny { retry_after: 90 }
+    );
+    assert_eq!(decide(&mut log, 125, 2, &p).kind, Kind::Allow);
+    assert_eq!(log.entries(), [(50, 1), (125, 2)]);
+}
+
+#[test]
+fn sub_window_counts_must_divide_the_window() {
+    let q = Quota::new(3, Duration::from_nanos(100)).unwrap();
+    for k in [0, 1, 65, 3, 7] {
+        assert!(
+            matches!(
+                SlidingWindow::new(k).params(&q, 0),
+                Err(QuotaError::Unsupported(_))
+            ),
+            "k = {k}"
+        );
+    }
+    for k in [2, 4, 5, 10, 20, 25, 50] {
+        assert!(SlidingWindow::new(k).params(&q, 0).is_ok(), "k = {k}");
+    }
+    let q = Quota::new(3, Duration::from_nanos(6400)).unwrap();
+    assert_eq!(
+        SlidingWindow::new(64).params(&q, 0).unwrap().granularity,
+        100
+    );
+}
+
+#[test]
+fn a_later_newest_stamp_is_decided_at() {
+    // A decision that read the clock at 90 finds a grant stamped 100.
+    let p = params(SlidingLog, 2, 100);
+    let mut log = Log::default();
+    decide(&mut log, 0, 1, &p);
+    decide(&mut log, 100, 1, &p);
+    // At 100 the grant at 0 has left: one fits, stamped 100 (not 90: stamps stay ordered).
+    assert_eq!(decide(&mut log, 90, 1, &p).kind, Kind::Allow);
+    assert_eq!(log.entries(), [(100, 2)]);
+    let v = decide(&mut log, 90, 1, &p);
+    assert_eq!(v.kind, Kind::Deny { retry_after: 110 });
+}
+
+#[test]
+fn stamps_stay_ordered_across_a_change_of_grid() {
+    // Sub-windows of 50 logged, then sub-windows of 100 (set_quota to W = 200).
+    let p = params(SlidingWindow::new(2), 10, 100);
+    let mut log = Log::default();
+    decide(&mut log, 160, 1, &p);
+    assert_eq!(log.entries(), [(150, 1)]);
+    let p2 = params(SlidingWindow::new(2), 10, 200);
+    decide(&mut log, 170, 1, &p2); // its sub-window starts at 100, before 150
+    assert_eq!(log.entries(), [(150, 2)]);
+}
+
+#[test]
+fn the_ring_gives_memory_back() {
+    let p = params(SlidingLog, 1000, 1000);
+    let mut log = Log::default();
+    for t in 0..500 {
+        decide(&mut log, t, 1, &p);
+    }
+    assert!(log.entries.capacity() >= 500);
+    decide(&mut log, 1498, 0, &p); // one entry left
+    assert_eq!(log.entries.len(), 1);
+    assert!(
+        log.entries.capacity() < SHRINK_FROM,
+        "{}",
+        log.entries.capacity()
+    );
+}

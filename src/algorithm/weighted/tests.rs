@@ -1,0 +1,133 @@
+use std::time::Duration;
+
+use super::*;
+
+fn params(limit: u64, window: Nanos) -> WeightedParams {
+    let q = Quota::new(limit, Duration::from_nanos(window)).unwrap();
+    WeightedWindow.params(&q, 0).unwrap()
+}
+
+fn st(index: u64, prev: u64, cur: u64) -> State {
+    State { index, prev, cur }
+}
+
+fn step(s: State, now: Nanos, n: u64, p: &WeightedParams) -> (Verdict, State) {
+    let (v, store) = decide(s, now, n, p);
+    (v, store.unwrap_or(s))
+}
+
+#[test]
+fn the_weighted_inequality_exactly() {
+    // L = 10, W = 100: window 1 at e = 30 weighs prev by 70/100.
+    let p = params(10, 100);
+    let s = st(1, 10, 0);
+    let (v, s) = step(s, 130, 3, &p); // 10*70 + 3*100 = 1000 <= 1000
+    assert_eq!((v.kind, v.remaining), (Kind::Allow, 0));
+    assert_eq!(s, st(1, 10, 3));
+    assert_eq!(v.reset_after, 170); // cur weighs nothing at the end of window 2 (300)
+    let (v, _) = step(s, 130, 1, &p); // 700 + 400 > 1000: until prev weighs <= 600, at 140
+    assert_eq!(v.kind, Kind::Deny { retry_after: 10 });
+    assert_eq!(step(s, 139, 1, &p).0.kind, Kind::Deny { retry_after: 1 });
+    assert_eq!(step(s, 140, 1, &p).0.kind, Kind::Allow);
+    // remaining = floor((1000 - 10*60 - 300) / 100) = 1 at 140.
+    assert_eq!(step(s, 140, 0, &p).0.remaining, 1);
+    // remaining rounds the previous window's share up: at 131, 10*69 + 300 = 990 -> 0.
+    assert_eq!(step(s, 131, 0, &p).0.remaining, 0);
+}
+
+#[test]
+fn retry_in_the_next_window_when_the_current_count_is_the_obstacle() {
+    let p = params(10, 100);
+    // cur = 8 at 150: 8 + 3 > 10 whatever prev weighs; in window 2 cur becomes the weighted
+    // one: 8*(100 - e') + 300 <= 1000 once e' >= 12.5, so e' = 13: at 213.
+    let s = st(1, 0, 8);
+    assert_eq!(step(s, 150, 3, &p).0.kind, Kind::Deny { retry_after: 63 });
+    assert_eq!(step(s, 212, 3, &p).0.kind, Kind::Deny { retry_after: 1 });
+    assert_eq!(step(s, 213, 3, &p).0.kind, Kind::Allow);
+    // n = L: only once cur weighs nothing, at the start of window 3.
+    let s = st(1, 0, 1);
+    assert_eq!(step(s, 150, 10, &p).0.kind, Kind::Deny { retry_after: 150 });
+    assert_eq!(step(s, 300, 10, &p).0.kind, Kind::Allow);
+}
+
+#[test]
+fn fields_of_fresh_and_extreme_requests() {
+    let p = params(10, 100);
+    let (v, _) = step(State::default(), 55, 0, &p);
+    assert_eq!((v.kind, v.remaining, v.reset_after), (Kind::Peek, 10, 0));
+    let (v, _) = step(State::default(), 55, 11, &p);
+    assert_eq!((v.kind, v.remaining), (Kind::ExceedsBurst, 10));
+    let (v, s) = step(State::default(), 55, 10, &p);
+    assert_eq!((v.kind, v.remaining, v.reset_after), (Kind::Allow, 0, 145));
+    assert_eq!(s, st(0, 0, 10));
+    let (v, store) = decide(s, MAX_NANOS + 1, 1, &p);
+    assert_eq!((v.kind, store), (Kind::Never, None));
+}
+
+#[test]
+fn a_later_stored_window_is_decided_in() {
+    let p = params(10, 100);
+    // Read the clock at 199, found window 2 written at 200: decided at 200 (e = 0).
+    let (v, _) = step(st(2, 10, 0), 199, 1, &p);
+    assert_eq!(v.kind, Kind::Deny { retry_after: 11 }); // prev weighs 90% at 210
+    assert_eq!(v.reset_after, 101);
+}
+
+#[test]
+fn cold_exactly_when_neither_count_weighs() {
+    let p = params(10, 100);
+    assert_eq!(cold_at(State::default(), &p), 0);
+    assert_eq!(cold_at(st(3, 4, 0), &p), 400);
+    assert_eq!(cold_at(st(3, 4, 1), &p), 500);
+    let fresh = |now| decide(State::default(), now, 10, &p).0;
+    for s in [st(3, 4, 0), st(3, 4, 1), st(3, 0, 2)] {
+        let at = cold_at(s, &p);
+        assert_eq!(decide(s, at, 10, &p).0, fresh(at), "{s:?}");
+        assert_ne!(decide(s, at - 1, 10, &p).0, fresh(at - 1), "{s:?}");
+    }
+}
+
+#[test]
+fn words_round_trip_at_the_extremes() {
+    let p = WeightedParams {
+        limit: u64::from(u32::MAX),
+        ..params(1, 1)
+    };
+    let max = u64::from(u32::MAX);
+    // Windows of 1 ns: the largest index a clock reading up to MAX_NANOS can have, and one more.
+    for index in [MAX_NANOS, MAX_NANOS + 1] {
+        let s = st(index, max, max);
+        assert_eq!(current(pack(s, &p), &p), s);
+    }
+    let q = Quota::new(u64::from(u32::MAX) + 1, Duration::from_secs(10)).unwrap();
+    assert!(matches!(
+        WeightedWindow.params(&q, 0),
+        Err(QuotaError::Unsupported(_))
+    ));
+    // Near the end of time nothing overflows.
+    let p = params(3, 7);
+    let last = MAX_NANOS / 7;
+    let (v, s) = step(st(last, 3, 0), MAX_NANOS, 3, &p);
+    assert!(matches!(v.kind, Kind::Deny { .. }), "{v:?}");
+    let (v, _) = step(s, MAX_NANOS, 0, &p);
+    assert!(v.reset_after < 14);
+}
+
+#[test]
+fn quota_changes_keep_the_counts_at_the_change() {
+    let p0 = params(10, 100);
+    let w = pack(st(2, 4, 6), &p0); // window [200, 300)
+                                    // Same window length at 250: unchanged, under the new limit.
+    let q = Quota::new(5, Duration::from_nanos(100)).unwrap();
+    let p1 = WeightedWindow.next_params(&p0, &q, 250).unwrap();
+    assert_eq!(current(w, &p1), st(2, 4, 6));
+    // At 320 (window 3 of the old grid), for W = 1000: cur became prev.
+    let q = Quota::new(10, Duration::from_nanos(1000)).unwrap();
+    let p2 = WeightedWindow.next_params(&p0, &q, 320).unwrap();
+    assert_eq!(current(w, &p2), st(0, 6, 0));
+    // Two old windows later: nothing left.
+    let p3 = WeightedWindow.next_params(&p0, &q, 400).unwrap();
+    assert_eq!(current(w, &p3), State::default());
+    assert_eq!(WeightedParams::from_words(p2.to_words()), p2);
+    assert_eq!(current(0, &p2), State::default());
+}

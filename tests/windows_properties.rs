@@ -1,0 +1,394 @@
+//! Property tests of the window algorithms: random schedules on a `ManualClock`, every call
+//! compared with a plain reference model written from the definitions (issue 10), every
+//! `Decision` field included, then the window property each algorithm guarantees checked on
+//! the permits the limiter actually granted.
+//!
+//! The models keep every grant `(time, n)` and answer from the definition, brute force where
+//! the limiter computes: `retry_after` is the smallest `t >= 1` at which the request would fit
+//! with nothing else admitted, `reset_after` the smallest `t >= 0` at which nothing counts any
+//! more (the fixed window: the window's end). Windows are a few ns long so the searches are
+//! cheap, and advances often land exactly on window and sub-window boundaries.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use proptest::prelude::*;
+use tollgate::{
+    AcquireError, Algorithm, Decision, FixedWindow, ManualClock, Quota, RateLimiter, SlidingLog,
+    SlidingWindow, WeightedWindow,
+};
+
+#[derive(Clone, Copy, Debug)]
+enum Alg {
+    /// Windows shifted by `offset` (an epoch-aligned limiter whose clock origin is `offset` ns
+    /// after the epoch).
+    Fixed {
+        offset: u64,
+    },
+    /// `k` sub-windows.
+    Sub {
+        k: u64,
+    },
+    Weighted,
+    Log,
+}
+
+/// The reference: a list of grants, and the definitions.
+struct Model {
+    alg: Alg,
+    l: u64,
+    w: u64,
+    grants: Vec<(u64, u64)>,
+}
+
+impl Model {
+    fn sum(&self, keep: impl Fn(u64) -> bool) -> u64 {
+        self.grants.iter().filter(|g| keep(g.0)).map(|g| g.1).sum()
+    }
+
+    /// `(previous, current)` fixed-window counts at `now` (for the fixed and weighted models).
+    fn fixed_counts(&self, now: u64, offset: u64) -> (u64, u64) {
+        let k = (now + offset) / self.w;
+        let window = |t: u64| (t + offset) / self.w;
+        (
+            self.sum(|t| window(t) + 1 == k),
+            self.sum(|t| window(t) == k),
+        )
+    }
+
+    /// What counts at `now`, in units of `W` for the weighted model and permits otherwise.
+    fn used(&self, now: u64) -> u128 {
+        let w = self.w;
+        match self.alg {
+            Alg::Fixed { offset } => u128::from(self.fixed_counts(now, offset).1),
+            Alg::Sub { k } => {
+                let g = w / k;
+                // The current sub-window and the k - 1 before it.
+                u128::from(self.sum(|t| t / g + k > now / g))
+            }
+            Alg::Log => u128::from(self.sum(|t| t + w > now)),
+            Alg::Weighted => {
+                let (prev, cur) = self.fixed_counts(now, 0);
+                let e = now % w;
+                u128::from(prev) * u128::from(w - e) + u128::from(cur) * u128::from(w)
+            }
+        }
+    }
+
+    fn scale(&self) -> u128 {
+        match self.alg {
+            Alg::Weighted => u128::from(self.w),
+            _ => 1,
+        }
+    }
+
+    fn fits(&self, now: u64, n: u64) -> bool {
+        self.used(now) + u128::from(n) * self.scale() <= u128::from(self.l) * self.scale()
+    }
+
+    fn remaining(&self, now: u64) -> u64 {
+        let budget = u128::from(self.l) * self.scale();
+        (budget.saturating_sub(self.used(now)) / self.scale()) as u64
+    }
+
+    fn reset_after(&self, now: u64) -> u64 {
+        match self.alg {
+            Alg::Fixed { offset } => ((now + offset) / self.w + 1) * self.w - offset - now,
+            _ => (0..=3 * self.w).find(|&t| self.used(now + t) == 0).unwrap(),
+        }
+    }
+
+    fn retry_after(&self, now: u64, n: u64) -> u64 {
+        (1..=3 * self.w).find(|&t| self.fits(now + t, n)).unwrap()
+    }
+
+    /// A check of `n` at `now`, recording it if granted.
+    fn check(&mut self, now: u64, n: u64) -> Decision {
+        let (allowed, retry) = if n == 0 {
+            (true, None)
+        } else if n > self.l {
+            (false, None)
+        } else if self.fits(now, n) {
+            self.grants.push((now, n));
+            (true, None)
+        } else {
+            (false, Some(self.retry_after(now, n)))
+        };
+        decision(
+            allowed,
+            self.l,
+            self.remaining(now),
+            retry,
+            self.reset_after(now),
+        )
+    }
+}
+
+fn decision(allowed: bool, limit: u64, remaining: u64, retry: Option<u64>, reset: u64) -> Decision {
+    // Decision is non_exhaustive: build it the way a user would compare it, field by field.
+    let mut d = RateLimiter::builder(Quota::per_second(1).unwrap())
+        .clock(ManualClock::new())
+        .build()
+        .peek();
+    d.allowed = allowed;
+    d.limit = limit;
+    d.remaining = remaining;
+    d.retry_after = retry.map(Duration::from_nanos);
+    d.reset_after = Duration::from_nanos(reset);
+    d
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Size {
+    Zero,
+    One,
+    Limit,
+    OverLimit,
+    Any(u64),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Try(Size),
+    Check(Size),
+    Peek,
+    /// Blocking acquire (the manual clock's sleep advances it).
+    Acquire(Size),
+    /// `try_acquire_for(n, timeout)`.
+    AcquireFor(Size, u64),
+    Advance(u64),
+    /// To the next multiple of this many ns: window and sub-window boundaries exactly.
+    ToBoundary(bool),
+}
+
+fn size() -> impl Strategy<Value = Size> {
+    prop_oneof![
+        1 => Just(Size::Zero),
+        4 => Just(Size::One),
+        2 => Just(Size::Limit),
+        1 => Just(Size::OverLimit),
+        3 => (0u64..8).prop_map(Size::Any),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => size().prop_map(Op::Try),
+        3 => size().prop_map(Op::Check),
+        1 => Just(Op::Peek),
+        1 => size().prop_map(Op::Acquire),
+        1 => (size(), 0u64..30).prop_map(|(s, t)| Op::AcquireFor(s, t)),
+        3 => (0u64..12).prop_map(Op::Advance),
+        2 => any::<bool>().prop_map(Op::ToBoundary),
+    ]
+}
+
+fn n_of(s: Size, l: u64) -> u64 {
+    match s {
+        Size::Zero => 0,
+        Size::One => 1,
+        Size::Limit => l,
+        Size::OverLimit => l + 1,
+        Size::Any(n) => n % (l + 2),
+    }
+}
+
+fn limiter<A: Algorithm>(q: Quota, clock: &ManualClock, alg: A) -> RateLimiter<A> {
+    RateLimiter::builder(q)
+        .clock(clock.clone())
+        .algorithm(alg)
+        .unwrap()
+        .build()
+}
+
+/// Runs `ops` on the limiter and the model side by side; returns the grants the limiter made.
+fn run<A: Algorithm>(
+    alg: A,
+    model_alg: Alg,
+    l: u64,
+    w: u64,
+    granularity: u64,
+    ops: &[Op],
+) -> Result<Vec<(u64, u64)>, TestCaseError> {
+    let clock = ManualClock::new();
+    let q = Quota::new(l, Duration::from_nanos(w)).unwrap();
+    let lim = limiter(q, &clock, alg);
+    let mut model = Model {
+        alg: model_alg,
+        l,
+        w,
+        grants: Vec::new(),
+    };
+    let mut granted = Vec::new();
+    let now = |c: &ManualClock| tollgate::Clock::now(c);
+    for (i, &op) in ops.iter().enumerate() {
+        let t = now(&clock);
+        match op {
+            Op::Try(s) => {
+                let n = n_of(s, l);
+                let got = lim.try_acquire_n(n);
+                let want = model.check(t, n);
+                let want = if want.allowed {
+                    Ok(())
+                } else if let Some(r) = want.retry_after {
+                    Err(AcquireError::RateLimited { retry_after: r })
+                } else {
+                    Err(AcquireError::ExceedsBurst {
+                        requested: n,
+                        burst: l,
+                    })
+                };
+                prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
+                if got.is_ok() {
+                    granted.push((t, n));
+                }
+            }
+            Op::Check(_) | Op::Peek => {
+                let n = if let Op::Check(s) = op { n_of(s, l) } else { 0 };
+                let got = if let Op::Check(_) = op {
+                    lim.check_n(n)
+                } else {
+                    lim.peek()
+                };
+                let want = model.check(t, n);
+                prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
+                if got.allowed {
+                    granted.push((t, n));
+                }
+            }
+            Op::Acquire(s) | Op::AcquireFor(s, _) => {
+                let n = n_of(s, l);
+                let timeout = match op {
+                    Op::AcquireFor(_, d) => Some(d),
+                    _ => None,
+                };
+                let got = match timeout {
+                    Some(d) => lim.try_acquire_for(n, Duration::from_nanos(d)),
+                    None => lim.acquire_n(n),
+                };
+                // The model: wait until it fits (nothing else is admitted meanwhile).
+                let want = if n > l {
+                    Err(AcquireError::ExceedsBurst {
+                        requested: n,
+                        burst: l,
+                    })
+                } else {
+                    let wait = if n == 0 || model.fits(t, n) {
+                        0
+                    } else {
+                        model.retry_after(t, n)
+                    };
+                    match timeout {
+                        Some(d) if wait > d => Err(AcquireError::RateLimited {
+                            retry_after: Duration::from_nanos(wait),
+                        }),
+                        _ => {
+                            model.check(t + wait, n);
+                            Ok(Duration::from_nanos(wait))
+                        }
+                    }
+                };
+                prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
+                if let Ok(waited) = got {
+                    prop_assert_eq!(now(&clock), t + waited.as_nanos() as u64);
+                    granted.push((now(&clock), n));
+                } else {
+                    prop_assert_eq!(now(&clock), t, "a refused wait never sleeps");
+                }
+            }
+            Op::Advance(d) => clock.advance_nanos(d),
+            Op::ToBoundary(whole) => {
+                let unit = if whole { w } else { granularity };
+                let offset = match model_alg {
+                    Alg::Fixed { offset } => offset,
+                    _ => 0,
+                };
+                clock.set((t + offset) / unit * unit + unit - offset);
+            }
+        }
+    }
+    granted.retain(|g| g.1 > 0);
+    Ok(granted)
+}
+
+/// At most `l` permits in each window `[start, start + w)` for every `start` in `starts`.
+fn at_most_per_window(
+    grants: &[(u64, u64)],
+    l: u64,
+    w: u64,
+    starts: impl Iterator<Item = u64>,
+) -> Result<(), TestCaseError> {
+    for s in starts {
+        let sum: u64 = grants
+            .iter()
+            .filter(|g| g.0 >= s && g.0 < s + w)
+            .map(|g| g.1)
+            .sum();
+        prop_assert!(
+            sum <= l,
+            "{} permits in [{}, {}): {:?}",
+            sum,
+            s,
+            s + w,
+            grants
+        );
+    }
+    Ok(())
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(), 1..80)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn fixed_window_matches_its_definition(
+        l in 1u64..6, w in 1u64..30, origin in 0u64..100, ops in ops()
+    ) {
+        // Below one permit per ns (at exactly one, a shifted grid may not fit the word).
+        let w = w.max(l + 1);
+        let alg = FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_nanos(origin));
+        let offset = origin % w;
+        let granted = run(alg, Alg::Fixed { offset }, l, w, w, &ops)?;
+        // At most L in every window [k*W - offset, (k+1)*W - offset).
+        let mut per_window = std::collections::BTreeMap::new();
+        for &(t, n) in &granted {
+            *per_window.entry((t + offset) / w).or_insert(0) += n;
+        }
+        prop_assert!(per_window.values().all(|&sum| sum <= l), "{:?}", per_window);
+    }
+
+    #[test]
+    fn sliding_window_matches_its_definition(
+        l in 1u64..6, k in 2u64..7, g in 1u64..6, ops in ops()
+    ) {
+        let g = g.max(l.div_ceil(k)); // W = k*g, at least L
+        let w = k * g;
+        let granted = run(SlidingWindow::new(k as u32), Alg::Sub { k }, l, w, g, &ops)?;
+        // At most L in every window of length W starting on a sub-window boundary, and in
+        // every span of W - g wherever it starts.
+        let last = granted.last().map_or(0, |gr| gr.0);
+        at_most_per_window(&granted, l, w, (0..=last / g).map(|j| j * g))?;
+        at_most_per_window(&granted, l, w - g, 0..=last)?;
+    }
+
+    #[test]
+    fn weighted_window_matches_its_definition(l in 1u64..6, w in 1u64..30, ops in ops()) {
+        let w = w.max(l);
+        let granted = run(WeightedWindow, Alg::Weighted, l, w, w, &ops)?;
+        // At most L in every fixed window, at most 2L in any window of length W.
+        let last = granted.last().map_or(0, |g| g.0);
+        at_most_per_window(&granted, l, w, (0..=last / w).map(|k| k * w))?;
+        at_most_per_window(&granted, 2 * l, w, 0..=last)?;
+    }
+
+    #[test]
+    fn sliding_log_matches_its_definition(l in 1u64..6, w in 1u64..30, ops in ops()) {
+        let w = w.max(l);
+        let granted = run(SlidingLog, Alg::Log, l, w, 1, &ops)?;
+        // At most L in every window of length W, wherever it starts.
+        let last = granted.last().map_or(0, |g| g.0);
+        at_most_per_window(&granted, l, w, 0..=last)?;
+    }
+}
