@@ -67,8 +67,8 @@ mod outcome;
 mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;
-mod store;
 mod smooth;
+mod store;
 mod sweeper;
 mod sync;
 mod wait;
@@ -90,14 +90,14 @@ pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError, MAX_NANOS};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;
-pub use store::keyed::WhenFull;
-pub use store::sweep::SweepStats;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use smooth::loom_api::SmoothTicket;
 pub use smooth::{
     SmoothAcquireError, SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder,
 };
+pub use store::keyed::WhenFull;
+pub use store::sweep::SweepStats;
 pub use wait::Reservation;
 
 /// The README's code blocks, compiled and run as doc tests so they cannot rot.
