@@ -241,13 +241,24 @@ fn no_key_ever_admits_more_than_burst_plus_elapsed_over_t() {
     );
     const OPS: u64 = 200_000;
     let done = Arc::new(AtomicU64::new(0));
+    // The clock driver's steps: acquirers wait for a new one every 1000 calls, so clock moves
+    // and sweeps are spread through their work however the threads are scheduled (a loaded
+    // machine could otherwise let them finish before the clock moved enough to cool any key).
+    let steps = Arc::new(AtomicU64::new(0));
     let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
     // A fixed amount of work per acquirer, so the run is bounded however threads are scheduled.
     let mut threads: Vec<_> = (0..2u64)
         .map(|a| {
             let (l, admitted, done) = (l.clone(), admitted.clone(), done.clone());
+            let steps = steps.clone();
             std::thread::spawn(move || {
-                for i in (a..).step_by(7).take(OPS as usize) {
+                for (j, i) in (a..).step_by(7).take(OPS as usize).enumerate() {
+                    if j % 1000 == 0 {
+                        let seen = steps.load(Ordering::Acquire);
+                        while steps.load(Ordering::Acquire) == seen {
+                            std::thread::yield_now();
+                        }
+                    }
                     let k = i % KEYS;
                     let n = 1 + i % 2;
                     if l.try_acquire_n(&k, n).is_ok() {
@@ -279,6 +290,7 @@ fn no_key_ever_admits_more_than_burst_plus_elapsed_over_t() {
         }
         std::thread::yield_now();
         step += 1;
+        steps.store(step, Ordering::Release);
     }
     for t in threads {
         t.join().unwrap();
