@@ -6,7 +6,7 @@
 //! median over rounds, and a ratio is the median over rounds of the *paired* per-round ratio,
 //! so load that changes between rounds cancels out.
 //!
-//! Run: `cargo bench --features quanta --bench compare` (`-- --quick` for a smoke run), or
+//! Run (in benches/): `cargo bench --bench compare` (`-- --quick` for a smoke run), or
 //! `bash benches/run.sh`, which also runs the other measurements. Prints markdown.
 
 use std::hint::black_box;
@@ -123,7 +123,6 @@ fn direct(s: &Settings) {
         let floor_std = DirectFloor::new(StdClock::new(), t, burst);
         let floor_q = DirectFloor::new(RawQuanta::new(), t, burst);
         let tg = RateLimiter::new(tq);
-        #[cfg(feature = "quanta")]
         let tg_q = RateLimiter::builder(tq)
             .clock(tollgate::QuantaClock::new())
             .build();
@@ -136,10 +135,8 @@ fn direct(s: &Settings) {
             tg.try_acquire(),
         );
         let _ = (gov_q.check(), gov_s.check());
-        #[cfg(feature = "quanta")]
         let _ = tg_q.try_acquire();
 
-        #[allow(unused_mut)] // pushed to only with the `quanta` feature
         let mut cases = vec![
             case("floor/std", |_| {
                 black_box(black_box(&floor_std).try_acquire());
@@ -157,7 +154,6 @@ fn direct(s: &Settings) {
                 black_box(black_box(&gov_s).check().is_ok());
             }),
         ];
-        #[cfg(feature = "quanta")]
         cases.push(case("tollgate/quanta", |_| {
             black_box(black_box(&tg_q).try_acquire());
         }));
@@ -219,7 +215,6 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
     let flq_u = KeyedFloor::<u64, FloorHasher, _>::new(RawQuanta::new(), 1, FAST);
     let flq_s = KeyedFloor::<String, FloorHasher, _>::new(RawQuanta::new(), 1, FAST);
     let bound = ArrayBound::new(StdClock::new(), universe as usize, 1, FAST);
-    #[cfg(feature = "quanta")]
     let (tgq_u, tgq_s) = {
         let u = KeyedRateLimiter::<u64>::builder(tq_fast())
             .clock(tollgate::QuantaClock::new())
@@ -240,7 +235,6 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
             let _ = fl_s.try_acquire(key.as_str());
             let _ = fl8_s.try_acquire(key.as_str());
             let _ = flq_s.try_acquire(key.as_str());
-            #[cfg(feature = "quanta")]
             let _ = tgq_s.try_acquire(key.as_str());
         } else {
             let _ = tg_u.try_acquire(&k);
@@ -249,7 +243,6 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
             let _ = fl_u.try_acquire(&k);
             let _ = fl8_u.try_acquire(&k);
             let _ = flq_u.try_acquire(&k);
-            #[cfg(feature = "quanta")]
             let _ = tgq_u.try_acquire(&k);
         }
     }
@@ -257,7 +250,6 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
     let seq = &seq;
     let names = &names;
     let key = move |i: u64| seq[(i & mask) as usize];
-    #[allow(unused_mut)] // pushed to only with the `quanta` feature
     let mut cases = if strings {
         vec![
             case("floor/std", move |i| {
@@ -307,7 +299,6 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
             }),
         ]
     };
-    #[cfg(feature = "quanta")]
     cases.push(if strings {
         case("tollgate/quanta", move |i| {
             black_box(tgq_s.try_acquire(names[key(i) as usize].as_str()));

@@ -3,11 +3,11 @@
 //!
 //! Contenders, per path:
 //! - `floor/std`, `floor/quanta`: [`support::DirectFloor`] on that clock.
-//! - `tollgate/std` (the default), `tollgate/quanta` (needs `--features quanta`).
+//! - `tollgate/std` (the default), `tollgate/quanta`.
 //! - `governor/quanta` (governor's default clock), `governor/std` (its `MonotonicClock`, which
 //!   reads `Instant` like tollgate's default).
 //!
-//! Run: `cargo bench --features quanta --bench direct` (or `bash benches/run.sh`).
+//! Run (in benches/): `cargo bench --bench direct` (or `bash benches/run.sh`).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -78,7 +78,6 @@ fn bench_path(c: &mut Criterion, allowed: bool) {
     g.bench_function("tollgate/std", |b| b.iter(|| black_box(&tg).try_acquire()));
     assert_eq!(tg.try_acquire(), allowed);
 
-    #[cfg(feature = "quanta")]
     {
         let tq = RateLimiter::builder(tollgate_quota(allowed))
             .clock(tollgate::QuantaClock::new())

@@ -6,7 +6,7 @@
 //! The summary table with same-run ratios comes from `benches/compare.rs` (interleaved
 //! rounds, robust to a noisy machine); this is the per-contender detail.
 //!
-//! Run: `cargo bench --bench keyed`.
+//! Run (in benches/): `cargo bench --bench keyed`.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;

@@ -1,7 +1,7 @@
 //! One hot path in a tight loop, nothing else, for a profiler:
 //!
 //! ```text
-//! cargo bench --bench profile --no-run   # then, with the printed executable:
+//! cd benches && cargo bench --bench profile --no-run   # then, with the printed executable:
 //! perf record -e cpu-clock -g target/release/deps/profile-* CASE [CALLS]
 //! valgrind --tool=callgrind target/release/deps/profile-* CASE 1000000
 //! ```
