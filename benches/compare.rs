@@ -1,25 +1,17 @@
-//! The summary table: every contender of a comparison measured in interleaved rounds.
-//!
-//! This machine is shared and noisy, so running contender A for 3 s and then B for 3 s (what a
-//! plain criterion group does) lets a neighbour's build land on one of them. Here each round
-//! runs every contender for one short batch, in a rotating order; a contender's time is the
-//! median over rounds, and a ratio is the median over rounds of the *paired* per-round ratio,
-//! so load that changes between rounds cancels out.
+//! The summary tables: every contender of a comparison measured in interleaved rounds
+//! (`support/rounds.rs` explains why and how).
 //!
 //! Run (in benches/): `cargo bench --bench compare` (`-- --quick` for a smoke run), or
 //! `bash benches/run.sh`, which also runs the other measurements. Prints markdown.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
 
 use tollgate::{KeyedRateLimiter, Quota, RateLimiter, StdClock};
 
 mod support;
-use support::{
-    median, quick, random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta,
-};
+use support::rounds::{case, compare, threaded, Settings};
+use support::{quick, random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta};
 
 type FloorHasher = foldhash::fast::RandomState;
 
@@ -31,81 +23,6 @@ fn tq_fast() -> Quota {
 }
 fn gq_fast() -> governor::Quota {
     governor::Quota::per_second(NonZeroU32::new(FAST as u32).unwrap())
-}
-
-/// One contender: runs `iters` operations and returns the wall time they took.
-struct Case<'a> {
-    name: String,
-    /// Operations per call of `run` (threads x iters for the multi-threaded cases).
-    ops_per_iter: u64,
-    run: Box<dyn FnMut(u64) -> Duration + 'a>,
-}
-
-fn case<'a>(name: &str, mut op: impl FnMut(u64) + 'a) -> Case<'a> {
-    Case {
-        name: name.to_string(),
-        ops_per_iter: 1,
-        run: Box::new(move |iters| {
-            let start = Instant::now();
-            for i in 0..iters {
-                op(i);
-            }
-            start.elapsed()
-        }),
-    }
-}
-
-struct Settings {
-    rounds: usize,
-}
-
-/// Runs `cases` in interleaved rounds; prints one markdown table with the median ns/op and
-/// the paired ratio against each contender named in `refs`.
-fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
-    let n = cases.len();
-    // Warm-up: one untimed batch each (fills caches, grows maps, faults pages in).
-    for c in cases.iter_mut() {
-        (c.run)(iters);
-    }
-    let mut times = vec![Vec::with_capacity(s.rounds); n];
-    for round in 0..s.rounds {
-        for k in 0..n {
-            let i = (k + round) % n;
-            let c = &mut cases[i];
-            let d = (c.run)(iters);
-            times[i].push(d.as_nanos() as f64 / (iters * c.ops_per_iter) as f64);
-        }
-    }
-    let ref_idx: Vec<usize> = refs
-        .iter()
-        .map(|r| {
-            cases
-                .iter()
-                .position(|c| c.name == *r)
-                .unwrap_or_else(|| panic!("no contender {r}"))
-        })
-        .collect();
-    println!("\n### {title}\n");
-    println!("(x REF = median over rounds of this ns/op / REF ns/op; below 1 is faster)\n");
-    print!("| contender | median ns/op |");
-    for r in refs {
-        print!(" x {r} |");
-    }
-    println!();
-    print!("|---|---:|");
-    for _ in refs {
-        print!("---:|");
-    }
-    println!();
-    for i in 0..n {
-        let med = median(&mut times[i].clone());
-        print!("| {} | {:.1} |", cases[i].name, med);
-        for &r in &ref_idx {
-            let mut ratios: Vec<f64> = (0..s.rounds).map(|k| times[i][k] / times[r][k]).collect();
-            print!(" {:.2} |", median(&mut ratios));
-        }
-        println!();
-    }
 }
 
 fn direct(s: &Settings) {
@@ -326,37 +243,6 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
         &["floor/std", "floor/quanta", "governor/quanta (default)"],
         cases,
     );
-}
-
-/// Runs `op(thread, i)` for `iters` on each of `threads` threads released together by a
-/// barrier; returns the longest thread's time (the aggregate's wall time).
-fn on_threads(threads: usize, iters: u64, op: &(dyn Fn(usize, u64) + Sync)) -> Duration {
-    let barrier = Barrier::new(threads);
-    let longest = Mutex::new(Duration::ZERO);
-    std::thread::scope(|sc| {
-        for t in 0..threads {
-            let (barrier, longest) = (&barrier, &longest);
-            sc.spawn(move || {
-                barrier.wait();
-                let start = Instant::now();
-                for i in 0..iters {
-                    op(t, i);
-                }
-                let d = start.elapsed();
-                let mut l = longest.lock().unwrap();
-                *l = (*l).max(d);
-            });
-        }
-    });
-    longest.into_inner().unwrap()
-}
-
-fn threaded<'a>(name: &str, threads: usize, op: impl Fn(usize, u64) + Sync + 'a) -> Case<'a> {
-    Case {
-        name: name.to_string(),
-        ops_per_iter: threads as u64,
-        run: Box::new(move |iters| on_threads(threads, iters, &op)),
-    }
 }
 
 /// Aggregate throughput of 2 threads vs 1, on disjoint keys and on one shared key.
