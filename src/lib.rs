@@ -11,8 +11,10 @@
 //!   keys whose bucket is full again, and an exact [`max_keys`](KeyedRateLimiterBuilder::max_keys)
 //!   cap.
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
-//! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
-//!   the `tokio` feature) a `TokioClock` that follows `tokio::time::pause()`.
+//! - [`Clock`]: the default [`DefaultClock`] (the TSC where the kernel keeps time with it,
+//!   else `Instant`), [`StdClock`] (`Instant`, ordered across threads), [`QuantaClock`], a
+//!   [`ManualClock`] for deterministic tests, and (with the `tokio` feature) a `TokioClock`
+//!   that follows `tokio::time::pause()`.
 //!
 //! ```
 //! use tollgate::{Quota, RateLimiter};
@@ -25,7 +27,6 @@
 //! ## Features
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
 //!   `TokioClock`, and a tokio-task sweeper.
-//! - `quanta`: `QuantaClock`, a cheaper but cross-core-unordered TSC clock.
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds; all arithmetic is integer and saturating or checked, so no input
@@ -52,11 +53,9 @@ mod wait;
 /// Nanoseconds since a clock's origin: the unit of every decision.
 pub type Nanos = u64;
 
-#[cfg(feature = "quanta")]
-pub use clock::QuantaClock;
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
-pub use clock::{Clock, ManualClock, StdClock};
+pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX_SKEW};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{
     DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, WhenFull, DEFAULT_SHARDS,
