@@ -7,15 +7,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::default_clock::{Choice, DefaultClock};
+#[cfg(target_arch = "x86_64")]
+use super::tsc::TscClock;
 use super::{Clock, ManualClock, QuantaClock, StdClock};
 use crate::Nanos;
 
-/// The clock a limiter holds. The TSC variant (the default on most machines) is tested first
-/// so the hot path pays one predictable branch and no virtual call; only clocks that are not
+/// The clock a limiter holds. The TSC variant (the default on most x86_64 machines) is tested
+/// first so the hot path pays one predictable branch and no call; only clocks that are not
 /// built in go through the `Arc<dyn Clock>`.
 #[derive(Clone)]
 pub(crate) enum AnyClock {
-    Tsc(QuantaClock),
+    #[cfg(target_arch = "x86_64")]
+    Tsc(TscClock),
+    Quanta(QuantaClock),
     Std(StdClock),
     Manual(ManualClock),
     #[cfg(feature = "tokio")]
@@ -33,7 +37,7 @@ impl AnyClock {
             return AnyClock::from(c.clone());
         }
         if let Some(c) = any.downcast_ref::<QuantaClock>() {
-            return AnyClock::Tsc(c.clone());
+            return AnyClock::Quanta(c.clone());
         }
         if let Some(c) = any.downcast_ref::<StdClock>() {
             return AnyClock::Std(*c);
@@ -50,6 +54,7 @@ impl AnyClock {
 
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
+        #[cfg(target_arch = "x86_64")]
         if let AnyClock::Tsc(c) = self {
             return c.now();
         }
@@ -60,7 +65,9 @@ impl AnyClock {
     #[inline]
     fn now_other(&self) -> Nanos {
         match self {
+            #[cfg(target_arch = "x86_64")]
             AnyClock::Tsc(c) => c.now(),
+            AnyClock::Quanta(c) => c.now(),
             AnyClock::Std(c) => c.now(),
             AnyClock::Manual(c) => c.now(),
             #[cfg(feature = "tokio")]
@@ -71,7 +78,9 @@ impl AnyClock {
 
     pub(crate) fn sleep(&self, d: Duration) {
         match self {
+            #[cfg(target_arch = "x86_64")]
             AnyClock::Tsc(c) => c.sleep(d),
+            AnyClock::Quanta(c) => c.sleep(d),
             AnyClock::Std(c) => c.sleep(d),
             AnyClock::Manual(c) => c.sleep(d),
             #[cfg(feature = "tokio")]
@@ -85,7 +94,9 @@ impl AnyClock {
     /// `tat + max_skew <= now` (see [`AnyClock::is_cold`]).
     pub(crate) fn max_skew(&self) -> Nanos {
         match self {
+            #[cfg(target_arch = "x86_64")]
             AnyClock::Tsc(c) => c.max_skew(),
+            AnyClock::Quanta(c) => c.max_skew(),
             AnyClock::Std(c) => c.max_skew(),
             AnyClock::Manual(c) => c.max_skew(),
             #[cfg(feature = "tokio")]
@@ -109,6 +120,7 @@ impl AnyClock {
 impl From<DefaultClock> for AnyClock {
     fn from(c: DefaultClock) -> AnyClock {
         match c.choice {
+            #[cfg(target_arch = "x86_64")]
             Choice::Tsc(c) => AnyClock::Tsc(c),
             Choice::Std(c, _) => AnyClock::Std(c),
         }
@@ -124,7 +136,9 @@ impl Default for AnyClock {
 impl fmt::Debug for AnyClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            AnyClock::Tsc(_) => "QuantaClock",
+            #[cfg(target_arch = "x86_64")]
+            AnyClock::Tsc(_) => "DefaultClock(TSC)",
+            AnyClock::Quanta(_) => "QuantaClock",
             AnyClock::Std(_) => "StdClock",
             AnyClock::Manual(_) => "ManualClock",
             #[cfg(feature = "tokio")]
@@ -153,7 +167,7 @@ mod tests {
     fn built_in_clocks_are_stored_inline() {
         assert!(matches!(
             AnyClock::custom(QuantaClock::new()),
-            AnyClock::Tsc(_)
+            AnyClock::Quanta(_)
         ));
         assert!(matches!(
             AnyClock::custom(StdClock::new()),
@@ -190,16 +204,20 @@ mod tests {
             clocksource: Some("hpet".into()),
             ..tsc.clone()
         };
-        let c = AnyClock::custom(DefaultClock::from_probe(&tsc));
-        assert!(matches!(c, AnyClock::Tsc(_)));
+        let d = DefaultClock::from_probe(&tsc);
+        let uses_tsc = d.uses_tsc();
+        let c = AnyClock::custom(d);
+        assert_eq!(matches!(c, AnyClock::Std(_)), !uses_tsc);
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(matches!(c, AnyClock::Tsc(_)), uses_tsc);
         let c = AnyClock::custom(DefaultClock::from_probe(&fallback));
         assert!(matches!(c, AnyClock::Std(_)));
         assert_eq!(c.max_skew(), 0);
         // And the limiter's default is the machine's DefaultClock.
         let d = AnyClock::default();
         assert_eq!(
-            matches!(d, AnyClock::Tsc(_)),
-            DefaultClock::new().uses_tsc()
+            matches!(d, AnyClock::Std(_)),
+            !DefaultClock::new().uses_tsc()
         );
     }
 

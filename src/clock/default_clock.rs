@@ -4,11 +4,17 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::{Clock, QuantaClock, StdClock};
+#[cfg(target_arch = "x86_64")]
+use super::tsc::TscClock;
+use super::{Clock, StdClock};
 use crate::Nanos;
 
-/// The clock limiters use unless told otherwise: [`QuantaClock`] (the TSC) where it is safe,
-/// [`StdClock`] (`Instant`) everywhere else, decided when the clock is created.
+/// The clock limiters use unless told otherwise: the TSC where it is safe, [`StdClock`]
+/// (`Instant`) everywhere else, decided when the clock is created.
+///
+/// The TSC is read inline (one `rdtsc`, a subtraction and a multiply, no call) and converted
+/// with quanta's calibration against the OS clock, the same conversion as
+/// [`QuantaClock`](crate::QuantaClock).
 ///
 /// The TSC is used only when all of these hold (checked once per process):
 /// - the target is x86_64;
@@ -51,7 +57,8 @@ pub struct DefaultClock {
 /// What a [`DefaultClock`] reads.
 #[derive(Clone)]
 pub(super) enum Choice {
-    Tsc(QuantaClock),
+    #[cfg(target_arch = "x86_64")]
+    Tsc(TscClock),
     Std(StdClock, Fallback),
 }
 
@@ -63,8 +70,11 @@ impl DefaultClock {
 
     /// The clock a machine with these facts gets. Tests use it to force the fallback.
     pub(crate) fn from_probe(probe: &Probe) -> DefaultClock {
-        let choice = match probe.verdict() {
-            Ok(()) => Choice::Tsc(QuantaClock::new()),
+        let choice = match probe.verdict().and_then(|()| tsc()) {
+            #[cfg(target_arch = "x86_64")]
+            Ok(tsc) => Choice::Tsc(tsc),
+            #[cfg(not(target_arch = "x86_64"))]
+            Ok(never) => match never {},
             Err(why) => Choice::Std(StdClock::new(), why),
         };
         DefaultClock { choice }
@@ -79,7 +89,11 @@ impl DefaultClock {
     /// }
     /// ```
     pub fn uses_tsc(&self) -> bool {
-        matches!(self.choice, Choice::Tsc(_))
+        match self.choice {
+            #[cfg(target_arch = "x86_64")]
+            Choice::Tsc(_) => true,
+            Choice::Std(..) => false,
+        }
     }
 }
 
@@ -93,6 +107,7 @@ impl Clock for DefaultClock {
     #[inline]
     fn now(&self) -> Nanos {
         match &self.choice {
+            #[cfg(target_arch = "x86_64")]
             Choice::Tsc(c) => c.now(),
             Choice::Std(c, _) => c.now(),
         }
@@ -100,6 +115,7 @@ impl Clock for DefaultClock {
 
     fn max_skew(&self) -> Nanos {
         match &self.choice {
+            #[cfg(target_arch = "x86_64")]
             Choice::Tsc(c) => c.max_skew(),
             Choice::Std(c, _) => c.max_skew(),
         }
@@ -109,7 +125,8 @@ impl Clock for DefaultClock {
 impl fmt::Debug for DefaultClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.choice {
-            Choice::Tsc(_) => f.write_str("DefaultClock(TSC via quanta)"),
+            #[cfg(target_arch = "x86_64")]
+            Choice::Tsc(_) => f.write_str("DefaultClock(TSC)"),
             Choice::Std(_, why) => write!(f, "DefaultClock(Instant: {why})"),
         }
     }
@@ -126,6 +143,9 @@ pub(crate) enum Fallback {
     Clocksource(String),
     /// The kernel's clocksource could not be read (not Linux, or no sysfs).
     UnknownClocksource,
+    /// quanta's calibrated clock does not read the TSC (so its scale does not apply).
+    #[cfg(target_arch = "x86_64")]
+    NotCalibrated,
 }
 
 impl fmt::Display for Fallback {
@@ -136,6 +156,8 @@ impl fmt::Display for Fallback {
             Fallback::NoRdtscp => f.write_str("the CPU reports no rdtscp"),
             Fallback::Clocksource(s) => write!(f, "the kernel's clocksource is {s}, not tsc"),
             Fallback::UnknownClocksource => f.write_str("the kernel's clocksource is unknown"),
+            #[cfg(target_arch = "x86_64")]
+            Fallback::NotCalibrated => f.write_str("quanta does not read the TSC"),
         }
     }
 }
@@ -190,6 +212,17 @@ impl Probe {
     }
 }
 
+/// The TSC clock, once the probe said yes.
+#[cfg(target_arch = "x86_64")]
+fn tsc() -> Result<TscClock, Fallback> {
+    TscClock::new().ok_or(Fallback::NotCalibrated)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn tsc() -> Result<std::convert::Infallible, Fallback> {
+    Err(Fallback::NotX86_64)
+}
+
 /// The sysfs file's content: one name and a newline. `None` if empty.
 fn parse_clocksource(content: &str) -> Option<String> {
     let name = content.trim();
@@ -231,7 +264,13 @@ mod tests {
     #[test]
     fn tsc_only_when_every_condition_holds() {
         assert_eq!(usable().verdict(), Ok(()));
-        assert!(DefaultClock::from_probe(&usable()).uses_tsc());
+        // With every fact in favour, the TSC is used wherever quanta's calibration reads it.
+        assert_eq!(
+            DefaultClock::from_probe(&usable()).uses_tsc(),
+            tsc().is_ok(),
+            "{:?}",
+            DefaultClock::from_probe(&usable())
+        );
         let cases = [
             (
                 Probe {

@@ -1,8 +1,8 @@
 //! Time sources. Decisions only ever see [`Nanos`] since the clock's origin.
 //!
-//! **The default, [`DefaultClock`], reads the TSC (through quanta) where the kernel itself
-//! keeps time with it, and `Instant` ([`StdClock`]) everywhere else.** The choice is argued
-//! from the algorithm, not from clock folklore:
+//! **The default, [`DefaultClock`], reads the TSC (an inline `rdtsc`, converted with quanta's
+//! calibration) where the kernel itself keeps time with it, and `Instant` ([`StdClock`])
+//! everywhere else.** The choice is argued from the algorithm, not from clock folklore:
 //!
 //! - A TSC read (`rdtsc`) is not ordered with the loads before it, so a reading can be
 //!   slightly *earlier* than a reading that happened-before it on another core. `Instant`
@@ -23,8 +23,9 @@
 //! (see its docs for what that buys and costs).
 //!
 //! One file per clock: [`StdClock`] (`std_clock.rs`), [`QuantaClock`] (`quanta_clock.rs`),
-//! [`DefaultClock`] and its runtime detection (`default_clock.rs`), [`ManualClock`]
-//! (`manual.rs`), `TokioClock` (`tokio_clock.rs`), and the dispatch a limiter holds (`any.rs`).
+//! the inline TSC read the default uses (`tsc.rs`), [`DefaultClock`] and its runtime detection
+//! (`default_clock.rs`), [`ManualClock`] (`manual.rs`), `TokioClock` (`tokio_clock.rs`), and
+//! the dispatch a limiter holds (`any.rs`).
 
 use std::time::Duration;
 
@@ -37,6 +38,8 @@ mod quanta_clock;
 mod std_clock;
 #[cfg(feature = "tokio")]
 mod tokio_clock;
+#[cfg(target_arch = "x86_64")]
+mod tsc;
 
 pub(crate) use any::AnyClock;
 pub use default_clock::DefaultClock;

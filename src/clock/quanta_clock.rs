@@ -58,14 +58,18 @@ pub struct QuantaClock {
 impl QuantaClock {
     /// A TSC clock whose origin is now.
     pub fn new() -> QuantaClock {
-        // `quanta::Clock::new` runs CPUID several times (each a VM exit in a guest: ~18 us
-        // measured here) and calibrates on the first call; a limiter's construction should
-        // not pay that. The calibrated clock is made once and copied.
-        static CALIBRATED: OnceLock<quanta::Clock> = OnceLock::new();
-        let clock = CALIBRATED.get_or_init(quanta::Clock::new).clone();
+        let clock = calibrated().clone();
         let origin = clock.raw();
         QuantaClock { clock, origin }
     }
+}
+
+/// The process's calibrated quanta clock, made on first use. `quanta::Clock::new` runs CPUID
+/// several times (each a VM exit in a guest: 18-28 us measured here) and calibrates on the
+/// first call; a limiter's construction should not pay that, so clocks copy this one.
+pub(super) fn calibrated() -> &'static quanta::Clock {
+    static CALIBRATED: OnceLock<quanta::Clock> = OnceLock::new();
+    CALIBRATED.get_or_init(quanta::Clock::new)
 }
 
 impl Default for QuantaClock {
