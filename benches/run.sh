@@ -40,7 +40,7 @@ cargo_bench --no-run --quiet
     echo "- mode: ${quick:-full}"
 } >"$out"
 
-for bench in compare memory sweep_pause async_wakeups; do
+for bench in compare clocks memory sweep_pause async_wakeups; do
     echo "== $bench" >&2
     cargo_bench --quiet --bench "$bench" -- $quick | tee -a "$out"
 done
