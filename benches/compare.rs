@@ -307,7 +307,12 @@ fn keyed(s: &Settings, universe: u64, strings: bool) {
         } else {
             200_000
         },
-        &[GOV_DEFAULT, "floor/default", "floor/std"],
+        &[
+            GOV_DEFAULT,
+            "governor/std (MonotonicClock)",
+            "floor/default",
+            "floor/std",
+        ],
         cases,
     );
 }

@@ -12,14 +12,14 @@ use crate::Nanos;
 /// Measured with `benches/clocks.rs` (two threads pinned to two cores; each reading taken right
 /// after observing, by an acquire load or by a locked read-modify-write as a lock acquisition
 /// does, the other core's previous reading; 10M readings per case) on the development machine,
-/// a 2-core AMD EPYC VM with kernel clocksource `tsc`: 2-9% of plain `rdtsc` readings were
-/// earlier than the reading they had just observed, by at most 0.52 µs. Fenced reads
-/// (`lfence; rdtsc`, `rdtscp`) and `Instant` never were, and their smallest forward step was
-/// 4-60 ns: the cores' TSCs agree, and the backwards steps are the unfenced `rdtsc` executing
+/// a 2-core AMD EPYC VM with kernel clocksource `tsc`, three runs: 0.1-19% of plain `rdtsc`
+/// readings (per direction and run) were earlier than the reading they had just observed, by
+/// at most 0.52 µs. Fenced reads (`lfence; rdtsc`, `rdtscp`) and `Instant` never were, and
+/// their smallest forward step was 4-65 ns: the cores' TSCs agree, and the backwards steps are the unfenced `rdtsc` executing
 /// before the load that observed the other core's write had completed. So the step is bounded
 /// by how long one load can be outstanding (a cache miss, a cross-socket transfer: well under a
 /// microsecond) plus the TSC offset the kernel tolerates between cores. 10 µs is about 20 times
-/// the worst step measured. Nothing depends on it being tight: it only delays the eviction of a
+/// the worst step measured (`benches/BENCHMARKS.md`, "Clocks"). Nothing depends on it being tight: it only delays the eviction of a
 /// cold key by that long.
 pub const TSC_MAX_SKEW: Nanos = 10_000;
 
