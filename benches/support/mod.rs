@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use tollgate::{Clock, Nanos};
 
-/// quanta read the way tollgate's `QuantaClock` does (works without the `quanta` feature), for
-/// the same-clock comparisons with governor.
+/// quanta read the way governor and tollgate's `QuantaClock` do (a call to
+/// `quanta::Clock::raw`), for the same-clock comparisons with governor.
 pub struct RawQuanta {
     clock: quanta::Clock,
     origin: u64,
