@@ -7,7 +7,7 @@
 //! that were ready at the first poll have no wake-up. "Wake-ups per waited grant" divides by
 //! the waiters that were not ready at once: 1.0 means every sleeper was woken exactly once.
 //!
-//! Run: `cargo bench --bench async_wakeups` (or `bash benches/run.sh`). Prints markdown.
+//! Run (in benches/): `cargo bench --bench async_wakeups` (or `bash benches/run.sh`). Prints markdown.
 
 use std::future::Future;
 use std::num::NonZeroU32;

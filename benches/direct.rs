@@ -3,11 +3,12 @@
 //!
 //! Contenders, per path:
 //! - `floor/std`, `floor/quanta`: [`support::DirectFloor`] on that clock.
-//! - `tollgate/std` (the default), `tollgate/quanta` (needs `--features quanta`).
+//! - `tollgate/default` (`DefaultClock`: the TSC here), `tollgate/std` (`StdClock`),
+//!   `tollgate/quanta` (`QuantaClock`).
 //! - `governor/quanta` (governor's default clock), `governor/std` (its `MonotonicClock`, which
-//!   reads `Instant` like tollgate's default).
+//!   reads `Instant` like tollgate's `StdClock`).
 //!
-//! Run: `cargo bench --features quanta --bench direct` (or `bash benches/run.sh`).
+//! Run (in benches/): `cargo bench --bench direct` (or `bash benches/run.sh`).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -75,10 +76,18 @@ fn bench_path(c: &mut Criterion, allowed: bool) {
 
     let tg = RateLimiter::new(tollgate_quota(allowed));
     let _ = tg.try_acquire();
-    g.bench_function("tollgate/std", |b| b.iter(|| black_box(&tg).try_acquire()));
+    g.bench_function("tollgate/default", |b| {
+        b.iter(|| black_box(&tg).try_acquire())
+    });
     assert_eq!(tg.try_acquire(), allowed);
 
-    #[cfg(feature = "quanta")]
+    let ts = RateLimiter::builder(tollgate_quota(allowed))
+        .clock(StdClock::new())
+        .build();
+    let _ = ts.try_acquire();
+    g.bench_function("tollgate/std", |b| b.iter(|| black_box(&ts).try_acquire()));
+    assert_eq!(ts.try_acquire(), allowed);
+
     {
         let tq = RateLimiter::builder(tollgate_quota(allowed))
             .clock(tollgate::QuantaClock::new())
@@ -118,6 +127,8 @@ fn direct(c: &mut Criterion) {
 /// The clock reads alone: the part of every floor no limiter can avoid.
 fn clocks(c: &mut Criterion) {
     let mut g = c.benchmark_group("clock");
+    let default_clock = tollgate::DefaultClock::new();
+    g.bench_function("default", |b| b.iter(|| black_box(&default_clock).now()));
     let std_clock = StdClock::new();
     g.bench_function("std", |b| b.iter(|| black_box(&std_clock).now()));
     let q = RawQuanta::new();

@@ -6,14 +6,14 @@
 //! The summary table with same-run ratios comes from `benches/compare.rs` (interleaved
 //! rounds, robust to a noisy machine); this is the per-contender detail.
 //!
-//! Run: `cargo bench --bench keyed`.
+//! Run (in benches/): `cargo bench --bench keyed`.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use tollgate::{KeyedRateLimiter, Quota, StdClock};
+use tollgate::{DefaultClock, KeyedRateLimiter, Quota};
 
 mod support;
 use support::{random_u64_keys, string_key, KeyedFloor};
@@ -39,7 +39,8 @@ fn keyed(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("keyed_u64/{label}"));
         let tg = KeyedRateLimiter::<u64>::new(tq);
         let gov = governor::RateLimiter::<u64, _, _>::keyed(gq);
-        let fl = KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(StdClock::new(), 1, FAST);
+        let fl =
+            KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(DefaultClock::new(), 1, FAST);
         for k in 0..universe {
             let _ = (tg.try_acquire(&k), gov.check_key(&k), fl.try_acquire(&k));
         }
@@ -65,7 +66,7 @@ fn keyed(c: &mut Criterion) {
         let tg = KeyedRateLimiter::<String>::new(tq);
         let gov = governor::RateLimiter::<String, _, _>::keyed(gq);
         let fl =
-            KeyedFloor::<String, foldhash::fast::RandomState, _>::new(StdClock::new(), 1, FAST);
+            KeyedFloor::<String, foldhash::fast::RandomState, _>::new(DefaultClock::new(), 1, FAST);
         for k in &names {
             let _ = (
                 tg.try_acquire(k.as_str()),

@@ -4,7 +4,7 @@
 //!
 //! RSS comes from `/proc/self/statm` (Linux). Keys stay hot (1 per hour) so nothing is swept.
 //!
-//! Run: `cargo bench --bench memory` (or `bash benches/run.sh`). Prints markdown.
+//! Run (in benches/): `cargo bench --bench memory` (or `bash benches/run.sh`). Prints markdown.
 
 use std::num::NonZeroU32;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! One hot path in a tight loop, nothing else, for a profiler:
 //!
 //! ```text
-//! cargo bench --bench profile --no-run   # then, with the printed executable:
+//! cd benches && cargo bench --bench profile --no-run   # then, with the printed executable:
 //! perf record -e cpu-clock -g target/release/deps/profile-* CASE [CALLS]
 //! valgrind --tool=callgrind target/release/deps/profile-* CASE 1000000
 //! ```
@@ -13,7 +13,7 @@
 use std::hint::black_box;
 use std::num::NonZeroU32;
 
-use tollgate::{KeyedRateLimiter, Quota, RateLimiter, StdClock};
+use tollgate::{DefaultClock, KeyedRateLimiter, Quota, RateLimiter};
 
 mod support;
 use support::{random_u64_keys, DirectFloor, KeyedFloor};
@@ -49,7 +49,7 @@ fn main() {
             }
         }
         "direct-floor" => {
-            let l = DirectFloor::new(StdClock::new(), 1, FAST);
+            let l = DirectFloor::new(DefaultClock::new(), 1, FAST);
             for _ in 0..calls {
                 allowed += u64::from(black_box(&l).try_acquire());
             }
@@ -68,8 +68,11 @@ fn main() {
             }
         }
         "keyed-floor-10k" | "keyed-floor-1m" => {
-            let l =
-                KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(StdClock::new(), 1, FAST);
+            let l = KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(
+                DefaultClock::new(),
+                1,
+                FAST,
+            );
             (0..universe).for_each(|k| assert!(l.try_acquire(&k)));
             for i in 0..calls {
                 allowed += u64::from(l.try_acquire(&key(i)));

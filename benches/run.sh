@@ -6,7 +6,8 @@
 #   bash benches/run.sh --quick    # smoke run, about 1 minute (fewer rounds; numbers are rough)
 #   bash benches/run.sh --criterion  # also the criterion benches (direct, keyed), +5 minutes
 #
-# Honours CARGO_TARGET_DIR. Run it on an otherwise idle machine: `uptime` is recorded in the
+# The benches are their own crate (benches/Cargo.toml, built into benches/target unless
+# CARGO_TARGET_DIR is set). Run it on an otherwise idle machine: `uptime` is recorded in the
 # summary so a noisy run can be recognised.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +22,11 @@ for arg in "$@"; do
     esac
 done
 
-target="${CARGO_TARGET_DIR:-target}"
-out="${OUT:-$target/bench-summary.md}"
+out="${OUT:-target/bench-summary.md}"
 mkdir -p "$(dirname "$out")"
 
-# The `quanta` feature adds tollgate's QuantaClock as a contender (same clock as governor).
-cargo bench --features quanta --no-run --quiet
+cargo_bench() { cargo bench --manifest-path benches/Cargo.toml "$@"; }
+cargo_bench --no-run --quiet
 
 {
     echo "# tollgate benchmark summary"
@@ -40,17 +40,17 @@ cargo bench --features quanta --no-run --quiet
     echo "- mode: ${quick:-full}"
 } >"$out"
 
-for bench in compare memory sweep_pause async_wakeups; do
+for bench in compare clocks memory sweep_pause async_wakeups; do
     echo "== $bench" >&2
-    cargo bench --features quanta --quiet --bench "$bench" -- $quick | tee -a "$out"
+    cargo_bench --quiet --bench "$bench" -- $quick | tee -a "$out"
 done
 
 echo >>"$out"
 echo "- load after: $(uptime | sed 's/.*load average/load average/')" >>"$out"
 
 if [ -n "$criterion" ]; then
-    cargo bench --features quanta --bench direct
-    cargo bench --features quanta --bench keyed
+    cargo_bench --bench direct
+    cargo_bench --bench keyed
 fi
 
 echo "summary written to $out" >&2

@@ -6,7 +6,7 @@
 //! noise floor (preemption by other processes on 2 shared cores), which the sweep figure must
 //! be read against.
 //!
-//! Run: `cargo bench --bench sweep_pause` (or `bash benches/run.sh`). Prints markdown.
+//! Run (in benches/): `cargo bench --bench sweep_pause` (or `bash benches/run.sh`). Prints markdown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

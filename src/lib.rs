@@ -17,8 +17,10 @@
 //!   the builders' `algorithm` (README: "Choosing an algorithm").
 //! - [`SmoothRateLimiter`]: Guava's `RateLimiter` (pay later, bursty or warming up), exact to
 //!   Guava's microseconds, lock-free.
-//! - [`Clock`]: the default [`StdClock`], a [`ManualClock`] for deterministic tests, and (with
-//!   the `tokio` feature) a `TokioClock` that follows `tokio::time::pause()`.
+//! - [`Clock`]: the default [`DefaultClock`] (the TSC where the kernel keeps time with it,
+//!   else `Instant`), [`StdClock`] (`Instant`, ordered across threads), [`QuantaClock`], a
+//!   [`ManualClock`] for deterministic tests, and (with the `tokio` feature) a `TokioClock`
+//!   that follows `tokio::time::pause()`.
 //!
 //! ```
 //! use tollgate::{Quota, RateLimiter};
@@ -31,7 +33,6 @@
 //! ## Features
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
 //!   `TokioClock`, and a tokio-task sweeper.
-//! - `quanta`: `QuantaClock`, a cheaper but cross-core-unordered TSC clock.
 //! - `serde`: `Serialize`/`Deserialize` for [`Quota`] (as `{ count, period, burst }`, validated
 //!   on the way in).
 //! - `redis`: `redis::RedisRateLimiter`, the same algorithms shared across processes and
@@ -78,11 +79,9 @@ pub type Nanos = u64;
 
 pub use algorithm::{Algorithm, Gcra};
 pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
-#[cfg(feature = "quanta")]
-pub use clock::QuantaClock;
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
-pub use clock::{Clock, ManualClock, StdClock};
+pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX_SKEW};
 pub use compose::all_or_none;
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};

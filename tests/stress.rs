@@ -5,6 +5,8 @@
 //! granted with use times up to `t1` number at most `burst + (t1 - t0) / T`. With a real clock,
 //! `t0` and `t1` are readings of the limiter's own clock taken before the first call and after
 //! the last one (thread spawn and join order them), so the bound is sound whatever the OS does.
+//! A clock whose readings can be earlier than one that happened-before them on another thread
+//! (the TSC: [`Clock::max_skew`]) widens the bracket by that much on each side.
 //!
 //! A second, accounting check catches lost updates: every permit moves the stored TAT forward by
 //! at least `T` from 0, so `granted * T <= tat`, where `tat <= reading + reset_after` for any
@@ -15,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use tollgate::{Clock, KeyedRateLimiter, ManualClock, Quota, RateLimiter, StdClock};
+use tollgate::{Clock, DefaultClock, KeyedRateLimiter, ManualClock, Quota, RateLimiter, StdClock};
 
 const THREADS: usize = 4;
 
@@ -45,7 +47,7 @@ fn assert_within_bound(q: Quota, t0: u64, t1: u64, granted: u64) {
 /// `granted * T <= tat`: no grant was lost from the stored state. `clock` must be the limiter's.
 fn assert_accounted(limiter: &RateLimiter, clock: &impl Clock, granted: u64) {
     let reset = nanos(limiter.peek().reset_after);
-    let after = clock.now();
+    let after = clock.now() + clock.max_skew();
     let t = nanos(limiter.quota().interval());
     assert!(
         granted * t <= after + reset,
@@ -86,35 +88,51 @@ fn run<T: Send + 'static>(
     handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
-/// `try_acquire` hammered by every thread on the real clock, with a short interval so that
+/// `try_acquire` hammered by every thread on a real clock, with a short interval so that
 /// grants are frequent and contended.
-#[test]
-fn std_clock_try_acquire_never_over_admits() {
+fn real_clock_try_acquire_never_over_admits(clock: impl Clock + Clone) {
     let q = quota(Duration::from_micros(1), 20);
-    let clock = StdClock::new();
-    let limiter = Arc::new(RateLimiter::builder(q).clock(clock).build());
+    let limiter = Arc::new(RateLimiter::builder(q).clock(clock.clone()).build());
     let calls = if cfg!(debug_assertions) {
         1_000_000
     } else {
         3_000_000
     };
 
-    let l = Arc::clone(&limiter);
+    let (l, c) = (Arc::clone(&limiter), clock.clone());
     let per_thread = run(THREADS, move |_| {
         // Each thread's own readings bracket its calls, so the earliest first reading and the
         // latest last one bracket every decision (a tighter bound than readings around spawn).
-        let first = clock.now();
+        let first = c.now();
         let granted = (0..calls).filter(|_| l.try_acquire()).count() as u64;
-        (first, granted, clock.now())
+        (first, granted, c.now())
     });
-    let t0 = per_thread.iter().map(|p| p.0).min().unwrap();
+    let skew = clock.max_skew();
+    let t0 = per_thread
+        .iter()
+        .map(|p| p.0)
+        .min()
+        .unwrap()
+        .saturating_sub(skew);
     let granted: u64 = per_thread.iter().map(|p| p.1).sum();
-    let t1 = per_thread.iter().map(|p| p.2).max().unwrap();
+    let t1 = per_thread.iter().map(|p| p.2).max().unwrap() + skew;
 
     // The first call in CAS order always finds the initial full bucket.
     assert!(granted >= 1);
     assert_within_bound(q, t0, t1, granted);
     assert_accounted(&limiter, &clock, granted);
+}
+
+#[test]
+fn std_clock_try_acquire_never_over_admits() {
+    real_clock_try_acquire_never_over_admits(StdClock::new());
+}
+
+/// The default clock (the TSC on most x86_64 machines), passed explicitly so the test can read
+/// the limiter's own time.
+#[test]
+fn default_clock_try_acquire_never_over_admits() {
+    real_clock_try_acquire_never_over_admits(DefaultClock::new());
 }
 
 /// `try_acquire` on a manual clock that the calling threads themselves move forward by small
@@ -205,17 +223,15 @@ fn manual_clock_driven_try_acquire_is_exact() {
     assert_accounted(&limiter, &clock, total);
 }
 
-/// Blocking `acquire` (which sleeps for real) mixed with `try_acquire` on the real clock: every
+/// Blocking `acquire` (which sleeps for real) mixed with `try_acquire` on a real clock: every
 /// acquire returns with its permit, and everything granted fits the bound.
-#[test]
-fn std_clock_blocking_acquire_mix_never_over_admits() {
+fn real_clock_blocking_acquire_mix_never_over_admits(clock: impl Clock + Clone) {
     let q = quota(Duration::from_micros(20), 4);
-    let clock = StdClock::new();
-    let limiter = Arc::new(RateLimiter::builder(q).clock(clock).build());
+    let limiter = Arc::new(RateLimiter::builder(q).clock(clock.clone()).build());
     let acquires: u64 = if cfg!(debug_assertions) { 1_000 } else { 2_000 };
     let acquirers_left = Arc::new(AtomicU64::new(2));
 
-    let t0 = clock.now();
+    let t0 = clock.now().saturating_sub(clock.max_skew());
     let (l, left) = (Arc::clone(&limiter), Arc::clone(&acquirers_left));
     let counts = run(THREADS, move |i| {
         if i < 2 {
@@ -233,7 +249,7 @@ fn std_clock_blocking_acquire_mix_never_over_admits() {
             (0, n)
         }
     });
-    let t1 = clock.now();
+    let t1 = clock.now() + clock.max_skew();
 
     let blocked: u64 = counts.iter().map(|c| c.0).sum();
     let tried: u64 = counts.iter().map(|c| c.1).sum();
@@ -241,6 +257,16 @@ fn std_clock_blocking_acquire_mix_never_over_admits() {
     let total = blocked + tried;
     assert_within_bound(q, t0, t1, total);
     assert_accounted(&limiter, &clock, total);
+}
+
+#[test]
+fn std_clock_blocking_acquire_mix_never_over_admits() {
+    real_clock_blocking_acquire_mix_never_over_admits(StdClock::new());
+}
+
+#[test]
+fn default_clock_blocking_acquire_mix_never_over_admits() {
+    real_clock_blocking_acquire_mix_never_over_admits(DefaultClock::new());
 }
 
 /// Blocking acquires of random sizes on a manual clock: each "sleep" moves the shared clock, so

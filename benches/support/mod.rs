@@ -7,14 +7,16 @@
 
 #![allow(dead_code)] // each bench uses a different subset
 
+pub mod rounds;
+
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use tollgate::{Clock, Nanos};
 
-/// quanta read the way tollgate's `QuantaClock` does (works without the `quanta` feature), for
-/// the same-clock comparisons with governor.
+/// quanta read the way governor and tollgate's `QuantaClock` do (a call to
+/// `quanta::Clock::raw`), for the same-clock comparisons with governor.
 pub struct RawQuanta {
     clock: quanta::Clock,
     origin: u64,
@@ -178,13 +180,17 @@ pub fn quick() -> bool {
 
 /// The median of `xs` (sorts in place).
 pub fn median(xs: &mut [f64]) -> f64 {
+    quantile(xs, 0.5)
+}
+
+/// The `q` quantile of `xs` (`0.0..=1.0`, linear interpolation between order statistics;
+/// sorts in place). `NaN` for an empty slice.
+pub fn quantile(xs: &mut [f64], q: f64) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
-    let n = xs.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    if xs.is_empty() {
+        return f64::NAN;
     }
+    let pos = q.clamp(0.0, 1.0) * (xs.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    xs[lo] + (xs[hi] - xs[lo]) * (pos - lo as f64)
 }

@@ -1,0 +1,131 @@
+//! The interleaved-rounds harness behind every summary table.
+//!
+//! This machine is shared and noisy, so running contender A for 3 s and then B for 3 s (what a
+//! plain criterion group does) lets a neighbour's build land on one of them. Here each round
+//! runs every contender for one short batch, in a rotating order; a contender's time is the
+//! median over rounds, and a ratio is the median over rounds of the *paired* per-round ratio,
+//! so load that changes between rounds cancels out. The spread printed next to a ratio is its
+//! interquartile range over the rounds.
+
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{median, quantile};
+
+/// One contender: runs `iters` operations and returns the wall time they took.
+pub struct Case<'a> {
+    pub name: String,
+    /// Operations per call of `run` (threads x iters for the multi-threaded cases).
+    pub ops_per_iter: u64,
+    pub run: Box<dyn FnMut(u64) -> Duration + 'a>,
+}
+
+/// A single-threaded contender: `op(i)` for `i` in `0..iters`, timed as one batch.
+pub fn case<'a>(name: &str, mut op: impl FnMut(u64) + 'a) -> Case<'a> {
+    Case {
+        name: name.to_string(),
+        ops_per_iter: 1,
+        run: Box::new(move |iters| {
+            let start = Instant::now();
+            for i in 0..iters {
+                op(i);
+            }
+            start.elapsed()
+        }),
+    }
+}
+
+/// Runs `op(thread, i)` for `iters` on each of `threads` threads released together by a
+/// barrier; returns the longest thread's time (the aggregate's wall time).
+pub fn on_threads(threads: usize, iters: u64, op: &(dyn Fn(usize, u64) + Sync)) -> Duration {
+    let barrier = Barrier::new(threads);
+    let longest = Mutex::new(Duration::ZERO);
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            let (barrier, longest) = (&barrier, &longest);
+            sc.spawn(move || {
+                barrier.wait();
+                let start = Instant::now();
+                for i in 0..iters {
+                    op(t, i);
+                }
+                let d = start.elapsed();
+                let mut l = longest.lock().unwrap();
+                *l = (*l).max(d);
+            });
+        }
+    });
+    longest.into_inner().unwrap()
+}
+
+/// A contender run by `threads` threads at once; its ns/op is wall time / total operations.
+pub fn threaded<'a>(name: &str, threads: usize, op: impl Fn(usize, u64) + Sync + 'a) -> Case<'a> {
+    Case {
+        name: name.to_string(),
+        ops_per_iter: threads as u64,
+        run: Box::new(move |iters| on_threads(threads, iters, &op)),
+    }
+}
+
+/// How many interleaved rounds a comparison runs.
+pub struct Settings {
+    pub rounds: usize,
+}
+
+/// Runs `cases` in interleaved rounds; prints one markdown table with the median ns/op and
+/// the paired ratio against each contender named in `refs` (median, and in brackets the
+/// interquartile range over rounds).
+pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
+    let n = cases.len();
+    // Warm-up: one untimed batch each (fills caches, grows maps, faults pages in).
+    for c in cases.iter_mut() {
+        (c.run)(iters);
+    }
+    let mut times = vec![Vec::with_capacity(s.rounds); n];
+    for round in 0..s.rounds {
+        for k in 0..n {
+            let i = (k + round) % n;
+            let c = &mut cases[i];
+            let d = (c.run)(iters);
+            times[i].push(d.as_nanos() as f64 / (iters * c.ops_per_iter) as f64);
+        }
+    }
+    let ref_idx: Vec<usize> = refs
+        .iter()
+        .map(|r| {
+            cases
+                .iter()
+                .position(|c| c.name == *r)
+                .unwrap_or_else(|| panic!("no contender {r}"))
+        })
+        .collect();
+    println!("\n### {title}\n");
+    println!(
+        "(x REF = median over rounds of this ns/op / REF ns/op, [interquartile range]; \
+         below 1 is faster)\n"
+    );
+    print!("| contender | median ns/op |");
+    for r in refs {
+        print!(" x {r} |");
+    }
+    println!();
+    print!("|---|---:|");
+    for _ in refs {
+        print!("---:|");
+    }
+    println!();
+    for i in 0..n {
+        let med = median(&mut times[i].clone());
+        print!("| {} | {:.1} |", cases[i].name, med);
+        for &r in &ref_idx {
+            let mut ratios: Vec<f64> = (0..s.rounds).map(|k| times[i][k] / times[r][k]).collect();
+            if i == r {
+                print!(" 1 |");
+            } else {
+                let (lo, hi) = (quantile(&mut ratios, 0.25), quantile(&mut ratios, 0.75));
+                print!(" {:.2} [{lo:.2}-{hi:.2}] |", median(&mut ratios));
+            }
+        }
+        println!();
+    }
+}
