@@ -4,6 +4,7 @@
 //! quota admits is exact whatever the machine's speed: assertions are counts and header
 //! values, never timings.
 
+#[path = "support/mod.rs"]
 mod http_support;
 
 use std::collections::BTreeSet;

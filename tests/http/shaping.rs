@@ -2,6 +2,7 @@
 //! for their slot in arrival order up to the maximum delay, and a client that disconnects
 //! while waiting gives its slot to the next request.
 
+#[path = "support/mod.rs"]
 mod http_support;
 
 use std::convert::Infallible;

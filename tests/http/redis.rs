@@ -2,7 +2,9 @@
 //! test) and plain hyper servers on loopback. Two servers with their own Redis connections
 //! share one limit, a Redis that stops answering is a 503, and refunds work across the wire.
 
+#[path = "support/mod.rs"]
 mod http_support;
+#[path = "../redis_support/mod.rs"]
 mod redis_support;
 
 use std::convert::Infallible;

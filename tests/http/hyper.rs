@@ -1,6 +1,7 @@
 //! The layer on plain hyper (no axum): hyper-util's server and client over loopback, the
 //! peer address given as a `SocketAddr` request extension, `Full<Bytes>` bodies.
 
+#[path = "support/mod.rs"]
 mod http_support;
 
 use std::convert::Infallible;
