@@ -161,12 +161,16 @@ where
 }
 
 /// The eviction rule (`store::sweep::evict_cold`, with GCRA's `cold_at`) over the model's
-/// table; returns how many cells it evicted and the smallest TAT left.
+/// table, at the sweeper's reading `now` of a clock with [`Clock::max_skew`] `max_skew`;
+/// returns how many cells it evicted and the smallest TAT left.
+///
+/// [`Clock::max_skew`]: crate::Clock::max_skew
 pub fn evict_cold(
     now: Nanos,
+    max_skew: Nanos,
     retain: impl FnOnce(&mut dyn FnMut(&TatCell) -> bool),
 ) -> (usize, Nanos) {
-    let swept = sweep::evict_cold(now, |c: &TatCell| c.0.tat(), retain);
+    let swept = sweep::evict_cold(now, max_skew, |c: &TatCell| c.0.tat(), retain);
     (swept.evicted, swept.min_cold_at)
 }
 

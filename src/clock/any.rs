@@ -93,7 +93,8 @@ impl AnyClock {
 
     /// [`Clock::max_skew`] of this clock: how much earlier than a reading that happened-before
     /// it (on another thread) a reading can be. The sweeper evicts a key only when
-    /// `tat + max_skew <= now` (see [`AnyClock::is_cold`]).
+    /// `tat + max_skew <= now` (`store::sweep::is_cold`), the key cap's reclaim and its
+    /// suggested wait allow for it, and a cancel gives back nothing below `now + max_skew`.
     pub(crate) fn max_skew(&self) -> Nanos {
         match self {
             #[cfg(target_arch = "x86_64")]
@@ -105,17 +106,6 @@ impl AnyClock {
             AnyClock::Tokio(c) => c.max_skew(),
             AnyClock::Custom(c) => c.max_skew(),
         }
-    }
-
-    /// Whether a cell with this `tat` may be evicted at the sweeper's reading `now`: lossless
-    /// even if a decision that recreates the key reads up to `max_skew` earlier than `now`
-    /// (the recreated key decides at its own `now' >= now - max_skew >= tat`, where
-    /// `max(tat, now') = now'` exactly as for a fresh key). Saturating: near `u64::MAX` a key
-    /// is kept rather than judged cold by a wrapped sum.
-    #[allow(dead_code)] // the sweeper adopts it in the keyed-store refactor (issue 14, phase 2)
-    #[inline]
-    pub(crate) fn is_cold(&self, tat: Nanos, now: Nanos) -> bool {
-        tat.checked_add(self.max_skew()).is_some_and(|t| t <= now)
     }
 }
 
@@ -235,18 +225,10 @@ mod tests {
     }
 
     #[test]
-    fn custom_clocks_report_their_skew_and_coldness_allows_for_it() {
+    fn custom_clocks_report_their_skew() {
         let c = AnyClock::custom(Fixed(1_000, 30));
         assert_eq!((c.now(), c.max_skew()), (1_000, 30));
-        assert!(c.is_cold(970, 1_000));
-        assert!(!c.is_cold(971, 1_000));
-        assert!(
-            !c.is_cold(u64::MAX - 10, u64::MAX),
-            "no wrap near the end of time"
-        );
-        let exact = AnyClock::custom(Fixed(0, 0));
-        assert!(exact.is_cold(1_000, 1_000));
-        assert!(!exact.is_cold(1_001, 1_000));
+        assert_eq!(AnyClock::custom(Fixed(0, 0)).max_skew(), 0);
         assert_eq!(
             AnyClock::custom(QuantaClock::new()).max_skew(),
             crate::TSC_MAX_SKEW

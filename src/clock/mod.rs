@@ -14,10 +14,11 @@
 //!   preemption of `e` does. An early reading inside that window changes nothing the algorithm
 //!   does not already tolerate.
 //! - So the question is how large the worst early reading is. Measured on the development
-//!   machine (`benches/clocks.rs`): see [`TSC_MAX_SKEW`]. The one rule that must hold exactly
-//!   under an early reading, eviction of cold keys, widens by [`Clock::max_skew`]: a key is
-//!   evicted only when `tat + max_skew <= now` (`AnyClock::is_cold`; the sweeper is to adopt
-//!   it in the keyed-store refactor, until then it evicts at `tat <= now`).
+//!   machine (`benches/clocks.rs`): see [`TSC_MAX_SKEW`]. The rules that must hold exactly
+//!   under an early reading widen by [`Clock::max_skew`]: a key is evicted only when
+//!   `tat + max_skew <= now` (`store::sweep::is_cold`), the key cap's reclaim and suggested
+//!   wait allow for it the same way, and a cancel gives back nothing below `now + max_skew`
+//!   (`engine::Engine::cancel`).
 //!
 //! `Instant` costs about 3x a TSC read here (36 vs 12 ns on a quiet machine), which is most of
 //! a direct decision. [`StdClock`] stays available for anyone who wants readings ordered across threads
@@ -87,7 +88,9 @@ pub trait Clock: Send + Sync + 'static {
     /// between its clock read and its CAS: the decision is made as of a slightly older
     /// instant). The keyed limiter's sweeper uses it: a key is evicted only when
     /// `tat + max_skew <= now`, so that a decision that recreates the key, with a reading up
-    /// to `max_skew` earlier than the sweeper's, decides exactly as on the evicted state.
+    /// to `max_skew` earlier than the sweeper's, decides exactly as on the evicted state (the
+    /// key cap's reclaim and its suggested wait use the same rule). A cancelled reservation
+    /// gives back only what lies after `now + max_skew`.
     ///
     /// ```
     /// use tollgate::{Clock, QuantaClock, StdClock, TSC_MAX_SKEW};

@@ -3,11 +3,15 @@
 //!
 //! Concurrency contract with sweeping (see `store::sweep`): a decision holds the key's shard
 //! *read* guard while it runs on the cell; a sweep removes a key only under that shard's
-//! *write* guard, and only if it is cold. A decision that finds the key missing reads `now`
-//! after its lookup, so no earlier than the sweep's (the lock orders them and the clock is
-//! monotonic), and sees a fresh key exactly where it would have seen the cold one. A decision
-//! that finds the key may use a `now` read before the lookup: on a stored cell an earlier `now`
-//! only makes a decision stricter ([`decide_on_shard`]).
+//! *write* guard, and only if it is cold by the clock's [`max_skew`](crate::Clock::max_skew)
+//! already (`cold_at + max_skew <= now`, `store::sweep::is_cold`). A decision that finds the
+//! key missing reads `now` after its lookup: the lock orders that reading after the sweep's,
+//! so it is at least the sweep's minus `max_skew` (exactly the sweep's or later on a clock
+//! ordered across threads, such as `StdClock`; up to `max_skew` earlier on the TSC, which the
+//! default clock reads on most x86_64 machines), hence at or after the evicted key's `cold_at`,
+//! and it sees a fresh key exactly where it would have seen the cold one. A decision that finds
+//! the key may use a `now` read before the lookup: on a stored cell an earlier `now` only makes
+//! a decision stricter ([`decide_on_shard`]).
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -20,7 +24,7 @@ use dashmap::DashMap;
 
 use crate::algorithm::Algorithm;
 use crate::engine::{Engine, Find, Found, Placed, Slot};
-use crate::store::sweep::{evict_cold, SweepCounters, SweepStats};
+use crate::store::sweep::{evict_cold, is_cold, SweepCounters, SweepStats};
 use crate::sweeper::Sweep;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError};
 use crate::Nanos;
@@ -71,7 +75,8 @@ pub(crate) struct KeyedStore<K, A: Algorithm, S> {
     /// `max_keys`. That makes the cap exact.
     pub(crate) slots: AtomicUsize,
     /// A lower bound on every tracked key's `cold_at` (`u64::MAX` when empty): while
-    /// `now < earliest` no key can be cold, so a reclaim at the cap can skip its sweep.
+    /// `now < earliest + max_skew` no key can be evicted (`store::sweep::is_cold`), so a
+    /// reclaim at the cap can skip its sweep.
     /// Lowered by every insert and cancel, recomputed by every sweep.
     ///
     /// A sweep first sets it to `u64::MAX`, then lowers it with each surviving key's `cold_at`
@@ -285,7 +290,14 @@ where
     fn refuses_new_keys(&self, now: Nanos) -> bool {
         self.when_full == WhenFull::Deny
             && self.slots.load(Ordering::Acquire) >= self.max_keys
-            && now < self.earliest.load(Ordering::Acquire)
+            && !self.may_reclaim(now)
+    }
+
+    /// Whether a sweep at `now` could evict any key: some key is cold by the clock's skew
+    /// (the eviction rule, `store::sweep::is_cold`, applied to the lower bound).
+    fn may_reclaim(&self, now: Nanos) -> bool {
+        let earliest = self.earliest.load(Ordering::Acquire);
+        is_cold(earliest, now, self.engine.clock.max_skew())
     }
 
     fn take_slot(&self) -> bool {
@@ -311,19 +323,21 @@ where
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return,
         };
-        if self.engine.clock.now() >= self.earliest.load(Ordering::Acquire) {
+        if self.may_reclaim(self.engine.clock.now()) {
             self.sweep_locked(&|| false);
         }
     }
 
-    /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key turns cold, at
-    /// least 1 ns, at most the longer of the quota's period and tolerance.
+    /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key can be evicted
+    /// (`earliest + max_skew - now`), at least 1 ns, at most the longer of the quota's period
+    /// and tolerance.
     fn full_retry_after(&self) -> Nanos {
         let now = self.engine.clock.now();
         let q = self.engine.quota();
         let cap = q.tau().max(q.period_nanos()).max(1);
         self.earliest
             .load(Ordering::Acquire)
+            .saturating_add(self.engine.clock.max_skew())
             .saturating_sub(now)
             .clamp(1, cap)
     }
@@ -365,6 +379,7 @@ where
         // million `String`s is most of a sweep's cost, and none of it needs the lock.
         let mut graveyard = Vec::new();
         let alg = &self.engine.alg;
+        let skew = self.engine.clock.max_skew();
         for shard in self.map.shards() {
             if stop() {
                 break;
@@ -376,6 +391,7 @@ where
             let p = self.engine.params.load();
             let swept = evict_cold(
                 now,
+                skew,
                 |cell| alg.cold_at(cell, &p),
                 |keep| {
                     // SAFETY: the same walk as hashbrown's `HashMap::retain` and dashmap's

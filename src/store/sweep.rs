@@ -4,10 +4,14 @@
 //! exactly like a fresh one (`cold_at <= now`; for GCRA `tat <= now`: a full bucket). The keyed
 //! store checks that under the shard's *write* lock, so no decision on that shard is in flight
 //! (decisions hold the *read* lock across their CAS). A decision that then finds the key missing
-//! reads its `now` after taking the lock the sweep released, so at least the sweep's, where the
-//! evicted key and a fresh one decide alike. (One that finds the key, re-inserted, may use a
-//! `now` read before its lookup: on a stored cell that only makes it stricter; see
-//! `store::keyed::decide_on_shard`.)
+//! reads its `now` after taking the lock the sweep released. With a clock ordered across threads
+//! that `now` is at least the sweep's; with one whose readings can be up to
+//! [`Clock::max_skew`](crate::Clock::max_skew) earlier than a reading that happened-before them
+//! (the TSC, the default clock on most x86_64 machines), it is at least the sweep's minus that
+//! skew. So the rule evicts only keys cold by `max_skew` already ([`is_cold`]): the recreated
+//! key decides at a `now` where the evicted key and a fresh one decide alike. (A decision that
+//! finds the key, re-inserted, may use a `now` read before its lookup: on a stored cell that
+//! only makes it stricter; see `store::keyed::decide_on_shard`.)
 
 use std::time::Duration;
 
@@ -92,12 +96,23 @@ pub(crate) struct ShardSweep {
     pub(crate) min_cold_at: Nanos,
 }
 
-/// The eviction rule for one shard, run while holding that shard's write lock: drop every
-/// cell whose `cold_at(cell) <= now`. `retain` walks the shard's cells and removes those for
-/// which `keep` says false (a table's `retain`); the loom model drives the same rule over its
-/// own table.
+/// Whether state that turns cold at `cold_at` may be evicted (or counted as reclaimable) at a
+/// reading `now` of a clock with [`Clock::max_skew`](crate::Clock::max_skew) `max_skew`:
+/// `cold_at + max_skew <= now`. Any reading that happens after this one is at least
+/// `now - max_skew >= cold_at`, so every later decision sees the state cold. Saturating: near
+/// the end of time a key is kept rather than judged cold by a wrapped sum.
+#[inline]
+pub(crate) fn is_cold(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> bool {
+    cold_at.checked_add(max_skew).is_some_and(|t| t <= now)
+}
+
+/// The eviction rule for one walk over (part of) a shard, run while holding that shard's write
+/// lock, with `now` read under it: drop every cell that [`is_cold`] at `now` on a clock with
+/// `max_skew`. `retain` walks cells and removes those for which `keep` says false (a table's
+/// `retain`); the loom model drives the same rule over its own table.
 pub(crate) fn evict_cold<C>(
     now: Nanos,
+    max_skew: Nanos,
     cold_at: impl Fn(&C) -> Nanos,
     retain: impl FnOnce(&mut dyn FnMut(&C) -> bool),
 ) -> ShardSweep {
@@ -105,7 +120,7 @@ pub(crate) fn evict_cold<C>(
     let mut min_cold_at = Nanos::MAX;
     retain(&mut |cell| {
         let at = cold_at(cell);
-        if at <= now {
+        if is_cold(at, now, max_skew) {
             evicted += 1;
             false
         } else {
@@ -125,7 +140,11 @@ mod tests {
 
     /// Drives `evict_cold` over a plain `Vec` of cold times, the way a table's `retain` would.
     fn sweep_vec(v: &mut Vec<Nanos>, now: Nanos) -> ShardSweep {
-        evict_cold(now, |&at: &Nanos| at, |keep| v.retain(|c| keep(c)))
+        sweep_vec_skewed(v, now, 0)
+    }
+
+    fn sweep_vec_skewed(v: &mut Vec<Nanos>, now: Nanos, skew: Nanos) -> ShardSweep {
+        evict_cold(now, skew, |&at: &Nanos| at, |keep| v.retain(|c| keep(c)))
     }
 
     #[test]
@@ -143,6 +162,32 @@ mod tests {
         let s = sweep_vec(&mut v, u64::MAX);
         assert_eq!((s.evicted, s.min_cold_at), (1, u64::MAX));
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn a_skewed_clock_evicts_only_what_is_cold_by_its_skew() {
+        let mut v = vec![0, 969, 970, 971, 1_000];
+        let s = sweep_vec_skewed(&mut v, 1_000, 30);
+        assert_eq!((s.evicted, s.min_cold_at), (3, 971)); // 0, 969 and 970 + 30 == now
+        assert_eq!(v, [971, 1_000]);
+        // Nothing is cold before the skew has passed since the origin.
+        let mut v = vec![0];
+        assert_eq!(sweep_vec_skewed(&mut v, 29, 30).evicted, 0);
+        assert_eq!(sweep_vec_skewed(&mut v, 30, 30).evicted, 1);
+    }
+
+    #[test]
+    fn coldness_saturates_instead_of_wrapping() {
+        assert!(is_cold(970, 1_000, 30));
+        assert!(!is_cold(971, 1_000, 30));
+        assert!(
+            !is_cold(u64::MAX - 10, u64::MAX, 30),
+            "no wrap near the end of time"
+        );
+        assert!(is_cold(u64::MAX - 10, u64::MAX, 10));
+        assert!(!is_cold(u64::MAX, u64::MAX, 1));
+        assert!(is_cold(1_000, 1_000, 0));
+        assert!(!is_cold(1_001, 1_000, 0));
     }
 
     #[test]
