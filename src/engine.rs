@@ -198,8 +198,12 @@ impl<A: Algorithm> Engine<A> {
                 wait: ready_at.saturating_sub(now),
                 then: Then::Granted(tracked.then_some(ticket)),
             },
+            // "Decide again after 0 ns" would make the waiting loops spin forever on a clock
+            // that only moves when slept on (a manual or tokio test clock) and burn a core on
+            // a real one: no algorithm returns it, but the loop must not depend on that, so
+            // it waits the smallest step instead.
             Booking::Retry(wait) => Next::Sleep {
-                wait,
+                wait: wait.max(1),
                 then: Then::Retry,
             },
         })
@@ -237,12 +241,29 @@ impl<A: Algorithm> Engine<A> {
     }
 
     /// Cancels a booking on whatever cell the slot finds now (none: it was evicted as cold,
-    /// so the booking's stretch is in the past and there is nothing to give back).
+    /// so the booking's stretch is in the past and there is nothing to give back). Every
+    /// cancel goes through here: `Reservation::cancel` (direct and keyed) and a dropped async
+    /// acquire.
+    ///
+    /// The cancel is made at `now + max_skew`, not `now`. The refund rule (GCRA's `refund` in
+    /// `algorithm::gcra`) gives back only schedule positions at or after the `now` it is given:
+    /// a ticket that ends at or before it gives back nothing, and a hole starts at
+    /// `max(start, now)`. Positions below a reading are the past, spent by time passing (a
+    /// limiter never grants backwards in time). On a clock whose readings can be up to
+    /// `max_skew` earlier than one that happened-before them on another core (the TSC), a
+    /// cancel issued just after a stretch's ready time or end, as another core saw it, could
+    /// read a `now` below that and give back positions that core had already seen pass. Every
+    /// reading that happened-before this cancel is at most `now + max_skew`, so with that as
+    /// the cancel's `now` nothing it gives back lies behind any of them. The cost is on the
+    /// safe side: a cancel gives back at most `max_skew` less of the future than an exact
+    /// clock would (nothing less on a clock ordered across threads, whose skew is 0).
     pub(crate) fn cancel(&self, slot: &impl Find<A>, ticket: &A::Ticket) {
         let src = self.src();
+        let skew = self.clock.max_skew();
         slot.find(|found, now| {
             if let Found::Cell(cell) = found {
-                self.alg.cancel(cell, ticket, now, &src);
+                self.alg
+                    .cancel(cell, ticket, now.saturating_add(skew), &src);
                 slot.lowered(cell);
             }
         });
@@ -304,5 +325,118 @@ fn full_decision(limit: u64, wait: Nanos) -> Decision {
 fn full_error(wait: Nanos) -> AcquireError {
     AcquireError::RateLimited {
         retry_after: Duration::from_nanos(wait),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::algorithm::gcra::{GcraParams, Ticket, Verdict};
+    use crate::algorithm::rules::Rules;
+    use crate::algorithm::Gcra;
+    use crate::cell::gcra::GcraCell;
+    use crate::{ManualClock, RateLimiter};
+
+    /// GCRA, except that booking answers "decide again after 0 ns" until the clock has moved
+    /// (and, so that a broken waiting loop ends the test instead of hanging it, after 1000
+    /// calls).
+    #[derive(Clone, Debug, Default)]
+    struct RetryZero {
+        books: Arc<AtomicU64>,
+    }
+
+    impl Rules for RetryZero {
+        type Cell = GcraCell;
+        type Params = GcraParams;
+        type Verdict = Verdict;
+        type Ticket = Ticket;
+
+        fn params(&self, quota: &Quota, now: Nanos) -> Result<GcraParams, QuotaError> {
+            Gcra.params(quota, now)
+        }
+        fn next_params(
+            &self,
+            old: &GcraParams,
+            quota: &Quota,
+            now: Nanos,
+        ) -> Result<GcraParams, QuotaError> {
+            Gcra.next_params(old, quota, now)
+        }
+        fn call_params(&self, base: &GcraParams, quota: &Quota) -> GcraParams {
+            Gcra.call_params(base, quota)
+        }
+        fn check(
+            &self,
+            cell: &GcraCell,
+            now: Nanos,
+            n: u64,
+            p: &impl ParamSource<GcraParams>,
+        ) -> Verdict {
+            Gcra.check(cell, now, n, p)
+        }
+        fn allowed(v: &Verdict) -> bool {
+            Gcra::allowed(v)
+        }
+        fn result(v: &Verdict, n: u64) -> Result<(), AcquireError> {
+            Gcra::result(v, n)
+        }
+        fn decision(v: &Verdict, now: Nanos) -> Decision {
+            Gcra::decision(v, now)
+        }
+        fn book(
+            &self,
+            cell: &GcraCell,
+            now: Nanos,
+            n: u64,
+            p: &impl ParamSource<GcraParams>,
+            max_wait: Option<Nanos>,
+        ) -> Result<Booking<Ticket>, AcquireError> {
+            if now == 0 && self.books.fetch_add(1, Ordering::Relaxed) < 1000 {
+                return Ok(Booking::Retry(0));
+            }
+            Gcra.book(cell, now, n, p, max_wait)
+        }
+        fn cancel(
+            &self,
+            cell: &GcraCell,
+            t: &Ticket,
+            now: Nanos,
+            p: &impl ParamSource<GcraParams>,
+        ) {
+            Gcra.cancel(cell, t, now, p)
+        }
+        fn migrate(&self, cell: &GcraCell, p: &impl ParamSource<GcraParams>) {
+            Gcra.migrate(cell, p)
+        }
+        fn cold_at(&self, cell: &GcraCell, p: &GcraParams) -> Nanos {
+            Gcra.cold_at(cell, p)
+        }
+        fn is_fresh(&self, cell: &GcraCell) -> bool {
+            Gcra.is_fresh(cell)
+        }
+        fn limit(p: &GcraParams) -> u64 {
+            Gcra::limit(p)
+        }
+    }
+
+    #[test]
+    fn a_retry_after_zero_waits_the_smallest_step_instead_of_spinning() {
+        let clock = ManualClock::new();
+        let alg = RetryZero::default();
+        let limiter = RateLimiter::builder(Quota::per_second(1).unwrap())
+            .clock(clock.clone())
+            .algorithm(alg.clone())
+            .unwrap()
+            .build();
+        assert_eq!(limiter.acquire(), Ok(Duration::from_nanos(1)));
+        assert_eq!(clock.sleeps(), [Duration::from_nanos(1)]);
+        assert_eq!(
+            alg.books.load(Ordering::Relaxed),
+            1,
+            "decided again once, at 1 ns"
+        );
     }
 }
