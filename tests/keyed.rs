@@ -499,3 +499,102 @@ fn all_or_none_charges_no_limit_unless_every_one_admits() {
     assert!(take(3).is_err());
     assert_eq!(per_user.peek(&3).remaining, 2);
 }
+
+/// A manual clock that declares a cross-core skew, as the TSC does (`Clock::max_skew`).
+#[derive(Clone)]
+struct Skewed(ManualClock, u64);
+
+impl tollgate::Clock for Skewed {
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+    fn sleep(&self, d: Duration) {
+        self.0.sleep(d);
+    }
+    fn max_skew(&self) -> u64 {
+        self.1
+    }
+}
+
+const SKEW: u64 = 30;
+const SECOND: u64 = 1_000_000_000;
+
+#[test]
+fn a_skewed_clock_evicts_a_key_only_once_cold_by_the_skew() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        .clock(Skewed(clock.clone(), SKEW))
+        .build();
+    assert!(l.try_acquire(&1)); // tat 1 s
+    clock.set(SECOND + SKEW - 1);
+    assert_eq!(
+        l.sweep_now(),
+        0,
+        "a reading up to the skew earlier still sees tat > now"
+    );
+    clock.set(SECOND + SKEW);
+    assert_eq!(l.sweep_now(), 1);
+}
+
+#[test]
+fn a_skewed_clock_widens_the_key_caps_reclaim_and_its_wait() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        .clock(Skewed(clock.clone(), SKEW))
+        .max_keys(std::num::NonZeroUsize::new(1).unwrap())
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire(&1)); // tat 1 s
+    clock.set(SECOND);
+    // Cold at 1 s on an exact clock, but not yet by the skew: no reclaim sweep, and the wait
+    // runs to tat + skew.
+    let d = l.check(&2);
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after, Some(Duration::from_nanos(SKEW)));
+    assert_eq!(l.peek(&2), d, "peek agrees with the check");
+    assert_eq!(
+        l.stats().sweeps,
+        0,
+        "no reclaim sweep while nothing can be evicted"
+    );
+    clock.set(SECOND + SKEW - 1);
+    assert_eq!(
+        l.try_acquire_n(&2, 1),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_nanos(1)
+        })
+    );
+    clock.set(SECOND + SKEW);
+    assert!(l.try_acquire(&2), "key 1 reclaimed, key 2 stored");
+    assert_eq!((l.len(), l.stats().evicted), (1, 1));
+}
+
+#[test]
+fn a_cancel_within_the_clocks_skew_of_a_stretchs_end_gives_nothing_back() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        .clock(Skewed(clock.clone(), SKEW))
+        .build();
+    // Stretch (0, 1 s], ready at once; the cancel reads 1 s - 10 ns, but another core may
+    // already have read 1 s + 20 ns (the skew is 30): the stretch may have passed.
+    let r = l.reserve(&1, 1).unwrap();
+    clock.set(SECOND - 10);
+    r.cancel();
+    assert!(!l.try_acquire(&1), "nothing given back");
+    // Further from the end than the skew, the cancel gives the stretch back as before.
+    let (exact, l) = manual::<u64>(Quota::per_second(1).unwrap());
+    let r = l.reserve(&1, 1).unwrap();
+    exact.set(SECOND - 10);
+    r.cancel();
+    assert!(l.try_acquire(&1), "an exact clock gives the stretch back");
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        .clock(Skewed(clock.clone(), SKEW))
+        .build();
+    let r = l.reserve(&1, 1).unwrap(); // stretch (1 s - 10, 2 s - 10]
+    clock.set(SECOND - 10 + SECOND / 2);
+    r.cancel();
+    assert!(
+        l.try_acquire(&1),
+        "half a second before the end: given back"
+    );
+}

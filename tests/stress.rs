@@ -388,11 +388,13 @@ fn reserve_cancel_mix_conforms() {
 /// hot keys (polled at every step, so their bound is tight) and now and then touch one of many
 /// cold keys (which keeps the sweeper evicting, taking the hot keys' shard locks too). Per hot
 /// key, no over-admission: an update lost to a racing insert or eviction (a hot key evicted and
-/// re-created full) would exceed the bound.
-#[test]
-fn keyed_with_concurrent_sweeps_never_over_admits() {
+/// re-created full) would exceed the bound. `step` is what a worker does to the clock before
+/// each round of calls (a manual clock is moved by the workers themselves).
+fn keyed_with_concurrent_sweeps_never_over_admits<C: Clock + Clone>(
+    clock: C,
+    step: impl Fn(&C, &mut Rng) + Send + Sync + 'static,
+) {
     let q = quota(Duration::from_nanos(1_000), 2);
-    let clock = ManualClock::new();
     let limiter = Arc::new(
         KeyedRateLimiter::<u64>::builder(q)
             .clock(clock.clone())
@@ -406,7 +408,10 @@ fn keyed_with_concurrent_sweeps_never_over_admits() {
     let workers_left = Arc::new(AtomicU64::new(THREADS as u64 - 1));
     const HOT: [u64; 2] = [0, 1];
 
-    let t0 = clock.now();
+    // Taken before the threads start and after they end: every decision's reading lies within
+    // `[t0 - max_skew, t1 + max_skew]`.
+    let skew = clock.max_skew();
+    let t0 = clock.now().saturating_sub(skew);
     let (l, c, left) = (
         Arc::clone(&limiter),
         clock.clone(),
@@ -424,7 +429,7 @@ fn keyed_with_concurrent_sweeps_never_over_admits() {
         }
         let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ (i as u64 + 1));
         for call in 0..calls {
-            c.advance_nanos(rng.next() % 100);
+            step(&c, &mut rng);
             for (g, key) in granted.iter_mut().zip(HOT) {
                 *g += u64::from(l.try_acquire(&key));
             }
@@ -435,7 +440,7 @@ fn keyed_with_concurrent_sweeps_never_over_admits() {
         left.fetch_sub(1, Ordering::AcqRel);
         (granted, 0)
     });
-    let t1 = clock.now();
+    let t1 = clock.now() + skew;
 
     let evicted: u64 = per_thread.iter().map(|p| p.1).sum();
     assert!(
@@ -452,4 +457,18 @@ fn keyed_with_concurrent_sweeps_never_over_admits() {
         );
         assert!(granted >= q.burst(), "key {key}: only {granted} granted");
     }
+}
+
+#[test]
+fn keyed_with_concurrent_sweeps_never_over_admits_manual_clock() {
+    keyed_with_concurrent_sweeps_never_over_admits(ManualClock::new(), |c, rng| {
+        c.advance_nanos(rng.next() % 100)
+    });
+}
+
+/// The same on the default clock (the TSC on most x86_64 machines: readings up to
+/// `max_skew` early across cores, and a sweeper that allows for it), time moving by itself.
+#[test]
+fn keyed_with_concurrent_sweeps_never_over_admits_default_clock() {
+    keyed_with_concurrent_sweeps_never_over_admits(DefaultClock::new(), |_, _| {});
 }
