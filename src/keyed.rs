@@ -156,8 +156,11 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    /// Uses `clock` instead of the default [`StdClock`](crate::StdClock). The sweeper judges
-    /// coldness with this clock; its interval is real time (tokio time for the tokio variant).
+    /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock) (the TSC on
+    /// most x86_64 machines, whose readings are not ordered across cores: see
+    /// [`Clock::max_skew`]; [`StdClock`](crate::StdClock) reads `Instant`, ordered across
+    /// threads, at a few times the cost). The sweeper judges coldness with this clock, allowing
+    /// for its `max_skew`; its interval is real time (tokio time for the tokio variant).
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};

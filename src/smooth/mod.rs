@@ -149,7 +149,7 @@ impl SmoothRateLimiterBuilder {
         self
     }
 
-    /// Uses `clock` instead of the default [`StdClock`](crate::StdClock).
+    /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock).
     ///
     /// ```
     /// use std::time::Duration;
