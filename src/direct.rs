@@ -268,6 +268,7 @@ impl<A: Algorithm> RateLimiter<A> {
     /// assert!(d.allowed);
     /// assert_eq!((d.limit, d.remaining), (3, 2));
     /// ```
+    #[inline]
     #[must_use = "the decision says whether the permit was granted"]
     pub fn check(&self) -> Decision {
         self.check_n(1)
@@ -281,6 +282,7 @@ impl<A: Algorithm> RateLimiter<A> {
     /// assert_eq!(limiter.check_n(3).remaining, 0);
     /// assert!(!limiter.check_n(1).allowed);
     /// ```
+    #[inline]
     #[must_use = "the decision says whether the permits were granted"]
     pub fn check_n(&self, n: u64) -> Decision {
         self.engine.check_n(&self.slot(), n)
@@ -296,6 +298,7 @@ impl<A: Algorithm> RateLimiter<A> {
     /// let premium = Quota::per_second(100).unwrap();
     /// assert!(limiter.check_with(50, premium).allowed);
     /// ```
+    #[inline]
     #[must_use = "the decision says whether the permits were granted"]
     pub fn check_with(&self, n: u64, quota: Quota) -> Decision {
         self.engine.check_with(&self.slot(), n, &quota)

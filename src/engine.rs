@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::algorithm::{Algorithm, Booking, ParamSource};
+use crate::cell::params::Live;
 use crate::clock::{duration_to_nanos, AnyClock};
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
@@ -58,6 +59,26 @@ pub(crate) struct Engine<A: Algorithm> {
     quota: Mutex<Quota>,
 }
 
+/// The parameters of a call made under its own quota (`check_with`): the limiter's, with the
+/// call's quota layered on by the algorithm.
+pub(crate) struct PerCall<'a, A: Algorithm> {
+    engine: &'a Engine<A>,
+    quota: &'a Quota,
+}
+
+impl<A: Algorithm> ParamSource<A::Params> for PerCall<'_, A> {
+    #[inline]
+    fn load(&self) -> A::Params {
+        let e = self.engine;
+        e.alg.call_params(&e.params.load(), self.quota)
+    }
+
+    fn load_full(&self) -> A::Params {
+        let e = self.engine;
+        e.alg.call_params(&e.params.load_full(), self.quota)
+    }
+}
+
 /// What a waiting method does after one attempt.
 pub(crate) enum Next<T> {
     /// Granted, nothing to wait for.
@@ -85,13 +106,13 @@ impl<A: Algorithm> Engine<A> {
 
     /// The parameters, loaded afresh on every call (what cells re-read on each CAS retry).
     #[inline(always)]
-    pub(crate) fn src(&self) -> impl ParamSource<A::Params> + '_ {
-        move || self.params.load()
+    pub(crate) fn src(&self) -> Live<'_, A::Params> {
+        Live(&self.params)
     }
 
     /// A per-call quota layered on the limiter's parameters.
-    fn call_src<'a>(&'a self, quota: &'a Quota) -> impl ParamSource<A::Params> + 'a {
-        move || self.alg.call_params(&self.params.load(), quota)
+    fn call_src<'a>(&'a self, quota: &'a Quota) -> PerCall<'a, A> {
+        PerCall { engine: self, quota }
     }
 
     pub(crate) fn quota(&self) -> Quota {
@@ -107,7 +128,7 @@ impl<A: Algorithm> Engine<A> {
         let mut current = self.quota.lock().unwrap_or_else(|e| e.into_inner());
         let next = self
             .alg
-            .next_params(&self.params.load(), &quota, self.clock.now())?;
+            .next_params(&self.params.load_full(), &quota, self.clock.now())?;
         self.params.store(next);
         *current = quota;
         let src = self.src();
@@ -118,7 +139,10 @@ impl<A: Algorithm> Engine<A> {
     #[inline]
     pub(crate) fn try_acquire_n(&self, slot: &impl Slot<A>, n: u64) -> Result<(), AcquireError> {
         let src = self.src();
-        match slot.decide(|cell, now| self.alg.check(cell, now, n, &src)) {
+        match slot.decide(
+            #[inline(always)]
+            |cell, now| self.alg.check(cell, now, n, &src),
+        ) {
             Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
             Placed::Full(wait) => Err(full_error(wait)),
         }
@@ -127,8 +151,11 @@ impl<A: Algorithm> Engine<A> {
     #[inline(always)]
     pub(crate) fn try_acquire(&self, slot: &impl Slot<A>) -> bool {
         let src = self.src();
-        match slot.decide(|cell, now| self.alg.check(cell, now, 1, &src)) {
-            Placed::Tracked(v) | Placed::Untracked(v) => A::allowed(&v),
+        match slot.decide(
+            #[inline(always)]
+            |cell, now| A::allowed(&self.alg.check(cell, now, 1, &src)),
+        ) {
+            Placed::Tracked(v) | Placed::Untracked(v) => v,
             Placed::Full(_) => false,
         }
     }
@@ -146,7 +173,10 @@ impl<A: Algorithm> Engine<A> {
 
     #[inline(always)]
     fn check_on(&self, slot: &impl Slot<A>, n: u64, src: &impl ParamSource<A::Params>) -> Decision {
-        match slot.decide(|cell, now| (self.alg.check(cell, now, n, src), now)) {
+        match slot.decide(
+            #[inline(always)]
+            |cell, now| (self.alg.check(cell, now, n, src), now),
+        ) {
             Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
             Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
         }

@@ -507,6 +507,7 @@ where
     /// assert!(d.allowed);
     /// assert_eq!((d.limit, d.remaining), (3, 2));
     /// ```
+    #[inline]
     #[must_use = "the decision says whether the permit was granted"]
     pub fn check<Q>(&self, key: &Q) -> Decision
     where
@@ -524,6 +525,7 @@ where
     /// assert_eq!(l.check_n(&1, 3).remaining, 0);
     /// assert!(!l.check_n(&1, 1).allowed);
     /// ```
+    #[inline]
     #[must_use = "the decision says whether the permits were granted"]
     pub fn check_n<Q>(&self, key: &Q, n: u64) -> Decision
     where
@@ -548,6 +550,7 @@ where
     /// assert!(!l.check_with(&"free-user", 1, free).allowed);
     /// assert!(l.check_with(&"pro-user", 10, pro).allowed);
     /// ```
+    #[inline]
     #[must_use = "the decision says whether the permits were granted"]
     pub fn check_with<Q>(&self, key: &Q, n: u64, quota: Quota) -> Decision
     where

@@ -12,7 +12,7 @@ use crate::algorithm::gcra::GcraParams;
 use crate::algorithm::rules::Rules;
 use crate::algorithm::Gcra;
 use crate::cell::gcra::GcraCell;
-use crate::cell::params::ParamsCell;
+use crate::cell::params::{Live, ParamsCell};
 use crate::outcome::Decision;
 use crate::quota::Quota;
 use crate::store::keyed::{self, OnShard};
@@ -59,7 +59,7 @@ impl Params {
     /// `q`, changed at `now`.
     pub fn publish(&self, q: Quota, now: Nanos) {
         let next = Gcra
-            .next_params(&self.0.load(), &q, now)
+            .next_params(&self.0.load_full(), &q, now)
             .expect("GCRA runs every quota");
         self.0.store(next);
     }
@@ -74,7 +74,7 @@ impl TatCell {
     /// A check of `n` permits at `now` with the parameters read from `p` on every attempt, as
     /// a limiter's decisions do.
     pub fn check_live(&self, now: Nanos, n: u64, p: &Params) -> Checked {
-        let v = self.0.check(now, n, &|| p.0.load());
+        let v = self.0.check(now, n, &Live(&p.0));
         Checked {
             now,
             decision: v.decision(now),
@@ -84,7 +84,7 @@ impl TatCell {
 
     /// What `set_quota`'s walk does to each cell.
     pub fn migrate(&self, p: &Params) {
-        self.0.migrate(&|| p.0.load());
+        self.0.migrate(&Live(&p.0));
     }
 
     /// Whether the cell's word is in `p`'s generation (its parity matches).

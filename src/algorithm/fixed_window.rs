@@ -174,6 +174,8 @@ pub struct FixedParams {
 }
 
 impl Words for FixedParams {
+    const HOT: usize = 6;
+
     fn to_words(&self) -> [u64; PARAM_WORDS] {
         let layout = u64::from(self.count_bits)
             | u64::from(self.prev_count_bits) << 8
@@ -185,6 +187,7 @@ impl Words for FixedParams {
             layout,
             self.prev_index,
             self.next_index,
+            0,
         ]
     }
 

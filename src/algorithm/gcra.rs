@@ -34,49 +34,81 @@ use holes::Holes;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Gcra;
 
-/// GCRA's parameters: the quota in force and what a quota change needs to re-scale a key's
-/// debt lazily.
+/// GCRA's parameters: the quota in force, what a decision derives from it (precomputed here
+/// so that no decision multiplies or divides by a variable), and what a quota change needs to
+/// re-scale a key's debt lazily.
+///
+/// In the limiter's sequence lock they are seven words, of which a decision loads the first
+/// five ([`Words::HOT`]): a cell in the current quota generation needs nothing else. `change`
+/// is read only for a cell a generation behind, which loads the parameters in full
+/// ([`ParamSource::load_full`]): every decision loads two words fewer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraParams {
     /// Emission interval `T`, `>= 1`.
     pub(crate) t: Nanos,
     /// Burst `b`, `>= 1`.
     pub(crate) burst: u64,
+    /// Tolerance `tau = T * b` (validated at construction: `<= MAX_NANOS`).
+    pub(crate) tau: Nanos,
     /// Quota generation: how many times `set_quota` ran. Each key's state carries its parity.
     pub(crate) gen: u64,
-    /// The previous generation's interval, and when it was replaced: a key still in the
-    /// previous generation has its debt re-scaled from `prev_t` to `t` (see [`rescale`]).
+    /// `floor((2^64 - 1) / T)`: divides by `T` with a multiply ([`div_t`]), for `remaining`.
+    pub(crate) recip: u64,
+    /// The previous generation's interval and when it was replaced; `None` in a decision's
+    /// load (the hot words only).
+    pub(crate) change: Option<Change>,
+}
+
+/// What a key still in the previous quota generation needs: its debt is re-scaled from
+/// `prev_t` to `t` (see [`rescale`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The previous generation's interval, `>= 1` (so a word holding 0 means "not loaded").
     pub(crate) prev_t: Nanos,
-    pub(crate) changed_at: Nanos,
+    /// When it was replaced.
+    pub(crate) at: Nanos,
 }
 
 impl GcraParams {
-    /// Validated at construction (`T * b <= MAX_NANOS`).
-    #[inline]
-    pub(crate) fn tau(&self) -> Nanos {
-        self.t * self.burst
+    /// Full parameters for interval `t` and burst `burst` (`t >= 1`, `t * burst <= MAX_NANOS`,
+    /// as every [`Quota`] guarantees), in generation `gen`, replacing interval `prev_t` at
+    /// `changed_at`.
+    pub(crate) fn new(t: Nanos, burst: u64, gen: u64, prev_t: Nanos, changed_at: Nanos) -> Self {
+        debug_assert!(t >= 1 && prev_t >= 1 && t.checked_mul(burst).is_some());
+        GcraParams {
+            t,
+            burst,
+            tau: t.saturating_mul(burst),
+            gen,
+            recip: u64::MAX / t.max(1),
+            change: Some(Change {
+                prev_t: prev_t.max(1),
+                at: changed_at,
+            }),
+        }
     }
 
     fn of(q: &Quota, gen: u64, prev_t: Nanos, changed_at: Nanos) -> GcraParams {
-        GcraParams {
-            t: q.t(),
-            burst: q.burst(),
-            gen,
-            prev_t,
-            changed_at,
-        }
+        GcraParams::new(q.t(), q.burst(), gen, prev_t, changed_at)
     }
 }
 
 impl Words for GcraParams {
+    const HOT: usize = 5;
+
     fn to_words(&self) -> [u64; PARAM_WORDS] {
+        let change = self.change.unwrap_or(Change {
+            prev_t: self.t,
+            at: 0,
+        });
         [
             self.t,
             self.burst,
+            self.tau,
             self.gen,
-            self.prev_t,
-            self.changed_at,
-            0,
+            self.recip,
+            change.prev_t,
+            change.at,
         ]
     }
 
@@ -84,28 +116,45 @@ impl Words for GcraParams {
         GcraParams {
             t: w[0],
             burst: w[1],
-            gen: w[2],
-            prev_t: w[3],
-            changed_at: w[4],
+            tau: w[2],
+            gen: w[3],
+            recip: w[4],
+            // A hot-only load leaves the cold words 0; a stored `prev_t` never is.
+            change: (w[5] != 0).then_some(Change {
+                prev_t: w[5],
+                at: w[6],
+            }),
         }
     }
 }
 
-/// A TAT written under the previous quota generation, expressed in the current one: the debt
-/// at the change, `tat - changed_at`, is kept *in permits* (`debt / prev_t` permits cost
-/// `debt * t / prev_t` now), rounded up so a change never forgives a fraction of a permit.
-/// Taking 10 at 10/s and then tightening to 10/min leaves 10 permits of debt: a minute, not a
-/// second. A TAT at or before the change was a full bucket and stays one.
+/// `x / t`, given `recip = floor((2^64 - 1) / t)`, with a multiply instead of a division (a
+/// 64-bit division costs tens of cycles, and `check()` reports `remaining` on every call).
+/// `recip >= 2^64 / t - 1`, so `x * recip / 2^64 > x / t - x / 2^64 > x / t - 1`, and it is
+/// never above `x / t`: its floor is the quotient or one less, and one compare of the
+/// remainder corrects it. Exact for every `x`.
+#[inline(always)]
+pub(crate) fn div_t(x: u64, t: Nanos, recip: u64) -> u64 {
+    let q = ((u128::from(x) * u128::from(recip)) >> 64) as u64;
+    // q <= x / t, so q * t <= x: no overflow, no underflow.
+    q + u64::from(x - q * t >= t)
+}
+
+/// A TAT written under the previous quota generation, expressed in the current one (interval
+/// `t`): the debt at the change, `tat - changed_at`, is kept *in permits* (`debt / prev_t`
+/// permits cost `debt * t / prev_t` now), rounded up so a change never forgives a fraction of
+/// a permit. Taking 10 at 10/s and then tightening to 10/min leaves 10 permits of debt: a
+/// minute, not a second. A TAT at or before the change was a full bucket and stays one.
 #[inline]
-pub(crate) fn rescale(tat: Nanos, p: &GcraParams) -> Nanos {
-    if tat <= p.changed_at || p.prev_t == p.t {
+pub(crate) fn rescale(tat: Nanos, t: Nanos, change: &Change) -> Nanos {
+    if tat <= change.at || change.prev_t == t {
         return tat;
     }
-    let debt = u128::from(tat - p.changed_at) * u128::from(p.t);
-    let scaled = debt.div_ceil(u128::from(p.prev_t));
+    let debt = u128::from(tat - change.at) * u128::from(t);
+    let scaled = debt.div_ceil(u128::from(change.prev_t));
     u64::try_from(scaled)
         .ok()
-        .and_then(|d| p.changed_at.checked_add(d))
+        .and_then(|d| change.at.checked_add(d))
         .map_or(MAX_NANOS, |t| t.min(MAX_NANOS))
 }
 
@@ -119,8 +168,11 @@ pub struct Verdict {
     pub(crate) hole_slots: u64,
     /// The tail to store, if the decision moves it.
     pub(crate) store: Option<Nanos>,
+    /// The parameters it was decided under (what `remaining` and `limit` are measured in).
     pub(crate) t: Nanos,
     pub(crate) burst: u64,
+    pub(crate) tau: Nanos,
+    pub(crate) recip: u64,
 }
 
 /// The outcome of a check.
@@ -147,6 +199,8 @@ impl Verdict {
             store: None,
             t: p.t,
             burst: p.burst,
+            tau: p.tau,
+            recip: p.recip,
         }
     }
 
@@ -174,11 +228,10 @@ impl Verdict {
     #[inline(always)]
     pub(crate) fn decision(&self, now: Nanos) -> Decision {
         let debt = self.tail.saturating_sub(now);
-        let tau = self.t * self.burst;
         let remaining = match self.kind {
             // Nothing can ever be granted: say so consistently.
             Kind::Never => 0,
-            _ => (tau.saturating_sub(debt) / self.t)
+            _ => div_t(self.tau.saturating_sub(debt), self.t, self.recip)
                 .saturating_add(self.hole_slots)
                 .min(self.burst),
         };
@@ -210,7 +263,7 @@ pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
     // n <= burst, so n * T <= tau <= MAX_NANOS.
     match base.checked_add(n * p.t).filter(|&t| t <= MAX_NANOS) {
         Some(new_tat) => {
-            let allow_at = new_tat.saturating_sub(p.tau());
+            let allow_at = new_tat.saturating_sub(p.tau);
             if allow_at <= now {
                 Verdict {
                     store: Some(new_tat),
@@ -241,19 +294,19 @@ pub(crate) fn check_holey(
     let mut v = check(tat, now, n, p);
     if n > 0 && n <= p.burst {
         let len = n * p.t;
-        let horizon = now.saturating_add(p.tau());
+        let horizon = now.saturating_add(p.tau);
         if let Some((i, s)) = holes.place(now, len).filter(|&(_, s)| s + len <= horizon) {
             holes.take(i, s, len);
             v = Verdict::new(Kind::Allow, tat.max(now), p);
         } else if let Kind::Deny { retry_after } = v.kind {
-            if let Some(at) = holes.earliest_fit(now, len, p.tau()) {
+            if let Some(at) = holes.earliest_fit(now, len, p.tau) {
                 v.kind = Kind::Deny {
                     retry_after: retry_after.min(at - now),
                 };
             }
         }
     }
-    v.hole_slots = holes.slots(now, p.tau(), p.t);
+    v.hole_slots = holes.slots(now, p.tau, p.t);
     v
 }
 
@@ -297,7 +350,7 @@ fn ticket_at(s: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Result<Ticket, Acq
     Ok(Ticket {
         start: s,
         end,
-        ready_at: end.saturating_sub(p.tau()).max(now),
+        ready_at: end.saturating_sub(p.tau).max(now),
         gen: p.gen,
     })
 }
@@ -411,9 +464,8 @@ impl Rules for Gcra {
     fn call_params(&self, base: &GcraParams, quota: &Quota) -> GcraParams {
         // The key's state stays in the limiter's generation; only T and b are the call's.
         GcraParams {
-            t: quota.t(),
-            burst: quota.burst(),
-            ..*base
+            change: base.change,
+            ..GcraParams::new(quota.t(), quota.burst(), base.gen, quota.t(), 0)
         }
     }
 

@@ -59,11 +59,18 @@ pub enum Booking<T> {
 /// Where an algorithm's parameters come from on each attempt: the limiter's sequence lock, or a
 /// per-call quota layered on it. Read again on every CAS retry (see `cell::gcra`).
 pub trait ParamSource<P> {
+    /// What a decision needs: the parameters' [hot words](Words::HOT).
     fn load(&self) -> P;
+    /// Every word, for the rare state that needs the rest (GCRA: a cell a quota generation
+    /// behind).
+    fn load_full(&self) -> P {
+        self.load()
+    }
 }
 
+/// A closure gives the parameters in full (tests, and fixed parameters).
 impl<P, F: Fn() -> P> ParamSource<P> for F {
-    #[inline]
+    #[inline(always)]
     fn load(&self) -> P {
         self()
     }
@@ -71,12 +78,16 @@ impl<P, F: Fn() -> P> ParamSource<P> for F {
 
 /// Parameters stored in the limiter's sequence lock, as a fixed number of words.
 pub trait Words: Copy {
+    /// How many of the leading words a decision reads ([`ParamSource::load`]); the others read
+    /// as 0 there and are loaded only by [`ParamSource::load_full`]. All of them by default.
+    const HOT: usize = PARAM_WORDS;
     fn to_words(&self) -> [u64; PARAM_WORDS];
     fn from_words(w: [u64; PARAM_WORDS]) -> Self;
 }
 
-/// How many `u64`s any algorithm's parameters take in the sequence lock.
-pub const PARAM_WORDS: usize = 6;
+/// How many `u64`s any algorithm's parameters take in the sequence lock (with its sequence
+/// word, one cache line).
+pub const PARAM_WORDS: usize = 7;
 
 pub(crate) mod rules {
     use super::*;

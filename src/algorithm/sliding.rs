@@ -41,8 +41,10 @@ pub struct SlidingParams {
 }
 
 impl Words for SlidingParams {
+    const HOT: usize = 3;
+
     fn to_words(&self) -> [u64; PARAM_WORDS] {
-        [self.limit, self.window, self.granularity, 0, 0, 0]
+        [self.limit, self.window, self.granularity, 0, 0, 0, 0]
     }
 
     fn from_words(w: [u64; PARAM_WORDS]) -> Self {

@@ -77,6 +77,8 @@ pub struct WeightedParams {
 }
 
 impl Words for WeightedParams {
+    const HOT: usize = 5;
+
     fn to_words(&self) -> [u64; PARAM_WORDS] {
         [
             self.limit,
@@ -84,6 +86,7 @@ impl Words for WeightedParams {
             u64::from(self.gen),
             self.prev_index,
             self.next_index,
+            0,
             0,
         ]
     }

@@ -49,15 +49,35 @@ fn pack(tat: Nanos, p: &GcraParams, flag: u64) -> u64 {
     tat | (p.gen & 1) << 62 | flag
 }
 
-/// The TAT a word holds, in `p`'s generation, and whether that needed a re-scale.
+/// Whether a word was written under the other generation parity than `p`'s: one generation
+/// behind (never more, see the module docs).
 #[inline(always)]
-fn current(w: u64, p: &GcraParams) -> (Nanos, bool) {
-    let behind = ((w >> 62) ^ p.gen) & 1 != 0;
-    if behind {
-        (gcra::rescale(tat_of(w), p), true)
-    } else {
-        (tat_of(w), false)
+fn behind(w: u64, p: &GcraParams) -> bool {
+    ((w >> 62) ^ p.gen) & 1 != 0
+}
+
+/// The TAT a word holds, in the generation of `p`, which is a full load if the word is behind
+/// (a re-scale needs the previous interval).
+#[inline(always)]
+fn current_in(w: u64, p: &GcraParams) -> Nanos {
+    match p.change {
+        Some(change) if behind(w, p) => gcra::rescale(tat_of(w), p.t, &change),
+        _ => {
+            debug_assert!(!behind(w, p), "a word behind needs the parameters in full");
+            tat_of(w)
+        }
     }
+}
+
+/// The TAT a word holds, in the generation of the parameters `p` loaded after it (a
+/// decision's load: the hot words). A word a generation behind needs the parameters in full:
+/// `p` is reloaded so first, which is still a load after the word's.
+#[inline(always)]
+fn current(w: u64, p: &mut GcraParams, src: &impl ParamSource<GcraParams>) -> Nanos {
+    if behind(w, p) && p.change.is_none() {
+        *p = src.load_full();
+    }
+    current_in(w, p)
 }
 
 /// What a CAS loop on a cell's own word ended with.
@@ -85,8 +105,8 @@ fn tail_loop<R>(
         if !spill && w & FLAG != 0 {
             return Flow::Spilled(w);
         }
-        let p = src.load();
-        let (tat, _) = current(w, &p);
+        let mut p = src.load();
+        let tat = current(w, &mut p, src);
         let (result, store) = step(tat, &p);
         let Some(new_tat) = store else {
             return Flow::Done(result);
@@ -187,8 +207,8 @@ impl GcraCell {
             if w & FLAG != 0 {
                 return self.spill(w).cancel(ticket, now, src);
             }
-            let p = src.load();
-            let (tat, _) = current(w, &p);
+            let mut p = src.load();
+            let tat = current(w, &mut p, src);
             let new = match refund(tat, ticket, now, &p) {
                 Refund::Nothing => return,
                 Refund::Tail(start) => pack(start, &p, 0),
@@ -237,10 +257,10 @@ impl GcraCell {
         }
     }
 
-    /// The TAT in the generation of `p` (a cell with `tat <= now` is cold: a full bucket,
-    /// lossless to evict; its holes are all below its TAT, so they go with it).
+    /// The TAT in the generation of `p`, a full load (a cell with `tat <= now` is cold: a full
+    /// bucket, lossless to evict; its holes are all below its TAT, so they go with it).
     pub(crate) fn tat_in(&self, p: &GcraParams) -> Nanos {
-        current(self.tail_word(), p).0
+        current_in(self.tail_word(), p)
     }
 
     /// The stored TAT as written (no re-scale).
@@ -378,12 +398,12 @@ impl Spill {
     ) -> R {
         let mut w = self.tail.load(Ordering::Acquire);
         loop {
-            let p = src.load();
+            let mut p = src.load();
+            let tat = current(w, &mut p, src);
             if holes.gen != p.gen {
                 // Recorded under another quota: dropped (see `Holes::clear`).
                 holes.clear(p.gen);
             }
-            let (tat, _) = current(w, &p);
             let mut next = holes.clone();
             let (result, store) = step(tat, &mut next, &p);
             let new_tat = store.unwrap_or(tat);

@@ -3,13 +3,18 @@
 
 use std::marker::PhantomData;
 
-use crate::algorithm::{Words, PARAM_WORDS};
+use crate::algorithm::{ParamSource, Words, PARAM_WORDS};
 use crate::sync::{spin_hint, AtomicU64, Ordering};
 
 /// A sequence lock over the parameters' words: writers make the sequence odd, store every
 /// word, make it even again; readers retry if the sequence was odd or changed while they read.
 /// All accesses are acquire/release (free on x86), which is what makes a mixed read impossible
 /// to miss: a reader that sees any word of a newer write also sees that write's odd sequence.
+///
+/// One cache line (the sequence and [`PARAM_WORDS`] words), aligned so that it is not shared
+/// with anything a decision writes. A decision reads only the parameters' hot words
+/// ([`Words::HOT`]).
+#[repr(align(64))]
 pub(crate) struct ParamsCell<P> {
     seq: AtomicU64,
     words: [AtomicU64; PARAM_WORDS],
@@ -25,13 +30,31 @@ impl<P: Words> ParamsCell<P> {
         }
     }
 
-    /// The parameters in force: every word from the same `store`.
+    /// The parameters in force, hot words only (the rest read as 0): every word from the same
+    /// `store`.
     #[inline(always)]
     pub(crate) fn load(&self) -> P {
+        self.read(P::HOT)
+    }
+
+    /// The parameters in force, every word from the same `store`.
+    #[inline]
+    pub(crate) fn load_full(&self) -> P {
+        self.read(PARAM_WORDS)
+    }
+
+    #[inline(always)]
+    fn read(&self, n: usize) -> P {
         loop {
             let before = self.seq.load(Ordering::Acquire);
             if before & 1 == 0 {
-                let words = std::array::from_fn(|i| self.words[i].load(Ordering::Acquire));
+                let words = std::array::from_fn(|i| {
+                    if i < n {
+                        self.words[i].load(Ordering::Acquire)
+                    } else {
+                        0
+                    }
+                });
                 if self.seq.load(Ordering::Acquire) == before {
                     return P::from_words(words);
                 }
@@ -58,6 +81,21 @@ impl<P: Words> ParamsCell<P> {
             cell.store(w, Ordering::Release);
         }
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+}
+
+/// A limiter's parameters as a [`ParamSource`]: read afresh on every load.
+#[derive(Clone, Copy)]
+pub(crate) struct Live<'a, P>(pub(crate) &'a ParamsCell<P>);
+
+impl<P: Words> ParamSource<P> for Live<'_, P> {
+    #[inline(always)]
+    fn load(&self) -> P {
+        self.0.load()
+    }
+
+    fn load_full(&self) -> P {
+        self.0.load_full()
     }
 }
 

@@ -126,6 +126,23 @@ where
     }
 }
 
+/// A tracked key's cell, borrowed: the cell and the read guard of its shard, which keeps the
+/// cell in place (what dashmap's `Ref` is, without the key).
+pub(crate) struct CellRef<G, C> {
+    _guard: G,
+    cell: *const C,
+}
+
+impl<G, C> Deref for CellRef<G, C> {
+    type Target = C;
+
+    #[inline(always)]
+    fn deref(&self) -> &C {
+        // SAFETY: `cell` points into the table `_guard` guards (see `KeyedStore::lookup`).
+        unsafe { &*self.cell }
+    }
+}
+
 /// What [`decide_on_shard`] did.
 pub(crate) enum OnShard<R> {
     /// Decided: on the stored cell, or as a fresh key that stores nothing.
@@ -213,6 +230,25 @@ where
         }
     }
 
+    /// The key's cell under its shard's read guard, if tracked: dashmap's `get`, written out
+    /// so that it inlines into the decision (dashmap's is a call, and builds a `Ref` of three
+    /// pointers): hash once, pick the shard as dashmap does, probe its table.
+    #[inline(always)]
+    fn lookup<Q>(&self, key: &Q) -> Option<CellRef<impl Sized + '_, A::Cell>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.map.hasher().hash_one(key);
+        let shard = &self.map.shards()[self.map.determine_shard(hash as usize)];
+        let table = shard.read();
+        let bucket = table.find(hash, |(k, _)| k.borrow() == key)?;
+        // SAFETY: the bucket was just found in `table`, whose read guard the `CellRef` keeps:
+        // until it is dropped no writer can remove the entry or move the table.
+        let cell: *const A::Cell = unsafe { bucket.as_ref() }.1.get();
+        Some(CellRef { _guard: table, cell })
+    }
+
     /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
     /// the key only when `op` leaves a fresh cell changed.
     #[inline(always)]
@@ -224,7 +260,9 @@ where
         let clock = &self.engine.clock;
         let alg = &self.engine.alg;
         match decide_on_shard(
-            || self.map.get(key),
+            #[inline(always)]
+            || self.lookup(key),
+            #[inline(always)]
             || clock.now(),
             &op,
             |c| alg.is_fresh(c),
@@ -278,7 +316,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let tracked = self.map.get(key);
+        let tracked = self.lookup(key);
         let now = self.engine.clock.now(); // after the lookup: a miss needs it
         match tracked.as_deref() {
             Some(cell) => f(Found::Cell(cell), now),
@@ -310,7 +348,7 @@ where
 
     /// Lowers the cold-time bound to `cell`'s (after an insert or a cancel).
     pub(crate) fn lower_earliest(&self, cell: &A::Cell) {
-        let at = self.engine.alg.cold_at(cell, &self.engine.params.load());
+        let at = self.engine.alg.cold_at(cell, &self.engine.params.load_full());
         self.earliest.fetch_min(at, Ordering::AcqRel);
     }
 
@@ -388,7 +426,7 @@ where
             let held = Instant::now();
             // Read under the lock: any decision after this one sees a later `now`.
             let now = self.engine.clock.now();
-            let p = self.engine.params.load();
+            let p = self.engine.params.load_full();
             let swept = evict_cold(
                 now,
                 skew,

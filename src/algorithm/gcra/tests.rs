@@ -8,13 +8,7 @@ fn q() -> GcraParams {
 }
 
 fn params(t: Nanos, burst: u64) -> GcraParams {
-    GcraParams {
-        t,
-        burst,
-        gen: 0,
-        prev_t: t,
-        changed_at: 0,
-    }
+    GcraParams::new(t, burst, 0, t, 0)
 }
 
 fn kind(tat: Nanos, now: Nanos, n: u64) -> (Kind, Option<Nanos>) {
@@ -290,47 +284,24 @@ fn a_hole_out_of_the_window_is_a_retry_time_not_a_grant() {
 fn rescale_keeps_the_debt_in_permits() {
     // 10 permits of debt at T = 100 ms, then T = 6 s (10/s -> 10/min) at the change time.
     let ms = 1_000_000u64;
-    let p = GcraParams {
-        t: 6_000 * ms,
-        burst: 10,
-        gen: 1,
-        prev_t: 100 * ms,
-        changed_at: 5_000 * ms,
-    };
+    let p = GcraParams::new(6_000 * ms, 10, 1, 100 * ms, 5_000 * ms);
     assert_eq!(
-        rescale(5_000 * ms + 1_000 * ms, &p),
+        rescale(5_000 * ms + 1_000 * ms, p.t, &p.change.unwrap()),
         5_000 * ms + 60_000 * ms
     );
     // A full bucket at the change stays full.
-    assert_eq!(rescale(4_000 * ms, &p), 4_000 * ms);
-    assert_eq!(rescale(5_000 * ms, &p), 5_000 * ms);
+    assert_eq!(rescale(4_000 * ms, p.t, &p.change.unwrap()), 4_000 * ms);
+    assert_eq!(rescale(5_000 * ms, p.t, &p.change.unwrap()), 5_000 * ms);
     // A fraction of a permit rounds up: never forgives debt.
-    let p = GcraParams {
-        t: 3,
-        burst: 1,
-        gen: 1,
-        prev_t: 2,
-        changed_at: 0,
-    };
-    assert_eq!(rescale(1, &p), 2); // half a permit at T=2 is 1.5 ns at T=3: 2
-                                   // Loosening is symmetric.
-    let p = GcraParams {
-        t: 100 * ms,
-        burst: 10,
-        gen: 1,
-        prev_t: 6_000 * ms,
-        changed_at: 0,
-    };
-    assert_eq!(rescale(60_000 * ms, &p), 1_000 * ms);
+    let p = GcraParams::new(3, 1, 1, 2, 0);
+    // Half a permit at T=2 is 1.5 ns at T=3: 2.
+    assert_eq!(rescale(1, p.t, &p.change.unwrap()), 2);
+    // Loosening is symmetric.
+    let p = GcraParams::new(100 * ms, 10, 1, 6_000 * ms, 0);
+    assert_eq!(rescale(60_000 * ms, p.t, &p.change.unwrap()), 1_000 * ms);
     // Beyond the end of time: the end of time (never granted again), never wrapped.
-    let p = GcraParams {
-        t: MAX_NANOS,
-        burst: 1,
-        gen: 1,
-        prev_t: 1,
-        changed_at: 0,
-    };
-    assert_eq!(rescale(MAX_NANOS, &p), MAX_NANOS);
+    let p = GcraParams::new(MAX_NANOS, 1, 1, 1, 0);
+    assert_eq!(rescale(MAX_NANOS, p.t, &p.change.unwrap()), MAX_NANOS);
 }
 
 #[test]
@@ -340,5 +311,33 @@ fn leaky_and_token_bucket_readings_are_the_gcra_state() {
         let d = check(tat, 1_000, 0, &q()).decision(1_000);
         let level = tat.saturating_sub(1_000);
         assert_eq!(d.remaining, (30 - level) / 10, "tat {tat}");
+    }
+}
+
+#[test]
+fn division_by_the_reciprocal_is_exact() {
+    let ts = [1u64, 2, 3, 7, 10, 1_000, 999_999_937, 1 << 31, (1 << 32) + 1, MAX_NANOS];
+    let xs = [0u64, 1, 2, 9, 10, 11, 1 << 40, MAX_NANOS - 1, MAX_NANOS, u64::MAX - 1, u64::MAX];
+    for &t in &ts {
+        let recip = GcraParams::new(t, 1, 0, t, 0).recip;
+        for &x in &xs {
+            for x in [x, x.saturating_sub(t), x / t * t, (x / t * t).saturating_sub(1)] {
+                assert_eq!(div_t(x, t, recip), x / t, "{x} / {t}");
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn division_by_the_reciprocal_agrees_with_division(x: u64, t in 1..=MAX_NANOS) {
+        let recip = GcraParams::new(t, 1, 0, t, 0).recip;
+        proptest::prop_assert_eq!(div_t(x, t, recip), x / t);
+    }
+
+    #[test]
+    fn division_by_the_reciprocal_agrees_for_small_divisors(x: u64, t in 1u64..1_000_000) {
+        let recip = GcraParams::new(t, 1, 0, t, 0).recip;
+        proptest::prop_assert_eq!(div_t(x, t, recip), x / t);
     }
 }

@@ -4,13 +4,7 @@ use super::*;
 
 /// T = 10 ns, b = 2, generation 0.
 fn p0() -> GcraParams {
-    GcraParams {
-        t: 10,
-        burst: 2,
-        gen: 0,
-        prev_t: 10,
-        changed_at: 0,
-    }
+    GcraParams::new(10, 2, 0, 10, 0)
 }
 
 fn booked(b: Result<Booking<Ticket>, AcquireError>) -> Ticket {
@@ -73,13 +67,7 @@ fn cancelling_everything_in_any_order_coalesces_into_the_tail() {
 fn migration_rescales_the_debt_once() {
     let c = GcraCell::default();
     assert!(c.check(0, 2, &|| p0()).allowed()); // tail 20: 2 permits of debt at T 10
-    let p1 = GcraParams {
-        t: 100,
-        gen: 1,
-        prev_t: 10,
-        changed_at: 0,
-        ..p0()
-    };
+    let p1 = GcraParams::new(100, 2, 1, 10, 0);
     // A decision under generation 1 sees 2 permits of debt at T 100: tail 200.
     let v = c.check(0, 0, &|| p1);
     assert_eq!(v.tail, 200);
@@ -101,13 +89,7 @@ fn a_spilled_cell_migrates_its_tail_and_drops_old_holes() {
     let _b = booked(c.reserve(0, 1, &src0, None)); // (30, 40]
     c.cancel(&a, 0, &src0);
     assert_eq!(c.snapshot(), (40, Some(vec![(20, 30)])));
-    let p1 = GcraParams {
-        t: 20,
-        gen: 1,
-        prev_t: 10,
-        changed_at: 0,
-        ..p0()
-    };
+    let p1 = GcraParams::new(20, 2, 1, 10, 0);
     c.migrate(&|| p1);
     assert_eq!(c.tat(), 80);
     // The next locked decision finds holes of another generation and drops them: a refusal
