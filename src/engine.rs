@@ -112,7 +112,10 @@ impl<A: Algorithm> Engine<A> {
 
     /// A per-call quota layered on the limiter's parameters.
     fn call_src<'a>(&'a self, quota: &'a Quota) -> PerCall<'a, A> {
-        PerCall { engine: self, quota }
+        PerCall {
+            engine: self,
+            quota,
+        }
     }
 
     pub(crate) fn quota(&self) -> Quota {

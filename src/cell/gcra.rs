@@ -43,17 +43,23 @@ fn tat_of(w: u64) -> Nanos {
     w & MAX_NANOS
 }
 
+/// Bit 62 of a word written under `p`'s generation.
+#[inline(always)]
+fn parity(p: &GcraParams) -> u64 {
+    (p.gen & 1) << 62
+}
+
 #[inline(always)]
 fn pack(tat: Nanos, p: &GcraParams, flag: u64) -> u64 {
     debug_assert!(tat <= MAX_NANOS);
-    tat | (p.gen & 1) << 62 | flag
+    tat | parity(p) | flag
 }
 
 /// Whether a word was written under the other generation parity than `p`'s: one generation
 /// behind (never more, see the module docs).
 #[inline(always)]
 fn behind(w: u64, p: &GcraParams) -> bool {
-    ((w >> 62) ^ p.gen) & 1 != 0
+    w & GEN != parity(p)
 }
 
 /// The TAT a word holds, in the generation of `p`, which is a full load if the word is behind

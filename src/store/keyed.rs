@@ -246,7 +246,10 @@ where
         // SAFETY: the bucket was just found in `table`, whose read guard the `CellRef` keeps:
         // until it is dropped no writer can remove the entry or move the table.
         let cell: *const A::Cell = unsafe { bucket.as_ref() }.1.get();
-        Some(CellRef { _guard: table, cell })
+        Some(CellRef {
+            _guard: table,
+            cell,
+        })
     }
 
     /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
@@ -348,7 +351,10 @@ where
 
     /// Lowers the cold-time bound to `cell`'s (after an insert or a cancel).
     pub(crate) fn lower_earliest(&self, cell: &A::Cell) {
-        let at = self.engine.alg.cold_at(cell, &self.engine.params.load_full());
+        let at = self
+            .engine
+            .alg
+            .cold_at(cell, &self.engine.params.load_full());
         self.earliest.fetch_min(at, Ordering::AcqRel);
     }
 

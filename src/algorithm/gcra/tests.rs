@@ -316,12 +316,40 @@ fn leaky_and_token_bucket_readings_are_the_gcra_state() {
 
 #[test]
 fn division_by_the_reciprocal_is_exact() {
-    let ts = [1u64, 2, 3, 7, 10, 1_000, 999_999_937, 1 << 31, (1 << 32) + 1, MAX_NANOS];
-    let xs = [0u64, 1, 2, 9, 10, 11, 1 << 40, MAX_NANOS - 1, MAX_NANOS, u64::MAX - 1, u64::MAX];
+    let ts = [
+        1u64,
+        2,
+        3,
+        7,
+        10,
+        1_000,
+        999_999_937,
+        1 << 31,
+        (1 << 32) + 1,
+        MAX_NANOS,
+    ];
+    let xs = [
+        0u64,
+        1,
+        2,
+        9,
+        10,
+        11,
+        1 << 40,
+        MAX_NANOS - 1,
+        MAX_NANOS,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
     for &t in &ts {
         let recip = GcraParams::new(t, 1, 0, t, 0).recip;
         for &x in &xs {
-            for x in [x, x.saturating_sub(t), x / t * t, (x / t * t).saturating_sub(1)] {
+            for x in [
+                x,
+                x.saturating_sub(t),
+                x / t * t,
+                (x / t * t).saturating_sub(1),
+            ] {
                 assert_eq!(div_t(x, t, recip), x / t, "{x} / {t}");
             }
         }
