@@ -250,7 +250,8 @@ where
     /// runs on its own thread (or a tokio task, see `sweep_on_tokio`), holds only a weak
     /// reference to the limiter and stops when the limiter is dropped.
     ///
-    /// A sweep locks one shard at a time; decisions on other shards go on meanwhile. Every
+    /// A sweep locks one part of one shard at a time (a few thousand keys, tens of
+    /// microseconds); decisions on other shards go on meanwhile. Every
     /// cold key it evicts is one a decision would treat exactly as a new key, so the interval
     /// trades memory for CPU only: a few times the quota's period is a good start.
     ///
@@ -670,7 +671,7 @@ where
         self.engine().acquire(&self.slot(key), n, Some(timeout))
     }
 
-    /// Evicts every cold key now, one shard at a time; returns how many.
+    /// Evicts every cold key now, one part of one shard at a time; returns how many.
     ///
     /// ```
     /// use std::time::Duration;

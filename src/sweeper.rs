@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicBool, Ordering};
 
-/// Something that can sweep itself; `stop` is polled between shards.
+/// Something that can sweep itself; `stop` is polled between chunks of its walk.
 pub(crate) trait Sweep: Send + Sync + 'static {
     fn sweep(&self, stop: &dyn Fn() -> bool) -> usize;
 }
 
 /// A running background sweeper; dropping it stops it (and, for a thread, joins it: that
-/// takes at most the shard being swept, since the stop flag is polled between shards).
+/// takes at most the chunk being swept, since the stop flag is polled between chunks).
 pub(crate) struct Sweeper {
     stop: Arc<AtomicBool>,
     runner: Runner,

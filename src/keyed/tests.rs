@@ -116,3 +116,103 @@ fn untracked_reservations_cancel_into_nothing() {
         "the refund must not land on another key"
     );
 }
+
+/// A shard far larger than one sweep chunk: every cold key goes, every hot key stays, and the
+/// longest lock hold is one chunk's (counted in chunks: the stop flag is polled before each).
+#[test]
+fn a_sweep_walks_big_shards_in_chunks() {
+    use crate::store::keyed::SWEEP_CHUNK;
+    let clock = ManualClock::new();
+    let l = limiter(&clock, Quota::per_second(1).unwrap())
+        .shards(2)
+        .build();
+    let keys = 8 * SWEEP_CHUNK as u64;
+    for k in 0..keys {
+        assert!(l.try_acquire(&k)); // tat 1 s
+    }
+    clock.set(500_000_000);
+    for k in (0..keys).step_by(3) {
+        assert!(l.try_acquire_n(&k, 0).is_ok());
+        let _ = l.check_with(&k, 1, Quota::per_second(2).unwrap()); // hot: tat 1.5 s
+    }
+    clock.set(1_000_000_000);
+    let polls = std::cell::Cell::new(0u64);
+    let evicted = l.store.sweep_all(&|| {
+        polls.set(polls.get() + 1);
+        false
+    });
+    let hot = (0..keys).step_by(3).count();
+    assert_eq!(evicted as u64, keys - hot as u64);
+    assert_eq!((l.len(), map_len(&l)), (hot, hot));
+    for k in 0..keys {
+        assert_eq!(l.contains_key(&k), k % 3 == 0, "key {k}");
+    }
+    let buckets: usize = l
+        .store
+        .map
+        .shards()
+        .iter()
+        .map(|s| s.read().buckets())
+        .sum();
+    assert!(
+        polls.get() as usize >= buckets / SWEEP_CHUNK,
+        "{} polls",
+        polls.get()
+    );
+}
+
+/// Inserts between two chunks of a sweep (here from the stop poll, which runs with no lock
+/// held, as a concurrent decision could) grow and rehash the table under the walk: the sweep
+/// starts the shard over, and still evicts every key that was cold before it began and no
+/// hot one; if the table keeps moving it gives up on the lower bound of cold times instead.
+#[test]
+fn keys_moved_between_sweep_chunks_are_not_missed() {
+    let clock = ManualClock::new();
+    let l = limiter(&clock, Quota::per_second(1).unwrap())
+        .shards(2)
+        .build();
+    let cold = 6 * crate::store::keyed::SWEEP_CHUNK as u64;
+    for k in 0..cold {
+        assert!(l.try_acquire(&k)); // tat 1 s
+    }
+    clock.set(1_000_000_000); // all cold
+    let next = std::cell::Cell::new(cold);
+    let grow = |n: u64| {
+        for _ in 0..n {
+            assert!(l.try_acquire(&next.get())); // hot: tat 2 s
+            next.set(next.get() + 1);
+        }
+    };
+    // One burst of inserts after the first chunk: enough to resize both shards once.
+    let polls = std::cell::Cell::new(0);
+    let evicted = l.store.sweep_all(&|| {
+        polls.set(polls.get() + 1);
+        if polls.get() == 2 {
+            grow(4 * cold);
+        }
+        false
+    });
+    assert_eq!(evicted as u64, cold, "every cold key evicted");
+    assert_eq!(l.len() as u64, 4 * cold);
+    assert!((0..cold).all(|k| !l.contains_key(&k)));
+    assert_ne!(
+        l.store.earliest.load(Ordering::Acquire),
+        0,
+        "restarted, not given up"
+    );
+
+    // The table moving before every chunk: the sweep gives up restarting, and says so.
+    clock.set(3_000_000_000); // everything so far is cold
+    let before = l.len() as u64;
+    let evicted = l.store.sweep_all(&|| {
+        grow(2_000);
+        false
+    });
+    assert!(evicted as u64 <= before);
+    assert_eq!(l.store.earliest.load(Ordering::Acquire), 0);
+    // A later sweep finds what that one missed.
+    let all = next.get();
+    clock.set(10_000_000_000);
+    l.sweep_now();
+    assert_eq!(l.len(), 0, "{all} keys inserted, all cold");
+}

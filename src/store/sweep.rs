@@ -48,8 +48,8 @@ pub struct SweepStats {
     pub evicted: u64,
     /// Wall-clock duration of the last sweep (all shards).
     pub last_sweep: Duration,
-    /// The longest time the last sweep held one shard's write lock: the most any decision
-    /// waited for it.
+    /// The longest time the last sweep held a shard's write lock at once (it walks each shard
+    /// in chunks, releasing the lock between them): the most any decision waited for it.
     pub longest_pause: Duration,
 }
 
