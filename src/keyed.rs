@@ -61,23 +61,22 @@ pub type DefaultKeyHasher = foldhash::fast::RandomState;
 
 /// Default shard count: 64.
 ///
-/// Chosen by measurement (release build, 1,000,000 keys, this project's 2-core machine), with
-/// two constraints: the sweeper's pause, which is one shard's walk under its write lock, and
-/// memory per key, where many small tables each growing by doubling leave more allocator
-/// memory resident than a few large ones:
+/// Chosen by measurement (release build, 1,000,000 keys, this project's 2-core machine). Memory
+/// per key: many small tables each growing by doubling leave more allocator memory resident
+/// than a few large ones. The sweeper's pause no longer depends on it: a sweep holds a shard's
+/// write lock for at most 2048 buckets at a time, whatever the shard's size.
 ///
-/// | shards | longest shard lock hold, sweeping 1M cold `String` / `u64` keys | RSS per key, `String` / `u64` (governor: 101.4 / 36.1) |
-/// |---|---|---|
-/// | 32 | - / 0.36 ms | - / 36.0 |
-/// | 64 | 0.43-0.66 ms / 0.21 ms | 101.5 / 36.2-37.4 |
-/// | 128 | 0.20-0.26 ms / 0.13-0.16 ms | 101.8 / 37.9-38.6 |
-/// | 256 | 0.10-0.13 ms / 0.11 ms | 107.1-108.2 / 39.6 |
+/// | shards | RSS per key, `String` / `u64` (governor: 101.4 / 36.1) |
+/// |---|---|
+/// | 32 | - / 36.0 |
+/// | 64 | 101.5 / 36.2-37.4 |
+/// | 128 | 101.8 / 37.9-38.6 |
+/// | 256 | 107.1-108.2 / 39.6 |
 ///
 /// 64 is the most shards at which memory per key matches governor's (dashmap's own default
-/// here is 8) while the pause stays under a millisecond at a million keys (about 15,600 keys
-/// per shard; evicted keys are dropped after the lock is released). With 2 cores, two
-/// writers (only new keys write-lock) rarely meet on one of 64 shards. Each shard costs one
-/// cache line when empty. Above a few million keys, or with more cores, pass more with
+/// here is 8). With 2 cores, two writers (only new keys write-lock) rarely meet on one of 64
+/// shards, and two threads' decisions rarely take the same shard's read lock (a shared cache
+/// line). Each shard costs one cache line when empty. With many more cores, pass more with
 /// [`KeyedRateLimiterBuilder::shards`].
 pub const DEFAULT_SHARDS: usize = 64;
 
@@ -231,8 +230,8 @@ where
     }
 
     /// Number of map shards (default [`DEFAULT_SHARDS`]). Rounded up to a power of two and
-    /// kept within `2..=65536`. More shards: less lock contention and a shorter sweeper pause
-    /// per shard, at one cache line each.
+    /// kept within `2..=65536`. More shards: less lock contention, at one cache line each and
+    /// some memory per key (see [`DEFAULT_SHARDS`]).
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
