@@ -141,14 +141,29 @@ impl<E, B: Backend, R> Shared<E, B, R> {
 /// limiters.
 ///
 /// ```
+/// # use std::convert::Infallible;
+/// # use std::future::{ready, Ready};
+/// # use std::task::{Context, Poll};
+/// # /// The inner service: answers every request with an empty 200.
+/// # #[derive(Clone)]
+/// # struct Hello;
+/// # impl tower_service::Service<http::Request<()>> for Hello {
+/// #     type Response = http::Response<String>;
+/// #     type Error = Infallible;
+/// #     type Future = Ready<Result<http::Response<String>, Infallible>>;
+/// #     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+/// #         Poll::Ready(Ok(()))
+/// #     }
+/// #     fn call(&mut self, _: http::Request<()>) -> Self::Future {
+/// #         ready(Ok(http::Response::new(String::new())))
+/// #     }
+/// # }
 /// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tower_layer::Layer;
 ///
 /// let layer = RateLimitLayer::builder(GlobalKey).per_second(100).build().unwrap();
-/// let service = tower::ServiceBuilder::new()
-///     .layer(layer)
-///     .service_fn(|_req: http::Request<()>| async {
-///         Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
-///     });
+/// let service = layer.layer(Hello); // or tower::ServiceBuilder::new().layer(layer)...
+/// # let _ = service;
 /// ```
 pub struct RateLimitLayer<E, B, R> {
     shared: Arc<Shared<E, B, R>>,
@@ -194,18 +209,36 @@ impl<S, E, B, R> Layer<S> for RateLimitLayer<E, B, R> {
 /// The rate-limiting service made by [`RateLimitLayer`].
 ///
 /// ```
-/// use tower::{Layer, ServiceExt};
+/// # use std::convert::Infallible;
+/// # use std::future::{ready, Ready};
+/// # use std::task::{Context, Poll};
+/// # /// The inner service: answers every request with an empty 200.
+/// # #[derive(Clone)]
+/// # struct Hello;
+/// # impl tower_service::Service<http::Request<()>> for Hello {
+/// #     type Response = http::Response<String>;
+/// #     type Error = Infallible;
+/// #     type Future = Ready<Result<http::Response<String>, Infallible>>;
+/// #     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+/// #         Poll::Ready(Ok(()))
+/// #     }
+/// #     fn call(&mut self, _: http::Request<()>) -> Self::Future {
+/// #         ready(Ok(http::Response::new(String::new())))
+/// #     }
+/// # }
+/// use std::future::poll_fn;
 /// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tower_layer::Layer;
+/// use tower_service::Service;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let layer = RateLimitLayer::builder(GlobalKey).per_minute(1).build().unwrap();
-/// let hello = tower::service_fn(|_req: http::Request<()>| async {
-///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
-/// });
-/// let service = layer.layer(hello);
-/// let first = service.clone().oneshot(http::Request::new(())).await.unwrap();
-/// let second = service.oneshot(http::Request::new(())).await.unwrap();
+/// let mut service = layer.layer(Hello);
+/// poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+/// let first = service.call(http::Request::new(())).await.unwrap();
+/// poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
+/// let second = service.call(http::Request::new(())).await.unwrap();
 /// assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 429));
 /// assert_eq!(second.headers()["retry-after"], "60");
 /// # }

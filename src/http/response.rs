@@ -159,11 +159,11 @@ impl<B: Default> RejectBody<B> for NoBody {
 /// `application/problem+json` bodies (RFC 9457): `type`, `title`, `status`, `detail`.
 ///
 /// ```
-/// use bytes::Bytes;
 /// use tollgate::http::{Problem, ProblemJson, RejectBody};
-/// let (body, ctype): (http_body_util::Full<Bytes>, _) =
+/// let (body, ctype): (Vec<u8>, _) =
 ///     ProblemJson.body(&Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "x"));
 /// assert_eq!(ctype.unwrap(), "application/problem+json");
+/// assert!(body.starts_with(b"{"));
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProblemJson;
