@@ -10,8 +10,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::backend::{denied, never, Answer, Backend};
-use crate::redis::{Gcra, RedisLimitError, RedisRateLimiter, RedisReservation};
-use crate::{AcquireError, Decision, Quota};
+use crate::redis::{RedisLimitError, RedisRateLimiter, RedisReservation};
+use crate::{AcquireError, Decision, Gcra, Quota};
 
 /// A decision, or the failure the layer turns into a 503 (a refusal is a decision).
 fn decision(
