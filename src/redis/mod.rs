@@ -213,6 +213,20 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         self.shared.quota
     }
 
+    /// How long a full limit takes to come back after it was used up, as the scripts run the
+    /// quota: GCRA's tolerance (`burst * T`, with `T` in whole µs), a window's `W`.
+    #[cfg(feature = "tower")]
+    pub(crate) fn span(&self) -> Duration {
+        let p = self.shared.params;
+        // GCRA (the algorithm that reserves) runs an interval; the windows a window.
+        let span = if A::spec().reserves {
+            p.span_us.saturating_mul(p.limit)
+        } else {
+            p.span_us
+        };
+        Duration::from_micros(span)
+    }
+
     /// The Redis key holding `key`'s state under the limiter's quota, for inspection
     /// (`PTTL`, `MEMORY USAGE`) or to reset a key (`DEL`).
     ///
