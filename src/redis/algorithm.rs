@@ -56,6 +56,27 @@ pub struct Spec {
     pub(crate) reserves: bool,
 }
 
+/// `fn spec()` of a [`RedisAlgorithm`] implementation whose script is `$file` (in this
+/// directory) after the shared prelude; `$reserves`: it waits by reservation (GCRA).
+macro_rules! script_spec {
+    ($file:literal, reserves: $reserves:literal) => {
+        fn spec() -> &'static $crate::redis::algorithm::Spec {
+            static SPEC: $crate::redis::algorithm::Spec = $crate::redis::algorithm::Spec {
+                script: ::std::sync::LazyLock::new(|| {
+                    $crate::redis::client::LuaScript::new(concat!(
+                        include_str!("prelude.lua"),
+                        include_str!($file)
+                    ))
+                }),
+                reserves: $reserves,
+            };
+            &SPEC
+        }
+    };
+}
+
+pub(crate) use script_spec;
+
 /// A quota as the scripts see it: integer microseconds and permits, all at most
 /// [`MAX_SPAN_US`], so that every sum the scripts make stays exact in a Lua double.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,23 +1,10 @@
 //! The fixed window on Redis: windows `[kW, (k+1)W)` of the server's Unix time, one string key
 //! `"k:count"` per limited thing, expiring at the end of its window.
 
-use std::sync::LazyLock;
-
-use super::algorithm::{Params, RedisAlgorithm, Spec};
-use super::client::LuaScript;
+use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::policy::RedisLimitError;
 use crate::quota::Quota;
 use crate::FixedWindow;
-
-static SPEC: Spec = Spec {
-    script: LazyLock::new(|| {
-        LuaScript::new(concat!(
-            include_str!("prelude.lua"),
-            include_str!("fixed_window.lua")
-        ))
-    }),
-    reserves: false,
-};
 
 /// The fixed window aligned to the Unix epoch on the server's clock, as
 /// [`FixedWindow::epoch_aligned`] is in process. Windows counted from a clock's origin
@@ -25,9 +12,7 @@ static SPEC: Spec = Spec {
 impl RedisAlgorithm for FixedWindow {
     const NAME: &'static str = "fixed";
 
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
+    script_spec!("fixed_window.lua", reserves: false);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         if !self.is_epoch_aligned() {

@@ -4,31 +4,16 @@
 //! the weighted counter. Expired entries are trimmed only by admissions, and the key expires
 //! when its newest entry leaves the window.
 
-use std::sync::LazyLock;
-
-use super::algorithm::{Params, RedisAlgorithm, Spec};
-use super::client::LuaScript;
+use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::policy::RedisLimitError;
 use crate::quota::Quota;
 use crate::SlidingLog;
-
-static SPEC: Spec = Spec {
-    script: LazyLock::new(|| {
-        LuaScript::new(concat!(
-            include_str!("prelude.lua"),
-            include_str!("sliding_log.lua")
-        ))
-    }),
-    reserves: false,
-};
 
 /// The sliding log, exact: one sorted-set member per permit.
 impl RedisAlgorithm for SlidingLog {
     const NAME: &'static str = "log";
 
-    fn spec() -> &'static Spec {
-        &SPEC
-    }
+    script_spec!("sliding_log.lua", reserves: false);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::window(quota)

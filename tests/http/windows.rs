@@ -11,19 +11,16 @@
 #[path = "support/mod.rs"]
 mod http_support;
 
-use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use http::{Request, Response, StatusCode};
-use http_support::{client, get as fetch, serve_axum};
-use tokio::time::Instant;
+use http::StatusCode;
+use http_support::{burst, client, get as fetch, serve_axum};
 use tollgate::http::{Backend, GlobalKey, PeerIp, RateLimitLayerBuilder};
 use tollgate::{FixedWindow, KeyedRateLimiter, ManualClock, Quota, SlidingLog, TokioClock};
-use tower::{Layer, ServiceExt};
 
 /// Serves `/` behind a layer over `limiter`, keyed by peer IP; returns the address.
 async fn serve<A: tollgate::Algorithm>(
@@ -138,27 +135,11 @@ async fn shaping_a_window_waits_at_most_the_bound() {
         .shape(Duration::from_millis(250))
         .build()
         .unwrap();
-    let service = layer.layer(tower::service_fn(|_req: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(String::new()))
-    }));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..7 {
-        let svc = service.clone();
-        tasks.push(tokio::spawn(async move {
-            let res = svc.oneshot(Request::new(())).await.unwrap();
-            let retry = res
-                .headers()
-                .get("retry-after")
-                .map(|v| v.to_str().unwrap().to_owned());
-            (start.elapsed().as_millis(), res.status().as_u16(), retry)
-        }));
-        tokio::task::yield_now().await;
-    }
-    let mut got = Vec::new();
-    for t in tasks {
-        got.push(t.await.unwrap());
-    }
+    let mut got: Vec<_> = burst(layer, 7)
+        .await
+        .into_iter()
+        .map(|(status, at, retry)| (at.as_millis(), status.as_u16(), retry))
+        .collect();
     got.sort();
     let ok = |ms| (ms, 200, None);
     assert_eq!(
