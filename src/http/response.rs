@@ -160,10 +160,9 @@ impl<B: Default> RejectBody<B> for NoBody {
 ///
 /// ```
 /// use tollgate::http::{Problem, ProblemJson, RejectBody};
-/// let (body, ctype): (Vec<u8>, _) =
+/// let (body, ctype): (axum::body::Body, _) =
 ///     ProblemJson.body(&Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "x"));
 /// assert_eq!(ctype.unwrap(), "application/problem+json");
-/// assert!(body.starts_with(b"{"));
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProblemJson;
