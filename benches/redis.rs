@@ -23,10 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionManager;
 use redis_support::RedisServer;
-use tollgate::redis::{
-    FixedWindow, Gcra, RedisAlgorithm, RedisRateLimiter, SlidingLog, SlidingWindowCounter,
-};
-use tollgate::Quota;
+use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
+use tollgate::{FixedWindow, Gcra, Quota, SlidingLog, WeightedWindow};
 
 const ROUNDS: usize = 5;
 const CONCURRENCY: [usize; 3] = [1, 16, 256];
@@ -208,8 +206,8 @@ async fn memory_table(m: &ConnectionManager, out: &mut String) {
         }};
     }
     one!(Gcra);
-    one!(FixedWindow);
-    one!(SlidingWindowCounter);
+    one!(FixedWindow::epoch_aligned());
+    one!(WeightedWindow);
     one!(SlidingLog);
 
     writeln!(out, "\n### Sliding log: memory of one full key against L\n").unwrap();

@@ -8,10 +8,8 @@ mod redis_support;
 use std::time::Duration;
 
 use redis_support::RedisCluster;
-use tollgate::redis::{
-    FixedWindow, Gcra, RedisAlgorithm, RedisRateLimiter, SlidingLog, SlidingWindowCounter,
-};
-use tollgate::Quota;
+use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
+use tollgate::{FixedWindow, Gcra, Quota, SlidingLog, WeightedWindow};
 
 const KEYS: usize = 150;
 
@@ -63,8 +61,8 @@ fn dbsizes(cluster: &RedisCluster) -> Vec<u64> {
 async fn every_algorithm_decides_on_a_three_primary_cluster() {
     let cluster = RedisCluster::start(3);
     exercise(&connect(&cluster, Gcra).await).await;
-    exercise(&connect(&cluster, FixedWindow).await).await;
-    exercise(&connect(&cluster, SlidingWindowCounter).await).await;
+    exercise(&connect(&cluster, FixedWindow::epoch_aligned()).await).await;
+    exercise(&connect(&cluster, WeightedWindow).await).await;
     let log = connect(&cluster, SlidingLog).await;
     exercise(&log).await;
 

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis_support::{eventually, RedisServer};
-use tollgate::redis::{
-    FailurePolicy, FixedWindow, Gcra, RedisAlgorithm, RedisLimitError, RedisRateLimiter,
-    SlidingLog, SlidingWindowCounter,
+use tollgate::redis::{FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter};
+use tollgate::{
+    AcquireError, FixedWindow, Gcra, KeyedRateLimiter, ManualClock, Quota, SlidingLog,
+    WeightedWindow,
 };
-use tollgate::{AcquireError, KeyedRateLimiter, Quota};
 
 const DEADLINE: Duration = Duration::from_millis(50);
 /// "Never a hang": a failing call must return long before this (the deadline is 50 ms).
@@ -210,13 +210,13 @@ async fn many_connections_on_one_key_never_over_admit() {
     // most L per any W (sliding log).
     let q = Quota::new(10, Duration::from_millis(20)).unwrap();
     let w = 20_000;
-    let (allowed, first, last) = race(&server, FixedWindow, q).await;
+    let (allowed, first, last) = race(&server, FixedWindow::epoch_aligned(), q).await;
     let bound = 10 * (last / w - first / w + 1);
     assert!(
         allowed >= 1 && allowed <= bound,
         "fixed: {allowed} > {bound}"
     );
-    let (allowed, first, last) = race(&server, SlidingWindowCounter, q).await;
+    let (allowed, first, last) = race(&server, WeightedWindow, q).await;
     let bound = 10 * (last / w - first / w + 1);
     assert!(
         allowed >= 1 && allowed <= bound,
@@ -225,4 +225,71 @@ async fn many_connections_on_one_key_never_over_admit() {
     let (allowed, first, last) = race(&server, SlidingLog, q).await;
     let bound = 10 * ((last - first) / w + 1);
     assert!(allowed >= 1 && allowed <= bound, "log: {allowed} > {bound}");
+}
+
+/// `FailurePolicy::Fallback` runs the Redis limiter's own algorithm in process: a sliding log
+/// falls back to a sliding log (GCRA would space the permits out instead), and a fallback of
+/// another algorithm is refused when the limiter is built.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fallback_runs_the_same_algorithm() {
+    let mut server = RedisServer::start();
+    let clock = ManualClock::new();
+    // 2 per 10 s in this process while Redis is away.
+    let local_quota = Quota::new(2, Duration::from_secs(10)).unwrap();
+    let local = Arc::new(
+        KeyedRateLimiter::<String>::builder(local_quota)
+            .clock(clock.clone())
+            .algorithm(SlidingLog)
+            .unwrap()
+            .build(),
+    );
+    let limiter = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
+        .algorithm(SlidingLog)
+        .deadline(DEADLINE)
+        .on_failure(FailurePolicy::Fallback(local.clone()))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    assert!(limiter.decide("k", 1).await.unwrap().server_time.is_some());
+    server.kill();
+
+    clock.advance(Duration::from_secs(1));
+    assert!(limiter.try_acquire("k").await.unwrap());
+    clock.advance(Duration::from_secs(3));
+    let d = limiter.decide("k", 1).await.unwrap();
+    assert!(d.server_time.is_none() && d.decision.allowed);
+    // The sliding log's fields: both grants count until the first one leaves, 10 s after it
+    // (GCRA at one permit per 5 s would say 5 s, and 1 left after the first).
+    let d = limiter.check("k").await.unwrap();
+    assert!(!d.allowed);
+    assert_eq!(d.limit, 2);
+    assert_eq!(d.remaining, 0);
+    assert_eq!(d.retry_after, Some(Duration::from_secs(7)));
+    assert_eq!(d.reset_after, Duration::from_secs(10));
+    let p = local.peek(&limiter.state_key("k"));
+    assert_eq!((p.remaining, p.reset_after), (d.remaining, d.reset_after));
+    // Waiting methods fall back to the same limiter.
+    let e = limiter
+        .try_acquire_for_async("k", 1, Duration::from_millis(1))
+        .await
+        .unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
+
+    // A fallback limiter of another algorithm than the one chosen after it: a typed error,
+    // before any connection is made.
+    let gcra = Arc::new(KeyedRateLimiter::<String>::new(local_quota));
+    let e = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
+        .on_failure(FailurePolicy::Fallback(gcra.clone()))
+        .algorithm(SlidingLog)
+        .connect("redis://127.0.0.1:1/")
+        .await;
+    assert!(matches!(e, Err(RedisLimitError::Unsupported(_))), "{e:?}");
+    // The same algorithm chosen again keeps its fallback.
+    let e = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
+        .on_failure(FailurePolicy::Fallback(gcra))
+        .algorithm(Gcra)
+        .connect_timeout(Duration::from_millis(200))
+        .connect("redis://127.0.0.1:1/")
+        .await;
+    assert!(e.is_err_and(|e| e.is_unavailable()));
 }

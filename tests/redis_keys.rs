@@ -8,11 +8,8 @@ mod redis_support;
 use std::time::Duration;
 
 use redis_support::{eventually, RedisServer};
-use tollgate::redis::{
-    FixedWindow, Gcra, RedisAlgorithm, RedisLimitError, RedisRateLimiter, SlidingLog,
-    SlidingWindowCounter,
-};
-use tollgate::Quota;
+use tollgate::redis::{RedisAlgorithm, RedisLimitError, RedisRateLimiter};
+use tollgate::{FixedWindow, Gcra, Quota, QuotaError, SlidingLog, WeightedWindow};
 
 async fn connect<A: RedisAlgorithm>(server: &RedisServer, alg: A, q: Quota) -> RedisRateLimiter<A> {
     RedisRateLimiter::builder(q)
@@ -44,8 +41,10 @@ async fn algorithms_and_quotas_never_share_a_key() {
     let gcra = connect(&server, Gcra, q).await;
     let names = [
         gcra.state_key("{u1}:x"),
-        connect(&server, FixedWindow, q).await.state_key("{u1}:x"),
-        connect(&server, SlidingWindowCounter, q)
+        connect(&server, FixedWindow::epoch_aligned(), q)
+            .await
+            .state_key("{u1}:x"),
+        connect(&server, WeightedWindow, q)
             .await
             .state_key("{u1}:x"),
         connect(&server, SlidingLog, q).await.state_key("{u1}:x"),
@@ -102,8 +101,8 @@ async fn every_key_expires_when_its_state_stops_carrying_information() {
     let server = RedisServer::start();
     let q = Quota::new(4, Duration::from_millis(100)).unwrap();
     expires_exactly(&server, Gcra, q).await;
-    expires_exactly(&server, FixedWindow, q).await;
-    expires_exactly(&server, SlidingWindowCounter, q).await;
+    expires_exactly(&server, FixedWindow::epoch_aligned(), q).await;
+    expires_exactly(&server, WeightedWindow, q).await;
     expires_exactly(&server, SlidingLog, q).await;
 }
 
@@ -134,8 +133,8 @@ async fn denials_write_nothing<A: RedisAlgorithm>(server: &RedisServer, alg: A) 
 async fn denials_and_peeks_write_nothing() {
     let server = RedisServer::start();
     denials_write_nothing(&server, Gcra).await;
-    denials_write_nothing(&server, FixedWindow).await;
-    denials_write_nothing(&server, SlidingWindowCounter).await;
+    denials_write_nothing(&server, FixedWindow::epoch_aligned()).await;
+    denials_write_nothing(&server, WeightedWindow).await;
     denials_write_nothing(&server, SlidingLog).await;
 }
 
@@ -157,6 +156,25 @@ async fn bad_configuration_is_a_typed_error() {
     let l = connect(&server, Gcra, q).await;
     let e = l.check_with("k", 1, too_long).await;
     assert!(matches!(e, Err(RedisLimitError::QuotaOutOfRange(_))));
+    // A fixed window counted from a clock's origin has no meaning shared across processes.
+    let e = RedisRateLimiter::builder(q)
+        .algorithm(FixedWindow::new())
+        .connect(&server.url())
+        .await;
+    assert!(matches!(e, Err(RedisLimitError::Unsupported(_))), "{e:?}");
+    // What the in-process windows refuse, Redis refuses the same way: a burst is not a window.
+    let bursty = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+    let e = RedisRateLimiter::builder(bursty)
+        .algorithm(SlidingLog)
+        .connect(&server.url())
+        .await;
+    assert!(matches!(
+        e,
+        Err(RedisLimitError::InvalidQuota(QuotaError::Unsupported(_)))
+    ));
+    let log = connect(&server, SlidingLog, q).await;
+    let e = log.check_with("k", 1, bursty).await;
+    assert!(matches!(e, Err(RedisLimitError::InvalidQuota(_))));
     // Nobody listens on the server's port once it is gone.
     let url = server.url();
     drop(server);

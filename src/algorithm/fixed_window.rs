@@ -311,6 +311,14 @@ pub(crate) fn cold_at((index, count): (u64, u64), p: &FixedParams) -> Nanos {
 }
 
 impl FixedWindow {
+    /// Whether windows line up with the Unix epoch ([`epoch_aligned`](Self::epoch_aligned),
+    /// [`epoch_aligned_from`](Self::epoch_aligned_from)) rather than with the clock's origin:
+    /// the only windows a limiter shared through Redis can have.
+    #[cfg(feature = "redis")]
+    pub(crate) fn is_epoch_aligned(&self) -> bool {
+        self.align != Align::Origin
+    }
+
     fn build(&self, quota: &Quota, now: Nanos) -> Result<FixedParams, QuotaError> {
         let (limit, window) = limit_and_window(quota)?;
         let offset = self.align.offset(window, now);

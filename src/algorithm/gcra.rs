@@ -532,6 +532,11 @@ impl Rules for Gcra {
     fn limit(p: &GcraParams) -> u64 {
         p.burst
     }
+
+    /// The tolerance: a full burst comes back `burst * T` after it was used up.
+    fn span(quota: &Quota) -> Duration {
+        quota.tolerance()
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! tests; the cells it stores live in `crate::cell`, the maps in `crate::store`.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
@@ -161,5 +162,12 @@ pub(crate) mod rules {
         fn is_fresh(&self, cell: &Self::Cell) -> bool;
         /// The `limit` a [`Decision`] reports under `p`.
         fn limit(p: &Self::Params) -> u64;
+
+        /// How long a full limit of `quota` takes to come back after it was used up: the
+        /// time its `limit` refers to (the `w` of an HTTP `RateLimit-Policy` header). The
+        /// window algorithms' window `W`; GCRA overrides it.
+        fn span(quota: &Quota) -> Duration {
+            quota.period()
+        }
     }
 }

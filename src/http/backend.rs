@@ -1,18 +1,19 @@
 //! [`Backend`]: what the HTTP layer needs from a keyed limiter, and its implementation for
-//! [`KeyedRateLimiter`].
+//! [`KeyedRateLimiter`] (every algorithm); [`RefundBackend`]: permits taken before the handler
+//! and given back after it, for the backends with reservations (GCRA).
 //!
 //! Kept small on purpose, so that any keyed limiter of the crate (in process or remote) can
-//! sit behind the layer: decide a key with a cost, wait for one with a bound (shaping), and
-//! take permits that can be given back (response-aware limits). In-process limiters decide at
-//! once ([`Answer::Now`]); a remote store answers later ([`Answer::Later`]) and may fail
-//! ([`Backend::Error`]), which the layer answers with `503 Service Unavailable`.
+//! sit behind the layer: decide a key with a cost, and wait for one with a bound (shaping).
+//! In-process limiters decide at once ([`Answer::Now`]); a remote store answers later
+//! ([`Answer::Later`]) and may fail ([`Backend::Error`]), which the layer answers with
+//! `503 Service Unavailable`.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use crate::{AcquireError, Decision, Gcra, KeyedRateLimiter, Quota, Reservation};
+use crate::{AcquireError, Algorithm, Decision, Gcra, KeyedRateLimiter, Quota, Reservation};
 
 /// A result available now, or a future that will produce it.
 ///
@@ -29,7 +30,8 @@ pub enum Answer<T, F> {
     Later(F),
 }
 
-/// A keyed limiter the HTTP layer can run: implemented for [`KeyedRateLimiter`].
+/// A keyed limiter the HTTP layer can run: implemented for [`KeyedRateLimiter`] with every
+/// algorithm, and (feature `redis`) for `RedisRateLimiter` with every algorithm it runs.
 ///
 /// Every method decides `cost` permits for `key` under the backend's own quota.
 ///
@@ -49,15 +51,29 @@ pub trait Backend: Send + Sync + 'static {
     type Key: Send + Sync + 'static;
     /// Why a decision could not be made ([`Infallible`] in process).
     type Error: std::error::Error + Send + Sync + 'static;
-    /// Permits taken by [`reserve`](Backend::reserve), which [`refund`](Backend::refund) can
-    /// give back.
-    type Reservation<'a>: Send
-    where
-        Self: 'a;
 
-    /// The quota in force (for the `RateLimit-Policy` header: `q` is the burst, `w` the
-    /// tolerance, i.e. the time a full burst takes to come back).
+    /// The quota in force. Its limit is the `q` of the `RateLimit-Policy` header.
     fn quota(&self) -> Quota;
+
+    /// The time the quota's limit refers to, the `w` of the `RateLimit-Policy` header: how
+    /// long a full limit takes to come back. GCRA: the tolerance (`burst * T`, the time a
+    /// full burst takes to come back); a window algorithm: its window `W`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::Backend;
+    /// use tollgate::{KeyedRateLimiter, Quota, SlidingLog};
+    ///
+    /// let q = Quota::per_minute(60).unwrap().with_burst(10).unwrap();
+    /// let gcra = KeyedRateLimiter::<u8>::new(q);
+    /// assert_eq!(gcra.window(), Duration::from_secs(10)); // 10 permits, one a second
+    /// let log = KeyedRateLimiter::<u8>::builder(Quota::per_minute(60).unwrap())
+    ///     .algorithm(SlidingLog)
+    ///     .unwrap()
+    ///     .build();
+    /// assert_eq!(log.window(), Duration::from_secs(60));
+    /// ```
+    fn window(&self) -> Duration;
 
     /// Decides `cost` permits for `key` now, taking them if allowed. `cost` above the burst
     /// is denied with no retry-after ([`Decision::exceeds_burst`]).
@@ -70,21 +86,52 @@ pub trait Backend: Send + Sync + 'static {
         impl Future<Output = Result<Decision, Self::Error>> + Send + 'static,
     >;
 
-    /// Takes `cost` permits for `key`, waiting up to `max_wait` for them (first come, first
-    /// served); if the wait would be longer, takes nothing and returns a denied decision
-    /// with the wait needed as its retry-after, or with none if even a full bucket could not
-    /// serve `cost` within `max_wait`.
+    /// Takes `cost` permits for `key`, waiting up to `max_wait` for them; if the wait would be
+    /// longer, takes nothing and returns a denied decision with the wait needed as its
+    /// retry-after, or with none if even a fresh key could not serve `cost` within
+    /// `max_wait`. With reservations (GCRA) waiters are served first come, first served, each
+    /// woken once; the window algorithms sleep until the permits would fit and decide again
+    /// (a newcomer may take them first; the wait still never exceeds `max_wait`).
     ///
-    /// Cancel safety: dropping the future before it completes gives the permits back.
+    /// Cancel safety: dropping the future before it completes takes nothing (a reservation
+    /// is given back).
     fn acquire_within<'a>(
         &'a self,
         key: &'a Self::Key,
         cost: u64,
         max_wait: Duration,
     ) -> impl Future<Output = Result<Decision, Self::Error>> + Send + 'a;
+}
+
+/// A [`Backend`] whose permits can be taken before the handler runs and given back after it
+/// (response-aware limits, [`refund_if`](super::RateLimitLayerBuilder::refund_if)): the
+/// backends with reservations, [`KeyedRateLimiter`] and `RedisRateLimiter` running
+/// [`Gcra`]. The window algorithms only count what was admitted, so a permit given back could
+/// not be told apart from one still in use: they do not implement it, and `refund_if` does not
+/// compile with them.
+///
+/// ```
+/// use tollgate::http::RefundBackend;
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let limiter = KeyedRateLimiter::<u8>::new(Quota::per_second(1).unwrap());
+/// let (d, taken) = RefundBackend::reserve(&limiter, &7, 1).await.unwrap();
+/// assert!(d.allowed && d.remaining == 0);
+/// limiter.refund(taken.unwrap()).await;
+/// assert_eq!(limiter.peek(&7).remaining, 1);
+/// # }
+/// ```
+pub trait RefundBackend: Backend {
+    /// Permits taken by [`reserve`](RefundBackend::reserve), which
+    /// [`refund`](RefundBackend::refund) can give back.
+    type Reservation<'a>: Send
+    where
+        Self: 'a;
 
     /// Takes `cost` permits for `key` if they are available now, in a form
-    /// [`refund`](Backend::refund) can give back. Denied: nothing is kept.
+    /// [`refund`](RefundBackend::refund) can give back. Denied: nothing is kept.
     fn reserve<'a>(
         &'a self,
         key: &'a Self::Key,
@@ -118,26 +165,28 @@ pub(crate) fn never(quota: Quota, mut state: Decision) -> Decision {
     state
 }
 
-/// The in-process GCRA limiter. Everything is decided at once; `Error` is [`Infallible`].
-///
-/// - `acquire_within` is
-///   [`try_acquire_for_async`](KeyedRateLimiter::try_acquire_for_async): the slot is reserved
-///   at the future's first poll, waiters are served in that order with one wake-up each, and
-///   dropping the future cancels the reservation (its slot goes to the next arrival).
-/// - `reserve` is [`reserve_within`](KeyedRateLimiter::reserve_within) with no wait: the
-///   permits are taken only if available now. `refund` is [`Reservation::cancel`], which gives
-///   a reservation's capacity back even when it was ready at once and others followed it.
-impl<K, S> Backend for KeyedRateLimiter<K, Gcra, S>
+/// The in-process limiter, any algorithm. Everything is decided at once; `Error` is
+/// [`Infallible`]. `acquire_within` is
+/// [`try_acquire_for_async`](KeyedRateLimiter::try_acquire_for_async): with GCRA the slot is
+/// reserved at the future's first poll, waiters are served in that order with one wake-up
+/// each, and dropping the future cancels the reservation (its slot goes to the next arrival);
+/// with a window algorithm it sleeps until the permits would fit and decides again, and a
+/// dropped wait holds nothing.
+impl<K, A, S> Backend for KeyedRateLimiter<K, A, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
     type Key = K;
     type Error = Infallible;
-    type Reservation<'a> = Reservation<'a>;
 
     fn quota(&self) -> Quota {
         KeyedRateLimiter::quota(self)
+    }
+
+    fn window(&self) -> Duration {
+        A::span(&KeyedRateLimiter::quota(self))
     }
 
     #[inline]
@@ -159,8 +208,9 @@ where
         max_wait: Duration,
     ) -> Result<Decision, Infallible> {
         let quota = KeyedRateLimiter::quota(self);
-        // Even from a full bucket, `cost` permits wait `cost * T - tau`: beyond `max_wait`,
-        // retrying can never help, so say so instead of giving a retry-after.
+        // GCRA serves a cost above the burst by waiting: even from a full bucket `cost`
+        // permits wait `cost * T - tau`. Beyond `max_wait`, retrying can never help, so say so
+        // instead of giving a retry-after. (The windows refuse such a cost as `ExceedsBurst`.)
         let least_wait = cost.saturating_mul(quota.t()).saturating_sub(quota.tau());
         if Duration::from_nanos(least_wait) > max_wait {
             return Ok(never(quota, self.peek(key)));
@@ -172,6 +222,17 @@ where
         };
         Ok(decided)
     }
+}
+
+/// `reserve` is [`reserve_within`](KeyedRateLimiter::reserve_within) with no wait: the permits
+/// are taken only if available now. `refund` is [`Reservation::cancel`], which gives a
+/// reservation's capacity back even when it was ready at once and others followed it.
+impl<K, S> RefundBackend for KeyedRateLimiter<K, Gcra, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    type Reservation<'a> = Reservation<'a>;
 
     fn reserve<'a>(
         &'a self,

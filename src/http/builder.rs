@@ -10,11 +10,12 @@ use std::time::Duration;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::backend::Backend;
+use super::backend::{Backend, RefundBackend};
 use super::headers::HeaderStyle;
 use super::key::KeyExtractor;
 use super::layer::{Mode, OnKeyError, RateLimitLayer, Shared};
 use super::policy::{Policy, PolicyTable, RouteError, RoutePattern};
+use super::refund::Refunds;
 use super::response::{NoBody, ProblemJson};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 
@@ -136,7 +137,7 @@ where
 /// # Ok(()) }
 /// ```
 #[must_use = "call .build() to get the layer"]
-pub struct RateLimitLayerBuilder<E, B, R> {
+pub struct RateLimitLayerBuilder<E, B: Backend, R> {
     extractor: E,
     default: Option<Source<B>>,
     default_name: String,
@@ -145,7 +146,7 @@ pub struct RateLimitLayerBuilder<E, B, R> {
     settings: LimiterSettings,
     cost: Option<super::layer::CostFn>,
     shape: Option<Duration>,
-    refund: Option<super::layer::RefundFn>,
+    refund: Option<Refunds<B>>,
     style: HeaderStyle,
     body: R,
     on_key_error: OnKeyError,
@@ -175,7 +176,7 @@ where
     }
 }
 
-impl<E, B> RateLimitLayerBuilder<E, B, NoBody> {
+impl<E, B: Backend> RateLimitLayerBuilder<E, B, NoBody> {
     /// A builder for limiters you provide (any [`Backend`](super::Backend): a [`KeyedRateLimiter`] with your
     /// own clock or settings, or another store), with [`limiter`](Self::limiter) and
     /// [`route_limiter`](Self::route_limiter).
@@ -346,7 +347,7 @@ where
 /// The name of the default policy in headers.
 const DEFAULT_POLICY: &str = "default";
 
-impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
+impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// The default limit: a limiter you made (shared with you through the `Arc`).
     ///
     /// ```
@@ -422,9 +423,17 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
     }
 
     /// Shaping: a request over its limit waits for its permits, up to `max_delay`, then
-    /// proceeds; one whose wait would be longer is answered 429 at once (nothing taken).
-    /// Waiters are served in arrival order; a client that disconnects while waiting gives its
-    /// slot to the next one. Needs a tokio runtime.
+    /// proceeds; it is answered 429 when the wait would be longer, having taken nothing. Needs
+    /// a tokio runtime. How it waits is the backend's
+    /// [`acquire_within`](super::Backend::acquire_within):
+    ///
+    /// - GCRA books the slot: waiters are served in arrival order, each woken once, a request
+    ///   whose wait would exceed `max_delay` is refused at once, and a client that
+    ///   disconnects while waiting gives its slot to the next one.
+    /// - A window algorithm books nothing: a waiter sleeps until its permits would fit and
+    ///   decides again, so newcomers may be served first, and a request can be refused after
+    ///   waiting (when the next wait would pass `max_delay`), never later than `max_delay`. A
+    ///   client that disconnects holds nothing.
     ///
     /// ```
     /// use std::time::Duration;
@@ -436,25 +445,6 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
     /// ```
     pub fn shape(mut self, max_delay: Duration) -> Self {
         self.shape = Some(max_delay);
-        self
-    }
-
-    /// Response-aware limits: take the permits before the handler, and give them back when
-    /// `refund_if` says so of the response head (status, headers, extensions). Counting only
-    /// failed logins is `refund_if(|res| res.status.is_success())`.
-    ///
-    /// ```
-    /// let failed_logins = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
-    ///     .route("login", "POST /login", tollgate::Quota::per_minute(5).unwrap())
-    ///     .refund_if(|res| res.status.is_success())
-    ///     .build();
-    /// assert!(failed_logins.is_ok());
-    /// ```
-    pub fn refund_if(
-        mut self,
-        refund_if: impl Fn(&http::response::Parts) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.refund = Some(Box::new(refund_if));
         self
     }
 
@@ -575,7 +565,6 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
     /// ```
     pub fn build(self) -> Result<RateLimitLayer<E, B, R>, BuildError>
     where
-        B: Backend,
         E: KeyExtractor<Key = B::Key>,
     {
         if let Some(e) = self.error {
@@ -598,16 +587,10 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
         let mut routes = Vec::with_capacity(self.routes.len());
         for (name, pattern, source) in self.routes {
             let pattern = RoutePattern::parse(&pattern)?;
-            let backend = backend(source);
-            let quota = backend.quota();
-            routes.push((pattern, Policy::new(&name, backend, quota)?));
+            routes.push((pattern, Policy::new(&name, backend(source))?));
         }
         let default = match self.default {
-            Some(source) => {
-                let backend = backend(source);
-                let quota = backend.quota();
-                Some(Policy::new(&self.default_name, backend, quota)?)
-            }
+            Some(source) => Some(Policy::new(&self.default_name, backend(source))?),
             None => None,
         };
         Ok(RateLimitLayer::from_shared(Shared {
@@ -624,7 +607,47 @@ impl<E, B, R> RateLimitLayerBuilder<E, B, R> {
     }
 }
 
-impl<E, B, R> fmt::Debug for RateLimitLayerBuilder<E, B, R> {
+/// Response-aware limits, for the backends with reservations.
+impl<E, B: RefundBackend, R> RateLimitLayerBuilder<E, B, R> {
+    /// Response-aware limits: take the permits before the handler, and give them back when
+    /// `refund_if` says so of the response head (status, headers, extensions). Counting only
+    /// failed logins is `refund_if(|res| res.status.is_success())`. Only for backends that can
+    /// give permits back ([`RefundBackend`]: GCRA, in process or on Redis); with a window
+    /// algorithm it does not compile.
+    ///
+    /// ```
+    /// let failed_logins = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .route("login", "POST /login", tollgate::Quota::per_minute(5).unwrap())
+    ///     .refund_if(|res| res.status.is_success())
+    ///     .build();
+    /// assert!(failed_logins.is_ok());
+    /// ```
+    ///
+    /// A window algorithm cannot give permits back, so this does not compile:
+    ///
+    /// ```compile_fail
+    /// use std::sync::Arc;
+    /// use tollgate::http::{GlobalKey, RateLimitLayerBuilder};
+    /// use tollgate::{KeyedRateLimiter, Quota, SlidingLog};
+    ///
+    /// let log = KeyedRateLimiter::<()>::builder(Quota::per_minute(5).unwrap())
+    ///     .algorithm(SlidingLog)
+    ///     .unwrap()
+    ///     .build();
+    /// let _ = RateLimitLayerBuilder::new(GlobalKey)
+    ///     .limiter(Arc::new(log))
+    ///     .refund_if(|res| res.status.is_success()); // no RefundBackend for a sliding log
+    /// ```
+    pub fn refund_if(
+        mut self,
+        refund_if: impl Fn(&http::response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.refund = Some(Refunds::new(Arc::new(refund_if)));
+        self
+    }
+}
+
+impl<E, B: Backend, R> fmt::Debug for RateLimitLayerBuilder<E, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayerBuilder")
             .field("routes", &self.routes.len())

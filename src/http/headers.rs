@@ -9,7 +9,7 @@ use std::time::Duration;
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::{Decision, Quota};
+use crate::Decision;
 
 /// Which rate-limit headers the layer adds to allowed and limited responses.
 ///
@@ -23,10 +23,13 @@ use crate::{Decision, Quota};
 /// | `XRateLimit` | `X-RateLimit-Limit: 100`, `X-RateLimit-Remaining: 50`, `X-RateLimit-Reset: 30` |
 /// | `None` | none |
 ///
-/// `q` / `Limit` is the burst and `w` the time a full burst takes to come back (the quota's
-/// tolerance; 60 s for `per_minute(100)`). `r` / `Remaining` is what could be taken right
+/// `q` / `Limit` is the limit: GCRA's burst, a window algorithm's `L`. `w` is the time a full
+/// limit takes to come back ([`Backend::window`](super::Backend::window)): GCRA's tolerance
+/// (the time a full burst takes to come back; 60 s for `per_minute(100)`), a window
+/// algorithm's window (60 s for `per_minute(100)` too). `r` / `Remaining` is what could be taken right
 /// now (on a `429` it can be above 0 when the request costs more than is left). `t` / `Reset`
-/// is, on an allowed response, the seconds until the bucket is full again; on a `429` it is the
+/// is, on an allowed response, the seconds until the full limit is available again (the
+/// decision's `reset_after`); on a `429` it is the
 /// seconds until this request could pass, equal to `Retry-After`, so `Retry-After` is never
 /// earlier than `t`. Resets are delta seconds, never timestamps.
 ///
@@ -94,22 +97,30 @@ static X_RATELIMIT: [HeaderName; 3] = [
     HeaderName::from_static("x-ratelimit-reset"),
 ];
 
+/// What a `RateLimit-Policy` item says: `q`, the limit, per `w`, the time a full limit takes
+/// to come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RatePolicy {
+    pub(crate) limit: u64,
+    pub(crate) window: Duration,
+}
+
 /// A policy's name as the IETF fields carry it (a Structured Fields string, quotes included),
-/// with its `RateLimit-Policy` value made once for the quota it had when the layer was built;
-/// a response made under another quota (after `set_quota`) gets a freshly made one.
+/// with its `RateLimit-Policy` value made once for the policy it had when the layer was built;
+/// a response made under another one (after `set_quota`) gets a freshly made one.
 #[derive(Debug)]
 pub(crate) struct PolicyLabel {
     sf_name: Box<str>,
-    quota: Quota,
+    policy: RatePolicy,
     field: Option<HeaderValue>,
 }
 
 impl PolicyLabel {
-    pub(crate) fn new(sf_name: Box<str>, quota: Quota) -> PolicyLabel {
-        let field = policy_field(&sf_name, quota);
+    pub(crate) fn new(sf_name: Box<str>, policy: RatePolicy) -> PolicyLabel {
+        let field = policy_field(&sf_name, policy);
         PolicyLabel {
             sf_name,
-            quota,
+            policy,
             field,
         }
     }
@@ -118,20 +129,20 @@ impl PolicyLabel {
         &self.sf_name
     }
 
-    fn field(&self, quota: Quota) -> Option<HeaderValue> {
-        if quota == self.quota {
+    fn field(&self, policy: RatePolicy) -> Option<HeaderValue> {
+        if policy == self.policy {
             self.field.clone()
         } else {
-            policy_field(&self.sf_name, quota)
+            policy_field(&self.sf_name, policy)
         }
     }
 }
 
-/// `"name";q=<burst>;w=<tolerance in seconds, rounded up>`. `None` only for a name that is
-/// not a valid header value, which policy names are validated never to be.
-fn policy_field(sf_name: &str, quota: Quota) -> Option<HeaderValue> {
-    let (limit, window) = (quota.burst(), ceil_secs(quota.tolerance()));
-    HeaderValue::try_from(item(sf_name, "q", limit, "w", window)).ok()
+/// `"name";q=<limit>;w=<window in seconds, rounded up>`. `None` only for a name that is not a
+/// valid header value, which policy names are validated never to be.
+fn policy_field(sf_name: &str, p: RatePolicy) -> Option<HeaderValue> {
+    let item = item(sf_name, "q", p.limit, "w", ceil_secs(p.window));
+    HeaderValue::try_from(item).ok()
 }
 
 /// `name;a=1;b=2` in one allocation of the right size, without `core::fmt`: `format!` was
@@ -164,15 +175,20 @@ fn push_decimal(out: &mut Vec<u8>, mut v: u64) {
 }
 
 impl RateHeaders {
-    /// The headers for decision `d` of the policy `label`, whose quota is `quota`.
-    pub(crate) fn new(style: HeaderStyle, label: &PolicyLabel, quota: Quota, d: &Decision) -> Self {
+    /// The headers for decision `d` of the policy `label`, which is `policy` now.
+    pub(crate) fn new(
+        style: HeaderStyle,
+        label: &PolicyLabel,
+        policy: RatePolicy,
+        d: &Decision,
+    ) -> Self {
         let retry_after = d.retry_after.map(retry_after_secs);
         let (limit, remaining) = (d.limit, d.remaining);
         let reset = retry_after.unwrap_or_else(|| ceil_secs(d.reset_after));
         let fields = match style {
             HeaderStyle::Ietf => {
                 let s = HeaderValue::try_from(item(label.sf_name(), "r", remaining, "t", reset));
-                match (label.field(quota), s) {
+                match (label.field(policy), s) {
                     (Some(p), Ok(s)) => Fields::Ietf(p, s),
                     _ => Fields::None, // names are validated printable ASCII: unreachable
                 }
@@ -233,13 +249,20 @@ mod tests {
         }
     }
 
-    fn label(name: &str, q: Quota) -> PolicyLabel {
+    fn rp(limit: u64, secs: u64) -> RatePolicy {
+        RatePolicy {
+            limit,
+            window: Duration::from_secs(secs),
+        }
+    }
+
+    fn label(name: &str, q: RatePolicy) -> PolicyLabel {
         PolicyLabel::new(format!("\"{name}\"").into(), q)
     }
 
     fn written(style: HeaderStyle, d: Decision) -> HeaderMap {
         let mut h = HeaderMap::new();
-        let q = Quota::per_minute(100).unwrap();
+        let q = rp(100, 60);
         RateHeaders::new(style, &label("default", q), q, &d).write(&mut h);
         h
     }
@@ -293,7 +316,7 @@ mod tests {
             assert_eq!(h[format!("{prefix}ratelimit-limit")], "100");
             assert_eq!(h[format!("{prefix}ratelimit-remaining")], "50");
             assert_eq!(h[format!("{prefix}ratelimit-reset")], "30");
-            let q = Quota::per_minute(100).unwrap();
+            let q = rp(100, 60);
             RateHeaders::new(style, &label("o", q), q, &decision(true, 80, None, 1_000))
                 .write(&mut h);
             assert_eq!(h[format!("{prefix}ratelimit-remaining")], "50");
@@ -315,7 +338,7 @@ mod tests {
     #[test]
     fn ietf_items_from_stacked_layers_append() {
         let mut h = written(HeaderStyle::Ietf, decision(true, 50, None, 30_000));
-        let q = Quota::per_second(5).unwrap();
+        let q = rp(5, 1);
         RateHeaders::new(
             HeaderStyle::Ietf,
             &label("per-key", q),
@@ -331,8 +354,8 @@ mod tests {
 
     #[test]
     fn the_policy_field_follows_a_quota_change() {
-        let built = Quota::per_minute(100).unwrap();
-        let now = Quota::per_hour(10).unwrap();
+        let built = rp(100, 60);
+        let now = rp(10, 3600);
         let mut h = HeaderMap::new();
         RateHeaders::new(
             HeaderStyle::Ietf,

@@ -23,6 +23,7 @@ use super::backend::{Answer, Backend};
 use super::headers::{HeaderStyle, RateHeaders};
 use super::key::{KeyError, KeyExtractor};
 use super::policy::{Policy, PolicyTable};
+use super::refund::Refunds;
 use super::response::{is_grpc, reject, Problem, RejectBody};
 use crate::Decision;
 
@@ -48,25 +49,23 @@ pub enum OnKeyError {
 
 /// A closure deciding a request's cost in permits.
 pub(crate) type CostFn = Box<dyn Fn(&Parts) -> u64 + Send + Sync>;
-/// A closure deciding from the response head whether the permits are given back.
-pub(crate) type RefundFn = Box<dyn Fn(&http::response::Parts) -> bool + Send + Sync>;
 
 /// What happens to a request over its limit.
-pub(crate) enum Mode {
+pub(crate) enum Mode<B: Backend> {
     /// Answer 429 at once.
     Reject,
     /// Wait up to this long for the permits, then answer 429.
     Shape(Duration),
     /// Take the permits before the handler; give them back if the response says so.
-    Refund(RefundFn),
+    Refund(Refunds<B>),
 }
 
 /// Everything the layer and its services share.
-pub(crate) struct Shared<E, B, R> {
+pub(crate) struct Shared<E, B: Backend, R> {
     pub(crate) extractor: E,
     pub(crate) table: PolicyTable<B>,
     pub(crate) cost: Option<CostFn>,
-    pub(crate) mode: Mode,
+    pub(crate) mode: Mode<B>,
     pub(crate) style: HeaderStyle,
     pub(crate) body: R,
     pub(crate) on_key_error: OnKeyError,
@@ -105,7 +104,7 @@ impl<E, B: Backend, R> Shared<E, B, R> {
             }
         };
         let headers = (self.style != HeaderStyle::None || !d.allowed)
-            .then(|| RateHeaders::new(self.style, &policy.label, policy.backend.quota(), &d));
+            .then(|| RateHeaders::new(self.style, &policy.label, policy.rate(), &d));
         if d.allowed {
             return Verdict::Proceed(headers);
         }
@@ -142,19 +141,18 @@ impl<E, B: Backend, R> Shared<E, B, R> {
 ///
 /// ```
 /// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tower_layer::Layer;
 ///
 /// let layer = RateLimitLayer::builder(GlobalKey).per_second(100).build().unwrap();
-/// let service = tower::ServiceBuilder::new()
-///     .layer(layer)
-///     .service_fn(|_req: http::Request<()>| async {
-///         Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
-///     });
+/// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+/// let service = layer.layer(hello);
+/// # let _ = service;
 /// ```
-pub struct RateLimitLayer<E, B, R> {
+pub struct RateLimitLayer<E, B: Backend, R> {
     shared: Arc<Shared<E, B, R>>,
 }
 
-impl<E, B, R> RateLimitLayer<E, B, R> {
+impl<E, B: Backend, R> RateLimitLayer<E, B, R> {
     pub(crate) fn from_shared(shared: Shared<E, B, R>) -> Self {
         RateLimitLayer {
             shared: Arc::new(shared),
@@ -162,7 +160,7 @@ impl<E, B, R> RateLimitLayer<E, B, R> {
     }
 }
 
-impl<E, B, R> Clone for RateLimitLayer<E, B, R> {
+impl<E, B: Backend, R> Clone for RateLimitLayer<E, B, R> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             shared: Arc::clone(&self.shared),
@@ -170,7 +168,7 @@ impl<E, B, R> Clone for RateLimitLayer<E, B, R> {
     }
 }
 
-impl<E, B, R> fmt::Debug for RateLimitLayer<E, B, R> {
+impl<E, B: Backend, R> fmt::Debug for RateLimitLayer<E, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("routes", &self.shared.table.routes.len())
@@ -180,7 +178,7 @@ impl<E, B, R> fmt::Debug for RateLimitLayer<E, B, R> {
     }
 }
 
-impl<S, E, B, R> Layer<S> for RateLimitLayer<E, B, R> {
+impl<S, E, B: Backend, R> Layer<S> for RateLimitLayer<E, B, R> {
     type Service = RateLimit<S, E, B, R>;
 
     fn layer(&self, inner: S) -> Self::Service {
@@ -194,28 +192,33 @@ impl<S, E, B, R> Layer<S> for RateLimitLayer<E, B, R> {
 /// The rate-limiting service made by [`RateLimitLayer`].
 ///
 /// ```
-/// use tower::{Layer, ServiceExt};
+/// use std::future::poll_fn;
+/// use axum::body::Body;
 /// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tower_layer::Layer;
+/// use tower_service::Service;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let layer = RateLimitLayer::builder(GlobalKey).per_minute(1).build().unwrap();
-/// let hello = tower::service_fn(|_req: http::Request<()>| async {
-///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
-/// });
-/// let service = layer.layer(hello);
-/// let first = service.clone().oneshot(http::Request::new(())).await.unwrap();
-/// let second = service.oneshot(http::Request::new(())).await.unwrap();
-/// assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 429));
-/// assert_eq!(second.headers()["retry-after"], "60");
+/// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+/// let mut service = layer.layer(hello);
+/// let mut status = Vec::new();
+/// for _ in 0..2 {
+///     poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+///     let res = service.call(http::Request::new(Body::empty())).await.unwrap();
+///     status.push((res.status().as_u16(), res.headers().get("retry-after").cloned()));
+/// }
+/// assert_eq!(status[0], (200, None));
+/// assert_eq!(status[1], (429, Some(http::HeaderValue::from_static("60"))));
 /// # }
 /// ```
-pub struct RateLimit<S, E, B, R> {
+pub struct RateLimit<S, E, B: Backend, R> {
     inner: S,
     shared: Arc<Shared<E, B, R>>,
 }
 
-impl<S: Clone, E, B, R> Clone for RateLimit<S, E, B, R> {
+impl<S: Clone, E, B: Backend, R> Clone for RateLimit<S, E, B, R> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
@@ -224,7 +227,7 @@ impl<S: Clone, E, B, R> Clone for RateLimit<S, E, B, R> {
     }
 }
 
-impl<S: fmt::Debug, E, B, R> fmt::Debug for RateLimit<S, E, B, R> {
+impl<S: fmt::Debug, E, B: Backend, R> fmt::Debug for RateLimit<S, E, B, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
@@ -298,10 +301,11 @@ where
                     shared, index, key, cost, *max_delay, grpc, inner, req,
                 )))
             }
-            Mode::Refund(_) => {
+            Mode::Refund(refunds) => {
+                let refunds = refunds.clone();
                 let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
                 ResponseFuture::boxed(Box::pin(super::refund::refunding(
-                    shared, index, key, cost, grpc, inner, req,
+                    shared, refunds, index, key, cost, grpc, inner, req,
                 )))
             }
         }
@@ -309,7 +313,7 @@ where
 }
 
 /// The response for a key error, or `None` to let the request through.
-fn key_error<E, B, R, ResBody>(
+fn key_error<E, B: Backend, R, ResBody>(
     shared: &Shared<E, B, R>,
     e: &KeyError,
     grpc: bool,

@@ -5,15 +5,15 @@
 //!   trust, read from the right), [`HeaderKey`] (API keys), or any closure ([`KeyFn`]). IPv6
 //!   clients are keyed by /64. A request without a usable key is answered per [`OnKeyError`].
 //! - **Limits**: a default quota and per-route quotas (`"POST /login"`, `"/api/*"`), each its
-//!   own in-process [`KeyedRateLimiter`](crate::KeyedRateLimiter) made by the builder (with a
-//!   sweeper and a key cap), or any [`Backend`] you pass (with feature `redis`, the
-//!   `RedisRateLimiter` too). A per-request cost closure.
+//!   own in-process GCRA [`KeyedRateLimiter`](crate::KeyedRateLimiter) made by the builder
+//!   (with a sweeper and a key cap), or any [`Backend`] you pass: a `KeyedRateLimiter` running
+//!   any algorithm, and with feature `redis` a `RedisRateLimiter`. A per-request cost closure.
 //! - **Over the limit**: `429 Too Many Requests` with `Retry-After` in whole seconds rounded
 //!   up (never 0) and `Cache-Control: no-store`; or [shaping](RateLimitLayerBuilder::shape)
-//!   (wait up to a bound, in arrival order); or
-//!   [response-aware refunds](RateLimitLayerBuilder::refund_if). A request that can never
-//!   pass (cost above the burst) gets 429 without `Retry-After`. gRPC calls get
-//!   `RESOURCE_EXHAUSTED`.
+//!   (wait up to a bound; in arrival order with GCRA); or
+//!   [response-aware refunds](RateLimitLayerBuilder::refund_if) (GCRA backends:
+//!   [`RefundBackend`]). A request that can never pass (cost above the burst) gets 429
+//!   without `Retry-After`. gRPC calls get `RESOURCE_EXHAUSTED`.
 //! - **Headers** ([`HeaderStyle`]): the IETF draft's `RateLimit-Policy` / `RateLimit` (default),
 //!   `RateLimit-Limit/-Remaining/-Reset`, `X-RateLimit-*`, or none; optional
 //!   `application/problem+json` bodies.
@@ -58,7 +58,7 @@ mod refund;
 mod response;
 mod shaping;
 
-pub use backend::{Answer, Backend};
+pub use backend::{Answer, Backend, RefundBackend};
 pub use builder::{BuildError, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
 pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use headers::HeaderStyle;

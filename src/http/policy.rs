@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use http::Method;
 
-use super::headers::PolicyLabel;
-use crate::Quota;
+use super::backend::Backend;
+use super::headers::{PolicyLabel, RatePolicy};
 
 /// A named limit: the name appears in the `RateLimit-Policy` / `RateLimit` headers.
 pub(crate) struct Policy<B> {
@@ -18,9 +18,9 @@ pub(crate) struct Policy<B> {
     pub(crate) backend: Arc<B>,
 }
 
-impl<B> Policy<B> {
-    /// A policy named `name` over `backend`, whose quota is `quota` now.
-    pub(crate) fn new(name: &str, backend: Arc<B>, quota: Quota) -> Result<Policy<B>, RouteError> {
+impl<B: Backend> Policy<B> {
+    /// A policy named `name` over `backend`.
+    pub(crate) fn new(name: &str, backend: Arc<B>) -> Result<Policy<B>, RouteError> {
         // An sf-string without escapes: printable ASCII except `"` and `\`, so the name can go
         // verbatim into headers and JSON.
         let valid = !name.is_empty()
@@ -30,10 +30,20 @@ impl<B> Policy<B> {
         if !valid {
             return Err(RouteError::Name(name.to_owned()));
         }
-        Ok(Policy {
-            label: PolicyLabel::new(format!("\"{name}\"").into(), quota),
-            backend,
-        })
+        let label = PolicyLabel::new(format!("\"{name}\"").into(), rate(&*backend));
+        Ok(Policy { label, backend })
+    }
+
+    /// What the `RateLimit-Policy` header says of the backend now.
+    pub(crate) fn rate(&self) -> RatePolicy {
+        rate(&*self.backend)
+    }
+}
+
+fn rate<B: Backend>(backend: &B) -> RatePolicy {
+    RatePolicy {
+        limit: backend.quota().burst(),
+        window: backend.window(),
     }
 }
 
@@ -148,8 +158,10 @@ impl<B> PolicyTable<B> {
 mod tests {
     use super::*;
 
-    fn q() -> Quota {
-        Quota::per_second(1).unwrap()
+    fn b() -> Arc<crate::KeyedRateLimiter<()>> {
+        Arc::new(crate::KeyedRateLimiter::new(
+            crate::Quota::per_second(1).unwrap(),
+        ))
     }
 
     fn m(pattern: &str, method: Method, path: &str) -> bool {
@@ -185,20 +197,17 @@ mod tests {
             assert!(RoutePattern::parse(bad).is_err(), "{bad:?}");
         }
         for bad in ["", "a\"b", "a\\b", "tab\t", "é"] {
-            assert!(Policy::new(bad, Arc::new(()), q()).is_err(), "{bad:?}");
+            assert!(Policy::new(bad, b()).is_err(), "{bad:?}");
         }
         assert_eq!(
-            Policy::new("per ip", Arc::new(()), q())
-                .unwrap()
-                .label
-                .sf_name(),
+            Policy::new("per ip", b()).unwrap().label.sf_name(),
             "\"per ip\""
         );
     }
 
     #[test]
     fn first_match_wins_then_default() {
-        let p = |n| Policy::new(n, Arc::new(()), q()).unwrap();
+        let p = |n| Policy::new(n, b()).unwrap();
         let table = PolicyTable {
             routes: vec![
                 (RoutePattern::parse("POST /login").unwrap(), p("login")),

@@ -9,9 +9,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::backend::{denied, never, Answer, Backend};
-use crate::redis::{Gcra, RedisLimitError, RedisRateLimiter, RedisReservation};
-use crate::{AcquireError, Decision, Quota};
+use super::backend::{denied, never, Answer, Backend, RefundBackend};
+use crate::redis::{RedisAlgorithm, RedisLimitError, RedisRateLimiter, RedisReservation};
+use crate::{AcquireError, Decision, Gcra, Quota};
 
 /// A decision, or the failure the layer turns into a 503 (a refusal is a decision).
 fn decision(
@@ -34,22 +34,21 @@ fn decision(
     }
 }
 
-/// The Redis GCRA limiter, keyed by strings.
-///
-/// - `acquire_within` is [`try_acquire_for_async`](RedisRateLimiter::try_acquire_for_async)
-///   (FIFO across processes; dropping the wait cancels its reservation), then a `peek` for the
-///   headers.
-/// - `reserve` is [`reserve`](RedisRateLimiter::reserve), cancelled at once if it is not ready
-///   now; `refund` is [`RedisReservation::cancel`], which gives the permits back only while the
-///   reservation is still the latest on its key (Redis keeps no holes): under concurrent
-///   requests on one key some refunds give nothing back, which only ever counts more.
-impl Backend for RedisRateLimiter<Gcra> {
+/// The Redis limiter, any algorithm it runs, keyed by strings. `acquire_within` is
+/// [`try_acquire_for_async`](RedisRateLimiter::try_acquire_for_async), then a `peek` for the
+/// headers: with GCRA FIFO across processes, and dropping the wait cancels its reservation;
+/// with a window algorithm it decides again after each `retry_after` (not FIFO) and a dropped
+/// wait holds nothing.
+impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
     type Key = String;
     type Error = RedisLimitError;
-    type Reservation<'a> = RedisReservation;
 
     fn quota(&self) -> Quota {
         RedisRateLimiter::quota(self)
+    }
+
+    fn window(&self) -> Duration {
+        self.span()
     }
 
     fn check(
@@ -82,6 +81,14 @@ impl Backend for RedisRateLimiter<Gcra> {
             Err(e) => decision(quota, Err(e)),
         }
     }
+}
+
+/// `reserve` is [`reserve`](RedisRateLimiter::reserve), cancelled at once if it is not ready
+/// now; `refund` is [`RedisReservation::cancel`], which gives the permits back only while the
+/// reservation is still the latest on its key (Redis keeps no holes): under concurrent
+/// requests on one key some refunds give nothing back, which only ever counts more.
+impl RefundBackend for RedisRateLimiter<Gcra> {
+    type Reservation<'a> = RedisReservation;
 
     async fn reserve<'a>(
         &'a self,

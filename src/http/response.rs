@@ -159,9 +159,8 @@ impl<B: Default> RejectBody<B> for NoBody {
 /// `application/problem+json` bodies (RFC 9457): `type`, `title`, `status`, `detail`.
 ///
 /// ```
-/// use bytes::Bytes;
 /// use tollgate::http::{Problem, ProblemJson, RejectBody};
-/// let (body, ctype): (http_body_util::Full<Bytes>, _) =
+/// let (body, ctype): (axum::body::Body, _) =
 ///     ProblemJson.body(&Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "x"));
 /// assert_eq!(ctype.unwrap(), "application/problem+json");
 /// ```

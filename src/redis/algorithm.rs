@@ -1,45 +1,86 @@
-//! What an algorithm on Redis is: a script, a key tag, and how a [`Quota`] becomes the
-//! script's integer parameters. Also the one reply shape every script's check returns.
+//! What an algorithm on Redis is: the in-process algorithm types that have a script, each with
+//! its script, its key tag, and how a [`Quota`] becomes the script's integer parameters. Also
+//! the one reply shape every script's check returns.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use crate::algorithm::window::limit_and_window;
+use crate::algorithm::Algorithm;
 use crate::outcome::Decision;
 use crate::quota::Quota;
 
 use super::client::LuaScript;
 use super::policy::RedisLimitError;
 
-/// An algorithm the Redis limiter can run: [`Gcra`](super::Gcra),
-/// [`SlidingLog`](super::SlidingLog), [`FixedWindow`](super::FixedWindow) or
-/// [`SlidingWindowCounter`](super::SlidingWindowCounter). Sealed: each is one Lua script
-/// written for exact integer arithmetic.
+/// An algorithm the Redis limiter can run: the in-process algorithm types that have a Lua
+/// script, so that `RedisRateLimiter<SlidingLog>` runs the same [`SlidingLog`](crate::SlidingLog)
+/// a `KeyedRateLimiter<K, SlidingLog>` runs, with the same decisions and `Decision` fields
+/// (see [`RedisRateLimiter`](super::RedisRateLimiter) for the resolution of times):
+///
+/// | algorithm | on Redis |
+/// |---|---|
+/// | [`Gcra`](crate::Gcra) (default) | one string key: the TAT |
+/// | [`FixedWindow`](crate::FixedWindow) | epoch-aligned only ([`FixedWindow::epoch_aligned`](crate::FixedWindow::epoch_aligned)); `FixedWindow::new()` counts windows from a clock's origin, which processes do not share, so it is refused ([`RedisLimitError::Unsupported`]) |
+/// | [`WeightedWindow`](crate::WeightedWindow) | one string key: the window index and two counts |
+/// | [`SlidingLog`](crate::SlidingLog) | one sorted set: one member per permit |
+/// | [`SlidingWindow`](crate::SlidingWindow) (sub-windows) | no script: does not implement this trait |
+///
+/// Windows of every algorithm are aligned to the Unix epoch on the server's clock. Sealed: each
+/// implementation is a script written for exact integer arithmetic.
 ///
 /// ```
-/// use tollgate::redis::{RedisAlgorithm, SlidingLog};
-/// fn tag<A: RedisAlgorithm>() -> &'static str { A::NAME }
-/// assert_eq!(tag::<SlidingLog>(), "log");
+/// use tollgate::redis::RedisAlgorithm;
+/// use tollgate::{FixedWindow, SlidingLog};
+/// fn tag<A: RedisAlgorithm>(_: A) -> &'static str { A::NAME }
+/// assert_eq!(tag(SlidingLog), "log");
+/// assert_eq!(tag(FixedWindow::epoch_aligned()), "fixed");
 /// ```
-pub trait RedisAlgorithm: Copy + Default + Send + Sync + 'static {
+pub trait RedisAlgorithm: Algorithm + Copy {
     /// The tag in the algorithm's key names (`<prefix>:<NAME>:...`).
     const NAME: &'static str;
 
     #[doc(hidden)]
     fn spec() -> &'static Spec;
+
+    /// The script's parameters for `quota`, or why this algorithm (as configured) cannot run
+    /// it on Redis.
+    #[doc(hidden)]
+    fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError>;
 }
 
 /// The parts of an algorithm (not nameable outside the crate, which seals the trait).
 pub struct Spec {
     pub(crate) script: LazyLock<LuaScript>,
-    pub(crate) params: fn(Quota) -> Option<Params>,
     /// GCRA waits by reservation; the windows by deciding again after `retry_after`.
     pub(crate) reserves: bool,
 }
 
+/// `fn spec()` of a [`RedisAlgorithm`] implementation whose script is `$file` (in this
+/// directory) after the shared prelude; `$reserves`: it waits by reservation (GCRA).
+macro_rules! script_spec {
+    ($file:literal, reserves: $reserves:literal) => {
+        fn spec() -> &'static $crate::redis::algorithm::Spec {
+            static SPEC: $crate::redis::algorithm::Spec = $crate::redis::algorithm::Spec {
+                script: ::std::sync::LazyLock::new(|| {
+                    $crate::redis::client::LuaScript::new(concat!(
+                        include_str!("prelude.lua"),
+                        include_str!($file)
+                    ))
+                }),
+                reserves: $reserves,
+            };
+            &SPEC
+        }
+    };
+}
+
+pub(crate) use script_spec;
+
 /// A quota as the scripts see it: integer microseconds and permits, all at most
 /// [`MAX_SPAN_US`], so that every sum the scripts make stays exact in a Lua double.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Params {
+pub struct Params {
     /// The burst (GCRA) or the limit L (windows): `Decision::limit`.
     pub(crate) limit: u64,
     /// GCRA: the interval T. Windows: the window W. Microseconds.
@@ -51,26 +92,27 @@ pub(crate) struct Params {
 pub(crate) const MAX_SPAN_US: u64 = 1 << 51;
 
 impl Params {
-    pub(crate) fn of<A: RedisAlgorithm>(quota: Quota) -> Result<Params, RedisLimitError> {
-        (A::spec().params)(quota).ok_or(RedisLimitError::QuotaOutOfRange(quota))
-    }
-
     /// GCRA: `T` rounded up to whole microseconds (never admitting more than asked), burst `b`.
-    pub(crate) fn interval(q: Quota) -> Option<Params> {
+    pub(crate) fn interval(q: Quota) -> Result<Params, RedisLimitError> {
         let t = micros_ceil(q.t());
-        (t.checked_mul(q.burst())? <= MAX_SPAN_US).then_some(Params {
-            limit: q.burst(),
-            span_us: t,
-        })
+        t.checked_mul(q.burst())
+            .filter(|tau| *tau <= MAX_SPAN_US)
+            .map(|_| Params {
+                limit: q.burst(),
+                span_us: t,
+            })
+            .ok_or(RedisLimitError::QuotaOutOfRange(q))
     }
 
-    /// Windows: `L = count` permits per `W = period`, rounded up to whole microseconds.
-    pub(crate) fn window(q: Quota) -> Option<Params> {
-        let w = micros_ceil(q.period_nanos());
-        (w <= MAX_SPAN_US && q.count() <= MAX_SPAN_US).then_some(Params {
-            limit: q.count(),
-            span_us: w,
-        })
+    /// Windows: `L = count` permits per `W = period`, rounded up to whole microseconds. A quota
+    /// the in-process window algorithms refuse (a burst other than the count) is refused the
+    /// same way.
+    pub(crate) fn window(q: Quota) -> Result<Params, RedisLimitError> {
+        let (limit, window) = limit_and_window(&q)?;
+        let w = micros_ceil(window);
+        (w <= MAX_SPAN_US && limit <= MAX_SPAN_US)
+            .then_some(Params { limit, span_us: w })
+            .ok_or(RedisLimitError::QuotaOutOfRange(q))
     }
 
     /// The most permits a check ever needs to send: anything above the limit is refused the
@@ -131,12 +173,13 @@ impl CheckReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quota::QuotaError;
 
     #[test]
     fn intervals_round_up_to_whole_microseconds() {
         let q = Quota::new(3, Duration::from_millis(1)).unwrap(); // T = 333_334 ns
         assert_eq!(
-            Params::interval(q),
+            Params::interval(q).ok(),
             Some(Params {
                 limit: 3,
                 span_us: 334
@@ -144,13 +187,10 @@ mod tests {
         );
         let q = Quota::from_interval(Duration::from_nanos(1)).unwrap();
         assert_eq!(Params::interval(q).unwrap().span_us, 1);
-        // Windows: L = count per W = period, whatever the burst.
-        let q = Quota::new(3, Duration::from_nanos(1_000_001))
-            .unwrap()
-            .with_burst(9)
-            .unwrap();
+        // Windows: L = count per W = period.
+        let q = Quota::new(3, Duration::from_nanos(1_000_001)).unwrap();
         assert_eq!(
-            Params::window(q),
+            Params::window(q).ok(),
             Some(Params {
                 limit: 3,
                 span_us: 1001
@@ -159,16 +199,31 @@ mod tests {
     }
 
     #[test]
+    fn windows_refuse_what_the_in_process_windows_refuse() {
+        let bursty = Quota::per_second(3).unwrap().with_burst(9).unwrap();
+        assert!(matches!(
+            Params::window(bursty),
+            Err(RedisLimitError::InvalidQuota(QuotaError::Unsupported(_)))
+        ));
+        assert!(Params::interval(bursty).is_ok());
+    }
+
+    #[test]
     fn out_of_range_quotas_are_refused() {
         let year = Duration::from_secs(365 * 24 * 3600);
-        assert!(Params::interval(Quota::from_interval(year * 71).unwrap()).is_some());
-        assert!(Params::interval(Quota::from_interval(year * 72).unwrap()).is_none());
+        let out = |r: Result<Params, RedisLimitError>| {
+            matches!(r, Err(RedisLimitError::QuotaOutOfRange(_)))
+        };
+        assert!(Params::interval(Quota::from_interval(year * 71).unwrap()).is_ok());
+        assert!(out(Params::interval(
+            Quota::from_interval(year * 72).unwrap()
+        )));
         let tiny = Quota::from_interval(Duration::from_nanos(1)).unwrap();
-        assert!(Params::interval(tiny.with_burst(1 << 52).unwrap()).is_none());
+        assert!(out(Params::interval(tiny.with_burst(1 << 52).unwrap())));
         let many = |count: u64| Quota::new(count, Duration::from_nanos(count)).unwrap();
-        assert!(Params::window(many(1 << 51)).is_some());
-        assert!(Params::window(many((1 << 51) + 1)).is_none());
-        assert!(Params::window(Quota::new(1, year * 72).unwrap()).is_none());
+        assert!(Params::window(many(1 << 51)).is_ok());
+        assert!(out(Params::window(many((1 << 51) + 1))));
+        assert!(out(Params::window(Quota::new(1, year * 72).unwrap())));
     }
 
     #[test]

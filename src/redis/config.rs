@@ -1,7 +1,6 @@
 //! [`RedisRateLimiterBuilder`]: the quota, the algorithm, the key prefix, the per-call
 //! deadline, the failure policy, and the connection.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,8 @@ use crate::quota::Quota;
 use super::algorithm::{Params, RedisAlgorithm};
 use super::client::{Backend, Conn};
 use super::policy::{FailurePolicy, RedisLimitError};
-use super::{Gcra, RedisRateLimiter, Shared};
+use super::{RedisRateLimiter, Shared};
+use crate::Gcra;
 
 /// The per-call deadline unless configured: long enough for a loaded loopback or LAN round
 /// trip, short enough that a slow Redis cannot stall the service behind it.
@@ -26,8 +26,8 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
 /// ```
 /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
 /// use std::time::Duration;
-/// use tollgate::redis::{FailurePolicy, RedisRateLimiter, SlidingLog};
-/// use tollgate::Quota;
+/// use tollgate::redis::{FailurePolicy, RedisRateLimiter};
+/// use tollgate::{Quota, SlidingLog};
 ///
 /// let limiter = RedisRateLimiter::builder(Quota::per_minute(100).unwrap())
 ///     .algorithm(SlidingLog)
@@ -46,8 +46,10 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     prefix: String,
     deadline: Duration,
     connect_timeout: Duration,
-    policy: FailurePolicy,
-    algorithm: PhantomData<A>,
+    policy: FailurePolicy<A>,
+    algorithm: A,
+    /// A mistake found while configuring, reported by `connect`.
+    error: Option<RedisLimitError>,
 }
 
 impl RedisRateLimiterBuilder<Gcra> {
@@ -58,28 +60,46 @@ impl RedisRateLimiterBuilder<Gcra> {
             deadline: DEFAULT_DEADLINE,
             connect_timeout: Duration::from_secs(1),
             policy: FailurePolicy::Error,
-            algorithm: PhantomData,
+            algorithm: Gcra,
+            error: None,
         }
     }
 }
 
 impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
-    /// Runs `algorithm` instead of GCRA.
+    /// Runs `algorithm` instead of GCRA: one of the in-process algorithm types that have a
+    /// script ([`RedisAlgorithm`]). Whether it can run the quota is checked by
+    /// [`connect`](Self::connect) (a [`FixedWindow`](crate::FixedWindow) must be
+    /// [`epoch_aligned`](crate::FixedWindow::epoch_aligned)). Choose it before
+    /// [`on_failure`](Self::on_failure): a [`FailurePolicy::Fallback`] limiter must run the
+    /// same algorithm, else `connect` returns [`RedisLimitError::Unsupported`].
     ///
     /// ```
-    /// use tollgate::redis::{FixedWindow, RedisRateLimiter};
-    /// let b = RedisRateLimiter::builder(tollgate::Quota::per_hour(1000).unwrap()).algorithm(FixedWindow);
+    /// use tollgate::redis::RedisRateLimiter;
+    /// use tollgate::{FixedWindow, Quota};
+    /// let b = RedisRateLimiter::builder(Quota::per_hour(1000).unwrap())
+    ///     .algorithm(FixedWindow::epoch_aligned());
     /// # let _ = b;
     /// ```
     pub fn algorithm<B: RedisAlgorithm>(self, algorithm: B) -> RedisRateLimiterBuilder<B> {
-        let _ = algorithm;
+        let (policy, mismatch) = match self.policy.into_algorithm::<B>() {
+            Ok(policy) => (policy, None),
+            Err(_) => (
+                FailurePolicy::Error,
+                Some(RedisLimitError::Unsupported(
+                    "the FailurePolicy::Fallback limiter runs another algorithm than the one \
+                     chosen after it: call algorithm() before on_failure()",
+                )),
+            ),
+        };
         RedisRateLimiterBuilder {
             quota: self.quota,
             prefix: self.prefix,
             deadline: self.deadline,
             connect_timeout: self.connect_timeout,
-            policy: self.policy,
-            algorithm: PhantomData,
+            policy,
+            algorithm,
+            error: self.error.or(mismatch),
         }
     }
 
@@ -121,15 +141,26 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         self
     }
 
-    /// What to do when Redis fails (default [`FailurePolicy::Error`]).
+    /// What to do when Redis fails (default [`FailurePolicy::Error`]). A
+    /// [`FailurePolicy::Fallback`] limiter runs the limiter's algorithm.
     ///
     /// ```
+    /// use std::sync::Arc;
     /// use tollgate::redis::{FailurePolicy, RedisRateLimiter};
-    /// let b = RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
-    ///     .on_failure(FailurePolicy::Open);
+    /// use tollgate::{KeyedRateLimiter, Quota, WeightedWindow};
+    ///
+    /// let b = RedisRateLimiter::builder(Quota::per_second(5).unwrap()).on_failure(FailurePolicy::Open);
+    /// # let _ = b;
+    /// let local = KeyedRateLimiter::<String>::builder(Quota::per_second(2).unwrap())
+    ///     .algorithm(WeightedWindow)
+    ///     .unwrap()
+    ///     .build();
+    /// let b = RedisRateLimiter::builder(Quota::per_second(5).unwrap())
+    ///     .algorithm(WeightedWindow)
+    ///     .on_failure(FailurePolicy::Fallback(Arc::new(local)));
     /// # let _ = b;
     /// ```
-    pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
+    pub fn on_failure(mut self, policy: FailurePolicy<A>) -> Self {
         self.policy = policy;
         self
     }
@@ -151,7 +182,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # let _ = limiter;
     /// # Ok(()) }
     /// ```
-    pub async fn connect(self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+    pub async fn connect(mut self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+        let params = self.validate()?;
         let client = ::redis::Client::open(url)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
@@ -167,7 +199,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         .map_err(|_| RedisLimitError::Timeout {
             deadline: self.connect_timeout,
         })??;
-        self.with_connection_manager(manager)
+        Ok(self.build(Conn::Single(manager), params))
     }
 
     /// Connects to a Redis Cluster through any of its nodes. Each decision touches one key, so
@@ -185,13 +217,14 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # Ok(()) }
     /// ```
     pub async fn connect_cluster<I, S>(
-        self,
+        mut self,
         nodes: I,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let params = self.validate()?;
         let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
         let client = ClusterClient::builder(nodes)
             .connection_timeout(self.connect_timeout)
@@ -202,14 +235,17 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             .map_err(|_| RedisLimitError::Timeout {
                 deadline: self.connect_timeout,
             })??;
-        self.with_cluster_connection(conn)
+        Ok(self.build(Conn::Cluster(conn), params))
     }
 
     /// Uses a connection manager you configured yourself (TLS, credentials, retries).
     ///
     /// # Errors
     /// [`RedisLimitError::QuotaOutOfRange`] if the quota does not fit the scripts' range;
-    /// [`RedisLimitError::InvalidPrefix`] if the prefix contains `{` or `}`.
+    /// [`RedisLimitError::InvalidQuota`] if the algorithm refuses it in process too (a window
+    /// algorithm's burst other than its count); [`RedisLimitError::Unsupported`] for an
+    /// algorithm configured in a way Redis cannot run, or a fallback limiter of another
+    /// algorithm; [`RedisLimitError::InvalidPrefix`] if the prefix contains `{` or `}`.
     ///
     /// ```
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -221,10 +257,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # Ok(()) }
     /// ```
     pub fn with_connection_manager(
-        self,
+        mut self,
         manager: ConnectionManager,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
-        self.build(Conn::Single(manager))
+        let params = self.validate()?;
+        Ok(self.build(Conn::Single(manager), params))
     }
 
     /// Uses a cluster connection you configured yourself.
@@ -242,23 +279,36 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # Ok(()) }
     /// ```
     pub fn with_cluster_connection(
-        self,
+        mut self,
         conn: ClusterConnection,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
-        self.build(Conn::Cluster(conn))
+        let params = self.validate()?;
+        Ok(self.build(Conn::Cluster(conn), params))
     }
 
-    fn build(self, conn: Conn) -> Result<RedisRateLimiter<A>, RedisLimitError> {
-        if self.prefix.contains(['{', '}']) {
-            return Err(RedisLimitError::InvalidPrefix(self.prefix));
+    /// The configuration's first mistake, checked before connecting; else the scripts'
+    /// parameters for the quota.
+    fn validate(&mut self) -> Result<Params, RedisLimitError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
         }
-        let params = Params::of::<A>(self.quota)?;
-        Ok(RedisRateLimiter::from_shared(Arc::new(Shared {
+        if self.prefix.contains(['{', '}']) {
+            return Err(RedisLimitError::InvalidPrefix(self.prefix.clone()));
+        }
+        self.algorithm.redis_params(self.quota)
+    }
+
+    fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
+        let shared = Arc::new(Shared {
             backend: Backend::new(conn, self.deadline),
             prefix: self.prefix,
             quota: self.quota,
             params,
+        });
+        RedisRateLimiter {
+            shared,
             policy: self.policy,
-        })))
+            algorithm: self.algorithm,
+        }
     }
 }

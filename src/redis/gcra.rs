@@ -1,42 +1,21 @@
-//! GCRA on Redis: one string key holding the integer TAT in microseconds, and the methods only
-//! GCRA has — redis-cell's `throttle`, and reservations.
+//! GCRA on Redis: one string key holding the integer TAT in microseconds, expiring when the
+//! bucket is full again. The methods only GCRA has (redis-cell's `throttle`, reservations)
+//! are in `super` and `super::reservation`.
 
-use std::sync::LazyLock;
+use super::algorithm::{script_spec, Params, RedisAlgorithm};
+use super::policy::RedisLimitError;
+use crate::quota::Quota;
+use crate::Gcra;
 
-use super::algorithm::{Params, RedisAlgorithm, Spec};
-use super::client::LuaScript;
-
-/// GCRA, exactly as the in-process limiter decides it (the default): one string key per
-/// limited thing holding the theoretical arrival time in µs since the Unix epoch on the
-/// server's clock, expiring when the bucket is full again. The interval `T` is rounded up to a
-/// whole microsecond.
-///
-/// Only GCRA has [`throttle`](super::RedisRateLimiter::throttle) (redis-cell's reply) and
-/// [`reserve`](super::RedisRateLimiter::reserve); its waits are reservations, so waiters
-/// across every process are granted in the order their reservations reached Redis.
-///
-/// ```
-/// use tollgate::redis::{Gcra, RedisAlgorithm};
-/// assert_eq!(Gcra::NAME, "gcra");
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Gcra;
-
-static SPEC: Spec = Spec {
-    script: LazyLock::new(|| {
-        LuaScript::new(concat!(
-            include_str!("prelude.lua"),
-            include_str!("gcra.lua")
-        ))
-    }),
-    params: Params::interval,
-    reserves: true,
-};
-
+/// GCRA as the in-process limiter decides it, on the server's clock: the interval `T` rounded
+/// up to a whole microsecond, the burst. Its waits are reservations, so waiters across every
+/// process are granted in the order their reservations reached Redis.
 impl RedisAlgorithm for Gcra {
     const NAME: &'static str = "gcra";
 
-    fn spec() -> &'static Spec {
-        &SPEC
+    script_spec!("gcra.lua", reserves: true);
+
+    fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
+        Params::interval(quota)
     }
 }

@@ -2,14 +2,16 @@
 //!
 //! [`RedisRateLimiter`] keeps each limited thing's state in one Redis key and decides in one
 //! Lua script run per call: atomic, one round trip, on the server's clock (`TIME` inside the
-//! script), so client clock skew cannot over-admit. The algorithms are those of the in-process
-//! limiter: [`Gcra`] (default), [`SlidingLog`], [`FixedWindow`] and [`SlidingWindowCounter`],
-//! with the same [`Decision`] fields.
+//! script), so client clock skew cannot over-admit. The algorithms are the in-process
+//! limiter's own types ([`RedisAlgorithm`]): [`Gcra`] (default), [`SlidingLog`](crate::SlidingLog),
+//! [`FixedWindow`](crate::FixedWindow) (epoch-aligned) and
+//! [`WeightedWindow`](crate::WeightedWindow), with the same [`Decision`] fields.
+//! [`SlidingWindow`](crate::SlidingWindow) (sub-windows) has no script.
 //!
 //! ```
 //! # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
 //! use tollgate::redis::RedisRateLimiter;
-//! use tollgate::Quota;
+//! use tollgate::{Quota, SlidingLog};
 //!
 //! let limiter = RedisRateLimiter::builder(Quota::per_second(10).unwrap())
 //!     .connect("redis://127.0.0.1:6379/")
@@ -18,6 +20,11 @@
 //! if !d.allowed {
 //!     println!("429, retry after {:?}", d.retry_after);
 //! }
+//! let log: RedisRateLimiter<SlidingLog> = RedisRateLimiter::builder(Quota::per_minute(60).unwrap())
+//!     .algorithm(SlidingLog)
+//!     .connect("redis://127.0.0.1:6379/")
+//!     .await?;
+//! # let _ = log;
 //! # Ok(()) }
 //! ```
 //!
@@ -28,8 +35,16 @@
 //! exactly in 26-bit limbs, and reply integers only. GCRA runs the quota's interval `T` and
 //! burst; the windows count `L = count` permits per `W = period`. The interval or window is
 //! rounded **up** to a whole microsecond, so Redis never admits more than the quota asks:
-//! `Quota::new(3, Duration::from_millis(1))` runs with `T = 334 µs`. Quotas whose interval is a
-//! whole number of microseconds decide exactly as the in-process limiter at the same instant.
+//! `Quota::new(3, Duration::from_millis(1))` runs with `T = 334 µs`. Quotas whose interval or
+//! window is a whole number of microseconds decide exactly as the in-process limiter at the
+//! same instant, with the same `Decision` fields, but for one difference of resolution: a
+//! [`WeightedWindow`](crate::WeightedWindow)'s `retry_after` can fall between two
+//! microseconds (where a product of counts and times crosses the limit); the in-process
+//! limiter reports it to the nanosecond, Redis rounded up to the next whole microsecond.
+//!
+//! Windows are aligned to the Unix epoch on the server's clock, the same for every process (in
+//! process, [`FixedWindow::epoch_aligned`](crate::FixedWindow::epoch_aligned) does this; the
+//! other windows there start at the limiter clock's origin).
 //!
 //! # Keys
 //! A key's state lives at `<prefix>:<algorithm>:<span µs>:<limit>:<your key>` (see
@@ -59,26 +74,22 @@ mod gcra;
 mod policy;
 mod reservation;
 mod sliding_log;
-mod sliding_window;
+mod weighted;
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use algorithm::RedisAlgorithm;
 pub use config::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
-pub use fixed_window::FixedWindow;
-pub use gcra::Gcra;
 pub use policy::{FailurePolicy, RedisLimitError};
 pub use reservation::RedisReservation;
-pub use sliding_log::SlidingLog;
-pub use sliding_window::SlidingWindowCounter;
 
 use crate::direct::throttle_quota;
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::Quota;
 use crate::sync::Ordering;
+use crate::Gcra;
 use algorithm::{as_i64, state_key, CheckReply, Params};
 use client::{Backend, Counters, Failure};
 
@@ -137,7 +148,6 @@ pub(crate) struct Shared {
     prefix: String,
     quota: Quota,
     params: Params,
-    policy: FailurePolicy,
 }
 
 /// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
@@ -164,12 +174,17 @@ pub(crate) struct Shared {
 /// ```
 pub struct RedisRateLimiter<A: RedisAlgorithm = Gcra> {
     shared: Arc<Shared>,
-    algorithm: PhantomData<A>,
+    policy: FailurePolicy<A>,
+    algorithm: A,
 }
 
 impl<A: RedisAlgorithm> Clone for RedisRateLimiter<A> {
     fn clone(&self) -> Self {
-        RedisRateLimiter::from_shared(self.shared.clone())
+        RedisRateLimiter {
+            shared: self.shared.clone(),
+            policy: self.policy.clone(),
+            algorithm: self.algorithm,
+        }
     }
 }
 
@@ -187,13 +202,6 @@ impl RedisRateLimiter {
 }
 
 impl<A: RedisAlgorithm> RedisRateLimiter<A> {
-    fn from_shared(shared: Arc<Shared>) -> Self {
-        RedisRateLimiter {
-            shared,
-            algorithm: PhantomData,
-        }
-    }
-
     /// The quota of calls that do not carry their own.
     ///
     /// ```
@@ -203,6 +211,20 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// ```
     pub fn quota(&self) -> Quota {
         self.shared.quota
+    }
+
+    /// How long a full limit takes to come back after it was used up, as the scripts run the
+    /// quota: GCRA's tolerance (`burst * T`, with `T` in whole µs), a window's `W`.
+    #[cfg(feature = "tower")]
+    pub(crate) fn span(&self) -> Duration {
+        let p = self.shared.params;
+        // GCRA (the algorithm that reserves) runs an interval; the windows a window.
+        let span = if A::spec().reserves {
+            p.span_us.saturating_mul(p.limit)
+        } else {
+            p.span_us
+        };
+        Duration::from_micros(span)
     }
 
     /// The Redis key holding `key`'s state under the limiter's quota, for inspection
@@ -261,8 +283,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         quota: Quota,
     ) -> Result<RedisDecision, RedisLimitError> {
-        self.decide_under(key, n, Params::of::<A>(quota)?, Some(quota))
-            .await
+        let params = self.algorithm.redis_params(quota)?;
+        self.decide_under(key, n, params, Some(quota)).await
     }
 
     /// Tries `n` permits for `key` and reports the decision with the server time it was made
@@ -299,7 +321,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             }
             Err(failure) => {
                 let s = &self.shared;
-                let decision = s.policy.decide(
+                let decision = self.policy.decide(
                     failure,
                     s.backend.deadline(),
                     &state,
@@ -529,11 +551,11 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             Ok(waited) => Ok(waited),
             Err((failure, timeout_left)) => {
                 let s = &self.shared;
-                let r = s
+                let r = self
                     .policy
                     .acquire(failure, s.backend.deadline(), &state, n, timeout_left)
                     .await;
-                if !matches!(s.policy, FailurePolicy::Error) {
+                if !matches!(self.policy, FailurePolicy::Error) {
                     Counters::bump(&s.backend.counters.policy_decisions);
                 }
                 r
@@ -649,7 +671,7 @@ impl<A: RedisAlgorithm> fmt::Debug for RedisRateLimiter<A> {
             .field("quota", &self.shared.quota)
             .field("prefix", &self.shared.prefix)
             .field("backend", &self.shared.backend)
-            .field("policy", &self.shared.policy)
+            .field("policy", &self.policy)
             .finish()
     }
 }

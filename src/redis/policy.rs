@@ -1,6 +1,7 @@
 //! What a decision is when Redis does not answer in time ([`FailurePolicy`]), and the typed
 //! error of the Redis backend ([`RedisLimitError`]).
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,32 +10,38 @@ use crate::keyed::KeyedRateLimiter;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 
+use super::algorithm::RedisAlgorithm;
 use super::client::Failure;
+use crate::Gcra;
 
 /// What the limiter does when Redis fails: no reply within the deadline, a broken connection,
 /// or an error reply.
 ///
 /// Every policy answers within the deadline; none of them hides the failure from metrics
 /// (see [`RedisStats`](super::RedisStats)), and [`RedisDecision::server_time`] is `None` for a
-/// decision the policy made.
+/// decision the policy made. `A` is the limiter's algorithm: a fallback limiter runs the same
+/// one.
 ///
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use tollgate::redis::FailurePolicy;
-/// use tollgate::{KeyedRateLimiter, Quota};
+/// use tollgate::{KeyedRateLimiter, Quota, SlidingLog};
 ///
 /// // Each of, say, 4 instances admits a quarter of the shared limit on its own while Redis is away.
-/// let local = Arc::new(KeyedRateLimiter::<String>::new(Quota::per_second(25).unwrap()));
-/// let policy = FailurePolicy::Fallback(local);
+/// let local = KeyedRateLimiter::<String>::builder(Quota::per_second(25).unwrap())
+///     .algorithm(SlidingLog)
+///     .unwrap()
+///     .build();
+/// let policy: FailurePolicy<SlidingLog> = FailurePolicy::Fallback(Arc::new(local));
 /// # let _ = policy;
-/// let _closed = FailurePolicy::Closed { retry_after: Duration::from_secs(1) };
+/// let _closed: FailurePolicy = FailurePolicy::Closed { retry_after: Duration::from_secs(1) };
 /// ```
 ///
 /// [`RedisDecision::server_time`]: super::RedisDecision::server_time
-#[derive(Clone, Default)]
+#[derive(Default)]
 #[non_exhaustive]
-pub enum FailurePolicy {
+pub enum FailurePolicy<A: RedisAlgorithm = Gcra> {
     /// Return the failure as [`RedisLimitError::Timeout`] or [`RedisLimitError::Redis`]: the
     /// caller decides. The default, so that nothing is admitted or refused silently.
     #[default]
@@ -48,15 +55,28 @@ pub enum FailurePolicy {
         /// The `retry_after` reported in the meantime.
         retry_after: Duration,
     },
-    /// Decide in this process with an in-process limiter, on the same Redis key name (so
-    /// different quotas and algorithms stay apart). Its quota applies to `check`/`check_n`;
-    /// calls that carry their own quota (`check_with`, `throttle`) use that one. Each process
-    /// admits on its own, so give it the shared quota divided by the number of processes.
-    /// The fallback is GCRA whatever the Redis algorithm.
-    Fallback(Arc<KeyedRateLimiter<String>>),
+    /// Decide in this process with an in-process limiter running the same algorithm, on the
+    /// same Redis key name (so different quotas and algorithms stay apart). Its quota applies
+    /// to `check`/`check_n`; calls that carry their own quota (`check_with`, `throttle`) use
+    /// that one. Each process admits on its own, so give it the shared quota divided by the
+    /// number of processes.
+    Fallback(Arc<KeyedRateLimiter<String, A>>),
 }
 
-impl fmt::Debug for FailurePolicy {
+impl<A: RedisAlgorithm> Clone for FailurePolicy<A> {
+    fn clone(&self) -> Self {
+        match self {
+            FailurePolicy::Error => FailurePolicy::Error,
+            FailurePolicy::Open => FailurePolicy::Open,
+            FailurePolicy::Closed { retry_after } => FailurePolicy::Closed {
+                retry_after: *retry_after,
+            },
+            FailurePolicy::Fallback(l) => FailurePolicy::Fallback(l.clone()),
+        }
+    }
+}
+
+impl<A: RedisAlgorithm> fmt::Debug for FailurePolicy<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FailurePolicy::Error => f.write_str("Error"),
@@ -70,7 +90,24 @@ impl fmt::Debug for FailurePolicy {
     }
 }
 
-impl FailurePolicy {
+impl<A: RedisAlgorithm> FailurePolicy<A> {
+    /// The same policy for a limiter running `B`: a fallback limiter only if it runs `B`
+    /// already (`Err` gives the policy back otherwise).
+    pub(crate) fn into_algorithm<B: RedisAlgorithm>(self) -> Result<FailurePolicy<B>, Self> {
+        Ok(match self {
+            FailurePolicy::Error => FailurePolicy::Error,
+            FailurePolicy::Open => FailurePolicy::Open,
+            FailurePolicy::Closed { retry_after } => FailurePolicy::Closed { retry_after },
+            FailurePolicy::Fallback(l) => {
+                let any: Arc<dyn Any + Send + Sync> = l.clone();
+                match any.downcast::<KeyedRateLimiter<String, B>>() {
+                    Ok(same) => FailurePolicy::Fallback(same),
+                    Err(_) => return Err(FailurePolicy::Fallback(l)),
+                }
+            }
+        })
+    }
+
     /// The decision this policy makes for `n` permits on `redis_key` when Redis failed, or the
     /// error to return. `quota` is the call's own quota, if it carried one.
     pub(crate) fn decide(
@@ -165,6 +202,11 @@ pub enum RedisLimitError {
     InvalidQuota(QuotaError),
     /// A key prefix containing `{` or `}`, which would take over your keys' hash tags.
     InvalidPrefix(String),
+    /// The algorithm, as configured, cannot run on Redis (a
+    /// [`FixedWindow`](crate::FixedWindow) counted from a clock's origin rather than the
+    /// epoch), or a [`FailurePolicy::Fallback`] limiter runs another algorithm than the one
+    /// chosen after it.
+    Unsupported(&'static str),
     /// The server replied with something no tollgate script returns (another script under the
     /// same SHA1, or a proxy in the way).
     UnexpectedReply(String),
@@ -233,6 +275,7 @@ impl fmt::Display for RedisLimitError {
                     "key prefix {p:?} contains a brace, which would take over hash tags"
                 )
             }
+            RedisLimitError::Unsupported(why) => f.write_str(why),
             RedisLimitError::UnexpectedReply(r) => write!(f, "unexpected reply from redis: {r}"),
         }
     }

@@ -1,6 +1,7 @@
 //! The HTTP layer over the Redis limiter: a real `redis-server` (started and killed by the
 //! test) and plain hyper servers on loopback. Two servers with their own Redis connections
-//! share one limit, a Redis that stops answering is a 503, and refunds work across the wire.
+//! share one limit (GCRA, and a sliding log with its own headers), a Redis that stops
+//! answering is a 503, refunds work across the wire, and shaping waits on a window.
 
 #[path = "support/mod.rs"]
 mod http_support;
@@ -9,16 +10,17 @@ mod redis_support;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderName, Request, Response, StatusCode};
 use http_body_util::Full;
 use http_support::{client, send, serve_hyper};
 use redis_support::RedisServer;
-use tollgate::http::{HeaderKey, RateLimitLayerBuilder};
-use tollgate::redis::RedisRateLimiter;
-use tollgate::Quota;
+use tollgate::http::{Backend, HeaderKey, RateLimitLayerBuilder};
+use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
+use tollgate::{Quota, SlidingLog};
 
 fn prefix() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -43,20 +45,44 @@ async fn app(req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>
     Ok(res)
 }
 
+fn api_key() -> HeaderKey {
+    HeaderKey::new(HeaderName::from_static("x-api-key"))
+}
+
 /// A plain hyper server limiting by `x-api-key` through `limiter`.
 async fn server(limiter: RedisRateLimiter, refund: bool) -> std::net::SocketAddr {
-    let mut b = RateLimitLayerBuilder::new(HeaderKey::new(HeaderName::from_static("x-api-key")))
-        .limiter(std::sync::Arc::new(limiter));
+    let mut b = RateLimitLayerBuilder::new(api_key()).limiter(Arc::new(limiter));
     if refund {
         b = b.refund_if(|res| res.status.is_success());
     }
-    let layer = b.build().unwrap();
+    serve_layer(b.build().unwrap()).await
+}
+
+async fn serve_layer<B: Backend<Key = String>>(
+    layer: tollgate::http::RateLimitLayer<HeaderKey, B, tollgate::http::NoBody>,
+) -> std::net::SocketAddr {
     serve_hyper(
         tower::ServiceBuilder::new()
             .layer(layer)
             .service(tower::service_fn(app)),
     )
     .await
+}
+
+async fn window_limiter<A: RedisAlgorithm>(
+    server: &RedisServer,
+    alg: A,
+    quota: Quota,
+    prefix: &str,
+) -> Arc<RedisRateLimiter<A>> {
+    let l = RedisRateLimiter::builder(quota)
+        .algorithm(alg)
+        .prefix(prefix)
+        .deadline(Duration::from_millis(500))
+        .connect(&server.url())
+        .await
+        .expect("connect to the test server");
+    Arc::new(l)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,4 +145,66 @@ async fn refunds_go_back_to_redis() {
     assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 401);
     assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 401);
     assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 429);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sliding_log_on_redis_is_shared_and_sends_its_own_headers() {
+    let redis = RedisServer::start();
+    let p = prefix();
+    let q = Quota::per_minute(3).unwrap();
+    let layer = |l| {
+        RateLimitLayerBuilder::new(api_key())
+            .limiter(l)
+            .build()
+            .unwrap()
+    };
+    let a = serve_layer(layer(window_limiter(&redis, SlidingLog, q, &p).await)).await;
+    let b = serve_layer(layer(window_limiter(&redis, SlidingLog, q, &p).await)).await;
+    let c = client();
+    let k1 = [("x-api-key", "k1")];
+    for (addr, r) in [(a, 2), (b, 1), (a, 0)] {
+        let got = send(&c, addr, "GET", "/", &k1).await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.header("ratelimit-policy"), "\"default\";q=3;w=60");
+        let (_, s) = got.ratelimit();
+        assert_eq!((s["r"], s["t"]), (r, 60));
+    }
+    // Refused until the first of the three leaves the window, just under 60 s from now (GCRA
+    // at one permit per 20 s would say 20).
+    let limited = send(&c, b, "GET", "/", &k1).await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.header("retry-after"), "60");
+    assert_eq!(limited.ratelimit().1["t"], 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shaping_waits_for_a_window_on_redis() {
+    let redis = RedisServer::start();
+    let limiter = window_limiter(
+        &redis,
+        SlidingLog,
+        Quota::new(2, Duration::from_millis(300)).unwrap(),
+        &prefix(),
+    )
+    .await;
+    let layer = RateLimitLayerBuilder::new(api_key())
+        .limiter(limiter)
+        .shape(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let a = serve_layer(layer).await;
+    let c = client();
+    let k = [("x-api-key", "k")];
+    let start = Instant::now();
+    for _ in 0..2 {
+        assert_eq!(send(&c, a, "GET", "/", &k).await.status, 200);
+    }
+    // The third waits until the first grant leaves the 300 ms window, then passes.
+    let third = send(&c, a, "GET", "/", &k).await;
+    assert_eq!(third.status, 200);
+    assert!(
+        start.elapsed() >= Duration::from_millis(290),
+        "served after {:?}, before the window let it",
+        start.elapsed()
+    );
 }

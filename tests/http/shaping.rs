@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
-use http_support::{client, get, serve_hyper};
+use http_support::{burst, client, get, serve_hyper};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 use tollgate::http::{GlobalKey, PeerIp, RateLimitLayerBuilder};
@@ -40,26 +40,9 @@ async fn requests_wait_for_their_slot_in_arrival_order_up_to_the_bound() {
         .shape(Duration::from_secs(1))
         .build()
         .unwrap();
-    let service = layer.layer(tower::service_fn(|_req: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(String::new()))
-    }));
     let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..14 {
-        let svc = service.clone();
-        tasks.push(tokio::spawn(async move {
-            let res = svc.oneshot(Request::new(())).await.unwrap();
-            let retry = res
-                .headers()
-                .get("retry-after")
-                .map(|v| v.to_str().unwrap().to_owned());
-            (res.status(), start.elapsed(), retry)
-        }));
-        // Let it take its slot before the next one arrives.
-        tokio::task::yield_now().await;
-    }
-    for (i, task) in tasks.into_iter().enumerate() {
-        let (status, at, retry) = task.await.unwrap();
+    // Each request takes its slot before the next one arrives.
+    for (i, (status, at, retry)) in burst(layer, 14).await.into_iter().enumerate() {
         if i <= 10 {
             // Slot i is at i * 100 ms: the 11th waits exactly the bound of 1 s.
             assert_eq!(

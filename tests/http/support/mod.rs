@@ -167,3 +167,43 @@ where
     });
     addr
 }
+
+/// What [`burst`] saw of one request: its status, when it was answered (from the first
+/// request's arrival) and its `Retry-After`.
+pub type Answered = (StatusCode, Duration, Option<String>);
+
+/// Sends `n` requests through `layer` around an empty in-memory service, each one let run until
+/// it waits before the next arrives; returns what each got, in arrival order. For shaping
+/// tests under paused time, where every instant is exact.
+pub async fn burst<B>(
+    layer: tollgate::http::RateLimitLayer<tollgate::http::GlobalKey, B, tollgate::http::NoBody>,
+    n: usize,
+) -> Vec<Answered>
+where
+    B: tollgate::http::Backend<Key = ()>,
+{
+    use tower::{Layer, ServiceExt};
+
+    let service = layer.layer(tower::service_fn(|_req: Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    }));
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let svc = service.clone();
+        tasks.push(tokio::spawn(async move {
+            let res = svc.oneshot(Request::new(())).await.unwrap();
+            let retry = res
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (res.status(), start.elapsed(), retry)
+        }));
+        tokio::task::yield_now().await;
+    }
+    let mut answered = Vec::with_capacity(n);
+    for t in tasks {
+        answered.push(t.await.unwrap());
+    }
+    answered
+}

@@ -1,0 +1,19 @@
+//! The weighted sliding-window counter on Redis: two fixed windows' counts in one string key
+//! `"k:cur:prev"`, weighed in exact integer arithmetic inside the script (104-bit products
+//! compared in 26-bit limbs, no floats). One short string per key whatever `L`.
+
+use super::algorithm::{script_spec, Params, RedisAlgorithm};
+use super::policy::RedisLimitError;
+use crate::quota::Quota;
+use crate::WeightedWindow;
+
+/// The weighted counter, its windows aligned to the Unix epoch on the server's clock.
+impl RedisAlgorithm for WeightedWindow {
+    const NAME: &'static str = "weighted";
+
+    script_spec!("weighted.lua", reserves: false);
+
+    fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
+        Params::window(quota)
+    }
+}
