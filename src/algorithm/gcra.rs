@@ -277,7 +277,12 @@ pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
                 Verdict {
                     kind: Kind::Allow,
                     tail: new_tat,
-                    remaining: div_t(p.tau - debt, p.t, p.recip),
+                    remaining: if tat <= now {
+                        // From a full bucket: tau - n*T = (burst - n) * T free.
+                        p.burst - n
+                    } else {
+                        div_t(p.tau - debt, p.t, p.recip)
+                    },
                     store: Some(new_tat),
                     burst: p.burst,
                 }

@@ -407,8 +407,11 @@ fn decisions_agree_with_the_definitions_at_the_edges() {
         ];
         for now in [0, 1, 1_000, MAX_NANOS - p.tau, MAX_NANOS, u64::MAX] {
             for d in ats {
-                let tat = now.saturating_add(d).min(MAX_NANOS);
-                for n in [0, 1, 2, burst, burst + 1] {
+                let ahead = now.saturating_add(d).min(MAX_NANOS);
+                for (tat, n) in [ahead, now.saturating_sub(d)]
+                    .into_iter()
+                    .flat_map(|tat| [0, 1, 2, burst, burst + 1].map(|n| (tat, n)))
+                {
                     let v = check(tat, now, n, &p);
                     assert_eq!(
                         v.decision(now),
@@ -428,10 +431,13 @@ proptest::proptest! {
         burst in 1u64..10_000,
         now in 0u64..1 << 50,
         ahead in 0u64..1 << 40,
+        behind: bool,
         n in 0u64..20,
     ) {
         let p = params(t, burst);
-        let tat = now + ahead % (3 * p.tau);
+        let d = ahead % (3 * p.tau);
+        // A TAT behind `now` is a full bucket (the fast path of an allowed check).
+        let tat = if behind { now.saturating_sub(d) } else { now + d };
         let v = check(tat, now, n, &p);
         proptest::prop_assert_eq!(v.decision(now), decision_by_definition(&v, now, &p));
     }
