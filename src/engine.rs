@@ -163,6 +163,21 @@ impl<A: Algorithm> Engine<A> {
         }
     }
 
+    /// `check_n(1)`, with the one permit a literal in the step (as `try_acquire` has it). A
+    /// step's captures can live in memory (the keyed store hands the step to out-of-line code
+    /// for a missing key), and a count read from there is not known to be 1: the decision
+    /// would take the general path for `n` permits.
+    #[inline(always)]
+    pub(crate) fn check(&self, slot: &impl Slot<A>) -> Decision {
+        let src = self.src();
+        self.decide_full(
+            slot,
+            &src,
+            #[inline(always)]
+            |cell, now| self.alg.check(cell, now, 1, &src),
+        )
+    }
+
     #[inline(always)]
     pub(crate) fn check_n(&self, slot: &impl Slot<A>, n: u64) -> Decision {
         let src = self.src();
@@ -176,9 +191,25 @@ impl<A: Algorithm> Engine<A> {
 
     #[inline(always)]
     fn check_on(&self, slot: &impl Slot<A>, n: u64, src: &impl ParamSource<A::Params>) -> Decision {
+        self.decide_full(
+            slot,
+            src,
+            #[inline(always)]
+            |cell, now| self.alg.check(cell, now, n, src),
+        )
+    }
+
+    /// The full [`Decision`] of `step` on the slot's cell.
+    #[inline(always)]
+    fn decide_full(
+        &self,
+        slot: &impl Slot<A>,
+        src: &impl ParamSource<A::Params>,
+        step: impl Fn(&A::Cell, Nanos) -> A::Verdict,
+    ) -> Decision {
         match slot.decide(
             #[inline(always)]
-            |cell, now| (self.alg.check(cell, now, n, src), now),
+            |cell, now| (step(cell, now), now),
         ) {
             Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
             Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
