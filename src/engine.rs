@@ -47,6 +47,17 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
     /// cell if `op` changed a fresh one. `op` may run more than once (it must be a CAS step).
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>;
+    /// `then(self.decide(op))`. A slot whose decision has out-of-line paths (the keyed store's
+    /// miss) applies `then` on each path, so that a large `R` (a full decision) is not merged
+    /// with theirs in memory before `then` reads it.
+    #[inline(always)]
+    fn decide_then<R, T>(
+        &self,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+        then: impl FnOnce(Placed<R>) -> T,
+    ) -> T {
+        then(self.decide(op))
+    }
 }
 
 /// The state every limiter shares: the algorithm, its parameters, the clock.
@@ -207,13 +218,15 @@ impl<A: Algorithm> Engine<A> {
         src: &impl ParamSource<A::Params>,
         step: impl Fn(&A::Cell, Nanos) -> A::Verdict,
     ) -> Decision {
-        match slot.decide(
+        slot.decide_then(
             #[inline(always)]
             |cell, now| (step(cell, now), now),
-        ) {
-            Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
-            Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
-        }
+            #[inline(always)]
+            |placed| match placed {
+                Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
+                Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
+            },
+        )
     }
 
     /// The state now, storing nothing and creating nothing; at a full key cap that would
