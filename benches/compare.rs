@@ -384,7 +384,60 @@ fn scaling(s: &Settings) {
     );
 }
 
-/// `--only SECTION[,SECTION]` (direct, keyed, scaling) runs just those; default all.
+/// Keyed `check` (the full `Decision`) against keyed `try_acquire`, on one hot u64 key and on
+/// 10k u64 keys, allowed path, with governor's `check_key` for scale.
+fn keyed_check(s: &Settings) {
+    for universe in [1u64, 10_000] {
+        const SEQ: usize = 1 << 20;
+        let seq: Vec<u64> = if universe == 1 {
+            vec![0; SEQ]
+        } else {
+            random_u64_keys(universe, SEQ, 0x5EED)
+        };
+        let mask = SEQ as u64 - 1;
+        let tg = KeyedRateLimiter::<u64>::new(tq_fast());
+        let tg_check = KeyedRateLimiter::<u64>::new(tq_fast());
+        let gov = governor::RateLimiter::<u64, _, _>::keyed(gq_fast());
+        for k in 0..universe {
+            let _ = (
+                tg.try_acquire(&k),
+                tg_check.try_acquire(&k),
+                gov.check_key(&k),
+            );
+        }
+        let seq = &seq;
+        let key = move |i: u64| seq[(i & mask) as usize];
+        let (tg_r, tg_check_r, gov_r) = (&tg, &tg_check, &gov);
+        let cases = vec![
+            case(TG_DEFAULT, move |i| {
+                black_box(tg_r.try_acquire(&key(i)));
+            }),
+            case("tollgate check() (default clock)", move |i| {
+                black_box(tg_check_r.check(&key(i)));
+            }),
+            case(GOV_DEFAULT, move |i| {
+                black_box(gov_r.check_key(&key(i)).is_ok());
+            }),
+        ];
+        let what = if universe == 1 {
+            "one hot key"
+        } else {
+            "10k random keys"
+        };
+        compare(
+            &format!("keyed check() vs try_acquire, {what}, u64 keys, allowed path"),
+            s,
+            200_000,
+            &[TG_DEFAULT, GOV_DEFAULT],
+            cases,
+        );
+        // The path measured was the one named: checked once, outside the timing.
+        assert!(tg_check.check(&key(0)).allowed);
+    }
+}
+
+/// `--only SECTION[,SECTION]` (direct, keyed, keyed-check, scaling) runs just those; default
+/// all.
 fn wanted(section: &str) -> bool {
     let args: Vec<String> = std::env::args().collect();
     match args.iter().position(|a| a == "--only") {
@@ -413,6 +466,9 @@ fn main() {
                 keyed(&s, universe, strings);
             }
         }
+    }
+    if wanted("keyed-check") {
+        keyed_check(&s);
     }
     if wanted("scaling") {
         scaling(&s);

@@ -271,7 +271,7 @@ impl<A: Algorithm> RateLimiter<A> {
     #[inline]
     #[must_use = "the decision says whether the permit was granted"]
     pub fn check(&self) -> Decision {
-        self.check_n(1)
+        self.engine.check(&self.slot())
     }
 
     /// Tries `n` permits and reports everything about the decision. `n` larger than the burst

@@ -47,6 +47,17 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
     /// cell if `op` changed a fresh one. `op` may run more than once (it must be a CAS step).
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>;
+    /// `then(self.decide(op))`. A slot whose decision has out-of-line paths (the keyed store's
+    /// miss) applies `then` on each path, so that a large `R` (a full decision) is not merged
+    /// with theirs in memory before `then` reads it.
+    #[inline(always)]
+    fn decide_then<R, T>(
+        &self,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+        then: impl FnOnce(Placed<R>) -> T,
+    ) -> T {
+        then(self.decide(op))
+    }
 }
 
 /// The state every limiter shares: the algorithm, its parameters, the clock.
@@ -163,6 +174,21 @@ impl<A: Algorithm> Engine<A> {
         }
     }
 
+    /// `check_n(1)`, with the one permit a literal in the step (as `try_acquire` has it). A
+    /// step's captures can live in memory (the keyed store hands the step to out-of-line code
+    /// for a missing key), and a count read from there is not known to be 1: the decision
+    /// would take the general path for `n` permits.
+    #[inline(always)]
+    pub(crate) fn check(&self, slot: &impl Slot<A>) -> Decision {
+        let src = self.src();
+        self.decide_full(
+            slot,
+            &src,
+            #[inline(always)]
+            |cell, now| self.alg.check(cell, now, 1, &src),
+        )
+    }
+
     #[inline(always)]
     pub(crate) fn check_n(&self, slot: &impl Slot<A>, n: u64) -> Decision {
         let src = self.src();
@@ -176,13 +202,31 @@ impl<A: Algorithm> Engine<A> {
 
     #[inline(always)]
     fn check_on(&self, slot: &impl Slot<A>, n: u64, src: &impl ParamSource<A::Params>) -> Decision {
-        match slot.decide(
+        self.decide_full(
+            slot,
+            src,
             #[inline(always)]
-            |cell, now| (self.alg.check(cell, now, n, src), now),
-        ) {
-            Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
-            Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
-        }
+            |cell, now| self.alg.check(cell, now, n, src),
+        )
+    }
+
+    /// The full [`Decision`] of `step` on the slot's cell.
+    #[inline(always)]
+    fn decide_full(
+        &self,
+        slot: &impl Slot<A>,
+        src: &impl ParamSource<A::Params>,
+        step: impl Fn(&A::Cell, Nanos) -> A::Verdict,
+    ) -> Decision {
+        slot.decide_then(
+            #[inline(always)]
+            |cell, now| (step(cell, now), now),
+            #[inline(always)]
+            |placed| match placed {
+                Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
+                Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
+            },
+        )
     }
 
     /// The state now, storing nothing and creating nothing; at a full key cap that would

@@ -514,7 +514,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n(key, 1)
+        self.engine().check(&self.slot(key))
     }
 
     /// Tries `n` permits for `key` and reports everything about the decision; `n = 0` is

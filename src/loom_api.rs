@@ -104,10 +104,16 @@ where
     G: Deref<Target = TatCell>,
 {
     let op = |cell: &TatCell, now| cell.check_live(now, n, p);
-    match keyed::decide_on_shard(lookup, now, &op, |c: &TatCell| c.0.is_fresh()) {
-        OnShard::Decided(c) => Looked::Decided(c),
-        OnShard::MustInsert(c) => Looked::MustInsert(c),
-    }
+    keyed::decide_on_shard(
+        lookup,
+        now,
+        &op,
+        |c: &TatCell| c.0.is_fresh(),
+        |on| match on {
+            OnShard::Decided(c) => Looked::Decided(c),
+            OnShard::MustInsert(c) => Looked::MustInsert(c),
+        },
+    )
 }
 
 /// One check's result.
@@ -154,10 +160,16 @@ where
     G: Deref<Target = TatCell>,
 {
     let op = |cell: &TatCell, now| checked(&cell.0, now, n, q);
-    match keyed::decide_on_shard(lookup, now, &op, |c: &TatCell| c.0.is_fresh()) {
-        OnShard::Decided(c) => Looked::Decided(c),
-        OnShard::MustInsert(c) => Looked::MustInsert(c),
-    }
+    keyed::decide_on_shard(
+        lookup,
+        now,
+        &op,
+        |c: &TatCell| c.0.is_fresh(),
+        |on| match on {
+            OnShard::Decided(c) => Looked::Decided(c),
+            OnShard::MustInsert(c) => Looked::MustInsert(c),
+        },
+    )
 }
 
 /// The eviction rule (`store::sweep::evict_cold`, with GCRA's `cold_at`) over the model's

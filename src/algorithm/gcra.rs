@@ -158,21 +158,21 @@ pub(crate) fn rescale(tat: Nanos, t: Nanos, change: &Change) -> Nanos {
         .map_or(MAX_NANOS, |t| t.min(MAX_NANOS))
 }
 
-/// What a GCRA decision found.
+/// What a GCRA decision found: the outcome, plus what the full [`Decision`] reports, worked
+/// out in the branch that decided (where the compiler knows which fields it needs and what
+/// bounds they have) rather than after the branches meet. A caller that only wants the
+/// outcome (`try_acquire`) never computes the rest: it is dead code once inlined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub(crate) kind: Kind,
     /// The schedule's end after the decision (`reset_after = tail - now`).
     pub(crate) tail: Nanos,
-    /// Whole intervals still free in holes within `[now, now + tau]` after the decision.
-    pub(crate) hole_slots: u64,
+    /// Permits that could still be taken at `now` after the decision, holes included.
+    pub(crate) remaining: u64,
     /// The tail to store, if the decision moves it.
     pub(crate) store: Option<Nanos>,
-    /// The parameters it was decided under (what `remaining` and `limit` are measured in).
-    pub(crate) t: Nanos,
+    /// The burst it was decided under (the decision's `limit`).
     pub(crate) burst: u64,
-    pub(crate) tau: Nanos,
-    pub(crate) recip: u64,
 }
 
 /// The outcome of a check.
@@ -190,17 +190,29 @@ pub(crate) enum Kind {
     Never,
 }
 
+/// Whole intervals free in `[now, now + tau]` behind a tail `debt` ns after `now`: at most
+/// the burst, since `tau = burst * T` (holes, added by `check_holey`, are capped there).
+#[inline(always)]
+fn free_slots(debt: Nanos, p: &GcraParams) -> u64 {
+    div_t(p.tau.saturating_sub(debt), p.t, p.recip)
+}
+
 impl Verdict {
-    fn new(kind: Kind, tail: Nanos, p: &GcraParams) -> Verdict {
+    /// A verdict whose schedule ends at `tail` (`>= now`, as every verdict's does: it is
+    /// `max(tat, now)` or more).
+    #[inline(always)]
+    fn new(kind: Kind, tail: Nanos, now: Nanos, p: &GcraParams) -> Verdict {
+        let remaining = match kind {
+            // Nothing can ever be granted: say so consistently.
+            Kind::Never => 0,
+            _ => free_slots(tail.saturating_sub(now), p),
+        };
         Verdict {
             kind,
             tail,
-            hole_slots: 0,
+            remaining,
             store: None,
-            t: p.t,
             burst: p.burst,
-            tau: p.tau,
-            recip: p.recip,
         }
     }
 
@@ -224,17 +236,11 @@ impl Verdict {
         }
     }
 
-    /// The full result fields (DESIGN.md 2), plus whatever holes add to `remaining`.
+    /// The full result fields (DESIGN.md 2), for a verdict decided at `now`.
     #[inline(always)]
     pub(crate) fn decision(&self, now: Nanos) -> Decision {
-        let debt = self.tail.saturating_sub(now);
-        let remaining = match self.kind {
-            // Nothing can ever be granted: say so consistently.
-            Kind::Never => 0,
-            _ => div_t(self.tau.saturating_sub(debt), self.t, self.recip)
-                .saturating_add(self.hole_slots)
-                .min(self.burst),
-        };
+        // Every verdict's tail is max(tat, now) or later.
+        debug_assert!(self.tail >= now);
         let retry_after = match self.kind {
             Kind::Deny { retry_after } => Some(Duration::from_nanos(retry_after)),
             _ => None,
@@ -242,9 +248,9 @@ impl Verdict {
         Decision {
             allowed: self.allowed(),
             limit: self.burst,
-            remaining,
+            remaining: self.remaining,
             retry_after,
-            reset_after: Duration::from_nanos(debt),
+            reset_after: Duration::from_nanos(self.tail - now),
         }
     }
 }
@@ -255,28 +261,53 @@ impl Verdict {
 pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
     let base = tat.max(now);
     if n == 0 {
-        return Verdict::new(Kind::Peek, base, p);
+        return Verdict::new(Kind::Peek, base, now, p);
     }
     if n > p.burst {
-        return Verdict::new(Kind::ExceedsBurst, base, p);
+        return Verdict::new(Kind::ExceedsBurst, base, now, p);
     }
     // n <= burst, so n * T <= tau <= MAX_NANOS.
     match base.checked_add(n * p.t).filter(|&t| t <= MAX_NANOS) {
         Some(new_tat) => {
             let allow_at = new_tat.saturating_sub(p.tau);
             if allow_at <= now {
+                // new_tat >= base >= now, and new_tat - now <= tau (new_tat - tau <= now, or
+                // new_tat < tau): neither subtraction can wrap.
+                let debt = new_tat - now;
                 Verdict {
+                    kind: Kind::Allow,
+                    tail: new_tat,
+                    remaining: if tat <= now {
+                        // From a full bucket: tau - n*T = (burst - n) * T free.
+                        p.burst - n
+                    } else {
+                        div_t(p.tau - debt, p.t, p.recip)
+                    },
                     store: Some(new_tat),
-                    ..Verdict::new(Kind::Allow, new_tat, p)
+                    burst: p.burst,
                 }
             } else {
                 let retry_after = allow_at - now;
-                Verdict::new(Kind::Deny { retry_after }, base, p)
+                let kind = Kind::Deny { retry_after };
+                if n == 1 {
+                    // Fewer than n whole intervals are free (had n been, base + n*T - tau
+                    // <= now): for one permit, none. `check()` asks for one, so this is
+                    // its denial, with no division.
+                    Verdict {
+                        kind,
+                        tail: base,
+                        remaining: 0,
+                        store: None,
+                        burst: p.burst,
+                    }
+                } else {
+                    Verdict::new(kind, base, now, p)
+                }
             }
         }
         // Past the end of representable time: refuse rather than saturate, since a
         // saturated TAT would stop counting and admit without bound.
-        None => Verdict::new(Kind::Never, base, p),
+        None => Verdict::new(Kind::Never, base, now, p),
     }
 }
 
@@ -297,7 +328,7 @@ pub(crate) fn check_holey(
         let horizon = now.saturating_add(p.tau);
         if let Some((i, s)) = holes.place(now, len).filter(|&(_, s)| s + len <= horizon) {
             holes.take(i, s, len);
-            v = Verdict::new(Kind::Allow, tat.max(now), p);
+            v = Verdict::new(Kind::Allow, tat.max(now), now, p);
         } else if let Kind::Deny { retry_after } = v.kind {
             if let Some(at) = holes.earliest_fit(now, len, p.tau) {
                 v.kind = Kind::Deny {
@@ -306,7 +337,12 @@ pub(crate) fn check_holey(
             }
         }
     }
-    v.hole_slots = holes.slots(now, p.tau, p.t);
+    if v.kind != Kind::Never {
+        v.remaining = v
+            .remaining
+            .saturating_add(holes.slots(now, p.tau, p.t))
+            .min(p.burst);
+    }
     v
 }
 

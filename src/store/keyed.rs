@@ -125,6 +125,15 @@ where
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
         self.store.decide(self.key, op)
     }
+
+    #[inline(always)]
+    fn decide_then<R, T>(
+        &self,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+        then: impl FnOnce(Placed<R>) -> T,
+    ) -> T {
+        self.store.decide_then(self.key, op, then)
+    }
 }
 
 impl<K, Q, A, S> Find<A> for KeySlot<'_, K, Q, A, S>
@@ -183,13 +192,17 @@ pub(crate) enum OnShard<R> {
 /// Absent is the same state as a fresh cell, so a miss decides on a scratch one: if it stays
 /// fresh (a peek, a request over the burst, a wait past the timeout) the answer is already
 /// exact and nothing needs inserting, so denials of unknown keys never grow the map.
+///
+/// What was done goes to `then`, on each path separately: a large result (a full decision)
+/// then stays in registers on the hit path instead of meeting the miss path's in memory.
 #[inline(always)]
-pub(crate) fn decide_on_shard<G, C, R>(
+pub(crate) fn decide_on_shard<G, C, R, T>(
     lookup: impl FnOnce() -> Option<G>,
     now: impl Fn() -> Nanos,
     op: &impl Fn(&C, Nanos) -> R,
     is_fresh: impl Fn(&C) -> bool,
-) -> OnShard<R>
+    then: impl FnOnce(OnShard<R>) -> T,
+) -> T
 where
     G: Deref<Target = C>,
     C: Default,
@@ -197,9 +210,11 @@ where
     let early = now();
     if let Some(cell) = lookup() {
         // The guard is held until the decision is done.
-        return OnShard::Decided(op(&cell, early));
+        let r = op(&cell, early);
+        drop(cell);
+        return then(OnShard::Decided(r));
     }
-    decide_on_scratch(now, op, is_fresh)
+    then(decide_on_scratch(now, op, is_fresh))
 }
 
 /// The miss half of [`decide_on_shard`], kept out of line so the hit path inlines `op`.
@@ -310,19 +325,37 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.decide_then(key, op, |placed| placed)
+    }
+
+    /// `then(self.decide(key, op))`, with `then` applied on each path (see
+    /// [`decide_on_shard`]).
+    #[inline(always)]
+    pub(crate) fn decide_then<Q, R, T>(
+        &self,
+        key: &Q,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+        then: impl FnOnce(Placed<R>) -> T,
+    ) -> T
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let clock = &self.engine.clock;
         let alg = &self.engine.alg;
-        match decide_on_shard(
+        decide_on_shard(
             #[inline(always)]
             || self.lookup(key),
             #[inline(always)]
             || clock.now(),
             &op,
             |c| alg.is_fresh(c),
-        ) {
-            OnShard::Decided(r) => Placed::Tracked(r),
-            OnShard::MustInsert(fresh) => self.insert(key, op, fresh),
-        }
+            #[inline(always)]
+            |on| match on {
+                OnShard::Decided(r) => then(Placed::Tracked(r)),
+                OnShard::MustInsert(fresh) => then(self.insert(key, &op, fresh)),
+            },
+        )
     }
 
     /// A new key's decision that stores: insert it (within the cap), or apply the cap's policy.

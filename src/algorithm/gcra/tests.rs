@@ -369,3 +369,76 @@ proptest::proptest! {
         proptest::prop_assert_eq!(div_t(x, t, recip), x / t);
     }
 }
+
+/// The decision's fields by their definitions (DESIGN.md 2), from the verdict's tail alone:
+/// what the per-branch arithmetic in `check` must agree with.
+fn decision_by_definition(v: &Verdict, now: Nanos, p: &GcraParams) -> Decision {
+    let debt = v.tail.saturating_sub(now);
+    let remaining = match v.kind {
+        Kind::Never => 0,
+        _ => (p.tau.saturating_sub(debt) / p.t).min(p.burst),
+    };
+    Decision {
+        allowed: matches!(v.kind, Kind::Allow | Kind::Peek),
+        limit: p.burst,
+        remaining,
+        retry_after: match v.kind {
+            Kind::Deny { retry_after } => Some(Duration::from_nanos(retry_after)),
+            _ => None,
+        },
+        reset_after: Duration::from_nanos(debt),
+    }
+}
+
+#[test]
+fn decisions_agree_with_the_definitions_at_the_edges() {
+    for (t, burst) in [(10, 3), (1, 1), (7, 1), (3, 1_000), (1, MAX_NANOS)] {
+        let p = params(t, burst);
+        let ats = [
+            0,
+            1,
+            t - 1,
+            t,
+            t + 1,
+            p.tau - 1,
+            p.tau,
+            p.tau + 1,
+            p.tau.saturating_mul(5),
+        ];
+        for now in [0, 1, 1_000, MAX_NANOS - p.tau, MAX_NANOS, u64::MAX] {
+            for d in ats {
+                let ahead = now.saturating_add(d).min(MAX_NANOS);
+                for (tat, n) in [ahead, now.saturating_sub(d)]
+                    .into_iter()
+                    .flat_map(|tat| [0, 1, 2, burst, burst + 1].map(|n| (tat, n)))
+                {
+                    let v = check(tat, now, n, &p);
+                    assert_eq!(
+                        v.decision(now),
+                        decision_by_definition(&v, now, &p),
+                        "t {t} b {burst} tat {tat} now {now} n {n}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn decisions_agree_with_the_definitions(
+        t in 1u64..1_000_000,
+        burst in 1u64..10_000,
+        now in 0u64..1 << 50,
+        ahead in 0u64..1 << 40,
+        behind: bool,
+        n in 0u64..20,
+    ) {
+        let p = params(t, burst);
+        let d = ahead % (3 * p.tau);
+        // A TAT behind `now` is a full bucket (the fast path of an allowed check).
+        let tat = if behind { now.saturating_sub(d) } else { now + d };
+        let v = check(tat, now, n, &p);
+        proptest::prop_assert_eq!(v.decision(now), decision_by_definition(&v, now, &p));
+    }
+}
