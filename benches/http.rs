@@ -2,8 +2,8 @@
 //! with tower_governor at the same quota, driven by a bounded load generator written here.
 //!
 //! ```sh
-//! cargo bench --bench http --features axum
-//! HTTP_BENCH_ROUNDS=9 HTTP_BENCH_REQUESTS=40000 cargo bench --bench http --features axum
+//! cd benches && cargo bench --bench http --features http
+//! HTTP_BENCH_ROUNDS=9 HTTP_BENCH_REQUESTS=40000 cargo bench --bench http --features http
 //! ```
 //!
 //! Every variant is served at the same time by the same process, on 127.0.0.1:0, and measured
