@@ -35,15 +35,19 @@ struct Loop {
     over_100us: u64,
     /// Calls over 500 us that were not preempted.
     own_over_500us: u64,
+    /// Of those, the calls that blocked (a voluntary context switch: the thread parked, waiting
+    /// for the shard lock).
+    own_over_500us_blocked: u64,
 }
 
-/// The calling thread's involuntary context switches so far (preemptions).
-fn preemptions() -> i64 {
+/// The calling thread's context switches so far: (voluntary, involuntary). Involuntary ones
+/// are preemptions; voluntary ones are waits (parking on a lock).
+fn switches() -> (i64, i64) {
     // SAFETY: getrusage only writes the struct it is given.
     unsafe {
         let mut u: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_THREAD, &mut u);
-        u.ru_nivcsw
+        (u.ru_nvcsw, u.ru_nivcsw)
     }
 }
 
@@ -59,9 +63,10 @@ where
         max_own: Duration::ZERO,
         over_100us: 0,
         own_over_500us: 0,
+        own_over_500us_blocked: 0,
     };
     while !stop.load(Ordering::Relaxed) {
-        let before = preemptions();
+        let before = switches();
         let t0 = Instant::now();
         std::hint::black_box(limiter.try_acquire(hot));
         let d = t0.elapsed();
@@ -69,9 +74,13 @@ where
         l.max = l.max.max(d);
         if d > Duration::from_micros(100) {
             l.over_100us += 1;
-            if preemptions() == before {
+            let after = switches();
+            if after.1 == before.1 {
                 l.max_own = l.max_own.max(d);
-                l.own_over_500us += u64::from(d > Duration::from_micros(500));
+                if d > Duration::from_micros(500) {
+                    l.own_over_500us += 1;
+                    l.own_over_500us_blocked += u64::from(after.0 != before.0);
+                }
             }
         } else {
             l.max_own = l.max_own.max(d);
@@ -84,6 +93,9 @@ struct Round {
     sweep: Duration,
     /// The longest single hold of a shard's write lock (the sweeper's own figure, `stats()`).
     longest_hold: Duration,
+    /// How often the sweeping thread was preempted during the sweep (while holding a shard
+    /// lock or between chunks).
+    sweeper_preempted: i64,
     evicted: usize,
     during: Loop,
     noise: Loop,
@@ -126,10 +138,11 @@ where
     std::thread::sleep(Duration::from_millis(5));
     assert_eq!(limiter.len() as u64, cold + 1);
 
-    let ((sweep, evicted), during) = with_hot_loop(&limiter, hot, || {
+    let ((sweep, evicted, sweeper_preempted), during) = with_hot_loop(&limiter, hot, || {
+        let before = switches().1;
         let t0 = Instant::now();
         let evicted = limiter.sweep_now();
-        (t0.elapsed(), evicted)
+        (t0.elapsed(), evicted, switches().1 - before)
     });
     assert_eq!(evicted as u64, cold, "every cold key evicted");
     assert_eq!(limiter.len(), 1, "the hot key stays");
@@ -145,6 +158,7 @@ where
     Round {
         sweep,
         longest_hold,
+        sweeper_preempted,
         evicted,
         during,
         noise,
@@ -157,6 +171,8 @@ fn ms(d: Duration) -> f64 {
 
 fn main() {
     type Case = (u64, &'static str, &'static str, usize);
+    // SWEEP_PAUSE_ONLY=10M-u64 (for instance) runs one case.
+    let only = std::env::var("SWEEP_PAUSE_ONLY").ok();
     let cases: &[Case] = if quick() {
         &[(1_000_000, "1M", "u64", 1)]
     } else {
@@ -168,6 +184,12 @@ fn main() {
         ]
     };
     for &(cold, size, kind, rounds) in cases {
+        if only
+            .as_deref()
+            .is_some_and(|o| o != format!("{size}-{kind}"))
+        {
+            continue;
+        }
         let rs: Vec<Round> = (0..rounds)
             .map(|i| match kind {
                 // A different hot key (so, shard) each round.
@@ -184,21 +206,23 @@ fn report(what: &str, rs: &[Round]) {
         "\n### worst hot-path call while sweeping {what} ({} rounds)\n",
         rs.len()
     );
-    println!("(\"own\": calls during which the hot thread was not preempted, by getrusage's involuntary context switches: what the call itself waited)\n");
-    println!("| round | sweep took (ms) | longest shard lock hold (ms) | evicted | hot calls during | worst call during sweep (ms) | worst own call (ms) | calls > 100 us / own > 500 us | noise floor: worst call / worst own (ms) |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("(\"own\": calls during which the hot thread was not preempted, by getrusage's involuntary context switches: what the call itself waited; \"blocked\": own calls over 500 us in which the hot thread parked, i.e. waited for the shard lock; \"sweeper preempted\": the sweeping thread's involuntary switches during the sweep)\n");
+    println!("| round | sweep took (ms) | longest shard lock hold (ms) | sweeper preempted | evicted | hot calls during | worst call during sweep (ms) | worst own call (ms) | calls > 100 us / own > 500 us / blocked | noise floor: worst call / worst own (ms) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, r) in rs.iter().enumerate() {
         println!(
-            "| {} | {:.1} | {:.3} | {} | {} | {:.3} | {:.3} | {} / {} | {:.3} / {:.3} |",
+            "| {} | {:.1} | {:.3} | {} | {} | {} | {:.3} | {:.3} | {} / {} / {} | {:.3} / {:.3} |",
             i + 1,
             ms(r.sweep),
             ms(r.longest_hold),
+            r.sweeper_preempted,
             r.evicted,
             r.during.calls,
             ms(r.during.max),
             ms(r.during.max_own),
             r.during.over_100us,
             r.during.own_over_500us,
+            r.during.own_over_500us_blocked,
             ms(r.noise.max),
             ms(r.noise.max_own),
         );
