@@ -9,6 +9,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tollgate::{Quota, RateLimiter};
 
+mod support;
+use support::ms;
+
 const WORKERS: usize = 8;
 const JOBS_PER_WORKER: usize = 5;
 
@@ -42,8 +45,8 @@ async fn main() {
     for (at, w, job, waited) in &log {
         println!(
             "{:>5} ms  worker {w} job {job}  (waited {:>3} ms)",
-            at.as_millis(),
-            waited.as_millis()
+            ms(*at),
+            ms(*waited)
         );
     }
     let elapsed = start.elapsed();

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use tollgate::{Quota, RateLimiter};
 
+mod support;
+use support::ms;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Leaks one request every 50 ms; holds at most 4 waiting (200 ms of queue).
     let leak = Duration::from_millis(50);
@@ -24,10 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for id in 0..8 {
         match queue.reserve_within(1, max_delay) {
             Ok(r) => {
-                println!(
-                    "request {id}: queued, leaves after {:>3} ms",
-                    r.delay().as_millis()
-                );
+                println!("request {id}: queued, leaves after {:>3} ms", ms(r.delay()));
                 slots.push((id, r));
             }
             Err(e) => println!("request {id}: refused, queue full ({e})"),
@@ -38,14 +38,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each waits for its slot, then proceeds: they leave evenly spaced.
     for (id, r) in slots {
         r.wait();
-        println!(
-            "request {id}: left at {:>3} ms",
-            start.elapsed().as_millis()
-        );
+        println!("request {id}: left at {:>3} ms", ms(start.elapsed()));
     }
 
     // Blocking acquire is the same queue without a bound: it sleeps until its slot.
     let waited = queue.acquire()?;
-    println!("one more: waited {} ms for its slot", waited.as_millis());
+    println!("one more: waited {} ms for its slot", ms(waited));
     Ok(())
 }

@@ -15,6 +15,9 @@ use std::time::Duration;
 
 use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
 
+mod support;
+use support::ms;
+
 /// A `(user, action)` key as a view: implemented by the stored `(String, String)` and by the
 /// `(&str, &str)` a request has at hand.
 trait UserAction {
@@ -105,7 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("allowed   remaining {}", d.remaining);
         } else {
             let wait = d.retry_after.unwrap_or_default();
-            println!("denied    retry after {} ms", wait.as_millis());
+            println!("denied    retry after {} ms", ms(wait));
         }
     }
 

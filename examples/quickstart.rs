@@ -8,10 +8,8 @@ use std::time::{Duration, Instant};
 
 use tollgate::{Quota, RateLimiter};
 
-/// A duration in whole milliseconds, rounded to the nearest (a 99.97 ms wait reads as 100).
-fn ms(d: Duration) -> u128 {
-    (d.as_micros() + 500) / 1000
-}
+mod support;
+use support::ms;
 
 fn main() -> Result<(), Box<dyn Error>> {
     println!("1) try_acquire against 5 requests per second (burst 5):");
