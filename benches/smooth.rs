@@ -1,6 +1,7 @@
 //! `SmoothRateLimiter::try_acquire` (Guava semantics, lock-free), bursty and warming up, next to
 //! GCRA's `RateLimiter::try_acquire` and next to the same Guava rules behind one `Mutex` (what
-//! Guava does: `tests/support/guava_port.rs`), all on the default clock (`StdClock`).
+//! Guava does: `tests/support/guava_port.rs`), all on one clock, `StdClock`
+//! (`Instant`), so that the ratios compare the limiters and not their clocks.
 //!
 //! Two parts in one run:
 //! 1. criterion's ns/op for each contender, allowed path and denied path;
@@ -48,9 +49,16 @@ impl Contenders {
             Quota::per_hour(1).unwrap()
         };
         let c = Contenders {
-            bursty: SmoothRateLimiter::bursty(rate).unwrap(),
-            warming: SmoothRateLimiter::warming_up(rate, Duration::from_secs(1)).unwrap(),
-            gcra: RateLimiter::new(quota),
+            bursty: SmoothRateLimiter::builder(rate)
+                .clock(StdClock::new())
+                .build()
+                .unwrap(),
+            warming: SmoothRateLimiter::builder(rate)
+                .warmup(Duration::from_secs(1))
+                .clock(StdClock::new())
+                .build()
+                .unwrap(),
+            gcra: RateLimiter::builder(quota).clock(StdClock::new()).build(),
             mutex: MutexGuava::new(GuavaPort::bursty(rate, 1.0), StdClock::new()),
         };
         if !allowed {
