@@ -63,7 +63,7 @@ pub type DefaultKeyHasher = foldhash::fast::RandomState;
 ///
 /// Chosen by measurement (release build, 1,000,000 keys, this project's 2-core machine). Memory
 /// per key: many small tables each growing by doubling leave more allocator memory resident
-/// than a few large ones. The sweeper's pause no longer depends on it: a sweep holds a shard's
+/// than a few large ones. The sweeper's pause does not depend on it: a sweep holds a shard's
 /// write lock for at most 2048 buckets at a time, whatever the shard's size.
 ///
 /// | shards | RSS per key, `String` / `u64` (governor: 101.4 / 36.1) |

@@ -155,7 +155,8 @@ pub(crate) mod rules {
         fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<Self::Params>);
 
         /// From this instant on the cell decides exactly like a fresh one, so evicting it
-        /// loses nothing.
+        /// loses nothing. `p` must be loaded in full ([`ParamSource::load_full`]): a cell a
+        /// quota generation behind is judged with words a decision does not read.
         fn cold_at(&self, cell: &Self::Cell, p: &Self::Params) -> Nanos;
         /// Whether the cell holds nothing a fresh cell does not (a decision on a scratch cell
         /// that leaves it fresh needs no insert).

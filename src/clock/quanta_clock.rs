@@ -23,7 +23,7 @@ use crate::Nanos;
 /// cold key by that long.
 pub const TSC_MAX_SKEW: Nanos = 10_000;
 
-/// A TSC clock from the `quanta` crate, about 2.5x cheaper to read than
+/// A TSC clock from the `quanta` crate, about 3x cheaper to read than
 /// [`StdClock`](crate::StdClock) here.
 ///
 /// `rdtsc` is not ordered with the loads before it, so a reading can be slightly earlier than

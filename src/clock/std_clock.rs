@@ -5,7 +5,7 @@ use std::time::Instant;
 use super::{duration_to_nanos, Clock};
 use crate::Nanos;
 
-/// `std::time::Instant`: readings ordered across threads, at about 2.5x the cost of a TSC
+/// `std::time::Instant`: readings ordered across threads, at about 3x the cost of a TSC
 /// read.
 ///
 /// On Linux `Instant` is `CLOCK_MONOTONIC` through the vDSO, which reads the TSC with an

@@ -198,7 +198,9 @@ pub enum RedisLimitError {
     /// A quota whose interval, window or limit does not fit the scripts' exact integer range:
     /// intervals times bursts and windows up to 2^51 µs (about 71 years), limits up to 2^51.
     QuotaOutOfRange(Quota),
-    /// The quota given with a call (`throttle`) is invalid.
+    /// A quota the algorithm cannot run: one given with a call (`throttle`, `check_with`) that
+    /// is invalid, or a window quota whose burst differs from its count (refused at `connect`,
+    /// as in process).
     InvalidQuota(QuotaError),
     /// A key prefix containing `{` or `}`, which would take over your keys' hash tags.
     InvalidPrefix(String),

@@ -109,18 +109,21 @@ pub(crate) struct Ticket {
     seq: u64,
 }
 
-/// The rate parameters behind a sequence lock (as `QuotaCell`), with the extra that a reader
-/// can load the state word inside the same read section. Writers hold the cell's mutex.
+/// The rate parameters behind a sequence lock, with the extra that a reader can load the state
+/// word inside the same read section. Writers hold the cell's mutex. Not the GCRA limiters'
+/// `crate::cell::params::ParamsCell`: here a read section spans the state word's load and a
+/// write section has the word's CAS in its middle, which that cell's plain load and store
+/// cannot express.
 #[derive(Debug)]
-struct ParamsCell {
+struct RateCell {
     seq: AtomicU64,
     fields: [AtomicU64; 5],
     warming: bool,
 }
 
-impl ParamsCell {
-    fn new(p: Params) -> ParamsCell {
-        ParamsCell {
+impl RateCell {
+    fn new(p: Params) -> RateCell {
+        RateCell {
             seq: AtomicU64::new(0),
             fields: to_bits(&p).map(AtomicU64::new),
             warming: p.warming,
@@ -197,7 +200,7 @@ struct Writer {
 pub(crate) struct SmoothCell {
     // The contended word on its own cache line, away from the read-mostly parameters.
     word: CachePadded<AtomicU128>,
-    params: ParamsCell,
+    params: RateCell,
     writer: Mutex<Writer>,
     shape: Shape,
 }
@@ -208,7 +211,7 @@ impl SmoothCell {
         let (state, params) = rules::start(&shape, permits_per_second);
         SmoothCell {
             word: CachePadded::new(AtomicU128::new(Word::pack(state, false).0)),
-            params: ParamsCell::new(params),
+            params: RateCell::new(params),
             writer: Mutex::new(Writer::default()),
             shape,
         }

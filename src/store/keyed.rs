@@ -301,8 +301,10 @@ where
         guard
     }
 
-    /// Between two chunks of a sweep: lets every decision that waited for the last one take
-    /// its read lock before the sweep write-locks again. dashmap's lock is not fair: a waiting
+    /// Between two chunks of a sweep: lets every decision that waited for the last one on the
+    /// read side (a tracked key's lookup, counted in `read_waiting`; a new key's insert takes
+    /// the write lock and is not counted) take its read lock before the sweep write-locks
+    /// again. dashmap's lock is not fair: a waiting
     /// reader parks after a few microseconds, and a writer that re-locks at once wins every
     /// race against its wake-up, so without this a decision could wait out a whole shard's
     /// walk, not one chunk (measured: 1.6-4.6 ms at 10M keys). Bounded by [`SWEEP_HANDOFF`],
