@@ -180,7 +180,7 @@ impl ThrottleReply {
     }
 }
 
-fn clamp_i64(v: u64) -> i64 {
+pub(crate) fn clamp_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::algorithm::window::limit_and_window;
 use crate::algorithm::Algorithm;
-use crate::outcome::Decision;
+use crate::outcome::{clamp_i64, Decision};
 use crate::quota::Quota;
 
 use super::client::LuaScript;
@@ -118,17 +118,12 @@ impl Params {
     /// The most permits a check ever needs to send: anything above the limit is refused the
     /// same way, so it is clamped to `limit + 1` (and stays exact in Lua).
     pub(crate) fn clamp(&self, n: u64) -> i64 {
-        as_i64(n.min(self.limit + 1))
+        clamp_i64(n.min(self.limit + 1))
     }
 }
 
 fn micros_ceil(ns: u64) -> u64 {
     ns.div_ceil(1000)
-}
-
-/// Converts a value known to be below 2^53.
-pub(crate) fn as_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// The name of `key`'s state under `algorithm` and `params`: `<prefix>:<algorithm>:<span>:<limit>:<key>`.

@@ -86,11 +86,12 @@ pub use policy::{FailurePolicy, RedisLimitError};
 pub use reservation::RedisReservation;
 
 use crate::direct::throttle_quota;
+use crate::outcome::clamp_i64;
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::Quota;
 use crate::sync::Ordering;
 use crate::Gcra;
-use algorithm::{as_i64, state_key, CheckReply, Params};
+use algorithm::{state_key, CheckReply, Params};
 use client::{Backend, Counters, Failure};
 
 /// A [`Decision`] and where it came from.
@@ -339,7 +340,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     }
 
     async fn call_check(&self, state: &str, n: u64, p: Params) -> Result<Vec<i64>, Failure> {
-        let args = [as_i64(p.limit), as_i64(p.span_us), p.clamp(n)];
+        let args = [clamp_i64(p.limit), clamp_i64(p.span_us), p.clamp(n)];
         self.shared
             .backend
             .eval(&A::spec().script, state, "check", &args)
@@ -442,16 +443,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # }
     /// ```
     pub async fn try_acquire_n(&self, key: &str, n: u64) -> Result<(), RedisLimitError> {
-        let d = self.check_n(key, n).await?;
-        match d.retry_after {
-            _ if d.allowed => Ok(()),
-            Some(retry_after) => Err(AcquireError::RateLimited { retry_after }.into()),
-            None => Err(AcquireError::ExceedsBurst {
-                requested: n,
-                burst: d.limit,
-            }
-            .into()),
-        }
+        Ok(admitted(&self.check_n(key, n).await?, n)?)
     }
 
     /// Takes one permit for `key`, waiting asynchronously; see
@@ -588,16 +580,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                     return Ok(Err((failure, left)));
                 }
             };
-            let retry_after = match reply.decision.retry_after {
-                _ if reply.decision.allowed => return Ok(Ok(start.elapsed())),
-                Some(r) => r,
-                None => {
-                    return Err(AcquireError::ExceedsBurst {
-                        requested: n,
-                        burst: params.limit,
-                    }
-                    .into())
-                }
+            let retry_after = match admitted(&reply.decision, n) {
+                Ok(()) => return Ok(Ok(start.elapsed())),
+                Err(AcquireError::RateLimited { retry_after }) => retry_after,
+                Err(e) => return Err(e.into()),
             };
             if timeout.is_some_and(|t| start.elapsed().saturating_add(retry_after) > t) {
                 return Err(AcquireError::RateLimited { retry_after }.into());
@@ -673,5 +659,18 @@ impl<A: RedisAlgorithm> fmt::Debug for RedisRateLimiter<A> {
             .field("backend", &self.shared.backend)
             .field("policy", &self.policy)
             .finish()
+    }
+}
+
+/// A script's decision as the result of taking `n` permits: granted, refused for now, or never
+/// grantable as one request (no `retry_after`).
+fn admitted(d: &Decision, n: u64) -> Result<(), AcquireError> {
+    match d.retry_after {
+        _ if d.allowed => Ok(()),
+        Some(retry_after) => Err(AcquireError::RateLimited { retry_after }),
+        None => Err(AcquireError::ExceedsBurst {
+            requested: n,
+            burst: d.limit,
+        }),
     }
 }

@@ -19,10 +19,11 @@ use tokio::time::Instant;
 use crate::outcome::AcquireError;
 use crate::wait::CancelOnDrop;
 
-use super::algorithm::{as_i64, Params, RedisAlgorithm};
+use super::algorithm::{Params, RedisAlgorithm};
 use super::client::Failure;
 use super::policy::RedisLimitError;
 use super::{Gcra, Shared};
+use crate::outcome::clamp_i64;
 
 /// A reservation as Redis stored it.
 #[derive(Clone, Debug)]
@@ -63,15 +64,15 @@ pub(crate) async fn reserve(
         Ok(c) => c,
         Err(e) => return Ok(Err(e)),
     };
-    let max_wait_us = max_wait.map_or(-1, |w| as_i64(w.as_micros().min(1 << 53) as u64));
+    let max_wait_us = max_wait.map_or(-1, |w| clamp_i64(w.as_micros().min(1 << 53) as u64));
     let task = {
         let shared = shared.clone();
         let key = state_key.clone();
         tokio::spawn(async move {
             let args = [
-                as_i64(params.limit),
-                as_i64(params.span_us),
-                as_i64(n),
+                clamp_i64(params.limit),
+                clamp_i64(params.span_us),
+                clamp_i64(n),
                 max_wait_us,
             ];
             shared
@@ -116,8 +117,8 @@ fn parse(
             state_key,
             params,
             new_tat: us(new_tat)?,
-            // n = 0 reserves nothing and has nothing to give back.
-            cost: if n == 0 { 0 } else { cost },
+            // n = 0 reserves nothing and has nothing to give back (its cost is 0).
+            cost,
             wait,
             server_time: Duration::from_micros(us(now)?),
             received: Instant::now(),
@@ -167,11 +168,11 @@ impl Drop for InFlight {
 /// (decided by the script on the server's clock). Returns whether it was refunded.
 pub(crate) async fn cancel(shared: &Shared, t: &Ticket) -> Result<bool, Failure> {
     let args = [
-        as_i64(t.params.limit),
-        as_i64(t.params.span_us),
+        clamp_i64(t.params.limit),
+        clamp_i64(t.params.span_us),
         0,
-        as_i64(t.new_tat),
-        as_i64(t.cost),
+        clamp_i64(t.new_tat),
+        clamp_i64(t.cost),
     ];
     let reply = shared
         .backend
