@@ -1,5 +1,5 @@
 //! Redis backend, measured in one run on loopback against a throwaway `redis-server` this
-//! bench starts itself (`cargo bench --features redis --bench redis`):
+//! bench starts itself (in benches/: `cargo bench --features redis --bench redis`):
 //!
 //! - decisions/s and p50/p99 latency with 1, 16 and 256 concurrent tasks on one multiplexed
 //!   connection, for tollgate's GCRA and sliding log scripts and two common recipes as the

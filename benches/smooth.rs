@@ -10,7 +10,7 @@
 //!    the median of the per-round paired ratios, so load that changes between rounds (this
 //!    machine is shared) cancels out. It includes two threads hammering one limiter.
 //!
-//! Run: `cargo bench --bench smooth` (`-- --quick` for a short run).
+//! Run (in benches/): `cargo bench --bench smooth` (`-- --quick` for a short run).
 
 use std::hint::black_box;
 use std::sync::Barrier;

@@ -7,7 +7,7 @@
 //! algorithm in a fresh child process (this binary re-runs itself with `--child`), from
 //! `/proc/self/statm` (Linux).
 //!
-//! Run: `cargo bench --bench windows` (`-- --quick` for a smoke run). Prints markdown.
+//! Run (in benches/): `cargo bench --bench windows` (`-- --quick` for a smoke run). Prints markdown.
 
 use std::hint::black_box;
 use std::process::Command;
