@@ -11,11 +11,15 @@
 //! its trapezoids are truncated, so its bound allows 1 us lost per grant.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use tollgate::{Clock, ManualClock, SmoothRateLimiter, StdClock};
+
+#[path = "support/threads.rs"]
+mod threads;
+use threads::{run, Rng};
 
 const THREADS: usize = 4;
 /// 62,500 permits per second: exactly 16 us apart.
@@ -28,25 +32,6 @@ fn calls() -> u64 {
     } else {
         2_000_000
     }
-}
-
-/// Spawns `threads` workers that start together; returns their results.
-fn run<T: Send + 'static>(
-    threads: usize,
-    work: impl Fn(usize) -> T + Send + Sync + 'static,
-) -> Vec<T> {
-    let work = Arc::new(work);
-    let start = Arc::new(Barrier::new(threads));
-    let handles: Vec<_> = (0..threads)
-        .map(|i| {
-            let (work, start) = (Arc::clone(&work), Arc::clone(&start));
-            thread::spawn(move || {
-                start.wait();
-                work(i)
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 /// Microseconds between two readings of the limiter's clock, truncated as the limiter's are.
@@ -74,18 +59,6 @@ fn bursty_slack(n_max: u64) -> u64 {
 /// to the cold interval per permit.
 fn warming_slack(n_max: u64, grants: u64) -> u64 {
     3 * grants + n_max * 3 * STABLE_US
-}
-
-/// Deterministic per-thread pseudo-random numbers (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// `try_acquire_n` of 1 to 3 permits hammered on the real clock.

@@ -13,11 +13,14 @@
 //! clock reading taken after `peek`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
-use std::thread;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{Clock, DefaultClock, KeyedRateLimiter, ManualClock, Quota, RateLimiter, StdClock};
+
+#[path = "support/threads.rs"]
+mod threads;
+use threads::{run, Rng};
 
 const THREADS: usize = 4;
 
@@ -54,38 +57,6 @@ fn assert_accounted(limiter: &RateLimiter, clock: &impl Clock, granted: u64) {
         "lost update: {granted} grants of {t} ns but tat <= {}",
         after + reset
     );
-}
-
-/// Deterministic per-thread pseudo-random numbers (xorshift), so runs vary by thread but need
-/// no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// Spawns `threads` workers that start together; returns their results.
-fn run<T: Send + 'static>(
-    threads: usize,
-    work: impl Fn(usize) -> T + Send + Sync + 'static,
-) -> Vec<T> {
-    let work = Arc::new(work);
-    let start = Arc::new(Barrier::new(threads));
-    let handles: Vec<_> = (0..threads)
-        .map(|i| {
-            let (work, start) = (Arc::clone(&work), Arc::clone(&start));
-            thread::spawn(move || {
-                start.wait();
-                work(i)
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 /// `try_acquire` hammered by every thread on a real clock, with a short interval so that
