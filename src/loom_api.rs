@@ -10,7 +10,7 @@ use std::ops::Deref;
 
 use crate::algorithm::gcra::GcraParams;
 use crate::algorithm::rules::Rules;
-use crate::algorithm::Gcra;
+use crate::algorithm::{Gcra, ParamSource};
 use crate::cell::gcra::GcraCell;
 use crate::cell::params::{Live, ParamsCell};
 use crate::outcome::Decision;
@@ -37,7 +37,8 @@ impl TatCell {
 
     /// A check of `n` permits at `now` under `q` (the CAS loop).
     pub fn check(&self, now: Nanos, n: u64, q: Quota) -> Checked {
-        checked(&self.0, now, n, q)
+        let p = params(q);
+        checked(&self.0, now, n, &|| p)
     }
 
     /// The stored TAT.
@@ -74,12 +75,7 @@ impl TatCell {
     /// A check of `n` permits at `now` with the parameters read from `p` on every attempt, as
     /// a limiter's decisions do.
     pub fn check_live(&self, now: Nanos, n: u64, p: &Params) -> Checked {
-        let v = self.0.check(now, n, &Live(&p.0));
-        Checked {
-            now,
-            decision: v.decision(now),
-            stored: v.store,
-        }
+        checked(&self.0, now, n, &Live(&p.0))
     }
 
     /// What `set_quota`'s walk does to each cell.
@@ -103,17 +99,9 @@ pub fn check_on_shard_live<G>(
 where
     G: Deref<Target = TatCell>,
 {
-    let op = |cell: &TatCell, now| cell.check_live(now, n, p);
-    keyed::decide_on_shard(
-        lookup,
-        now,
-        &op,
-        |c: &TatCell| c.0.is_fresh(),
-        |on| match on {
-            OnShard::Decided(c) => Looked::Decided(c),
-            OnShard::MustInsert(c) => Looked::MustInsert(c),
-        },
-    )
+    on_shard(lookup, now, |cell: &TatCell, now| {
+        cell.check_live(now, n, p)
+    })
 }
 
 /// One check's result.
@@ -127,9 +115,9 @@ pub struct Checked {
     pub stored: Option<Nanos>,
 }
 
-fn checked(cell: &GcraCell, now: Nanos, n: u64, q: Quota) -> Checked {
-    let p = params(q);
-    let v = cell.check(now, n, &|| p);
+/// A check of `n` permits at `now` with the parameters `p` gives on every attempt.
+fn checked(cell: &GcraCell, now: Nanos, n: u64, p: &impl ParamSource<GcraParams>) -> Checked {
+    let v = cell.check(now, n, p);
     Checked {
         now,
         decision: v.decision(now),
@@ -159,7 +147,21 @@ pub fn check_on_shard<G>(
 where
     G: Deref<Target = TatCell>,
 {
-    let op = |cell: &TatCell, now| checked(&cell.0, now, n, q);
+    let p = params(q);
+    on_shard(lookup, now, |cell: &TatCell, now| {
+        checked(&cell.0, now, n, &|| p)
+    })
+}
+
+/// The library's `decide_on_shard` with the check `op`.
+fn on_shard<G>(
+    lookup: impl FnOnce() -> Option<G>,
+    now: impl Fn() -> Nanos,
+    op: impl Fn(&TatCell, Nanos) -> Checked,
+) -> Looked
+where
+    G: Deref<Target = TatCell>,
+{
     keyed::decide_on_shard(
         lookup,
         now,
