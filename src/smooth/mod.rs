@@ -196,7 +196,7 @@ impl SmoothRateLimiterBuilder {
                     return Err(SmoothConfigError::InvalidColdFactor);
                 }
                 Shape::WarmingUp {
-                    warmup: Micros::try_from(warmup.as_micros()).unwrap_or(Micros::MAX),
+                    warmup: micros_of(warmup),
                     cold_factor,
                 }
             }
@@ -430,7 +430,7 @@ impl SmoothRateLimiter {
         permits: u64,
         timeout: Duration,
     ) -> Result<Duration, SmoothAcquireError> {
-        let (now, ticket) = self.try_reserve(permits, timeout_micros(timeout))?;
+        let (now, ticket) = self.try_reserve(permits, micros_of(timeout))?;
         Ok(self.block(now, ticket))
     }
 
@@ -483,9 +483,10 @@ impl SmoothRateLimiter {
     }
 }
 
-/// Guava's `max(unit.toMicros(timeout), 0)`: truncated, saturating.
-fn timeout_micros(timeout: Duration) -> Micros {
-    Micros::try_from(timeout.as_micros()).unwrap_or(Micros::MAX)
+/// Guava's `unit.toMicros(d)` (for a timeout, `max(.., 0)`, which a `Duration` always is):
+/// truncated, saturating.
+fn micros_of(d: Duration) -> Micros {
+    Micros::try_from(d.as_micros()).unwrap_or(Micros::MAX)
 }
 
 impl fmt::Debug for SmoothRateLimiter {
@@ -553,7 +554,7 @@ impl SmoothRateLimiter {
         permits: u64,
         timeout: Duration,
     ) -> Result<Duration, SmoothAcquireError> {
-        let (now, ticket) = self.try_reserve(permits, timeout_micros(timeout))?;
+        let (now, ticket) = self.try_reserve(permits, micros_of(timeout))?;
         Ok(self.sleep_async(now, ticket).await)
     }
 
