@@ -225,7 +225,8 @@ async fn waiters_giving_up_in_any_order_lose_no_capacity() {
     let limiter = paced(); // one grant every 10 ms, burst 1
     let start = Instant::now();
     limiter.acquire_async().await.unwrap(); // slot 0
-                                            // Eight waiters booked on slots 10..80 ms; they give up at these instants (ms).
+
+    // Eight waiters booked on slots 10..80 ms; they give up at these instants (ms).
     let give_up = [7u64, 2, 9, 4, 1, 8, 3, 6];
     let mut waiters = Vec::new();
     for &after in &give_up {
