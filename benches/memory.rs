@@ -13,20 +13,9 @@ use std::sync::atomic::AtomicU64;
 use tollgate::{KeyedRateLimiter, Quota};
 
 mod support;
-use support::{median, quick, string_key};
+use support::{median, quick, rss_bytes, string_key};
 
 const KEYS: u64 = 1_000_000;
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|f| f.parse().ok())
-        .expect("statm resident field");
-    // Page size: 4 KiB on every Linux this runs on (x86-64, aarch64 default).
-    pages * 4096
-}
 
 const CONTENDERS: &[&str] = &[
     "tollgate u64",

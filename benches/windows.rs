@@ -1,5 +1,5 @@
 //! The window algorithms next to GCRA, same run: ns per decision (direct allowed and denied;
-//! keyed over 1, 10k and 1M `u64` keys) and bytes per key at 1M keys. Self-contained.
+//! keyed over 1, 10k and 1M `u64` keys) and bytes per key at 1M keys.
 //!
 //! The machine is shared and noisy, so each round runs every contender for one batch in a
 //! rotating order; a time is the median over rounds, and a ratio the median over rounds of the
@@ -17,6 +17,9 @@ use tollgate::{
     Algorithm, FixedWindow, Gcra, KeyedRateLimiter, Quota, RateLimiter, SlidingLog, SlidingWindow,
     WeightedWindow,
 };
+
+mod support;
+use support::{median, quick, rss_bytes};
 
 const NAMES: [&str; 5] = [
     "GCRA",
@@ -100,11 +103,6 @@ fn keyed<A: Algorithm>(alg: A, universe: u64) -> Op {
     })
 }
 
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
-}
-
 /// One table row per case: each contender's median ns/op and its median ratio to GCRA.
 fn compare(case: &str, mut ops: Vec<Op>, rounds: usize, batch: u64) {
     for op in &mut ops {
@@ -137,16 +135,6 @@ fn compare(case: &str, mut ops: Vec<Op>, rounds: usize, batch: u64) {
     println!("| {case} | {} |", cells.join(" | "));
 }
 
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc/self/statm");
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|f| f.parse().ok())
-        .expect("statm resident field");
-    pages * 4096
-}
-
 const MEM_KEYS: u64 = 1_000_000;
 
 /// In a child: inserts 1M keys (one grant each, one hour windows so nothing leaves) and prints
@@ -172,8 +160,7 @@ fn main() {
         with_alg!(which, child);
         return;
     }
-    let quick = args.iter().any(|a| a == "--quick");
-    let (rounds, batch) = if quick { (5, 100_000) } else { (21, 400_000) };
+    let (rounds, batch) = if quick() { (5, 100_000) } else { (21, 400_000) };
 
     println!("### Window algorithms next to GCRA (same run)");
     println!();

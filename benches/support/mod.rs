@@ -172,6 +172,18 @@ pub fn string_key(id: u64) -> String {
     format!("k{id}")
 }
 
+/// The process's resident set size in bytes, from `/proc/self/statm` (Linux).
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc/self/statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|f| f.parse().ok())
+        .expect("statm resident field");
+    // Page size: 4 KiB on every Linux this runs on (x86-64, aarch64 default).
+    pages * 4096
+}
+
 /// Parses `--quick` (or `TOLLGATE_BENCH_QUICK=1`) for the plain (non-criterion) bench binaries.
 pub fn quick() -> bool {
     std::env::args().any(|a| a == "--quick")
