@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tollgate::{KeyedRateLimiter, Quota};
 
 mod support;
-use support::{median, quick};
+use support::{median, quick, string_key};
 
 /// Latency stats of the hot loop while it ran.
 struct Loop {
@@ -194,7 +194,7 @@ fn main() {
             .map(|i| match kind {
                 // A different hot key (so, shard) each round.
                 "u64" => round(cold, |k| k, &(u64::MAX - i as u64)),
-                _ => round(cold, |k| format!("k{k}"), format!("hot{i}").as_str()),
+                _ => round(cold, string_key, format!("hot{i}").as_str()),
             })
             .collect();
         report(&format!("{size} cold {kind} keys"), &rs);

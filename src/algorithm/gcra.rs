@@ -34,9 +34,10 @@ use holes::Holes;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Gcra;
 
-/// GCRA's parameters: the quota in force, what a decision derives from it (precomputed here
-/// so that no decision multiplies or divides by a variable), and what a quota change needs to
-/// re-scale a key's debt lazily.
+/// GCRA's parameters: the quota in force, what a decision derives from it (precomputed here:
+/// `tau` and the reciprocal that replaces a division for `remaining`), and what a quota change
+/// needs to re-scale a key's debt lazily. A per-call quota (`check_with`) derives them on each
+/// load.
 ///
 /// In the limiter's sequence lock they are seven words, of which a decision loads the first
 /// five ([`Words::HOT`]): a cell in the current quota generation needs nothing else. `change`
