@@ -5,6 +5,8 @@
 //!
 //! The expectations are Guava's; the limiter computes them from the rules, nothing is stored.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tollgate::{ManualClock, SmoothAcquireError, SmoothRateLimiter};
@@ -389,4 +391,37 @@ fn huge_requests_saturate_without_panicking() {
     g.acquire(u64::MAX);
     g.acquire(u64::MAX);
     assert_eq!(g.events(), "R0.00, R0.00");
+}
+
+/// A clock that moves 1 ms on every reading and records sleeps without sleeping.
+#[derive(Clone, Default)]
+struct Ticking(std::sync::Arc<(AtomicU64, Mutex<Vec<Duration>>)>);
+
+impl tollgate::Clock for Ticking {
+    fn now(&self) -> u64 {
+        self.0 .0.fetch_add(1_000_000, Ordering::Relaxed)
+    }
+
+    fn sleep(&self, d: Duration) {
+        self.0 .1.lock().unwrap().push(d);
+    }
+}
+
+/// Every blocking method measures its wait from the reading its reservation used: a ready
+/// ticket waits 0 however far the clock moves between readings (`acquire()` once measured
+/// it from an earlier reading and slept for the difference).
+#[test]
+fn a_ready_ticket_waits_zero_on_a_moving_clock() {
+    let clock = Ticking::default();
+    let limiter = SmoothRateLimiter::builder(1e6)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(limiter.acquire(), Duration::ZERO);
+    assert_eq!(limiter.acquire_n(1).unwrap(), Duration::ZERO);
+    assert_eq!(
+        limiter.try_acquire_for(1, Duration::from_secs(5)),
+        Ok(Duration::ZERO)
+    );
+    assert_eq!(*clock.0 .1.lock().unwrap(), [Duration::ZERO; 3]);
 }

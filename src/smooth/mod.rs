@@ -348,7 +348,10 @@ impl SmoothRateLimiter {
     /// assert!(limiter.acquire().is_zero());
     /// ```
     pub fn acquire(&self) -> Duration {
-        self.block(self.now(), self.reserve_now(1).1)
+        // The wait is measured from the reservation's own reading: an earlier one would
+        // charge a ready ticket the microseconds between the two reads.
+        let (now, ticket) = self.reserve_now(1);
+        self.block(now, ticket)
     }
 
     /// Takes `permits` at once, blocking until the earlier requests are paid for (not this one:
