@@ -34,11 +34,11 @@ fn decision(
     }
 }
 
-/// The Redis limiter, any algorithm it runs, keyed by strings. `acquire_within` is
-/// [`try_acquire_for_async`](RedisRateLimiter::try_acquire_for_async), then a `peek` for the
-/// headers: with GCRA FIFO across processes, and dropping the wait cancels its reservation;
-/// with a window algorithm it decides again after each `retry_after` (not FIFO) and a dropped
-/// wait holds nothing.
+/// The Redis limiter, any algorithm it runs, keyed by strings: one script call per decision.
+/// `acquire_within` is [`try_acquire_for_async`](RedisRateLimiter::try_acquire_for_async),
+/// with the headers from the reply that granted it (no second call): with GCRA FIFO across
+/// processes, and dropping the wait cancels its reservation; with a window algorithm it
+/// decides again after each `retry_after` (not FIFO) and a dropped wait holds nothing.
 impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
     type Key = String;
     type Error = RedisLimitError;
@@ -73,8 +73,10 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
         max_wait: Duration,
     ) -> Result<Decision, RedisLimitError> {
         let quota = RedisRateLimiter::quota(self);
-        match self.try_acquire_for_async(key, cost, max_wait).await {
-            Ok(_) => self.peek(key).await.map(|mut d| {
+        match self.acquire_reporting(key, cost, Some(max_wait)).await {
+            Ok((_, Some(granted))) => Ok(granted),
+            // Granted by the failure policy: Redis's state is unknown, so ask.
+            Ok((_, None)) => self.peek(key).await.map(|mut d| {
                 d.allowed = true;
                 d
             }),
@@ -83,10 +85,11 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
     }
 }
 
-/// `reserve` is [`reserve`](RedisRateLimiter::reserve), cancelled at once if it is not ready
-/// now; `refund` is [`RedisReservation::cancel`], which gives the permits back only while the
-/// reservation is still the latest on its key (Redis keeps no holes): under concurrent
-/// requests on one key some refunds give nothing back, which only ever counts more.
+/// `reserve` is one script call that reserves only if the permits are ready now (a denial
+/// writes nothing), with the headers from its reply; `refund` is
+/// [`RedisReservation::cancel`], which gives the permits back only while the reservation is
+/// still the latest on its key (Redis keeps no holes): under concurrent requests on one key
+/// some refunds give nothing back, which only ever counts more.
 impl RefundBackend for RedisRateLimiter<Gcra> {
     type Reservation<'a> = RedisReservation;
 
@@ -99,18 +102,10 @@ impl RefundBackend for RedisRateLimiter<Gcra> {
         if cost > quota.burst() {
             return Ok((never(quota, self.peek(key).await?), None));
         }
-        let r = match RedisRateLimiter::reserve(self, key, cost).await {
-            Ok(r) => r,
-            Err(e) => return decision(quota, Err(e)).map(|d| (d, None)),
-        };
-        if !r.delay().is_zero() {
-            let wait = r.delay();
-            // A failed cancel leaves the permits taken: stricter, never more.
-            let _ = r.cancel().await;
-            return Ok((denied(quota, wait), None));
+        match self.reserve_within(key, cost, Some(Duration::ZERO)).await {
+            Ok(r) => Ok((r.granted(), Some(r))),
+            Err(e) => decision(quota, Err(e)).map(|d| (d, None)),
         }
-        let d = self.peek(key).await?;
-        Ok((d, Some(r)))
     }
 
     async fn refund(&self, reservation: RedisReservation) {

@@ -139,9 +139,9 @@ pub struct RedisStats {
     pub policy_decisions: u64,
 }
 
-/// A wait's outcome before the failure policy: the time waited, or Redis's failure with the
-/// part of the timeout left.
-type Waited = Result<Duration, (Failure, Option<Duration>)>;
+/// A wait's outcome before the failure policy: the time waited and the decision as the grant
+/// left the key, or Redis's failure with the part of the timeout left.
+type Waited = Result<(Duration, Decision), (Failure, Option<Duration>)>;
 
 /// What every handle on one limiter shares (cancel tasks hold it too).
 pub(crate) struct Shared {
@@ -528,11 +528,28 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         timeout: Option<Duration>,
     ) -> Result<Duration, RedisLimitError> {
+        Ok(self.acquire_reporting(key, n, timeout).await?.0)
+    }
+
+    /// As [`acquire_within`](Self::acquire_within), with the decision as the grant left the
+    /// key, from the same reply (`None` when the failure policy answered): the HTTP layer's
+    /// headers need it, and a `peek` after the wait would be a second round trip.
+    pub(crate) async fn acquire_reporting(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(Duration, Option<Decision>), RedisLimitError> {
         let params = self.shared.params;
         let state = self.key_under(key, params);
         let waited = if A::spec().reserves {
             match reservation::reserve(&self.shared, state.clone(), params, n, timeout).await {
-                Ok(ticket) => Ok(reservation::sleep_until_ready(&self.shared, ticket?).await),
+                Ok(ticket) => {
+                    let ticket = ticket?;
+                    let granted = ticket.granted();
+                    let waited = reservation::sleep_until_ready(&self.shared, ticket).await;
+                    Ok((waited, granted))
+                }
                 Err(failure) => Err((failure, timeout)),
             }
         } else {
@@ -540,7 +557,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                 .await?
         };
         match waited {
-            Ok(waited) => Ok(waited),
+            Ok((waited, granted)) => Ok((waited, Some(granted))),
             Err((failure, timeout_left)) => {
                 let s = &self.shared;
                 let r = self
@@ -550,7 +567,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                 if !matches!(self.policy, FailurePolicy::Error) {
                     Counters::bump(&s.backend.counters.policy_decisions);
                 }
-                r
+                Ok((r?, None))
             }
         }
     }
@@ -581,7 +598,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                 }
             };
             let retry_after = match admitted(&reply.decision, n) {
-                Ok(()) => return Ok(Ok(start.elapsed())),
+                Ok(()) => return Ok(Ok((start.elapsed(), reply.decision))),
                 Err(AcquireError::RateLimited { retry_after }) => retry_after,
                 Err(e) => return Err(e.into()),
             };
@@ -638,9 +655,20 @@ impl RedisRateLimiter<Gcra> {
     /// # Ok(()) }
     /// ```
     pub async fn reserve(&self, key: &str, n: u64) -> Result<RedisReservation, RedisLimitError> {
+        self.reserve_within(key, n, None).await
+    }
+
+    /// As [`reserve`](Self::reserve), but only if the wait is at most `max_wait` (else
+    /// [`AcquireError::RateLimited`] as `Limited`, and nothing is written).
+    pub(crate) async fn reserve_within(
+        &self,
+        key: &str,
+        n: u64,
+        max_wait: Option<Duration>,
+    ) -> Result<RedisReservation, RedisLimitError> {
         let params = self.shared.params;
         let state = self.key_under(key, params);
-        match reservation::reserve(&self.shared, state, params, n, None).await {
+        match reservation::reserve(&self.shared, state, params, n, max_wait).await {
             Ok(ticket) => Ok(RedisReservation::new(self.shared.clone(), ticket?)),
             Err(f) => Err(RedisLimitError::from_failure(
                 f,

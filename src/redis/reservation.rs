@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::outcome::AcquireError;
+use crate::outcome::{AcquireError, Decision};
 use crate::wait::CancelOnDrop;
 
 use super::algorithm::{Params, RedisAlgorithm};
@@ -39,6 +39,28 @@ pub(crate) struct Ticket {
     server_time: Duration,
     /// When the reply arrived (local timer).
     received: Instant,
+}
+
+impl Ticket {
+    /// The decision as the key stands when this reservation is ready, counting it and every
+    /// reservation made before it (later ones are not in the reply): the fields the script's
+    /// `check` reports for a grant, `remaining = min((tau - debt) / T, b)` and
+    /// `reset_after = debt`, with the debt `new_tat - ready` in whole microseconds.
+    pub(crate) fn granted(&self) -> Decision {
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let debt = self
+            .new_tat
+            .saturating_sub(us(self.server_time).saturating_add(us(self.wait)));
+        let (b, t) = (self.params.limit, self.params.span_us.max(1));
+        let tau = b.saturating_mul(t);
+        Decision {
+            allowed: true,
+            limit: b,
+            remaining: (tau.saturating_sub(debt) / t).min(b),
+            retry_after: None,
+            reset_after: Duration::from_micros(debt),
+        }
+    }
 }
 
 type ReserveReply = Result<Vec<i64>, Failure>;
@@ -237,6 +259,11 @@ impl RedisReservation {
     /// The server's clock when the reservation was made (since the Unix epoch, whole µs).
     pub fn server_time(&self) -> Duration {
         self.ticket.server_time
+    }
+
+    /// The decision as the key stands when this reservation is ready ([`Ticket::granted`]).
+    pub(crate) fn granted(&self) -> Decision {
+        self.ticket.granted()
     }
 
     /// Sleeps on tokio's timer until the reservation is ready; returns the wait it was given.

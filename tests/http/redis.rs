@@ -1,7 +1,8 @@
 //! The HTTP layer over the Redis limiter: a real `redis-server` (started and killed by the
 //! test) and plain hyper servers on loopback. Two servers with their own Redis connections
 //! share one limit (GCRA, and a sliding log with its own headers), a Redis that stops
-//! answering is a 503, refunds work across the wire, and shaping waits on a window.
+//! answering is a 503, refunds work across the wire, and shaping waits (on GCRA and on a window),
+//! each request one script call.
 
 #[path = "support/mod.rs"]
 mod http_support;
@@ -27,13 +28,8 @@ fn prefix() -> String {
     format!("http{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
-async fn limiter(server: &RedisServer, quota: Quota, prefix: &str) -> RedisRateLimiter {
-    RedisRateLimiter::builder(quota)
-        .prefix(prefix)
-        .deadline(Duration::from_millis(500))
-        .connect(&server.url())
-        .await
-        .expect("connect to the test server")
+async fn limiter(server: &RedisServer, quota: Quota, prefix: &str) -> Arc<RedisRateLimiter> {
+    window_limiter(server, tollgate::Gcra, quota, prefix).await
 }
 
 /// `/fail` answers 401, anything else 200.
@@ -50,8 +46,8 @@ fn api_key() -> HeaderKey {
 }
 
 /// A plain hyper server limiting by `x-api-key` through `limiter`.
-async fn server(limiter: RedisRateLimiter, refund: bool) -> std::net::SocketAddr {
-    let mut b = RateLimitLayerBuilder::new(api_key()).limiter(Arc::new(limiter));
+async fn server(limiter: Arc<RedisRateLimiter>, refund: bool) -> std::net::SocketAddr {
+    let mut b = RateLimitLayerBuilder::new(api_key()).limiter(limiter);
     if refund {
         b = b.refund_if(|res| res.status.is_success());
     }
@@ -129,22 +125,60 @@ async fn a_redis_that_does_not_answer_is_a_503() {
     assert!(res.headers.get("retry-after").is_none());
 }
 
+/// Each request is one script call (reserve if ready now, headers from its reply), plus one
+/// for a refund: 5 refunded successes, 2 failures that count, 1 refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refunds_go_back_to_redis() {
+async fn refunds_go_back_to_redis_in_one_call_each() {
     let redis = RedisServer::start();
-    let a = server(
-        limiter(&redis, Quota::per_minute(2).unwrap(), &prefix()).await,
-        true,
-    )
-    .await;
+    let l = limiter(&redis, Quota::per_minute(2).unwrap(), &prefix()).await;
+    let a = server(l.clone(), true).await;
     let c = client();
     let k = [("x-api-key", "k")];
     for _ in 0..5 {
-        assert_eq!(send(&c, a, "GET", "/ok", &k).await.status, 200);
+        let ok = send(&c, a, "GET", "/ok", &k).await;
+        assert_eq!(ok.status, 200);
+        assert_eq!(ok.ratelimit().1["r"], 1);
     }
-    assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 401);
-    assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 401);
-    assert_eq!(send(&c, a, "GET", "/fail", &k).await.status, 429);
+    for r in [1, 0] {
+        let failed = send(&c, a, "GET", "/fail", &k).await;
+        assert_eq!(failed.status, 401);
+        assert_eq!(failed.ratelimit().1["r"], r);
+    }
+    let limited = send(&c, a, "GET", "/fail", &k).await;
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.header("retry-after"), "30");
+    assert_eq!(l.stats().replies, 5 * 2 + 2 + 1);
+}
+
+/// Shaping on GCRA: one reservation per request, FIFO, and the headers from its reply (no
+/// `peek` after the wait): 3 requests, 3 script calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shaping_on_redis_is_one_call_per_request() {
+    let redis = RedisServer::start();
+    let l = limiter(
+        &redis,
+        Quota::new(1, Duration::from_millis(200)).unwrap(),
+        &prefix(),
+    )
+    .await;
+    let layer = RateLimitLayerBuilder::new(api_key())
+        .limiter(l.clone())
+        .shape(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let a = serve_layer(layer).await;
+    let c = client();
+    let k = [("x-api-key", "k")];
+    let start = Instant::now();
+    for _ in 0..3 {
+        let got = send(&c, a, "GET", "/", &k).await;
+        assert_eq!(got.status, 200);
+        // Granted at its slot: no permit left, full again 200 ms later (rounded up to 1 s).
+        let (_, s) = got.ratelimit();
+        assert_eq!((s["r"], s["t"]), (0, 1));
+    }
+    assert!(start.elapsed() >= Duration::from_millis(390));
+    assert_eq!(l.stats().replies, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
