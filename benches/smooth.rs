@@ -5,16 +5,15 @@
 //!
 //! Two parts in one run:
 //! 1. criterion's ns/op for each contender, allowed path and denied path;
-//! 2. a summary table from interleaved rounds: each round runs every contender for a short
-//!    batch in a rotating order; a contender's figure is its median over rounds, and a ratio is
+//! 2. a summary table from interleaved rounds (`support/rounds.rs`): each round runs every
+//!    contender for a short batch in a rotating order; a contender's figure is its median over rounds, and a ratio is
 //!    the median of the per-round paired ratios, so load that changes between rounds (this
 //!    machine is shared) cancels out. It includes two threads hammering one limiter.
 //!
 //! Run (in benches/): `cargo bench --bench smooth` (`-- --quick` for a short run).
 
 use std::hint::black_box;
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::Criterion;
 use tollgate::{Quota, RateLimiter, SmoothRateLimiter, StdClock};
@@ -22,6 +21,10 @@ use tollgate::{Quota, RateLimiter, SmoothRateLimiter, StdClock};
 #[path = "../tests/support/guava_port.rs"]
 mod guava_port;
 use guava_port::{GuavaPort, MutexGuava};
+
+mod support;
+use support::quick;
+use support::rounds::{compare, threaded, Settings};
 
 /// Allowed path: 10^12 permits per second, so every permit's cost truncates to 0 us and every
 /// call is granted, and every call stores (a saved permit is spent).
@@ -92,71 +95,22 @@ fn criterion_part(c: &mut Criterion) {
     }
 }
 
-/// ns/op of `threads` threads each calling `op` `iters` times (wall time / all calls).
-fn batch(op: &(dyn Fn() -> bool + Sync), threads: usize, iters: u64) -> f64 {
-    let start_line = Barrier::new(threads + 1);
-    let start = std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                start_line.wait();
-                for _ in 0..iters {
-                    black_box(op());
-                }
-            });
-        }
-        start_line.wait();
-        Instant::now()
-    }); // the scope joins the threads: the wall time ends here
-    let wall = start.elapsed();
-    wall.as_nanos() as f64 / (iters * threads as u64) as f64
-}
-
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
-}
-
 /// One markdown table: median ns/op and paired ratios against GCRA and the mutex port.
-fn rounds(title: &str, allowed: bool, threads: usize, rounds: usize, iters: u64) {
+fn rounds(title: &str, allowed: bool, threads: usize, s: &Settings, iters: u64) {
     let contenders = Contenders::new(allowed);
-    let ops = contenders.ops();
-    let n = ops.len();
-    for (_, op) in &ops {
-        batch(op.as_ref(), threads, iters); // warm-up
-    }
-    let mut times = vec![Vec::new(); n];
-    for round in 0..rounds {
-        for k in 0..n {
-            let i = (k + round) % n;
-            times[i].push(batch(ops[i].1.as_ref(), threads, iters));
-        }
-    }
-    let (gcra, mutex) = (2, 3);
-    println!("\n### {title}\n");
-    println!("| contender | median ns/op | x gcra | x guava mutex port |");
-    println!("|---|---:|---:|---:|");
-    for i in 0..n {
-        let ratio = |r: usize| {
-            let mut v: Vec<f64> = (0..rounds).map(|k| times[i][k] / times[r][k]).collect();
-            median(&mut v)
-        };
-        println!(
-            "| {} | {:.1} | {:.2} | {:.2} |",
-            ops[i].0,
-            median(&mut times[i].clone()),
-            ratio(gcra),
-            ratio(mutex)
-        );
-    }
+    let cases = contenders
+        .ops()
+        .into_iter()
+        .map(|(name, op)| {
+            threaded(name, threads, move |_, _| {
+                black_box(op());
+            })
+        })
+        .collect();
+    compare(title, s, iters, &["gcra", "guava mutex port"], cases);
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
@@ -164,16 +118,13 @@ fn main() {
     criterion_part(&mut c);
     c.final_summary();
 
-    let (n_rounds, iters) = if quick { (5, 50_000) } else { (21, 200_000) };
-    println!("\n## Same-run comparison ({n_rounds} interleaved rounds, default clock)");
-    println!("(x REF = median over rounds of this ns/op / REF ns/op; below 1 is faster)");
-    rounds("try_acquire, allowed, 1 thread", true, 1, n_rounds, iters);
-    rounds("try_acquire, denied, 1 thread", false, 1, n_rounds, iters);
-    rounds(
-        "try_acquire, allowed, 2 threads on one limiter",
-        true,
-        2,
-        n_rounds,
-        iters / 2,
+    let (rounds_n, iters) = if quick() { (5, 50_000) } else { (21, 200_000) };
+    let s = Settings { rounds: rounds_n };
+    println!(
+        "\n## Same-run comparison ({rounds_n} interleaved rounds, every contender on `StdClock`)"
     );
+    rounds("try_acquire, allowed, 1 thread", true, 1, &s, iters);
+    rounds("try_acquire, denied, 1 thread", false, 1, &s, iters);
+    let two = "try_acquire, allowed, 2 threads on one limiter";
+    rounds(two, true, 2, &s, iters / 2);
 }

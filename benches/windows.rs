@@ -2,8 +2,8 @@
 //! keyed over 1, 10k and 1M `u64` keys) and bytes per key at 1M keys.
 //!
 //! The machine is shared and noisy, so each round runs every contender for one batch in a
-//! rotating order; a time is the median over rounds, and a ratio the median over rounds of the
-//! per-round ratio to GCRA. Memory: resident-set growth while 1M keys are inserted, each
+//! rotating order (`support/rounds.rs`); a time is the median over rounds, and a ratio the
+//! median over rounds of the per-round ratio to GCRA. Memory: resident-set growth while 1M keys are inserted, each
 //! algorithm in a fresh child process (this binary re-runs itself with `--child`), from
 //! `/proc/self/statm` (Linux).
 //!
@@ -19,6 +19,7 @@ use tollgate::{
 };
 
 mod support;
+use support::rounds::{measure, paired_ratio, Case, Settings};
 use support::{median, quick, rss_bytes};
 
 const NAMES: [&str; 5] = [
@@ -103,32 +104,26 @@ fn keyed<A: Algorithm>(alg: A, universe: u64) -> Op {
     })
 }
 
-/// One table row per case: each contender's median ns/op and its median ratio to GCRA.
-fn compare(case: &str, mut ops: Vec<Op>, rounds: usize, batch: u64) {
-    for op in &mut ops {
-        op(batch / 10); // warm up
-    }
-    let n = ops.len();
-    let mut ns = vec![Vec::new(); n];
-    let mut ratios = vec![Vec::new(); n];
-    for r in 0..rounds {
-        let mut t = vec![0.0; n];
-        for j in 0..n {
-            let i = (j + r) % n;
-            t[i] = ops[i](batch).as_nanos() as f64 / batch as f64;
-        }
-        for i in 0..n {
-            ns[i].push(t[i]);
-            ratios[i].push(t[i] / t[0]);
-        }
-    }
-    let cells: Vec<String> = (0..n)
+/// One table row per case: each contender's median ns/op and its median paired ratio to GCRA
+/// (the shared interleaved-rounds harness, laid out one row per case).
+fn compare(case: &str, ops: Vec<Op>, s: &Settings, batch: u64) {
+    let mut cases: Vec<Case<'_>> = ops
+        .into_iter()
+        .zip(NAMES)
+        .map(|(run, name)| Case {
+            name: name.to_string(),
+            ops_per_iter: 1,
+            run,
+        })
+        .collect();
+    let times = measure(s, batch, &mut cases);
+    let cells: Vec<String> = (0..times.len())
         .map(|i| {
-            let (a, b) = (median(&mut ns[i]), median(&mut ratios[i]));
+            let ns = median(&mut times[i].clone());
             if i == 0 {
-                format!("{a:.1}")
+                format!("{ns:.1}")
             } else {
-                format!("{a:.1} ({b:.2}x)")
+                format!("{ns:.1} ({:.2}x)", paired_ratio(&times, i, 0).0)
             }
         })
         .collect();
@@ -161,6 +156,7 @@ fn main() {
         return;
     }
     let (rounds, batch) = if quick() { (5, 100_000) } else { (21, 400_000) };
+    let s = Settings { rounds };
 
     println!("### Window algorithms next to GCRA (same run)");
     println!();
@@ -172,13 +168,13 @@ fn main() {
     compare(
         "direct, allowed",
         all(&|i| with_alg!(i, direct, true)),
-        rounds,
+        &s,
         batch,
     );
     compare(
         "direct, denied",
         all(&|i| with_alg!(i, direct, false)),
-        rounds,
+        &s,
         batch,
     );
     for (name, universe) in [
@@ -187,7 +183,7 @@ fn main() {
         ("keyed, 1M keys", 1_000_000),
     ] {
         let ops = all(&|i| with_alg!(i, keyed, universe));
-        compare(name, ops, rounds, batch);
+        compare(name, ops, &s, batch);
     }
 
     // Bytes per key, each algorithm in a fresh process.

@@ -72,12 +72,10 @@ pub struct Settings {
     pub rounds: usize,
 }
 
-/// Runs `cases` in interleaved rounds; prints one markdown table with the median ns/op and
-/// the paired ratio against each contender named in `refs` (median, and in brackets the
-/// interquartile range over rounds).
-pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
+/// Runs `cases` in interleaved rounds, after one untimed warm-up batch each (fills caches,
+/// grows maps, faults pages in); returns `times[case][round]` in ns/op.
+pub fn measure(s: &Settings, iters: u64, cases: &mut [Case<'_>]) -> Vec<Vec<f64>> {
     let n = cases.len();
-    // Warm-up: one untimed batch each (fills caches, grows maps, faults pages in).
     for c in cases.iter_mut() {
         (c.run)(iters);
     }
@@ -90,6 +88,22 @@ pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: 
             times[i].push(d.as_nanos() as f64 / (iters * c.ops_per_iter) as f64);
         }
     }
+    times
+}
+
+/// Contender `i` against contender `r`: the median over rounds of the paired ratio
+/// `times[i][k] / times[r][k]`, and its interquartile range `(median, q1, q3)`.
+pub fn paired_ratio(times: &[Vec<f64>], i: usize, r: usize) -> (f64, f64, f64) {
+    let mut ratios: Vec<f64> = times[i].iter().zip(&times[r]).map(|(a, b)| a / b).collect();
+    let (lo, hi) = (quantile(&mut ratios, 0.25), quantile(&mut ratios, 0.75));
+    (median(&mut ratios), lo, hi)
+}
+
+/// Runs `cases` in interleaved rounds ([`measure`]); prints one markdown table with the median
+/// ns/op and the paired ratio against each contender named in `refs` (median, and in brackets
+/// the interquartile range over rounds).
+pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
+    let times = measure(s, iters, &mut cases);
     let ref_idx: Vec<usize> = refs
         .iter()
         .map(|r| {
@@ -114,16 +128,14 @@ pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: 
         print!("---:|");
     }
     println!();
-    for i in 0..n {
-        let med = median(&mut times[i].clone());
-        print!("| {} | {:.1} |", cases[i].name, med);
+    for (i, case) in cases.iter().enumerate() {
+        print!("| {} | {:.1} |", case.name, median(&mut times[i].clone()));
         for &r in &ref_idx {
-            let mut ratios: Vec<f64> = (0..s.rounds).map(|k| times[i][k] / times[r][k]).collect();
             if i == r {
                 print!(" 1 |");
             } else {
-                let (lo, hi) = (quantile(&mut ratios, 0.25), quantile(&mut ratios, 0.75));
-                print!(" {:.2} [{lo:.2}-{hi:.2}] |", median(&mut ratios));
+                let (m, lo, hi) = paired_ratio(&times, i, r);
+                print!(" {m:.2} [{lo:.2}-{hi:.2}] |");
             }
         }
         println!();
