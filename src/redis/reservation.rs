@@ -261,7 +261,9 @@ impl RedisReservation {
         self.ticket.server_time
     }
 
-    /// The decision as the key stands when this reservation is ready ([`Ticket::granted`]).
+    /// The decision as the key stands when this reservation is ready ([`Ticket::granted`]):
+    /// the HTTP layer's headers for a refundable request.
+    #[cfg(feature = "tower")]
     pub(crate) fn granted(&self) -> Decision {
         self.ticket.granted()
     }
