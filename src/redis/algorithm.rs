@@ -24,17 +24,18 @@ use super::policy::RedisLimitError;
 /// | [`FixedWindow`](crate::FixedWindow) | epoch-aligned only ([`FixedWindow::epoch_aligned`](crate::FixedWindow::epoch_aligned)); `FixedWindow::new()` counts windows from a clock's origin, which processes do not share, so it is refused ([`RedisLimitError::Unsupported`]) |
 /// | [`WeightedWindow`](crate::WeightedWindow) | one string key: the window index and two counts |
 /// | [`SlidingLog`](crate::SlidingLog) | one sorted set: one member per permit |
-/// | [`SlidingWindow`](crate::SlidingWindow) (sub-windows) | no script: does not implement this trait |
+/// | [`SlidingWindow`](crate::SlidingWindow) (sub-windows) | one string key: the newest sub-window's index and up to `k` counts; `W / k` must be whole microseconds, else refused ([`RedisLimitError::Unsupported`]) |
 ///
 /// Windows of every algorithm are aligned to the Unix epoch on the server's clock. Sealed: each
 /// implementation is a script written for exact integer arithmetic.
 ///
 /// ```
 /// use tollgate::redis::RedisAlgorithm;
-/// use tollgate::{FixedWindow, SlidingLog};
+/// use tollgate::{FixedWindow, SlidingLog, SlidingWindow};
 /// fn tag<A: RedisAlgorithm>(_: A) -> &'static str { A::NAME }
 /// assert_eq!(tag(SlidingLog), "log");
 /// assert_eq!(tag(FixedWindow::epoch_aligned()), "fixed");
+/// assert_eq!(tag(SlidingWindow::new(8)), "sliding");
 /// ```
 pub trait RedisAlgorithm: Algorithm + Copy {
     /// The tag in the algorithm's key names (`<prefix>:<NAME>:...`).
@@ -85,6 +86,10 @@ pub struct Params {
     pub(crate) limit: u64,
     /// GCRA: the interval T. Windows: the window W. Microseconds.
     pub(crate) span_us: u64,
+    /// The sliding window's number of sub-windows `k` (dividing `span_us`): one more script
+    /// argument and key name segment. `None` for the other algorithms, whose arguments and key
+    /// names stay as they were.
+    pub(crate) sub_windows: Option<u32>,
 }
 
 /// 2^51 µs (about 71 years) and 2^51 permits: with the server's clock at about 2^50.7 µs, every
@@ -100,6 +105,7 @@ impl Params {
             .map(|_| Params {
                 limit: q.burst(),
                 span_us: t,
+                sub_windows: None,
             })
             .ok_or(RedisLimitError::QuotaOutOfRange(q))
     }
@@ -111,7 +117,11 @@ impl Params {
         let (limit, window) = limit_and_window(&q)?;
         let w = micros_ceil(window);
         (w <= MAX_SPAN_US && limit <= MAX_SPAN_US)
-            .then_some(Params { limit, span_us: w })
+            .then_some(Params {
+                limit,
+                span_us: w,
+                sub_windows: None,
+            })
             .ok_or(RedisLimitError::QuotaOutOfRange(q))
     }
 
@@ -120,17 +130,35 @@ impl Params {
     pub(crate) fn clamp(&self, n: u64) -> i64 {
         clamp_i64(n.min(self.limit + 1))
     }
+
+    /// A check's arguments after the op: `L`, the span, `n`, and `k` for the sliding window
+    /// (the other scripts get the three they always had).
+    pub(crate) fn check_args(&self, n: u64) -> ([i64; 4], usize) {
+        let args = [
+            clamp_i64(self.limit),
+            clamp_i64(self.span_us),
+            self.clamp(n),
+            self.sub_windows.map_or(0, i64::from),
+        ];
+        (args, if self.sub_windows.is_some() { 4 } else { 3 })
+    }
 }
 
 fn micros_ceil(ns: u64) -> u64 {
     ns.div_ceil(1000)
 }
 
-/// The name of `key`'s state under `algorithm` and `params`: `<prefix>:<algorithm>:<span>:<limit>:<key>`.
-/// The user's key comes last, so a hash tag in it (`{user42}:login`) is the first `{...}` of
-/// the name and decides the cluster slot (the prefix may not contain braces).
+/// The name of `key`'s state under `algorithm` and `params`: `<prefix>:<algorithm>:<span>:<limit>:<key>`,
+/// and `<prefix>:sliding:<span>:<limit>:<k>:<key>` for the sliding window's `k` sub-windows
+/// (one layout per algorithm tag, so names never collide). The user's key comes last, so a
+/// hash tag in it (`{user42}:login`) is the first `{...}` of the name and decides the cluster
+/// slot (the prefix may not contain braces).
 pub(crate) fn state_key(prefix: &str, algorithm: &str, p: Params, key: &str) -> String {
-    format!("{prefix}:{algorithm}:{}:{}:{key}", p.span_us, p.limit)
+    let (span, limit) = (p.span_us, p.limit);
+    match p.sub_windows {
+        None => format!("{prefix}:{algorithm}:{span}:{limit}:{key}"),
+        Some(k) => format!("{prefix}:{algorithm}:{span}:{limit}:{k}:{key}"),
+    }
 }
 
 /// The reply of every script's check: `{now, status, remaining, retry_after or -1, reset_after}`.
@@ -177,7 +205,8 @@ mod tests {
             Params::interval(q).ok(),
             Some(Params {
                 limit: 3,
-                span_us: 334
+                span_us: 334,
+                sub_windows: None,
             })
         );
         let q = Quota::from_interval(Duration::from_nanos(1)).unwrap();
@@ -188,7 +217,8 @@ mod tests {
             Params::window(q).ok(),
             Some(Params {
                 limit: 3,
-                span_us: 1001
+                span_us: 1001,
+                sub_windows: None,
             })
         );
     }
@@ -226,8 +256,15 @@ mod tests {
         let p = Params {
             limit: 10,
             span_us: 1,
+            sub_windows: None,
         };
         assert_eq!((p.clamp(0), p.clamp(10), p.clamp(u64::MAX)), (0, 10, 11));
+        assert_eq!(p.check_args(u64::MAX), ([10, 1, 11, 0], 3));
+        let sliding = Params {
+            sub_windows: Some(8),
+            ..p
+        };
+        assert_eq!(sliding.check_args(3), ([10, 1, 3, 8], 4));
     }
 
     #[test]
@@ -251,10 +288,20 @@ mod tests {
         let p = Params {
             limit: 10,
             span_us: 100_000,
+            sub_windows: None,
         };
         assert_eq!(
             state_key("rl", "gcra", p, "{user42}:login"),
             "rl:gcra:100000:10:{user42}:login"
+        );
+        // The sliding window's k is one more segment, before the user's key.
+        let p = Params {
+            sub_windows: Some(4),
+            ..p
+        };
+        assert_eq!(
+            state_key("rl", "sliding", p, "{user42}:login"),
+            "rl:sliding:100000:10:4:{user42}:login"
         );
     }
 }

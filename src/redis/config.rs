@@ -70,7 +70,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// Runs `algorithm` instead of GCRA: one of the in-process algorithm types that have a
     /// script ([`RedisAlgorithm`]). Whether it can run the quota is checked by
     /// [`connect`](Self::connect) (a [`FixedWindow`](crate::FixedWindow) must be
-    /// [`epoch_aligned`](crate::FixedWindow::epoch_aligned)). Choose it before
+    /// [`epoch_aligned`](crate::FixedWindow::epoch_aligned); a
+    /// [`SlidingWindow`](crate::SlidingWindow)'s sub-windows whole microseconds). Choose it before
     /// [`on_failure`](Self::on_failure): a [`FailurePolicy::Fallback`] limiter must run the
     /// same algorithm, else `connect` returns [`RedisLimitError::Unsupported`].
     ///

@@ -4,9 +4,9 @@
 //! Lua script run per call: atomic, one round trip, on the server's clock (`TIME` inside the
 //! script), so client clock skew cannot over-admit. The algorithms are the in-process
 //! limiter's own types ([`RedisAlgorithm`]): [`Gcra`] (default), [`SlidingLog`](crate::SlidingLog),
-//! [`FixedWindow`](crate::FixedWindow) (epoch-aligned) and
-//! [`WeightedWindow`](crate::WeightedWindow), with the same [`Decision`] fields.
-//! [`SlidingWindow`](crate::SlidingWindow) (sub-windows) has no script.
+//! [`FixedWindow`](crate::FixedWindow) (epoch-aligned), [`WeightedWindow`](crate::WeightedWindow)
+//! and [`SlidingWindow`](crate::SlidingWindow) (sub-windows of whole microseconds), with the
+//! same [`Decision`] fields.
 //!
 //! ```
 //! # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
@@ -35,7 +35,10 @@
 //! exactly in 26-bit limbs, and reply integers only. GCRA runs the quota's interval `T` and
 //! burst; the windows count `L = count` permits per `W = period`. The interval or window is
 //! rounded **up** to a whole microsecond, so Redis never admits more than the quota asks:
-//! `Quota::new(3, Duration::from_millis(1))` runs with `T = 334 µs`. Quotas whose interval or
+//! `Quota::new(3, Duration::from_millis(1))` runs with `T = 334 µs`; a
+//! [`SlidingWindow`](crate::SlidingWindow)'s sub-windows are not rounded (that would move
+//! their boundaries), so its window must split into `k` whole microseconds, else it is
+//! [`RedisLimitError::Unsupported`]. Quotas whose interval or
 //! window is a whole number of microseconds decide exactly as the in-process limiter at the
 //! same instant, with the same `Decision` fields, but for one difference of resolution: a
 //! [`WeightedWindow`](crate::WeightedWindow)'s `retry_after` can fall between two
@@ -47,8 +50,10 @@
 //! other windows there start at the limiter clock's origin).
 //!
 //! # Keys
-//! A key's state lives at `<prefix>:<algorithm>:<span µs>:<limit>:<your key>` (see
-//! [`RedisRateLimiter::state_key`]): algorithms and quotas never share state, and your key comes
+//! A key's state lives at `<prefix>:<algorithm>:<span µs>:<limit>:<your key>`, with the
+//! number of sub-windows after the limit for a [`SlidingWindow`](crate::SlidingWindow)
+//! (`<prefix>:sliding:<W µs>:<limit>:<k>:<your key>`; see [`RedisRateLimiter::state_key`]):
+//! algorithms, quotas and sub-window counts never share state, and your key comes
 //! last, so a hash tag in it (`{user42}:login`) decides the cluster slot. One decision touches
 //! exactly one key, so every call works on a Redis Cluster. Every key expires (`PXAT` /
 //! `PEXPIREAT`) when its state stops carrying information (GCRA: when the bucket is full again;
@@ -74,6 +79,7 @@ mod gcra;
 mod policy;
 mod reservation;
 mod sliding_log;
+mod sliding_window;
 mod weighted;
 
 use std::fmt;
@@ -86,7 +92,6 @@ pub use policy::{FailurePolicy, RedisLimitError};
 pub use reservation::RedisReservation;
 
 use crate::direct::throttle_quota;
-use crate::outcome::clamp_i64;
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::Quota;
 use crate::sync::Ordering;
@@ -340,10 +345,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     }
 
     async fn call_check(&self, state: &str, n: u64, p: Params) -> Result<Vec<i64>, Failure> {
-        let args = [clamp_i64(p.limit), clamp_i64(p.span_us), p.clamp(n)];
+        let (args, len) = p.check_args(n);
         self.shared
             .backend
-            .eval(&A::spec().script, state, "check", &args)
+            .eval(&A::spec().script, state, "check", &args[..len])
             .await
     }
 

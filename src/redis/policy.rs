@@ -206,8 +206,9 @@ pub enum RedisLimitError {
     InvalidPrefix(String),
     /// The algorithm, as configured, cannot run on Redis (a
     /// [`FixedWindow`](crate::FixedWindow) counted from a clock's origin rather than the
-    /// epoch), or a [`FailurePolicy::Fallback`] limiter runs another algorithm than the one
-    /// chosen after it.
+    /// epoch; a [`SlidingWindow`](crate::SlidingWindow) whose sub-windows are not whole
+    /// microseconds), or a [`FailurePolicy::Fallback`] limiter runs another algorithm than the
+    /// one chosen after it.
     Unsupported(&'static str),
     /// The server replied with something no tollgate script returns (another script under the
     /// same SHA1, or a proxy in the way).

@@ -1,0 +1,130 @@
+//! The sliding window of `k` sub-windows on Redis: one short string key per limited thing,
+//! `"s:c1:c2:...:cj"`, the index `s` of the newest sub-window holding permits and the counts of
+//! sub-windows `s`, `s - 1`, ... back to the oldest one still counted (at most `k`, empty ones
+//! at the old end dropped), expiring when sub-window `s` leaves the window.
+//!
+//! Why one string rather than a hash of up to `k` `{sub-window: count}` fields: a decision is
+//! one `GET` and, on admission, one `SET ... PXAT` (as the fixed and weighted windows), and
+//! sub-windows that left the window disappear by being rewritten, where a hash would need an
+//! `HDEL` per stale field and pays per-field overhead; one index for all counts also keeps the
+//! string short (a count per sub-window, `0` for an empty one in between). With one admission
+//! at `k = 8` it is 112 bytes by `MEMORY USAGE` on Redis 7.0 (the fixed window's string: 120,
+//! its index and count being longer than this one's); a key with all `k` sub-windows holding
+//! permits adds the digits of `k - 1` more counts.
+
+use super::algorithm::{script_spec, Params, RedisAlgorithm};
+use super::policy::RedisLimitError;
+use crate::algorithm::sliding::Stamping;
+use crate::quota::Quota;
+use crate::SlidingWindow;
+
+/// The sliding window with `k` sub-windows, aligned to the Unix epoch on the server's clock.
+/// `k` is one of the script's parameters and part of the key name
+/// (`<prefix>:sliding:<W µs>:<L>:<k>:<key>`), so limiters with different `k` never share
+/// state.
+///
+/// What the in-process sliding window refuses (`k` outside `2..=64`, or not dividing `W` in
+/// nanoseconds) is refused the same way ([`RedisLimitError::InvalidQuota`]). The script counts
+/// whole microseconds, so a window that is not a whole number of microseconds divisible by `k`
+/// (`Quota::new(10, Duration::from_micros(1001))` with `k = 8`: sub-windows of 125.125 µs) is
+/// [`RedisLimitError::Unsupported`]: rounding the window up, as the other windows do, would
+/// move every sub-window boundary.
+impl RedisAlgorithm for SlidingWindow {
+    const NAME: &'static str = "sliding";
+
+    script_spec!("sliding_window.lua", reserves: false);
+
+    fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
+        let p = Params::window(quota)?;
+        let window_ns = quota.period_nanos();
+        self.granularity(window_ns)?;
+        let k = self.sub_windows();
+        if window_ns % 1000 != 0 || p.span_us % u64::from(k) != 0 {
+            return Err(RedisLimitError::Unsupported(
+                "a sliding window on Redis counts whole microseconds: its window must be a \
+                 whole number of microseconds that the number of sub-windows divides",
+            ));
+        }
+        Ok(Params {
+            sub_windows: Some(k),
+            ..p
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::quota::QuotaError;
+
+    fn params(k: u32, q: Quota) -> Result<Params, RedisLimitError> {
+        SlidingWindow::new(k).redis_params(q)
+    }
+
+    #[test]
+    fn whole_microsecond_sub_windows_run_with_k_as_a_parameter() {
+        let p = params(6, Quota::per_minute(100).unwrap()).unwrap();
+        assert_eq!(
+            p,
+            Params {
+                limit: 100,
+                span_us: 60_000_000,
+                sub_windows: Some(6),
+            }
+        );
+        // 1 ms in 8 sub-windows of 125 µs, and in 64 of 15.625 µs (refused below).
+        assert!(params(8, Quota::new(3, Duration::from_millis(1)).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn what_the_in_process_window_refuses_is_refused_the_same_way() {
+        let per_minute = Quota::per_minute(100).unwrap();
+        for k in [0, 1, 7, 65] {
+            assert!(
+                matches!(
+                    params(k, per_minute),
+                    Err(RedisLimitError::InvalidQuota(QuotaError::Unsupported(_)))
+                ),
+                "k = {k}"
+            );
+        }
+        let bursty = per_minute.with_burst(3).unwrap();
+        assert!(matches!(
+            params(6, bursty),
+            Err(RedisLimitError::InvalidQuota(QuotaError::Unsupported(_)))
+        ));
+        let year = Duration::from_secs(365 * 24 * 3600);
+        assert!(matches!(
+            params(2, Quota::new(1, year * 72).unwrap()),
+            Err(RedisLimitError::QuotaOutOfRange(_))
+        ));
+    }
+
+    #[test]
+    fn sub_windows_that_are_not_whole_microseconds_are_unsupported() {
+        let unsupported = |k: u32, q: Quota| {
+            // In process the sub-windows are whole nanoseconds: only Redis refuses.
+            assert!(crate::RateLimiter::builder(q)
+                .algorithm(SlidingWindow::new(k))
+                .is_ok());
+            matches!(params(k, q), Err(RedisLimitError::Unsupported(_)))
+        };
+        // 1001 µs / 8 = 125.125 µs.
+        assert!(unsupported(
+            8,
+            Quota::new(10, Duration::from_micros(1001)).unwrap()
+        ));
+        // 1 ms / 64 = 15.625 µs.
+        assert!(unsupported(
+            64,
+            Quota::new(10, Duration::from_millis(1)).unwrap()
+        ));
+        // A window of 1.5 µs (750 ns sub-windows) would round up to 2 µs.
+        assert!(unsupported(
+            2,
+            Quota::new(1, Duration::from_nanos(1500)).unwrap()
+        ));
+    }
+}
