@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis_support::RedisCluster;
 use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
-use tollgate::{FixedWindow, Gcra, Quota, SlidingLog, WeightedWindow};
+use tollgate::{FixedWindow, Gcra, Quota, SlidingLog, SlidingWindow, WeightedWindow};
 
 const KEYS: usize = 150;
 
@@ -63,12 +63,13 @@ async fn every_algorithm_decides_on_a_three_primary_cluster() {
     exercise(&connect(&cluster, Gcra).await).await;
     exercise(&connect(&cluster, FixedWindow::epoch_aligned()).await).await;
     exercise(&connect(&cluster, WeightedWindow).await).await;
+    exercise(&connect(&cluster, SlidingWindow::new(6)).await).await;
     let log = connect(&cluster, SlidingLog).await;
     exercise(&log).await;
 
     // One key per decision and per algorithm, spread over every primary.
     let sizes = dbsizes(&cluster);
-    assert_eq!(sizes.iter().sum::<u64>(), 4 * KEYS as u64, "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<u64>(), 5 * KEYS as u64, "{sizes:?}");
     assert!(sizes.iter().all(|&s| s > 0), "{sizes:?}");
 
     // The hash tag decides the slot: one user's keys live together, whatever the algorithm.

@@ -11,7 +11,7 @@ use redis_support::{eventually, RedisServer};
 use tollgate::redis::{FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter};
 use tollgate::{
     AcquireError, FixedWindow, Gcra, KeyedRateLimiter, ManualClock, Quota, SlidingLog,
-    WeightedWindow,
+    SlidingWindow, WeightedWindow,
 };
 
 const DEADLINE: Duration = Duration::from_millis(50);
@@ -206,8 +206,8 @@ async fn many_connections_on_one_key_never_over_admit() {
         "gcra: {allowed} > {bound}"
     );
 
-    // Windows of 20 ms, L = 10: at most L per fixed window touched (fixed, weighted), and at
-    // most L per any W (sliding log).
+    // Windows of 20 ms, L = 10: at most L per fixed window touched (fixed, weighted), at most
+    // L per any W (sliding log), per sub-window-aligned W (sliding window).
     let q = Quota::new(10, Duration::from_millis(20)).unwrap();
     let w = 20_000;
     let (allowed, first, last) = race(&server, FixedWindow::epoch_aligned(), q).await;
@@ -225,6 +225,14 @@ async fn many_connections_on_one_key_never_over_admit() {
     let (allowed, first, last) = race(&server, SlidingLog, q).await;
     let bound = 10 * ((last - first) / w + 1);
     assert!(allowed >= 1 && allowed <= bound, "log: {allowed} > {bound}");
+    // Sliding window, 4 sub-windows of 5 ms: at most L per window of W starting on a
+    // sub-window boundary, and the span is covered by this many of them from first's.
+    let (allowed, first, last) = race(&server, SlidingWindow::new(4), q).await;
+    let bound = 10 * ((last - first / 5_000 * 5_000) / w + 1);
+    assert!(
+        allowed >= 1 && allowed <= bound,
+        "sliding: {allowed} > {bound}"
+    );
 }
 
 /// `FailurePolicy::Fallback` runs the Redis limiter's own algorithm in process: a sliding log

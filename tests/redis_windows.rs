@@ -20,7 +20,8 @@ use proptest::prelude::*;
 use redis_support::RedisServer;
 use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
 use tollgate::{
-    Decision, FixedWindow, KeyedRateLimiter, ManualClock, Quota, SlidingLog, WeightedWindow,
+    Decision, FixedWindow, KeyedRateLimiter, ManualClock, Quota, SlidingLog, SlidingWindow,
+    WeightedWindow,
 };
 
 fn unique_prefix() -> String {
@@ -125,6 +126,24 @@ fn schedule() -> impl Strategy<Value = (Quota, Vec<Step>)> {
     small_quota().prop_flat_map(|q| (Just(q), steps(q.count(), 5_000, 60)))
 }
 
+/// A sliding window's `k` with a window of a few milliseconds that it splits into whole µs
+/// (sub-windows of 50 µs to 2.5 ms: many boundaries per schedule), and a small limit.
+fn sliding_schedule() -> impl Strategy<Value = (SlidingWindow, Quota, Vec<Step>)> {
+    let k_and_w = prop::sample::select(vec![
+        (2u32, 2_000u64),
+        (3, 3_333),
+        (4, 5_000),
+        (5, 20_000),
+        (8, 2_000),
+        (16, 20_000),
+        (64, 3_200),
+    ]);
+    (k_and_w, 1..6u64).prop_flat_map(|((k, w_us), l)| {
+        let q = Quota::new(l, Duration::from_micros(w_us)).unwrap();
+        (Just(SlidingWindow::new(k)), Just(q), steps(l, 5_000, 60))
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
@@ -145,6 +164,40 @@ proptest! {
         let server = RedisServer::start();
         block_on(replay(&server, SlidingLog, q, &s, false));
     }
+
+    #[test]
+    fn sliding_window_decides_as_in_process((alg, q, s) in sliding_schedule()) {
+        let server = RedisServer::start();
+        block_on(replay(&server, alg, q, &s, false));
+    }
+}
+
+/// Counts up to 2^51 in the stored string (written with %d, where tostring would print
+/// 2.2517998136852e+15, and parsed back exactly) and sums up to 2^52: L = 2^51 permits per
+/// 2^45 µs (about a year) in 64 sub-windows, costs near the limit, its thirds, and small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_window_is_exact_with_counts_near_2_pow_51() {
+    let server = RedisServer::start();
+    let l = 1u64 << 51;
+    let quota = Quota::new(l, Duration::from_micros(1 << 45)).unwrap();
+    let mut steps = Vec::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..200 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let n = match x % 4 {
+            0 => x % (l + 2),
+            1 => l / 3 + x % 1000,
+            2 => l - x % 1000,
+            _ => x % 5,
+        };
+        steps.push(Step::Decide {
+            key: (x % 3) as u8,
+            n,
+        });
+    }
+    replay(&server, SlidingWindow::new(64), quota, &steps, false).await;
 }
 
 /// Products past 2^53: L = 4e9 permits per 4 s window (4e6 µs), so prev * (W - e) reaches
