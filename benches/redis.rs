@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::aio::ConnectionManager;
 use redis_support::RedisServer;
 use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
-use tollgate::{FixedWindow, Gcra, Quota, SlidingLog, WeightedWindow};
+use tollgate::{FixedWindow, Gcra, Quota, SlidingLog, SlidingWindow, WeightedWindow};
 
 const ROUNDS: usize = 5;
 const CONCURRENCY: [usize; 3] = [1, 16, 256];
@@ -209,6 +209,7 @@ async fn memory_table(m: &ConnectionManager, out: &mut String) {
     one!(FixedWindow::epoch_aligned());
     one!(WeightedWindow);
     one!(SlidingLog);
+    one!(SlidingWindow::new(8));
 
     writeln!(out, "\n### Sliding log: memory of one full key against L\n").unwrap();
     writeln!(
