@@ -274,7 +274,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// peeks.
     ///
     /// # Errors
-    /// [`RedisLimitError::QuotaOutOfRange`]; under [`FailurePolicy::Error`] the Redis failure.
+    /// What [`connect`](RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
+    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure.
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
@@ -385,7 +387,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// Like [`check_n`](Self::check_n) under `quota` for this call only (its own state).
     ///
     /// # Errors
-    /// [`RedisLimitError::QuotaOutOfRange`]; under [`FailurePolicy::Error`] the Redis failure.
+    /// What [`connect`](RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
+    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure.
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
