@@ -172,6 +172,23 @@ proptest! {
     }
 }
 
+/// The xorshift state the large-count tests start from: fixed, so their costs reproduce.
+const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The next xorshift step of `x`, as a cost near a limit `l`'s boundaries: anything up to
+/// `l + 1`, about a third of it, just under it, or small.
+fn boundary_cost(x: &mut u64, l: u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    match *x % 4 {
+        0 => *x % (l + 2),
+        1 => l / 3 + *x % 1000,
+        2 => l - *x % 1000,
+        _ => *x % 5,
+    }
+}
+
 /// Counts up to 2^51 in the stored string (written with %d, where tostring would print
 /// 2.2517998136852e+15, and parsed back exactly) and sums up to 2^52: L = 2^51 permits per
 /// 2^45 µs (about a year) in 64 sub-windows, costs near the limit, its thirds, and small.
@@ -181,17 +198,9 @@ async fn sliding_window_is_exact_with_counts_near_2_pow_51() {
     let l = 1u64 << 51;
     let quota = Quota::new(l, Duration::from_micros(1 << 45)).unwrap();
     let mut steps = Vec::new();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut x = SEED;
     for _ in 0..200 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let n = match x % 4 {
-            0 => x % (l + 2),
-            1 => l / 3 + x % 1000,
-            2 => l - x % 1000,
-            _ => x % 5,
-        };
+        let n = boundary_cost(&mut x, l);
         steps.push(Step::Decide {
             key: (x % 3) as u8,
             n,
@@ -208,18 +217,10 @@ async fn weighted_window_is_exact_past_2_pow_53() {
     let l = 4_000_000_000u64;
     let quota = Quota::new(l, Duration::from_secs(4)).unwrap();
     let mut steps = Vec::new();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64; // xorshift: fixed, reproducible costs
+    let mut x = SEED;
     for round in 0..40 {
         for _ in 0..4 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let n = match x % 4 {
-                0 => x % (l + 2),
-                1 => l / 3 + x % 1000,
-                2 => l - x % 1000,
-                _ => x % 5,
-            };
+            let n = boundary_cost(&mut x, l);
             steps.push(Step::Decide { key: 0, n });
         }
         if round % 4 == 0 {

@@ -65,6 +65,17 @@ async fn serve_layer<B: Backend<Key = String>>(
     .await
 }
 
+/// A plain hyper server limiting by `x-api-key` through `limiter`, waiting up to 2 s for a
+/// permit instead of refusing.
+async fn serve_shaping<B: Backend<Key = String>>(limiter: Arc<B>) -> std::net::SocketAddr {
+    let layer = RateLimitLayerBuilder::new(api_key())
+        .limiter(limiter)
+        .shape(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    serve_layer(layer).await
+}
+
 async fn window_limiter<A: RedisAlgorithm>(
     server: &RedisServer,
     alg: A,
@@ -161,12 +172,7 @@ async fn shaping_on_redis_is_one_call_per_request() {
         &prefix(),
     )
     .await;
-    let layer = RateLimitLayerBuilder::new(api_key())
-        .limiter(l.clone())
-        .shape(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    let a = serve_layer(layer).await;
+    let a = serve_shaping(l.clone()).await;
     let c = client();
     let k = [("x-api-key", "k")];
     let start = Instant::now();
@@ -221,12 +227,7 @@ async fn shaping_waits_for_a_window_on_redis() {
         &prefix(),
     )
     .await;
-    let layer = RateLimitLayerBuilder::new(api_key())
-        .limiter(limiter)
-        .shape(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    let a = serve_layer(layer).await;
+    let a = serve_shaping(limiter).await;
     let c = client();
     let k = [("x-api-key", "k")];
     let start = Instant::now();
