@@ -1,9 +1,11 @@
 //! GCRA's cell: one atomic word per key, and the lock-free protocols on it.
 //!
 //! **The word.** Bits 0..62 are the TAT (at most [`MAX_NANOS`]); bit 62 is the parity of the
-//! quota generation the TAT was written under; bit 63 says the key has *spilled*: the word is
-//! then a pointer to a [`Spill`] holding the TAT (same layout) and the key's holes (stretches
-//! freed by cancelled reservations, see `algorithm::gcra::holes`). A key spills only when a
+//! quota generation the TAT was written under; bit 63 says the key has *spilled*: bits 0..63
+//! are then the address of a [`Spill`] shifted right by 3 (it is 8-aligned, so every address
+//! bit is kept, a pointer tag in the top byte included: see [`spill_word`]), which holds the
+//! TAT (same layout) and the key's holes (stretches freed by cancelled reservations, see
+//! `algorithm::gcra::holes`). A key spills only when a
 //! reservation that is not the latest is cancelled, so almost every key stays one word.
 //!
 //! **Decisions are lock-free.** Each is a CAS loop on the TAT word (the cell's own, or the
@@ -164,21 +166,53 @@ pub struct GcraCell {
     word: AtomicU64,
 }
 
-/// A spilled key: its TAT word (bit 63: has holes) and its holes.
+/// How far a spill's address is shifted right in a spilled cell's word: the spill is aligned to
+/// `1 << SPILL_SHIFT` bytes (a compile-time check below), so those low bits are zero and the
+/// shift loses nothing, and a 64-bit address (tag byte and all) fits below bit 61.
+const SPILL_SHIFT: u32 = 3;
+
+/// The cell word pointing at a spill at `addr` (bit 63 set, `addr >> SPILL_SHIFT` below it),
+/// if `addr` can be encoded exactly: `None` if it has a low bit set or more bits than the word
+/// holds below bit 63. Every address bit is kept, so a tagged pointer (Android's top byte,
+/// MTE, HWASan) decodes to itself.
+#[inline]
+fn spill_word(addr: usize) -> Option<u64> {
+    if addr & ((1 << SPILL_SHIFT) - 1) != 0 {
+        return None;
+    }
+    let shifted = u64::try_from(addr >> SPILL_SHIFT).ok()?;
+    (shifted & FLAG == 0).then_some(shifted | FLAG)
+}
+
+/// The address a spilled cell's word points at: the inverse of [`spill_word`] on its words.
+#[inline]
+fn spill_addr(w: u64) -> usize {
+    // Truncates only values `spill_word` never produces (they came from a `usize`).
+    ((w & !FLAG) << SPILL_SHIFT) as usize
+}
+
+/// A spilled key: its TAT word (bit 63: has holes) and its holes. Aligned so that its
+/// address's low [`SPILL_SHIFT`] bits are zero on every target (see [`spill_word`]).
+#[repr(align(8))]
 struct Spill {
     tail: AtomicU64,
     holes: Mutex<Holes>,
 }
 
+const _: () = assert!(std::mem::align_of::<Spill>() >= 1 << SPILL_SHIFT);
+
 impl GcraCell {
     #[inline]
     fn spill(&self, w: u64) -> &Spill {
         debug_assert!(w & FLAG != 0);
-        // SAFETY: a word with bit 63 set was stored by `cancel` from `Box::into_raw`, with
-        // release ordering (and loaded here with acquire); after that the word never changes
-        // again, and the box is freed only by `drop`, which has `&mut self`, so it outlives
-        // every `&self` borrow, including this one.
-        unsafe { &*((w & !FLAG) as *const Spill) }
+        // SAFETY: a cell's word with bit 63 set was stored only by `cancel`, as `spill_word` of
+        // a `Box::into_raw` pointer whose provenance the `as` cast there exposed, with release
+        // ordering (loaded here with acquire, so the spill's initialisation is visible).
+        // `spill_addr` is `spill_word`'s exact inverse on every address it encodes (all bits,
+        // tags included; `tagged_spill_addresses_round_trip_exactly`), so this is that pointer.
+        // After that store the word never changes again, and the box is freed only by `drop`,
+        // which has `&mut self`: it outlives every `&self` borrow, including this one.
+        unsafe { &*(spill_addr(w) as *const Spill) }
     }
 
     /// Check `n` permits at `now`; stores only when allowed.
@@ -226,17 +260,27 @@ impl GcraCell {
                         tail: AtomicU64::new(pack(tat, &p, FLAG)),
                         holes: Mutex::new(holes),
                     }));
-                    let tagged = spill as u64;
-                    debug_assert_eq!(tagged & FLAG, 0, "pointers fit in 63 bits");
-                    match self.word.compare_exchange(
-                        w,
-                        tagged | FLAG,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
+                    // An `as` cast exposes the pointer's provenance, which the casts back in
+                    // `spill` and `drop` pick up (`expose_provenance` and its inverse are
+                    // Rust 1.84, past the MSRV; these casts are their stable spelling).
+                    let Some(tagged) = spill_word(spill as usize) else {
+                        // Cannot happen (8-aligned, at most 64 address bits), but if it did:
+                        // the hole is not recorded, so the cancel gives nothing back, which
+                        // can only refuse what the hole would have allowed, as a decision that
+                        // finds the holes locked does.
+                        // SAFETY: `spill` is from `Box::into_raw` just above and was never
+                        // published; this is the only pointer to it.
+                        drop(unsafe { Box::from_raw(spill) });
+                        return;
+                    };
+                    match self
+                        .word
+                        .compare_exchange(w, tagged, Ordering::AcqRel, Ordering::Acquire)
+                    {
                         Ok(_) => return,
                         Err(seen) => {
-                            // SAFETY: never published; this is the only pointer to it.
+                            // SAFETY: `spill` is from `Box::into_raw` just above and the CAS
+                            // that would have published it failed; this is the only pointer.
                             drop(unsafe { Box::from_raw(spill) });
                             w = seen;
                             continue;
@@ -312,9 +356,10 @@ impl Drop for GcraCell {
     fn drop(&mut self) {
         let w = self.word.load(Ordering::Acquire);
         if w & FLAG != 0 {
-            // SAFETY: `&mut self`: no other reference to the cell, hence to its spill, exists;
-            // the pointer came from `Box::into_raw` in `cancel` and is freed only here.
-            drop(unsafe { Box::from_raw((w & !FLAG) as *mut Spill) });
+            // SAFETY: `&mut self`: no other reference to the cell, hence to its spill, exists.
+            // As in `spill`, the word decodes to exactly the pointer `cancel` got from
+            // `Box::into_raw` (with its exposed provenance), which is freed only here.
+            drop(unsafe { Box::from_raw(spill_addr(w) as *mut Spill) });
         }
     }
 }

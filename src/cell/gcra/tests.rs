@@ -98,3 +98,61 @@ fn a_spilled_cell_migrates_its_tail_and_drops_old_holes() {
     assert!(!v.allowed());
     assert_eq!(c.snapshot(), (80, Some(vec![])));
 }
+
+/// Heap addresses as tagged-pointer platforms hand them out: Android's top-byte tag (0xB4,
+/// bit 63 set), MTE's and HWASan's tags in the top byte, and the highest 8-aligned address.
+/// Only the ones `usize` can hold are used on a narrower target.
+fn tagged_addresses() -> impl Iterator<Item = usize> {
+    [
+        0x0000_0000_0000_0008_u64,
+        0x0000_7fff_ffff_fff8,
+        0xb400_0070_1c2d_3e40, // Android aarch64 (TBI): tag 0xb4
+        0xb4ff_ffff_ffff_fff8,
+        0x0f00_ffff_a0b0_c0d0, // MTE: a tag in bits 56..59
+        0xff00_0000_0000_0010, // HWASan: any top byte
+        0x8000_0000_0000_0000, // bit 63 alone
+        0xc000_0000_0000_0000, // bits 63 and 62 (the flag and the parity bit of a TAT word)
+        u64::MAX & !7,         // the highest 8-aligned address
+        0x0000_0000_ffff_fff8, // the highest on a 32-bit target
+    ]
+    .into_iter()
+    .filter_map(|a| usize::try_from(a).ok())
+}
+
+#[test]
+fn tagged_spill_addresses_round_trip_exactly() {
+    for addr in tagged_addresses() {
+        let w = spill_word(addr).unwrap_or_else(|| panic!("{addr:#x} refused"));
+        assert_ne!(w & FLAG, 0, "{addr:#x}: a spill's word reads as spilled");
+        assert_eq!(
+            spill_addr(w),
+            addr,
+            "{addr:#x} -> {w:#x} lost an address bit"
+        );
+    }
+}
+
+#[test]
+fn an_address_with_low_bits_set_is_refused() {
+    for addr in tagged_addresses() {
+        for low in 1..8 {
+            assert_eq!(spill_word(addr | low), None, "{:#x}", addr | low);
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Any address: encodable iff 8-aligned, and then decoded to exactly itself, with the
+    /// spilled bit set (so it never reads as a TAT word).
+    #[test]
+    fn spill_words_encode_exactly_the_aligned_addresses(addr in proptest::num::usize::ANY) {
+        match spill_word(addr) {
+            Some(w) => {
+                proptest::prop_assert_eq!(addr % 8, 0);
+                proptest::prop_assert_ne!(w & FLAG, 0);
+                proptest::prop_assert_eq!(spill_addr(w), addr);
+            }
+            None => proptest::prop_assert_ne!(addr % 8, 0),
+        }
+    }
+}
