@@ -50,6 +50,9 @@
 //! `new_tat - tau <= now`; denials store nothing.
 
 #![deny(missing_docs)]
+// Every `unsafe` block states why it is sound (`// SAFETY:`), and an `unsafe fn`'s body is
+// not one implicit block: each operation in it is marked and argued.
+#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod algorithm;

@@ -62,13 +62,16 @@ impl Clock for TscClock {
 /// `rdtsc`: not ordered with earlier loads; [`TSC_MAX_SKEW`] says what that costs.
 #[inline(always)]
 fn read() -> u64 {
-    // SAFETY: rdtsc exists on every x86_64 CPU and only reads the time-stamp counter.
+    // SAFETY: this module is built for x86_64 only, where rdtsc is baseline; it reads the
+    // time-stamp counter and touches no memory. (Where an OS forbids it in user mode it traps:
+    // a signal, not undefined behaviour.)
     unsafe { _rdtsc() }
 }
 
 /// `lfence; rdtsc; lfence`: ordered with the code around it (used only by the check in `new`).
 fn fenced() -> u64 {
-    // SAFETY: lfence (SSE2, baseline on x86_64) and rdtsc touch no memory.
+    // SAFETY: x86_64 only (this module's cfg): lfence is SSE2 and rdtsc baseline there, and
+    // neither touches memory.
     unsafe {
         _mm_lfence();
         let t = _rdtsc();

@@ -159,12 +159,30 @@ pub(crate) struct CellRef<G, C> {
     cell: *const C,
 }
 
+impl<G, C> CellRef<G, C> {
+    /// Borrows `cell` for as long as `guard` lives.
+    ///
+    /// # Safety
+    ///
+    /// `cell` must point to a valid `C` that stays valid, in place and not mutably borrowed
+    /// for as long as `guard` is alive: in [`KeyedStore::lookup`], `cell` is in the table
+    /// `guard` read-locks, so no writer can remove, move or change it before the guard drops.
+    #[inline(always)]
+    unsafe fn new(guard: G, cell: *const C) -> Self {
+        CellRef {
+            _guard: guard,
+            cell,
+        }
+    }
+}
+
 impl<G, C> Deref for CellRef<G, C> {
     type Target = C;
 
     #[inline(always)]
     fn deref(&self) -> &C {
-        // SAFETY: `cell` points into the table `_guard` guards (see `KeyedStore::lookup`).
+        // SAFETY: `CellRef::new`'s contract: `cell` stays valid and shared while `_guard`,
+        // which `self` owns, is alive; the returned borrow cannot outlive `self`.
         unsafe { &*self.cell }
     }
 }
@@ -281,13 +299,13 @@ where
             None => self.read_waiting(shard),
         };
         let bucket = table.find(hash, |(k, _)| k.borrow() == key)?;
-        // SAFETY: the bucket was just found in `table`, whose read guard the `CellRef` keeps:
-        // until it is dropped no writer can remove the entry or move the table.
+        // SAFETY: `bucket` was just found, full, in the table the guard `table` read-locks:
+        // no writer can remove or move the entry while that guard lives, and it lives past
+        // this borrow (which only becomes a pointer) and on in the `CellRef`.
         let cell: *const A::Cell = unsafe { bucket.as_ref() }.1.get();
-        Some(CellRef {
-            _guard: table,
-            cell,
-        })
+        // SAFETY: `cell` points into the table `table` read-locks, and `CellRef` owns that
+        // guard (moving a guard moves no data: the table stays in the shard's lock).
+        Some(unsafe { CellRef::new(table, cell) })
     }
 
     /// A shard's read guard for a decision that found it write-locked (a sweep's chunk, or an
@@ -478,10 +496,11 @@ where
         for shard in self.map.shards() {
             let table = shard.read();
             // SAFETY: the iterator does not outlive `table`, a read guard held throughout.
-            unsafe {
-                for bucket in table.iter() {
-                    f(bucket.as_ref().1.get());
-                }
+            for bucket in unsafe { table.iter() } {
+                // SAFETY: a full bucket the iterator yielded from `table`, still read-locked
+                // (no entry can be removed or moved); the borrow ends with `f`'s call.
+                let cell = unsafe { bucket.as_ref() }.1.get();
+                f(cell);
             }
         }
         // A change may lower every key's cold time (a looser quota): forget the bound so the
@@ -552,19 +571,25 @@ where
                     skew,
                     |cell| alg.cold_at(cell, &p),
                     |keep| {
+                        // `table` is held exclusively (write guard) for the whole loop, and
+                        // `end <= buckets()`, read under it. Removing a bucket (hashbrown's
+                        // `erase` under the hood) leaves the other buckets where they are, as
+                        // `HashMap::retain` relies on, so `buckets()` and each index hold.
                         for i in pos..end {
-                            // SAFETY: `i < buckets()` of `table`, which we hold exclusively
-                            // (write guard) for the whole loop; a bucket is read only if full,
-                            // and removing it (hashbrown's `erase` under the hood) leaves the
-                            // other buckets where they are, as `HashMap::retain` relies on.
-                            unsafe {
-                                if !table.is_bucket_full(i) {
-                                    continue;
-                                }
-                                let bucket = table.bucket(i);
-                                if !keep(bucket.as_ref().1.get()) {
-                                    graveyard.push(table.remove(bucket));
-                                }
+                            // SAFETY: `i < end <= table.buckets()`.
+                            if !unsafe { table.is_bucket_full(i) } {
+                                continue;
+                            }
+                            // SAFETY: `i < buckets()`, and the table is allocated: a bucket of
+                            // the unallocated empty table is never full.
+                            let bucket = unsafe { table.bucket(i) };
+                            // SAFETY: a full bucket of the locked table; the borrow ends with
+                            // `keep`'s call, before anything is removed.
+                            let cell = unsafe { bucket.as_ref() }.1.get();
+                            if !keep(cell) {
+                                // SAFETY: `bucket` is full and in `table` (locked, unchanged
+                                // since it was read), and is not used again.
+                                graveyard.push(unsafe { table.remove(bucket) });
                             }
                         }
                     },

@@ -112,7 +112,7 @@ fn tagged_addresses() -> impl Iterator<Item = usize> {
         0xff00_0000_0000_0010, // HWASan: any top byte
         0x8000_0000_0000_0000, // bit 63 alone
         0xc000_0000_0000_0000, // bits 63 and 62 (the flag and the parity bit of a TAT word)
-        u64::MAX & !7,         // the highest 8-aligned address
+        !7,                    // the highest 8-aligned address
         0x0000_0000_ffff_fff8, // the highest on a 32-bit target
     ]
     .into_iter()
