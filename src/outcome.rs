@@ -83,8 +83,10 @@ pub enum AcquireError {
         /// The burst of the quota in force.
         burst: u64,
     },
-    /// The wait for this many permits does not fit in `u64` nanoseconds from the clock's origin
-    /// (about 584 years): nothing was reserved.
+    /// The permits would be granted only after the last time the limiter can represent, so
+    /// never: nothing was reserved. In process that time is [`MAX_NANOS`](crate::MAX_NANOS)
+    /// (`2^62 - 1` ns from the clock's origin, about 146 years); for a `RedisRateLimiter`, the
+    /// range of its scripts.
     Unrepresentable {
         /// Permits asked for.
         requested: u64,
@@ -120,7 +122,8 @@ impl fmt::Display for AcquireError {
             ),
             AcquireError::Unrepresentable { requested } => write!(
                 f,
-                "waiting for {requested} permits would exceed the clock's u64 nanosecond range"
+                "waiting for {requested} permits would end past the limiter's time range (in \
+                 process MAX_NANOS: 2^62 - 1 ns from the clock's origin, about 146 years)"
             ),
         }
     }
@@ -207,5 +210,23 @@ mod tests {
         assert_eq!(whole_seconds(Duration::from_nanos(2_000_999_999)), 2);
         assert_eq!(whole_seconds(Duration::from_nanos(2_001_000_000)), 3);
         assert_eq!(whole_seconds(Duration::MAX), i64::MAX);
+    }
+
+    /// The message states the limit the refusal comes from: `MAX_NANOS` and its span in
+    /// (Julian) years, computed here from the constant rather than written down.
+    #[test]
+    fn unrepresentable_names_the_time_range_it_exceeds() {
+        let clock = crate::ManualClock::new();
+        let t = Duration::from_nanos(crate::MAX_NANOS);
+        let limiter = crate::RateLimiter::builder(crate::Quota::from_interval(t).unwrap())
+            .clock(clock)
+            .build();
+        // Two permits at T = MAX_NANOS would end at 2 * MAX_NANOS: past the range.
+        let e = limiter.acquire_n(2).unwrap_err();
+        assert_eq!(e, AcquireError::Unrepresentable { requested: 2 });
+        let years = crate::MAX_NANOS / 31_557_600_000_000_000;
+        let msg = e.to_string();
+        assert!(msg.contains("MAX_NANOS"), "{msg}");
+        assert!(msg.contains(&format!("about {years} years")), "{msg}");
     }
 }
