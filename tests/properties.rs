@@ -12,8 +12,9 @@
 //! reservation's capacity is usable by later arrivals, in any order" written down directly;
 //! the limiter does it with one word, a tail and holes.
 //!
-//! This test is what showed DESIGN.md's partial refund rule unsafe: with it, cancels of
-//! non-latest reservations let 10 permits through within one interval at burst 5.
+//! This test is what showed the first design's partial refund rule unsafe: with it, cancels of
+//! non-latest reservations let 10 permits through within one interval at burst 5
+//! (`docs/design.md`, "3. Reservations, waiting, cancel").
 
 use std::time::Duration;
 

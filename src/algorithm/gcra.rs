@@ -237,7 +237,8 @@ impl Verdict {
         }
     }
 
-    /// The full result fields (DESIGN.md 2), for a verdict decided at `now`.
+    /// The full result fields (`docs/design.md`, "2. Quota and GCRA"), for a verdict decided
+    /// at `now`.
     #[inline(always)]
     pub(crate) fn decision(&self, now: Nanos) -> Decision {
         // Every verdict's tail is max(tat, now) or later.

@@ -4,8 +4,13 @@
 //! (`try_acquire`, `check`, `peek`, blocking and async `acquire`, timeouts) only asks an
 //! algorithm to decide on one key's cell, to book permits ahead if it can (GCRA), to say when a
 //! cell has become equal to a fresh one (the sweeper), and to turn its verdict into a
-//! [`Decision`]. Adding an algorithm is one file here implementing [`rules::Rules`], plus its
-//! tests; the cells it stores live in `crate::cell`, the maps in `crate::store`.
+//! [`Decision`]. Adding an algorithm takes: a module here with its decision rule (pure
+//! functions of the state, the parameters and `now`) and its [`rules::Rules`] impl, with
+//! tests beside it; a cell for its state in `crate::cell` (a word under CAS or a locked state
+//! already there, or a new one with its loom model in `loom-tests/`); its public type
+//! re-exported here and in `lib.rs`; and, to run it on Redis, a `RedisAlgorithm` impl and its
+//! Lua script in `crate::redis`. The limiters, the method family, the maps (`crate::store`),
+//! the sweeper and the HTTP layer need nothing new.
 
 use std::fmt;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Every rule of DESIGN.md 2-3 with exact nanosecond expectations, plus holes and re-scaling.
+//! Every rule of `docs/design.md` sections "2. Quota and GCRA" and "3. Reservations, waiting,
+//! cancel" with exact nanosecond expectations, plus holes and re-scaling.
 
 use super::*;
 
@@ -370,8 +371,8 @@ proptest::proptest! {
     }
 }
 
-/// The decision's fields by their definitions (DESIGN.md 2), from the verdict's tail alone:
-/// what the per-branch arithmetic in `check` must agree with.
+/// The decision's fields by their definitions (`docs/design.md`, "2. Quota and GCRA"), from
+/// the verdict's tail alone: what the per-branch arithmetic in `check` must agree with.
 fn decision_by_definition(v: &Verdict, now: Nanos, p: &GcraParams) -> Decision {
     let debt = v.tail.saturating_sub(now);
     let remaining = match v.kind {
