@@ -164,7 +164,10 @@ fn sliding_set_quota_racing_a_decision<A: Algorithm + Copy>(alg: A) {
             loom::thread::spawn(move || lim.try_acquire())
         };
         writer.join().unwrap();
-        assert!(decider.join().unwrap(), "{alg:?}: an expired grant came back");
+        assert!(
+            decider.join().unwrap(),
+            "{alg:?}: an expired grant came back"
+        );
         let d = lim.peek();
         assert_eq!((d.limit, d.remaining), (1, 0), "{alg:?}: {d:?}");
     });
