@@ -13,8 +13,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use proptest::prelude::*;
 use tollgate::{
-    AcquireError, Algorithm, Decision, FixedWindow, ManualClock, Quota, RateLimiter, SlidingLog,
-    SlidingWindow, WeightedWindow,
+    AcquireError, Algorithm, Decision, FixedWindow, KeyedRateLimiter, ManualClock, Quota,
+    RateLimiter, SlidingLog, SlidingWindow, WeightedWindow,
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +37,9 @@ struct Model {
     alg: Alg,
     l: u64,
     w: u64,
+    /// `(time, n)`; for the sliding window `(stamp, n)`, the stamp being the start of the
+    /// grant's sub-window, never before a stamp still held (so stamps stay in order when a
+    /// quota change moves the sub-window grid).
     grants: Vec<(u64, u64)>,
 }
 
@@ -60,12 +63,9 @@ impl Model {
         let w = self.w;
         match self.alg {
             Alg::Fixed { offset } => u128::from(self.fixed_counts(now, offset).1),
-            Alg::Sub { k } => {
-                let g = w / k;
-                // The current sub-window and the k - 1 before it.
-                u128::from(self.sum(|t| t / g + k > now / g))
-            }
-            Alg::Log => u128::from(self.sum(|t| t + w > now)),
+            // The log: the grants of (now - W, now]. The sliding window: the sub-windows
+            // starting in (now - W, now], i.e. the current one and the k - 1 before it.
+            Alg::Sub { .. } | Alg::Log => u128::from(self.sum(|s| s + w > now)),
             Alg::Weighted => {
                 let (prev, cur) = self.fixed_counts(now, 0);
                 let e = now % w;
@@ -108,7 +108,14 @@ impl Model {
         } else if n > self.l {
             (false, None)
         } else if self.fits(now, n) {
-            self.grants.push((now, n));
+            let stamp = match self.alg {
+                Alg::Sub { k } => {
+                    let slot = now - now % (self.w / k);
+                    self.grants.last().map_or(slot, |g| slot.max(g.0))
+                }
+                _ => now,
+            };
+            self.grants.push((stamp, n));
             (true, None)
         } else {
             (false, Some(self.retry_after(now, n)))
@@ -120,6 +127,30 @@ impl Model {
             retry,
             self.reset_after(now),
         )
+    }
+}
+
+impl Model {
+    /// `set_quota(l per w)` at `now`, for the sliding window and log (README, "Quota changes
+    /// and per-call quotas"): the grants that had left the window in force at the change are
+    /// gone for good; the others are kept and judged under the new limit and window.
+    fn set_quota(&mut self, now: u64, l: u64, w: u64) {
+        assert!(
+            matches!(self.alg, Alg::Sub { .. } | Alg::Log),
+            "the sliding models only"
+        );
+        let old = self.w;
+        self.grants.retain(|g| g.0 + old > now);
+        (self.l, self.w) = (l, w);
+    }
+
+    /// The stamp granularity: the sub-window, or the window for the others.
+    fn granularity(&self) -> u64 {
+        match self.alg {
+            Alg::Sub { k } => self.w / k,
+            Alg::Log => 1,
+            _ => self.w,
+        }
     }
 }
 
@@ -158,6 +189,11 @@ enum Op {
     Advance(u64),
     /// To the next multiple of this many ns: window and sub-window boundaries exactly.
     ToBoundary(bool),
+    /// `set_quota` to `L` per this many ns (sub-windows for the sliding window), both at least
+    /// 1 and adjusted to a valid quota.
+    SetQuota(u64, u64),
+    /// `sweep_now` on the keyed limiter that is also looked at.
+    Sweep,
 }
 
 fn size() -> impl Strategy<Value = Size> {
@@ -200,18 +236,68 @@ fn limiter<A: Algorithm>(q: Quota, clock: &ManualClock, alg: A) -> RateLimiter<A
         .build()
 }
 
-/// Runs `ops` on the limiter and the model side by side; returns the grants the limiter made.
-fn run<A: Algorithm>(
+fn keyed<A: Algorithm>(q: Quota, clock: &ManualClock, alg: A) -> KeyedRateLimiter<u8, A> {
+    KeyedRateLimiter::builder(q)
+        .clock(clock.clone())
+        .algorithm(alg)
+        .unwrap()
+        .build()
+}
+
+/// The limiters a schedule runs on, each on its own clock (a waiting method sleeps on its
+/// own; the clocks must still agree after every step): a direct one, a keyed one (key 0)
+/// that is also peeked before every step and swept at `Op::Sweep`, and a keyed one that only
+/// gets the schedule's own calls. A look and a sweep take nothing, so all three must decide
+/// alike, and like the model.
+struct Subjects<A: Algorithm> {
+    direct: RateLimiter<A>,
+    touched: KeyedRateLimiter<u8, A>,
+    untouched: KeyedRateLimiter<u8, A>,
+    clocks: [ManualClock; 3],
+}
+
+impl<A: Algorithm + Copy> Subjects<A> {
+    fn new(q: Quota, alg: A) -> Self {
+        let clocks = [ManualClock::new(), ManualClock::new(), ManualClock::new()];
+        Subjects {
+            direct: limiter(q, &clocks[0], alg),
+            touched: keyed(q, &clocks[1], alg),
+            untouched: keyed(q, &clocks[2], alg),
+            clocks,
+        }
+    }
+
+    /// A call on each limiter: `direct` on the direct one, `keyed` on key 0 of the others.
+    fn each<R>(
+        &self,
+        direct: impl Fn(&RateLimiter<A>) -> R,
+        keyed: impl Fn(&KeyedRateLimiter<u8, A>) -> R,
+    ) -> [R; 3] {
+        [
+            direct(&self.direct),
+            keyed(&self.touched),
+            keyed(&self.untouched),
+        ]
+    }
+
+    fn now(&self) -> Result<u64, TestCaseError> {
+        let [a, b, c] = self.clocks.each_ref().map(tollgate::Clock::now);
+        prop_assert!(a == b && b == c, "the clocks parted: {} {} {}", a, b, c);
+        Ok(a)
+    }
+}
+
+/// Runs `ops` on the limiters and the model side by side; returns the grants the direct
+/// limiter made.
+fn run<A: Algorithm + Copy>(
     alg: A,
     model_alg: Alg,
     l: u64,
     w: u64,
-    granularity: u64,
     ops: &[Op],
 ) -> Result<Vec<(u64, u64)>, TestCaseError> {
-    let clock = ManualClock::new();
     let q = Quota::new(l, Duration::from_nanos(w)).unwrap();
-    let lim = limiter(q, &clock, alg);
+    let lims = Subjects::new(q, alg);
     let mut model = Model {
         alg: model_alg,
         l,
@@ -219,13 +305,19 @@ fn run<A: Algorithm>(
         grants: Vec::new(),
     };
     let mut granted = Vec::new();
-    let now = |c: &ManualClock| tollgate::Clock::now(c);
     for (i, &op) in ops.iter().enumerate() {
-        let t = now(&clock);
+        let t = lims.now()?;
+        let l = model.l;
+        // The extra look: it must see what the model sees, and change nothing.
+        prop_assert_eq!(
+            lims.touched.peek(&0),
+            model.check(t, 0),
+            "look before op {}",
+            i
+        );
         match op {
             Op::Try(s) => {
                 let n = n_of(s, l);
-                let got = lim.try_acquire_n(n);
                 let want = model.check(t, n);
                 let want = if want.allowed {
                     Ok(())
@@ -237,33 +329,33 @@ fn run<A: Algorithm>(
                         burst: l,
                     })
                 };
-                prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
-                if got.is_ok() {
+                for got in lims.each(|d| d.try_acquire_n(n), |k| k.try_acquire_n(&0, n)) {
+                    prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
+                }
+                if want.is_ok() {
                     granted.push((t, n));
                 }
             }
-            Op::Check(_) | Op::Peek => {
-                let n = if let Op::Check(s) = op { n_of(s, l) } else { 0 };
-                let got = if let Op::Check(_) = op {
-                    lim.check_n(n)
-                } else {
-                    lim.peek()
-                };
+            Op::Check(s) => {
+                let n = n_of(s, l);
                 let want = model.check(t, n);
-                prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
-                if got.allowed {
+                for got in lims.each(|d| d.check_n(n), |k| k.check_n(&0, n)) {
+                    prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
+                }
+                if want.allowed {
                     granted.push((t, n));
                 }
+            }
+            Op::Peek => {
+                let want = model.check(t, 0);
+                prop_assert_eq!(lims.direct.peek(), want, "op {} {:?} at {}", i, op, t);
+                prop_assert_eq!(lims.touched.peek(&0), want, "op {} {:?} at {}", i, op, t);
             }
             Op::Acquire(s) | Op::AcquireFor(s, _) => {
                 let n = n_of(s, l);
                 let timeout = match op {
-                    Op::AcquireFor(_, d) => Some(d),
+                    Op::AcquireFor(_, d) => Some(Duration::from_nanos(d)),
                     _ => None,
-                };
-                let got = match timeout {
-                    Some(d) => lim.try_acquire_for(n, Duration::from_nanos(d)),
-                    None => lim.acquire_n(n),
                 };
                 // The model: wait until it fits (nothing else is admitted meanwhile).
                 let want = if n > l {
@@ -277,32 +369,58 @@ fn run<A: Algorithm>(
                     } else {
                         model.retry_after(t, n)
                     };
+                    let wait = Duration::from_nanos(wait);
                     match timeout {
-                        Some(d) if wait > d => Err(AcquireError::RateLimited {
-                            retry_after: Duration::from_nanos(wait),
-                        }),
+                        Some(d) if wait > d => Err(AcquireError::RateLimited { retry_after: wait }),
                         _ => {
-                            model.check(t + wait, n);
-                            Ok(Duration::from_nanos(wait))
+                            model.check(t + wait.as_nanos() as u64, n);
+                            Ok(wait)
                         }
                     }
                 };
-                prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
-                if let Ok(waited) = got {
-                    prop_assert_eq!(now(&clock), t + waited.as_nanos() as u64);
-                    granted.push((now(&clock), n));
+                let got = match timeout {
+                    Some(d) => {
+                        lims.each(|x| x.try_acquire_for(n, d), |k| k.try_acquire_for(&0, n, d))
+                    }
+                    None => lims.each(|x| x.acquire_n(n), |k| k.acquire_n(&0, n)),
+                };
+                for got in got {
+                    prop_assert_eq!(got, want, "op {} {:?} at {}", i, op, t);
+                }
+                let after = lims.now()?;
+                if let Ok(waited) = want {
+                    prop_assert_eq!(after, t + waited.as_nanos() as u64);
+                    granted.push((after, n));
                 } else {
-                    prop_assert_eq!(now(&clock), t, "a refused wait never sleeps");
+                    prop_assert_eq!(after, t, "a refused wait never sleeps");
                 }
             }
-            Op::Advance(d) => clock.advance_nanos(d),
+            Op::Advance(d) => lims.clocks.iter().for_each(|c| c.advance_nanos(d)),
             Op::ToBoundary(whole) => {
-                let unit = if whole { w } else { granularity };
+                let unit = if whole { model.w } else { model.granularity() };
                 let offset = match model_alg {
                     Alg::Fixed { offset } => offset,
                     _ => 0,
                 };
-                clock.set((t + offset) / unit * unit + unit - offset);
+                let to = (t + offset) / unit * unit + unit - offset;
+                for c in &lims.clocks {
+                    c.set(to);
+                }
+            }
+            Op::SetQuota(l, units) => {
+                let (l, w) = match model_alg {
+                    // Whole sub-windows of at least L / k ns (at most one permit per ns).
+                    Alg::Sub { k } => (l, k * units.max(l.div_ceil(k))),
+                    _ => (l, units.max(l)),
+                };
+                let q = Quota::new(l, Duration::from_nanos(w)).unwrap();
+                for got in lims.each(|d| d.set_quota(q), |k| k.set_quota(q)) {
+                    prop_assert_eq!(got, Ok(()));
+                }
+                model.set_quota(t, l, w);
+            }
+            Op::Sweep => {
+                lims.touched.sweep_now();
             }
         }
     }
@@ -339,6 +457,16 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op(), 1..80)
 }
 
+/// Schedules with quota changes (random limits and windows, wider and narrower) and sweeps.
+fn changing_ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        12 => op(),
+        2 => ((1u64..6), (1u64..25)).prop_map(|(l, w)| Op::SetQuota(l, w)),
+        2 => Just(Op::Sweep),
+    ];
+    prop::collection::vec(op, 1..80)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -350,7 +478,7 @@ proptest! {
         let w = w.max(l + 1);
         let alg = FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_nanos(origin));
         let offset = origin % w;
-        let granted = run(alg, Alg::Fixed { offset }, l, w, w, &ops)?;
+        let granted = run(alg, Alg::Fixed { offset }, l, w, &ops)?;
         // At most L in every window [k*W - offset, (k+1)*W - offset).
         let mut per_window = std::collections::BTreeMap::new();
         for &(t, n) in &granted {
@@ -365,7 +493,7 @@ proptest! {
     ) {
         let g = g.max(l.div_ceil(k)); // W = k*g, at least L
         let w = k * g;
-        let granted = run(SlidingWindow::new(k as u32), Alg::Sub { k }, l, w, g, &ops)?;
+        let granted = run(SlidingWindow::new(k as u32), Alg::Sub { k }, l, w, &ops)?;
         // At most L in every window of length W starting on a sub-window boundary, and in
         // every span of W - g wherever it starts.
         let last = granted.last().map_or(0, |gr| gr.0);
@@ -376,7 +504,7 @@ proptest! {
     #[test]
     fn weighted_window_matches_its_definition(l in 1u64..6, w in 1u64..30, ops in ops()) {
         let w = w.max(l);
-        let granted = run(WeightedWindow, Alg::Weighted, l, w, w, &ops)?;
+        let granted = run(WeightedWindow, Alg::Weighted, l, w, &ops)?;
         // At most L in every fixed window, at most 2L in any window of length W.
         let last = granted.last().map_or(0, |g| g.0);
         at_most_per_window(&granted, l, w, (0..=last / w).map(|k| k * w))?;
@@ -386,9 +514,56 @@ proptest! {
     #[test]
     fn sliding_log_matches_its_definition(l in 1u64..6, w in 1u64..30, ops in ops()) {
         let w = w.max(l);
-        let granted = run(SlidingLog, Alg::Log, l, w, 1, &ops)?;
+        let granted = run(SlidingLog, Alg::Log, l, w, &ops)?;
         // At most L in every window of length W, wherever it starts.
         let last = granted.last().map_or(0, |g| g.0);
         at_most_per_window(&granted, l, w, 0..=last)?;
     }
+
+    /// Issue 18.2: quota changes on the sliding window and log follow the README's rule (the
+    /// model's `set_quota`), every `Decision` field; a limiter that is looked at before every
+    /// call and swept at random decides exactly like one that is not.
+    #[test]
+    fn sliding_window_quota_changes_follow_the_rule(
+        l in 1u64..6, k in 2u64..7, g in 1u64..6, ops in changing_ops()
+    ) {
+        let w = k * g.max(l.div_ceil(k));
+        run(SlidingWindow::new(k as u32), Alg::Sub { k }, l, w, &ops)?;
+    }
+
+    #[test]
+    fn sliding_log_quota_changes_follow_the_rule(l in 1u64..6, w in 1u64..30, ops in changing_ops()) {
+        run(SlidingLog, Alg::Log, l, w.max(l), &ops)?;
+    }
+}
+
+/// Issue 18.2: 1 per 2 ns, one grant at 0; at 2 (the grant has left the window) `set_quota`
+/// to 1 per 1 s. The grant stays gone (README, "Quota changes and per-call quotas"): a peek
+/// says remaining 1, and says the same whether or not the key was looked at before the change.
+fn widen_after_expiry<A: Algorithm + Copy>(alg: A) {
+    let old = Quota::new(1, Duration::from_nanos(2)).unwrap();
+    let new = Quota::new(1, Duration::from_secs(1)).unwrap();
+    let clock = ManualClock::new();
+    let looked = limiter(old, &clock, alg);
+    let untouched = limiter(old, &clock, alg);
+    assert!(looked.try_acquire() && untouched.try_acquire());
+    clock.set(2);
+    let _ = looked.peek();
+    looked.set_quota(new).unwrap();
+    untouched.set_quota(new).unwrap();
+    let d = untouched.peek();
+    assert_eq!(
+        d,
+        decision(true, 1, 1, None, 0),
+        "{alg:?}: an expired grant came back"
+    );
+    assert_eq!(looked.peek(), d, "{alg:?}: a peek changed a later decision");
+    // The permit is there to take.
+    assert!(untouched.try_acquire() && looked.try_acquire(), "{alg:?}");
+}
+
+#[test]
+fn a_wider_window_does_not_revive_expired_grants() {
+    widen_after_expiry(SlidingLog);
+    widen_after_expiry(SlidingWindow::new(2));
 }

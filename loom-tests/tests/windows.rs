@@ -1,19 +1,22 @@
 //! The window algorithms' cells under loom: the one-word CAS loop (`cell::word`, 64-bit for
 //! the fixed window, 128-bit for the weighted counter, whose atomic is a loom-mutex stand-in
 //! under `--cfg loom`), the per-key lock of the sliding window and log (`cell::locked`), and the
-//! fixed window's quota-generation protocol (a word written under the previous quota, with
-//! another layout, read and migrated correctly while decisions race `set_quota`).
+//! quota-generation protocols: the fixed window's (a word written under the previous quota,
+//! with another layout, read and migrated correctly while decisions race `set_quota`) and the
+//! sliding window's and log's (grants that had left the window at the change stay gone).
 //!
 //! Properties, on a frozen clock:
 //! - racing `try_acquire`s grant exactly `min(attempts, L)` and the state counts each of them
 //!   (`peek().remaining` after), in every interleaving;
 //! - `set_quota` racing decisions: every decision is made under one whole quota, the count in
-//!   the window current at the change is kept, and nothing is counted twice or lost.
+//!   the window current at the change is kept, and nothing is counted twice or lost; a sliding
+//!   log's grant that had left the window before a widening change is never counted again.
 //!
 //! Each model was shown to fail when its protocol is broken: the 64-bit CAS replaced by a blind
 //! store (fixed window), the 128-bit stand-in's CAS storing whatever it saw (weighted), the log
 //! read under the lock and written back under a second acquisition (sliding window and log), and
-//! the generation parity ignored, every word read with the current layout (`set_quota`). (A
+//! the generation parity ignored, every word read with the current layout (`set_quota`), and a
+//! sliding log decided on without first being brought into the new generation. (A
 //! decision that skips a *contended* lock is not a useful break here: a critical section with
 //! no loom operation inside is atomic to loom.)
 
@@ -131,4 +134,51 @@ fn fixed_window_set_quota_racing_decisions() {
         );
         assert_eq!(d.reset_after, Duration::from_nanos(1000 - NOW));
     });
+}
+
+/// `set_quota` from (1 per 100 ns) to (1 per 1000 ns) at 150 on a sliding window or log whose
+/// one grant, at 0, left the window at 100, racing a `try_acquire` at 150. The grant stays gone
+/// under the wider window (issue 18.2), whether the decision runs before the change, after it,
+/// or between the new parameters' store and the migration of the log (which must then bring
+/// the log into the new generation itself): the permit is granted in every interleaving, and
+/// counted under the new quota after.
+fn sliding_set_quota_racing_a_decision<A: Algorithm + Copy>(alg: A) {
+    model(move || {
+        let old = Quota::new(1, Duration::from_nanos(100)).unwrap();
+        let new = Quota::new(1, Duration::from_nanos(1000)).unwrap();
+        let clock = ManualClock::new();
+        let lim = RateLimiter::builder(old)
+            .clock(clock.clone())
+            .algorithm(alg)
+            .expect("a window quota")
+            .build();
+        assert!(lim.try_acquire());
+        clock.set(NOW);
+        let lim = Arc::new(lim);
+        let writer = {
+            let lim = lim.clone();
+            loom::thread::spawn(move || lim.set_quota(new).unwrap())
+        };
+        let decider = {
+            let lim = lim.clone();
+            loom::thread::spawn(move || lim.try_acquire())
+        };
+        writer.join().unwrap();
+        assert!(
+            decider.join().unwrap(),
+            "{alg:?}: an expired grant came back"
+        );
+        let d = lim.peek();
+        assert_eq!((d.limit, d.remaining), (1, 0), "{alg:?}: {d:?}");
+    });
+}
+
+#[test]
+fn sliding_log_set_quota_racing_a_decision() {
+    sliding_set_quota_racing_a_decision(SlidingLog);
+}
+
+#[test]
+fn sliding_window_set_quota_racing_a_decision() {
+    sliding_set_quota_racing_a_decision(SlidingWindow::new(2));
 }

@@ -13,6 +13,17 @@
 //! The log is a ring (`VecDeque`) that grows to the live entries and shrinks back when they
 //! leave; a key with nothing counted holds no allocation. It sits behind a per-key mutex held
 //! for one decision (`crate::cell::locked`).
+//!
+//! **Quota changes** (`set_quota` at `t`): the entries that had left the window in force at
+//! `t` (`stamp + W_old <= t`) are gone for good; the others keep their stamps and count under
+//! the new limit and window. Without that, a wider window would bring back grants that had
+//! left, and only in logs that no decision, peek or sweep had pruned before the change. A log
+//! carries the parity of the quota generation it was last brought into; the parameters carry
+//! the first stamp the change keeps. Every path that reads a log under the lock (a decision, a
+//! look, a per-call quota, a wait's attempt) first brings it into the generation in force, and
+//! `set_quota` does so for every tracked key; `cold_at` judges a log one generation behind as
+//! it will be once brought in. A log is never more than one generation behind (`Engine`
+//! migrates every tracked key before the next change).
 
 use std::collections::VecDeque;
 
@@ -38,13 +49,26 @@ pub struct SlidingParams {
     pub(crate) window: Nanos,
     /// Stamps are multiples of this (1 for the exact log).
     pub(crate) granularity: Nanos,
+    /// Quota generation parity.
+    pub(crate) gen: bool,
+    /// A log of the previous generation keeps the entries stamped at or after this: those
+    /// still inside the previous window at the change (module docs).
+    pub(crate) kept_from: Nanos,
 }
 
 impl Words for SlidingParams {
-    const HOT: usize = 3;
+    const HOT: usize = 5;
 
     fn to_words(&self) -> [u64; PARAM_WORDS] {
-        [self.limit, self.window, self.granularity, 0, 0, 0, 0]
+        [
+            self.limit,
+            self.window,
+            self.granularity,
+            u64::from(self.gen),
+            self.kept_from,
+            0,
+            0,
+        ]
     }
 
     fn from_words(w: [u64; PARAM_WORDS]) -> Self {
@@ -52,6 +76,8 @@ impl Words for SlidingParams {
             limit: w[0],
             window: w[1],
             granularity: w[2],
+            gen: w[3] & 1 == 1,
+            kept_from: w[4],
         }
     }
 }
@@ -61,6 +87,8 @@ impl Words for SlidingParams {
 pub struct Log {
     entries: VecDeque<(Nanos, u64)>,
     total: u64,
+    /// The parity of the quota generation the log was last brought into.
+    gen: bool,
 }
 
 /// Grow no further than needed, and give memory back once the live entries need a quarter of
@@ -74,8 +102,22 @@ impl Log {
 
     /// Drops the entries no longer counted at `now`.
     fn prune(&mut self, now: Nanos, window: Nanos) {
+        self.drop_front(|stamp| stamp.saturating_add(window) <= now);
+    }
+
+    /// Brings the log into `p`'s quota generation: a log one generation behind loses the
+    /// entries that had left the window before the change (module docs).
+    fn enter(&mut self, p: &SlidingParams) {
+        if self.gen != p.gen {
+            self.drop_front(|stamp| stamp < p.kept_from);
+            self.gen = p.gen;
+        }
+    }
+
+    /// Drops the oldest entries while `gone` holds for their stamp.
+    fn drop_front(&mut self, gone: impl Fn(Nanos) -> bool) {
         while let Some(&(stamp, count)) = self.entries.front() {
-            if stamp.saturating_add(window) > now {
+            if !gone(stamp) {
                 break;
             }
             self.entries.pop_front();
@@ -100,6 +142,16 @@ impl Log {
         self.newest().map_or(0, |s| s.saturating_add(window))
     }
 
+    /// [`empty_at`](Self::empty_at) under `p`, for a log in `p`'s generation or one behind,
+    /// as [`enter`](Self::enter) would leave it (without changing it): entries are in stamp
+    /// order, so the newest is kept iff any is.
+    fn cold_at(&self, p: &SlidingParams) -> Nanos {
+        match self.newest() {
+            Some(s) if self.gen == p.gen || s >= p.kept_from => s.saturating_add(p.window),
+            _ => 0,
+        }
+    }
+
     /// Whether it holds no entry.
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -117,7 +169,10 @@ impl Log {
 /// A log whose newest stamp is later than `now` (a decision that read the clock later got the
 /// lock first) is decided at that stamp: time never runs backwards within a key, and deciding
 /// later can only count fewer of the older permits, which the later decision already saw.
+///
+/// A log one quota generation behind is first brought into `p`'s.
 pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Verdict {
+    log.enter(p);
     let newest = log.newest();
     let at = newest.map_or(now, |s| now.max(s));
     log.prune(at, p.window);
@@ -163,6 +218,8 @@ fn params_of(s: &impl Stamping, quota: &Quota) -> Result<SlidingParams, QuotaErr
         limit,
         window,
         granularity: s.granularity(window)?,
+        gen: false,
+        kept_from: 0,
     })
 }
 
@@ -177,14 +234,19 @@ impl<S: Stamping> Rules for S {
     }
 
     /// Stamps are clock times, meaningful under any quota: the new limit and window apply to
-    /// the permits already logged from the next decision on.
+    /// the permits still inside the old window at `now`; the others are gone (module docs).
     fn next_params(
         &self,
-        _old: &SlidingParams,
+        old: &SlidingParams,
         quota: &Quota,
-        _now: Nanos,
+        now: Nanos,
     ) -> Result<SlidingParams, QuotaError> {
-        params_of(self, quota)
+        Ok(SlidingParams {
+            gen: !old.gen,
+            // Kept iff `stamp + W_old > now`; everything when `now < W_old`.
+            kept_from: now.saturating_add(1).saturating_sub(old.window),
+            ..params_of(self, quota)?
+        })
     }
 
     fn call_params(&self, base: &SlidingParams, quota: &Quota) -> SlidingParams {
@@ -207,10 +269,14 @@ impl<S: Stamping> Rules for S {
 
     shared_window_rules!(SlidingParams);
 
-    fn migrate(&self, _: &Self::Cell, _: &impl ParamSource<SlidingParams>) {}
+    /// The parameters are loaded under the key's lock, here and in `check`: a log is then
+    /// never read with parameters older than the generation it is in.
+    fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<SlidingParams>) {
+        cell.with(|log| log.enter(&p.load()));
+    }
 
     fn cold_at(&self, cell: &Self::Cell, p: &SlidingParams) -> Nanos {
-        cell.with(|log| log.empty_at(p.window))
+        cell.with(|log| log.cold_at(p))
     }
 
     fn is_fresh(&self, cell: &Self::Cell) -> bool {

@@ -134,3 +134,71 @@ fn the_ring_gives_memory_back() {
         log.entries.capacity()
     );
 }
+
+/// `set_quota` at `at` from `p` to `limit` per `window` ns (same stamping).
+fn changed(
+    alg: impl Stamping,
+    p: &SlidingParams,
+    limit: u64,
+    window: Nanos,
+    at: Nanos,
+) -> SlidingParams {
+    let q = Quota::new(limit, Duration::from_nanos(window)).unwrap();
+    alg.next_params(p, &q, at).unwrap()
+}
+
+#[test]
+fn a_change_forgets_what_had_left_the_window() {
+    // 2 per 2 ns: grants at 0 and 1; at 2 the window widens to 1 s. The grant at 0 had left
+    // (0 + 2 <= 2), the one at 1 had not: it alone counts under the new quota.
+    let p0 = params(SlidingLog, 2, 2);
+    let mut log = Log::default();
+    decide(&mut log, 0, 1, &p0);
+    decide(&mut log, 1, 1, &p0);
+    let p1 = changed(SlidingLog, &p0, 2, 1_000_000_000, 2);
+    assert_eq!(p1.kept_from, 1);
+    // Judged one generation behind, as `enter` will leave it, without changing it.
+    assert_eq!(log.cold_at(&p1), 1_000_000_001);
+    assert_eq!(log.entries(), [(0, 1), (1, 1)]);
+    // Brought in lazily by the first decision (a look here).
+    let v = decide(&mut log, 2, 0, &p1);
+    assert_eq!(fields(&v), (Kind::Peek, 1, 999_999_999));
+    assert_eq!(log.entries(), [(1, 1)]);
+    // Entering the generation once: a second change at 3 keeps what is inside 1 s.
+    let p2 = changed(SlidingLog, &p1, 2, 5, 3);
+    assert_eq!(p2.kept_from, 0);
+    log.enter(&p2);
+    log.enter(&p2);
+    assert_eq!(log.entries(), [(1, 1)]);
+    assert_eq!(log.cold_at(&p2), 6);
+}
+
+#[test]
+fn a_log_whose_newest_entry_had_left_is_cold_at_once() {
+    // The case on two sub-windows: 1 per 2 ns, a grant at 0, 1 per 1 s at 2.
+    let p0 = params(SlidingWindow::new(2), 1, 2);
+    let mut log = Log::default();
+    decide(&mut log, 0, 1, &p0);
+    let p1 = changed(SlidingWindow::new(2), &p0, 1, 1_000_000_000, 2);
+    assert_eq!(log.cold_at(&p1), 0);
+    log.enter(&p1);
+    assert!(log.is_empty());
+    assert_eq!(
+        fields(&decide(&mut log, 2, 1, &p1)),
+        (Kind::Allow, 0, 999_999_998)
+    );
+}
+
+#[test]
+fn a_per_call_quota_reads_the_limiters_window_and_generation() {
+    // check_with's parameters: the call's count on the limiter's window, in its generation, so
+    // a per-call quota with a wider period revives nothing either.
+    let p0 = params(SlidingLog, 1, 2);
+    let mut log = Log::default();
+    decide(&mut log, 0, 1, &p0);
+    let p1 = changed(SlidingLog, &p0, 1, 4, 3);
+    let wide = Quota::new(3, Duration::from_secs(1)).unwrap();
+    let call = SlidingLog.call_params(&p1, &wide);
+    assert_eq!(call, SlidingParams { limit: 3, ..p1 });
+    assert_eq!(fields(&decide(&mut log, 3, 0, &call)), (Kind::Peek, 3, 0));
+}
