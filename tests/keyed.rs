@@ -598,3 +598,119 @@ fn a_cancel_within_the_clocks_skew_of_a_stretchs_end_gives_nothing_back() {
         "half a second before the end: given back"
     );
 }
+
+/// Issue 18.4: keys busier than when the cap's lower bound on cold times was taken. Cap 2,
+/// T = 13 ns, burst 6: keys 1 and 2 take a permit at 0 (cold at 13) and another at 13 (cold at
+/// 26). At 13 nothing is cold, so a check on key 3 is refused until 26; the peek just before
+/// it must say the same, field for field, and so must `check_n(0)` (which is the peek).
+#[test]
+fn a_peek_at_the_cap_agrees_with_the_check_when_keys_got_busier() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(6, Duration::from_nanos(78)).unwrap())
+        .clock(clock.clone())
+        .max_keys(std::num::NonZeroUsize::new(2).unwrap())
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire(&1) && l.try_acquire(&2));
+    clock.advance_nanos(13);
+    assert!(l.try_acquire(&1) && l.try_acquire(&2));
+    let peek = l.peek(&3);
+    let zero = l.check_n(&3, 0);
+    let check = l.check(&3);
+    assert!(!check.allowed, "{check:?}");
+    assert_eq!(check.retry_after, Some(Duration::from_nanos(13)));
+    assert_eq!(peek, check, "the peek promised what the check refused");
+    assert_eq!(zero, check, "check_n(0) is the peek");
+    assert_eq!(l.len(), 2);
+    // The same after a quota change forgot the bound (it resets it to 0).
+    l.set_quota(Quota::new(6, Duration::from_nanos(78)).unwrap())
+        .unwrap();
+    assert_eq!(l.peek(&3), l.check(&3));
+    // At 26 both keys are cold: the peek and the check both let key 3 in.
+    clock.advance_nanos(13);
+    assert!(l.peek(&3).allowed);
+    assert!(l.check(&3).allowed);
+    assert!(l.contains_key(&3));
+}
+
+/// Issue 18.4: a timed wait that cannot be granted by its deadline, counting the wait for a
+/// slot at the cap, returns at once. Cap 1, T = 100 ns, burst 2: key 1 takes 2 permits at 0
+/// (cold at 200). Key 2 gets a slot at 200 at the earliest, and 3 permits from a full bucket
+/// of 2 take one more T: ready at 300, past the 200 ns deadline.
+#[test]
+fn a_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(2, Duration::from_nanos(200)).unwrap())
+        .clock(clock.clone())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire_n(&1, 2).is_ok());
+    assert_eq!(
+        l.try_acquire_for(&2, 3, Duration::from_nanos(200)),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_nanos(300)
+        })
+    );
+    assert!(clock.sleeps().is_empty(), "slept {:?}", clock.sleeps());
+    assert_eq!(tollgate::Clock::now(&clock), 0);
+    assert!(!l.contains_key(&2));
+    // With the deadline at 300 it waits: 200 for the slot, then 100 for the third permit.
+    assert_eq!(
+        l.try_acquire_for(&2, 3, Duration::from_nanos(300)),
+        Ok(Duration::from_nanos(300))
+    );
+    assert_eq!(clock.sleeps(), [200, 100].map(Duration::from_nanos));
+    assert!(l.contains_key(&2) && !l.contains_key(&1));
+}
+
+/// Issue 18.4: the slot's time is judged from the keys as they are, not from a stale lower
+/// bound. T = 100 ns, burst 3: key 1 is cold at 100 when stored, then busier (cold at 300): a
+/// wait that the bound would allow (slot at 100) but the table does not (slot at 300) is
+/// refused at once, and an untimed acquire still waits exactly until the slot frees.
+#[test]
+fn a_timed_wait_at_the_cap_is_judged_from_the_keys_not_from_a_stale_bound() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(3, Duration::from_nanos(300)).unwrap())
+        .clock(clock.clone())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire(&1)); // cold at 100
+    clock.advance_nanos(50);
+    assert!(l.try_acquire_n(&1, 2).is_ok()); // cold at 300
+    assert_eq!(
+        l.try_acquire_for(&2, 1, Duration::from_nanos(200)),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_nanos(250)
+        })
+    );
+    assert!(clock.sleeps().is_empty(), "slept {:?}", clock.sleeps());
+    // A blocking acquire waits through the cap: 250 ns in all, however it splits the sleep.
+    assert_eq!(l.acquire(&2), Ok(Duration::from_nanos(250)));
+    assert_eq!(tollgate::Clock::now(&clock), 300);
+    assert!(l.contains_key(&2) && !l.contains_key(&1));
+}
+
+/// The async timed wait at the cap: on tokio's paused time, a wait past the deadline returns
+/// without advancing time.
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn an_async_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(2, 200 * MS).unwrap())
+        .clock(TokioClock::new())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .build();
+    let start = tokio::time::Instant::now();
+    assert!(l.try_acquire_n(&1, 2).is_ok());
+    assert_eq!(
+        l.try_acquire_for_async(&2, 3, 200 * MS).await,
+        Err(AcquireError::RateLimited {
+            retry_after: 300 * MS
+        })
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(l.try_acquire_for_async(&2, 3, 300 * MS).await, Ok(300 * MS));
+    assert_eq!(start.elapsed(), 300 * MS);
+}

@@ -134,6 +134,10 @@ where
     ) -> T {
         self.store.decide_then(self.key, op, then)
     }
+
+    fn slot_free_at(&self, now: Nanos) -> Nanos {
+        self.store.slot_free_at(now)
+    }
 }
 
 impl<K, Q, A, S> Find<A> for KeySlot<'_, K, Q, A, S>
@@ -397,8 +401,8 @@ where
     }
 
     /// What is there for `key` now, creating nothing. A missing key at a full cap that would
-    /// refuse it (no key can be cold yet, so a reclaim would free nothing) reports `Full`,
-    /// so a peek agrees with the check that would follow.
+    /// refuse it reports `Full` with the wait the check would report, so a peek agrees with
+    /// the check that would follow ([`cap_refusal`](Self::cap_refusal)).
     pub(crate) fn find<Q, R>(&self, key: &Q, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R
     where
         K: Borrow<Q>,
@@ -408,15 +412,67 @@ where
         let now = self.engine.clock.now(); // after the lookup: a miss needs it
         match tracked.as_deref() {
             Some(cell) => f(Found::Cell(cell), now),
-            None if self.refuses_new_keys(now) => f(Found::Full(self.full_retry_after()), now),
-            None => f(Found::Fresh, now),
+            None => match self.cap_refusal(now) {
+                Some(wait) => f(Found::Full(wait), now),
+                None => f(Found::Fresh, now),
+            },
         }
     }
 
-    fn refuses_new_keys(&self, now: Nanos) -> bool {
-        self.when_full == WhenFull::Deny
-            && self.slots.load(Ordering::Acquire) >= self.max_keys
-            && !self.may_reclaim(now)
+    /// What a decision that stores a new key at `now` would meet at the cap, found without
+    /// evicting anything: `None` if it gets in (a slot is free, a sweep would free one, or
+    /// `WhenFull::AllowUntracked` decides it untracked), else the wait its refusal reports.
+    ///
+    /// It follows [`insert`](Self::insert) step by step. Where the check skips its reclaim
+    /// sweep (the lower bound `earliest` says no key can be cold yet) the refusal's wait comes
+    /// from that bound, as the check's does. Where the check would sweep, a sweep evicts
+    /// every key cold at `now` and then leaves `earliest` at the exact smallest cold time of
+    /// the keys it kept; so this walks the table read-only for the same two facts (a cold
+    /// key: the check gets in; otherwise the smallest cold time), rather than trusting a bound
+    /// that keys grown busier since it was taken have left behind.
+    fn cap_refusal(&self, now: Nanos) -> Option<Nanos> {
+        if self.when_full != WhenFull::Deny || self.slots.load(Ordering::Acquire) < self.max_keys {
+            return None;
+        }
+        if !self.may_reclaim(now) {
+            return Some(self.full_wait(self.earliest.load(Ordering::Acquire), now));
+        }
+        match self.min_cold_at(now) {
+            Some(min) => Some(self.full_wait(min, now)),
+            None => None,
+        }
+    }
+
+    /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
+    /// one is cold at `now` by the clock's skew (a sweep would evict it). Walks the table
+    /// under each shard's read lock in turn, changing nothing.
+    fn min_cold_at(&self, now: Nanos) -> Option<Nanos> {
+        let p = self.engine.params.load_full();
+        let skew = self.engine.clock.max_skew();
+        let mut min = Nanos::MAX;
+        for entry in self.map.iter() {
+            let at = self.engine.alg.cold_at(entry.value(), &p);
+            if is_cold(at, now, skew) {
+                return None;
+            }
+            min = min.min(at);
+        }
+        Some(min)
+    }
+
+    /// The earliest time at or after `now` when a new key can take a slot, judged from the
+    /// tracked keys as they are now (a read-only walk when the table is full): `now` if a slot
+    /// is free or some key is cold, else when the earliest key turns cold by the clock's skew.
+    /// Later decisions can only make it later. The waiting methods use it at the cap to
+    /// refuse at once a wait that could not end by their deadline.
+    pub(crate) fn slot_free_at(&self, now: Nanos) -> Nanos {
+        if self.slots.load(Ordering::Acquire) < self.max_keys {
+            return now;
+        }
+        match self.min_cold_at(now) {
+            Some(min) => min.saturating_add(self.engine.clock.max_skew()).max(now),
+            None => now,
+        }
     }
 
     /// Whether a sweep at `now` could evict any key: some key is cold by the clock's skew
@@ -458,14 +514,18 @@ where
     }
 
     /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key can be evicted
-    /// (`earliest + max_skew - now`), at least 1 ns, at most the longer of the quota's period
-    /// and tolerance.
+    /// (`earliest + max_skew - now`, from the lower bound `earliest`, exact right after a
+    /// complete sweep), at least 1 ns, at most the longer of the quota's period and tolerance.
     fn full_retry_after(&self) -> Nanos {
         let now = self.engine.clock.now();
+        self.full_wait(self.earliest.load(Ordering::Acquire), now)
+    }
+
+    /// The suggested wait at `now` when the earliest tracked key turns cold at `cold_at`.
+    fn full_wait(&self, cold_at: Nanos, now: Nanos) -> Nanos {
         let q = self.engine.quota();
         let cap = q.tau().max(q.period_nanos()).max(1);
-        self.earliest
-            .load(Ordering::Acquire)
+        cold_at
             .saturating_add(self.engine.clock.max_skew())
             .saturating_sub(now)
             .clamp(1, cap)
