@@ -51,11 +51,15 @@ use crate::Nanos;
 #[non_exhaustive]
 pub enum WhenFull {
     /// Refuse the new key. Checks report `allowed: false`, `remaining: 0` and a `retry_after`
-    /// (also used as `reset_after`) equal to the time until the earliest tracked key turns cold
-    /// and can be reclaimed, at least 1 ns and at most the quota's period or tolerance. `try_*`
-    /// return [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
-    /// blocking and async `acquire` wait that long and try again (within their timeout, if
-    /// any). The safe default: the cap is never a way around the limit.
+    /// (also used as `reset_after`) of the time until the earliest tracked key can be
+    /// reclaimed, at least 1 ns and at most the quota's period or tolerance (judged from a
+    /// lower bound on cold times unless the check swept: never later than that key turns
+    /// cold, earlier if it got busier since). A peek of the new key reports the same.
+    /// `try_acquire_n` returns
+    /// [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
+    /// blocking and async `acquire` wait for a slot and try again; the timed waits return
+    /// `RateLimited` at once when a slot plus the key's own wait would end past the timeout.
+    /// The safe default: the cap is never a way around the limit.
     #[default]
     Deny,
     /// Decide for the new key as for a fresh key (a full bucket) and store nothing: the request
@@ -437,10 +441,7 @@ where
         if !self.may_reclaim(now) {
             return Some(self.full_wait(self.earliest.load(Ordering::Acquire), now));
         }
-        match self.min_cold_at(now) {
-            Some(min) => Some(self.full_wait(min, now)),
-            None => None,
-        }
+        self.min_cold_at(now).map(|min| self.full_wait(min, now))
     }
 
     /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
@@ -531,6 +532,11 @@ where
             .clamp(1, cap)
     }
 
+    /// Forgets the lower bound on cold times: the key cap's next reclaim sweeps.
+    pub(crate) fn forget_cold_bound(&self) {
+        self.earliest.store(0, Ordering::Release);
+    }
+
     /// Runs `f` on every tracked cell, one shard at a time under its read guard (a quota
     /// change migrating every cell). Keys inserted meanwhile are inserted under the write
     /// guard, so either this walk sees them or they were decided under the new parameters.
@@ -546,7 +552,7 @@ where
         }
         // A change may lower every key's cold time (a looser quota): forget the bound so the
         // key cap's reclaim does not skip sweeps that would now free keys.
-        self.earliest.store(0, Ordering::Release);
+        self.forget_cold_bound();
     }
 
     /// A whole sweep; `stop` is polled between chunks.
