@@ -58,6 +58,12 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     ) -> T {
         then(self.decide(op))
     }
+    /// The earliest time at or after `now` when a new key could be stored here, judged from
+    /// the slot's state now (only a key cap delays it); asked when a decision came back
+    /// [`Placed::Full`].
+    fn slot_free_at(&self, now: Nanos) -> Nanos {
+        now
+    }
 }
 
 /// The state every limiter shares: the algorithm, its parameters, the clock.
@@ -202,6 +208,11 @@ impl<A: Algorithm> Engine<A> {
 
     #[inline(always)]
     fn check_on(&self, slot: &impl Slot<A>, n: u64, src: &impl ParamSource<A::Params>) -> Decision {
+        if n == 0 {
+            // A check of nothing is the peek, also where a key cap would refuse a new key
+            // (a decision on a scratch cell that stays fresh never meets the cap).
+            return self.peek_on(slot, src);
+        }
         self.decide_full(
             slot,
             src,
@@ -232,12 +243,16 @@ impl<A: Algorithm> Engine<A> {
     /// The state now, storing nothing and creating nothing; at a full key cap that would
     /// refuse a new key, what a check would report.
     pub(crate) fn peek(&self, slot: &impl Slot<A>) -> Decision {
-        let src = self.src();
+        self.peek_on(slot, &self.src())
+    }
+
+    /// [`peek`](Engine::peek) under the parameters `src` gives.
+    fn peek_on(&self, slot: &impl Find<A>, src: &impl ParamSource<A::Params>) -> Decision {
         slot.find(|found, now| match found {
-            Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, &src), now),
+            Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, src), now),
             Found::Fresh => {
                 let fresh = A::Cell::default();
-                A::decision(&self.alg.check(&fresh, now, 0, &src), now)
+                A::decision(&self.alg.check(&fresh, now, 0, src), now)
             }
             Found::Full(wait) => full_decision(A::limit(&src.load()), wait),
         })
@@ -259,12 +274,25 @@ impl<A: Algorithm> Engine<A> {
             Placed::Tracked((b, now)) => (b?, now, true),
             Placed::Untracked((b, now)) => (b?, now, false),
             Placed::Full(wait) => {
-                let left = deadline.map(|d| d.saturating_sub(self.clock.now()));
-                if left.is_some_and(|left| wait > left) {
-                    return Err(full_error(wait));
+                let Some(deadline) = deadline else {
+                    // No deadline: wait the cap's suggested time and decide again.
+                    return Ok(Next::Sleep {
+                        wait,
+                        then: Then::Retry,
+                    });
+                };
+                // The earliest grant: when a slot can free (judged from the keys as they are;
+                // later decisions only delay it), then the new key's own wait from a fresh
+                // cell at that time. Past the deadline, nothing could be granted in time:
+                // refuse now rather than sleep and then fail.
+                let now = self.clock.now();
+                let free_at = slot.slot_free_at(now);
+                let grant = self.fresh_ready_at(free_at, n, &src)?;
+                if grant > deadline {
+                    return Err(full_error(grant.saturating_sub(now)));
                 }
                 return Ok(Next::Sleep {
-                    wait,
+                    wait: free_at.saturating_sub(now).max(1),
                     then: Then::Retry,
                 });
             }
@@ -283,6 +311,21 @@ impl<A: Algorithm> Engine<A> {
                 wait: wait.max(1),
                 then: Then::Retry,
             },
+        })
+    }
+
+    /// When `n` permits would be ready for a fresh cell booked at `at`.
+    fn fresh_ready_at(
+        &self,
+        at: Nanos,
+        n: u64,
+        src: &impl ParamSource<A::Params>,
+    ) -> Result<Nanos, AcquireError> {
+        let fresh = A::Cell::default();
+        Ok(match self.alg.book(&fresh, at, n, src, None)? {
+            Booking::Now => at,
+            Booking::Booked { ready_at, .. } => ready_at,
+            Booking::Retry(wait) => at.saturating_add(wait),
         })
     }
 

@@ -454,6 +454,10 @@ where
     /// assert!(l.try_acquire(&1));                    // a new key has the new burst
     /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+        // The new parameters can turn keys cold earlier than the key cap's lower bound on cold
+        // times says: forget it before they are in force, not only after the migration, so no
+        // new key at the cap is refused meanwhile with a cold key left unswept.
+        self.store.forget_cold_bound();
         self.engine()
             .set_quota(quota, |migrate| self.store.for_each_cell(migrate))
     }
@@ -644,8 +648,10 @@ where
     /// that long; otherwise takes nothing and returns at once.
     ///
     /// # Errors
-    /// [`AcquireError::RateLimited`] with the wait that would have been needed (or the key
-    /// cap's suggested wait); others as for [`acquire_n`](KeyedRateLimiter::acquire_n).
+    /// [`AcquireError::RateLimited`] with the wait that would have been needed: at a full
+    /// key cap with [`WhenFull::Deny`], until the earliest key turns cold (judged from the
+    /// keys as they are now) plus the new key's own wait from a fresh state. Others as for
+    /// [`acquire_n`](KeyedRateLimiter::acquire_n).
     ///
     /// ```
     /// use std::time::Duration;

@@ -598,3 +598,384 @@ fn a_cancel_within_the_clocks_skew_of_a_stretchs_end_gives_nothing_back() {
         "half a second before the end: given back"
     );
 }
+
+/// Issue 18.4: keys busier than when the cap's lower bound on cold times was taken. Cap 2,
+/// T = 13 ns, burst 6: keys 1 and 2 take a permit at 0 (cold at 13) and another at 13 (cold at
+/// 26). At 13 nothing is cold, so a check on key 3 is refused until 26; the peek just before
+/// it must say the same, field for field, and so must `check_n(0)` (which is the peek).
+#[test]
+fn a_peek_at_the_cap_agrees_with_the_check_when_keys_got_busier() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(6, Duration::from_nanos(78)).unwrap())
+        .clock(clock.clone())
+        .max_keys(std::num::NonZeroUsize::new(2).unwrap())
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire(&1) && l.try_acquire(&2));
+    clock.advance_nanos(13);
+    assert!(l.try_acquire(&1) && l.try_acquire(&2));
+    let peek = l.peek(&3);
+    let zero = l.check_n(&3, 0);
+    let check = l.check(&3);
+    assert!(!check.allowed, "{check:?}");
+    assert_eq!(check.retry_after, Some(Duration::from_nanos(13)));
+    assert_eq!(peek, check, "the peek promised what the check refused");
+    assert_eq!(zero, check, "check_n(0) is the peek");
+    assert_eq!(l.len(), 2);
+    // The same after a quota change forgot the bound (it resets it to 0).
+    l.set_quota(Quota::new(6, Duration::from_nanos(78)).unwrap())
+        .unwrap();
+    assert_eq!(l.peek(&3), l.check(&3));
+    // At 26 both keys are cold: the peek and the check both let key 3 in.
+    clock.advance_nanos(13);
+    assert!(l.peek(&3).allowed);
+    assert!(l.check(&3).allowed);
+    assert!(l.contains_key(&3));
+}
+
+/// Issue 18.4: a timed wait that cannot be granted by its deadline, counting the wait for a
+/// slot at the cap, returns at once. Cap 1, T = 100 ns, burst 2: key 1 takes 2 permits at 0
+/// (cold at 200). Key 2 gets a slot at 200 at the earliest, and 3 permits from a full bucket
+/// of 2 take one more T: ready at 300, past the 200 ns deadline.
+#[test]
+fn a_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(2, Duration::from_nanos(200)).unwrap())
+        .clock(clock.clone())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire_n(&1, 2).is_ok());
+    assert_eq!(
+        l.try_acquire_for(&2, 3, Duration::from_nanos(200)),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_nanos(300)
+        })
+    );
+    assert!(clock.sleeps().is_empty(), "slept {:?}", clock.sleeps());
+    assert_eq!(tollgate::Clock::now(&clock), 0);
+    assert!(!l.contains_key(&2));
+    // With the deadline at 300 it waits: 200 for the slot, then 100 for the third permit.
+    assert_eq!(
+        l.try_acquire_for(&2, 3, Duration::from_nanos(300)),
+        Ok(Duration::from_nanos(300))
+    );
+    assert_eq!(clock.sleeps(), [200, 100].map(Duration::from_nanos));
+    assert!(l.contains_key(&2) && !l.contains_key(&1));
+}
+
+/// Issue 18.4: the slot's time is judged from the keys as they are, not from a stale lower
+/// bound. T = 100 ns, burst 3: key 1 is cold at 100 when stored, then busier (cold at 300): a
+/// wait that the bound would allow (slot at 100) but the table does not (slot at 300) is
+/// refused at once, and an untimed acquire still waits exactly until the slot frees.
+#[test]
+fn a_timed_wait_at_the_cap_is_judged_from_the_keys_not_from_a_stale_bound() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(3, Duration::from_nanos(300)).unwrap())
+        .clock(clock.clone())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .build();
+    assert!(l.try_acquire(&1)); // cold at 100
+    clock.advance_nanos(50);
+    assert!(l.try_acquire_n(&1, 2).is_ok()); // cold at 300
+    assert_eq!(
+        l.try_acquire_for(&2, 1, Duration::from_nanos(200)),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_nanos(250)
+        })
+    );
+    assert!(clock.sleeps().is_empty(), "slept {:?}", clock.sleeps());
+    // A blocking acquire waits through the cap: 250 ns in all, however it splits the sleep.
+    assert_eq!(l.acquire(&2), Ok(Duration::from_nanos(250)));
+    assert_eq!(tollgate::Clock::now(&clock), 300);
+    assert!(l.contains_key(&2) && !l.contains_key(&1));
+}
+
+/// The async timed wait at the cap: on tokio's paused time, a wait past the deadline returns
+/// without advancing time.
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn an_async_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
+    let l = KeyedRateLimiter::<u64>::builder(Quota::new(2, 200 * MS).unwrap())
+        .clock(TokioClock::new())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .build();
+    let start = tokio::time::Instant::now();
+    assert!(l.try_acquire_n(&1, 2).is_ok());
+    assert_eq!(
+        l.try_acquire_for_async(&2, 3, 200 * MS).await,
+        Err(AcquireError::RateLimited {
+            retry_after: 300 * MS
+        })
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(l.try_acquire_for_async(&2, 3, 300 * MS).await, Ok(300 * MS));
+    assert_eq!(start.elapsed(), 300 * MS);
+}
+
+/// The key cap against a plain model of its rule (README, "Per-key limits"), on GCRA with
+/// random T, burst, cap and policy, over random schedules of peek + check, timed and untimed
+/// waits and advances on a few keys:
+/// - a key's state is its TAT; a new key decides as a fresh one (TAT at or before now);
+/// - a decision that would store state for a key not tracked gets it a slot if one is free,
+///   or, at the cap, if some tracked key is cold (TAT <= now), after every cold key is evicted;
+///   otherwise `Deny` refuses it (remaining 0, `retry_after` = `reset_after`, never after the
+///   earliest key turns cold) and `AllowUntracked` decides it as fresh and stores nothing;
+/// - a peek (and `check_n(0)`) says what the check after it meets: the key's state, or the
+///   cap's refusal field for field;
+/// - a wait grants at the earliest time a slot frees and the fresh key's permits are ready,
+///   and a timed wait that cannot end by its deadline returns at once, without sleeping.
+mod cap_model {
+    use std::collections::BTreeMap;
+    use std::num::NonZeroUsize;
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+    use tollgate::{AcquireError, Clock, Decision, KeyedRateLimiter, ManualClock, Quota, WhenFull};
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// `peek`, `check_n(0)`, then `check_n(n)`, on one key.
+        PeekThenCheck(u8, u64),
+        TryFor(u8, u64, u64),
+        Acquire(u8, u64),
+        Advance(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            5 => (0u8..5, 0u64..7).prop_map(|(k, n)| Op::PeekThenCheck(k, n)),
+            3 => (0u8..5, 0u64..7, 0u64..400).prop_map(|(k, n, t)| Op::TryFor(k, n, t)),
+            1 => (0u8..5, 0u64..7).prop_map(|(k, n)| Op::Acquire(k, n)),
+            3 => (0u64..120).prop_map(Op::Advance),
+        ]
+    }
+
+    /// Every field of a [`Decision`] (a non-exhaustive struct the model cannot build).
+    type Fields = (bool, u64, u64, Option<Duration>, Duration);
+
+    fn fields(d: &Decision) -> Fields {
+        (
+            d.allowed,
+            d.limit,
+            d.remaining,
+            d.retry_after,
+            d.reset_after,
+        )
+    }
+
+    struct Model {
+        t: u64,
+        b: u64,
+        cap: usize,
+        deny: bool,
+        /// Tracked keys and their TAT.
+        tat: BTreeMap<u8, u64>,
+    }
+
+    /// What the cap does with a new key that needs a slot at `now`.
+    enum Cap {
+        /// Stored (after evicting every cold key, if the table was full).
+        Stored,
+        /// Decided as fresh, stored nothing (`AllowUntracked`).
+        Untracked,
+        /// Refused (`Deny`): the earliest tracked TAT.
+        Refused(u64),
+    }
+
+    impl Model {
+        /// The state decision (GCRA on one TAT) of `n` permits at `now`; the new TAT if taken.
+        fn decide(&self, tat: u64, now: u64, n: u64) -> (Fields, Option<u64>) {
+            let (t, b) = (self.t, self.b);
+            let tail = tat.max(now);
+            let room = |tail: u64| ((now + b * t).saturating_sub(tail) / t).min(b);
+            let took = (1..=b).contains(&n) && tail + n * t <= now + b * t;
+            let new_tail = if took { tail + n * t } else { tail };
+            let retry = ((1..=b).contains(&n) && !took).then(|| tail + n * t - b * t - now);
+            let d = (
+                n == 0 || took,
+                b,
+                room(new_tail),
+                retry.map(Duration::from_nanos),
+                Duration::from_nanos(new_tail - now),
+            );
+            (d, took.then_some(new_tail))
+        }
+
+        /// Whether a key not tracked would get a slot at `now`, without changing anything.
+        fn cap_at(&self, now: u64) -> Cap {
+            if self.tat.len() < self.cap || self.tat.values().any(|&tat| tat <= now) {
+                Cap::Stored
+            } else if self.deny {
+                Cap::Refused(*self.tat.values().min().unwrap())
+            } else {
+                Cap::Untracked
+            }
+        }
+
+        /// Stores `key` with `tat`, evicting every cold key first if the table is full.
+        fn store(&mut self, key: u8, tat: u64, now: u64) {
+            if self.tat.len() >= self.cap {
+                self.tat.retain(|_, &mut t| t > now);
+            }
+            assert!(self.tat.len() < self.cap);
+            self.tat.insert(key, tat);
+        }
+
+        /// When `n` permits booked on `tat` at `now` are ready, and the TAT after.
+        fn book(&self, tat: u64, now: u64, n: u64) -> (u64, u64) {
+            let tail = tat.max(now) + n * self.t;
+            ((tail.saturating_sub(self.b * self.t)).max(now), tail)
+        }
+    }
+
+    /// The cap's refusal as the limiter reports it, whose wait may be earlier than the
+    /// earliest key's turning cold (the limiter judges it from a lower bound unless it swept)
+    /// but never later, and at least 1 ns, at most the quota's period and tolerance.
+    fn assert_refusal(
+        d: &Decision,
+        b: u64,
+        earliest: u64,
+        now: u64,
+        q: &Quota,
+    ) -> Result<(), TestCaseError> {
+        let most = (earliest - now).clamp(1, q.tolerance().max(q.period()).as_nanos() as u64);
+        prop_assert!(!d.allowed && d.remaining == 0 && d.limit == b, "{:?}", d);
+        prop_assert_eq!(d.retry_after, Some(d.reset_after), "{:?}", d);
+        let w = d.reset_after;
+        prop_assert!(
+            w >= Duration::from_nanos(1) && w <= Duration::from_nanos(most),
+            "{:?}, earliest key cold at {}, now {}",
+            d,
+            earliest,
+            now
+        );
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn the_key_cap_follows_its_rule_and_a_peek_says_what_the_check_meets(
+            t in 1u64..40,
+            b in 1u64..5,
+            cap in 1usize..4,
+            deny in any::<bool>(),
+            ops in proptest::collection::vec(op(), 1..60),
+        ) {
+            let clock = ManualClock::new();
+            let q = Quota::from_interval(Duration::from_nanos(t)).unwrap().with_burst(b).unwrap();
+            let l = KeyedRateLimiter::<u8>::builder(q)
+                .clock(clock.clone())
+                .max_keys(NonZeroUsize::new(cap).unwrap())
+                .when_full(if deny { WhenFull::Deny } else { WhenFull::AllowUntracked })
+                .build();
+            let mut m = Model { t, b, cap, deny, tat: BTreeMap::new() };
+            for op in ops {
+                let now = clock.now();
+                match op {
+                    Op::PeekThenCheck(k, n) => {
+                        let peek = l.peek(&k);
+                        prop_assert_eq!(l.check_n(&k, 0), peek, "check_n(0) is the peek");
+                        let check = l.check_n(&k, n);
+                        let tracked = m.tat.get(&k).copied();
+                        let (state_peek, _) = m.decide(tracked.unwrap_or(0), now, 0);
+                        let (state_check, took) = m.decide(tracked.unwrap_or(0), now, n);
+                        match (tracked, m.cap_at(now)) {
+                            (Some(_), _) | (None, Cap::Stored | Cap::Untracked) => {
+                                prop_assert_eq!(fields(&peek), state_peek);
+                                prop_assert_eq!(fields(&check), state_check);
+                                if let Some(tat) = took {
+                                    match (tracked, m.cap_at(now)) {
+                                        (Some(_), _) => { m.tat.insert(k, tat); }
+                                        (None, Cap::Stored) => m.store(k, tat, now),
+                                        _ => {}
+                                    }
+                                }
+                            }
+                            (None, Cap::Refused(earliest)) if took.is_some() => {
+                                assert_refusal(&check, b, earliest, now, &q)?;
+                                prop_assert_eq!(peek, check, "the peek says what the check meets");
+                            }
+                            (None, Cap::Refused(earliest)) => {
+                                // The check stores nothing (n = 0, or over the burst), so it
+                                // never meets the cap; the peek reports the cap's refusal.
+                                assert_refusal(&peek, b, earliest, now, &q)?;
+                                let want = if n == 0 { fields(&peek) } else { state_check };
+                                prop_assert_eq!(fields(&check), want);
+                            }
+                        }
+                    }
+                    Op::TryFor(k, n, timeout) => {
+                        let got = l.try_acquire_for(&k, n, Duration::from_nanos(timeout));
+                        let deadline = now + timeout;
+                        let tracked = m.tat.get(&k).copied();
+                        let (ready, tail) = m.book(tracked.unwrap_or(0), now, n);
+                        // Where the grant happens: (start, key stored?), or refused with a wait.
+                        let plan: Result<(u64, u64, bool), u64> = match (tracked, n) {
+                            (Some(_), _) => Ok((now, ready, true)),
+                            (None, 0) => Ok((now, now, false)),
+                            (None, _) if ready > deadline => Err(ready - now),
+                            (None, _) => match m.cap_at(now) {
+                                Cap::Stored => Ok((now, ready, true)),
+                                Cap::Untracked => Ok((now, ready, false)),
+                                Cap::Refused(earliest) => {
+                                    let (at, _) = m.book(0, earliest, n);
+                                    if at > deadline { Err(at - now) } else { Ok((earliest, at, true)) }
+                                }
+                            },
+                        };
+                        let plan = match plan {
+                            Ok((_, ready, _)) if ready > deadline => Err(ready - now),
+                            p => p,
+                        };
+                        match (got, plan) {
+                            (Ok(waited), Ok((start, ready, store))) => {
+                                prop_assert_eq!(waited, Duration::from_nanos(ready - now));
+                                if n > 0 && store {
+                                    let tat = if start == now { tail } else { m.book(0, start, n).1 };
+                                    if tracked.is_some() { m.tat.insert(k, tat); } else { m.store(k, tat, start); }
+                                }
+                            }
+                            (Err(AcquireError::RateLimited { retry_after }), Err(wait)) => {
+                                prop_assert_eq!(retry_after, Duration::from_nanos(wait));
+                                prop_assert_eq!(clock.now(), now, "a refused timed wait never sleeps");
+                            }
+                            (got, plan) => prop_assert!(false, "limiter {:?}, model {:?}", got, plan),
+                        }
+                    }
+                    Op::Acquire(k, n) => {
+                        let waited = l.acquire_n(&k, n).unwrap();
+                        let tracked = m.tat.get(&k).copied();
+                        let (start, store) = match (tracked, n) {
+                            (Some(_), _) => (now, true),
+                            (None, 0) => (now, false),
+                            (None, _) => match m.cap_at(now) {
+                                Cap::Stored => (now, true),
+                                Cap::Untracked => (now, false),
+                                Cap::Refused(earliest) => (earliest, true),
+                            },
+                        };
+                        let (ready, tat) = m.book(tracked.unwrap_or(0), start, n);
+                        prop_assert_eq!(waited, Duration::from_nanos(ready - now));
+                        if n > 0 && store {
+                            if tracked.is_some() { m.tat.insert(k, tat); } else { m.store(k, tat, start); }
+                        }
+                    }
+                    Op::Advance(d) => clock.advance_nanos(d),
+                }
+                prop_assert!(l.len() <= cap);
+                prop_assert_eq!(l.len(), m.tat.len());
+                for k in 0..5u8 {
+                    prop_assert_eq!(l.contains_key(&k), m.tat.contains_key(&k), "key {}", k);
+                }
+            }
+        }
+    }
+}

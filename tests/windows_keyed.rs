@@ -200,3 +200,109 @@ fn a_sweep_before_a_wider_window_changes_no_decision() {
     sweep_then_widen(SlidingLog, 9, 41);
     sweep_then_widen(SlidingWindow::new(2), 10, 42);
 }
+
+#[derive(Clone, Copy, Debug)]
+enum CapOp {
+    /// Permits for a key among the few the table can hold.
+    Take(u8, u64),
+    /// A new key's peek, `check_n(0)`, then check.
+    Probe(u8),
+    /// A timed wait for `n` permits on a key, with a timeout.
+    TryFor(u8, u64, u64),
+    Advance(u64),
+    /// The same quota again: forgets the cap's lower bound on cold times.
+    SetQuota,
+}
+
+fn cap_op() -> impl Strategy<Value = CapOp> {
+    prop_oneof![
+        5 => ((0u8..4), (1u64..3)).prop_map(|(k, n)| CapOp::Take(k, n)),
+        4 => (10u8..13).prop_map(CapOp::Probe),
+        2 => ((0u8..13), (1u64..3), (0u64..60)).prop_map(|(k, n, t)| CapOp::TryFor(k, n, t)),
+        3 => (0u64..15).prop_map(CapOp::Advance),
+        1 => Just(CapOp::SetQuota),
+    ]
+}
+
+/// Issue 18.4, on every algorithm and both policies: a peek of a key the table does not hold
+/// (and `check_n(0)`, which is the peek) says what the check right after it meets: the cap's
+/// refusal field for field, or a fresh key's full limit; a timed wait that fails has not
+/// slept; the table never holds more than the cap.
+fn peek_agrees_at_the_cap<A: Algorithm + Copy>(
+    alg: A,
+    deny: bool,
+    ops: &[CapOp],
+) -> Result<(), TestCaseError> {
+    let q = Quota::new(2, Duration::from_nanos(20)).unwrap();
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u8>::builder(q)
+        .clock(clock.clone())
+        .max_keys(NonZeroUsize::new(2).unwrap())
+        .when_full(if deny {
+            WhenFull::Deny
+        } else {
+            WhenFull::AllowUntracked
+        })
+        .algorithm(alg)
+        .unwrap()
+        .build();
+    for &op in ops {
+        match op {
+            CapOp::Take(k, n) => {
+                let _ = l.try_acquire_n(&k, n);
+            }
+            CapOp::Probe(k) => {
+                if l.contains_key(&k) {
+                    continue;
+                }
+                let peek = l.peek(&k);
+                prop_assert_eq!(l.check_n(&k, 0), peek, "{:?}: check_n(0) is the peek", alg);
+                let check = l.check(&k);
+                if check.allowed {
+                    // A fresh key: nothing taken yet, the whole limit left.
+                    prop_assert!(
+                        peek.allowed && peek.remaining == peek.limit,
+                        "{:?}: {:?}",
+                        alg,
+                        peek
+                    );
+                    prop_assert_eq!(peek.retry_after, None);
+                } else {
+                    // One permit on a fresh key is always allowed: this is the cap's refusal.
+                    prop_assert!(deny);
+                    prop_assert_eq!(peek, check, "{:?}: the peek says what the check meets", alg);
+                    prop_assert!(check.retry_after.is_some() && check.remaining == 0);
+                }
+            }
+            CapOp::TryFor(k, n, t) => {
+                let before = tollgate::Clock::now(&clock);
+                if l.try_acquire_for(&k, n, Duration::from_nanos(t)).is_err() {
+                    prop_assert_eq!(
+                        tollgate::Clock::now(&clock),
+                        before,
+                        "{:?}: slept, then failed",
+                        alg
+                    );
+                }
+            }
+            CapOp::Advance(d) => clock.advance_nanos(d),
+            CapOp::SetQuota => l.set_quota(q).unwrap(),
+        }
+        prop_assert!(l.len() <= 2);
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn a_peek_at_the_cap_says_what_the_check_meets_on_every_algorithm(
+        deny in any::<bool>(),
+        ops in proptest::collection::vec(cap_op(), 1..50),
+    ) {
+        peek_agrees_at_the_cap(Gcra, deny, &ops)?;
+        peek_agrees_at_the_cap(FixedWindow::new(), deny, &ops)?;
+        peek_agrees_at_the_cap(SlidingWindow::new(4), deny, &ops)?;
+        peek_agrees_at_the_cap(WeightedWindow, deny, &ops)?;
+        peek_agrees_at_the_cap(SlidingLog, deny, &ops)?;
+    }
+}

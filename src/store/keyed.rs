@@ -51,11 +51,15 @@ use crate::Nanos;
 #[non_exhaustive]
 pub enum WhenFull {
     /// Refuse the new key. Checks report `allowed: false`, `remaining: 0` and a `retry_after`
-    /// (also used as `reset_after`) equal to the time until the earliest tracked key turns cold
-    /// and can be reclaimed, at least 1 ns and at most the quota's period or tolerance. `try_*`
-    /// return [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
-    /// blocking and async `acquire` wait that long and try again (within their timeout, if
-    /// any). The safe default: the cap is never a way around the limit.
+    /// (also used as `reset_after`) of the time until the earliest tracked key can be
+    /// reclaimed, at least 1 ns and at most the quota's period or tolerance (judged from a
+    /// lower bound on cold times unless the check swept: never later than that key turns
+    /// cold, earlier if it got busier since). A peek of the new key reports the same.
+    /// `try_acquire_n` returns
+    /// [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
+    /// blocking and async `acquire` wait for a slot and try again; the timed waits return
+    /// `RateLimited` at once when a slot plus the key's own wait would end past the timeout.
+    /// The safe default: the cap is never a way around the limit.
     #[default]
     Deny,
     /// Decide for the new key as for a fresh key (a full bucket) and store nothing: the request
@@ -133,6 +137,10 @@ where
         then: impl FnOnce(Placed<R>) -> T,
     ) -> T {
         self.store.decide_then(self.key, op, then)
+    }
+
+    fn slot_free_at(&self, now: Nanos) -> Nanos {
+        self.store.slot_free_at(now)
     }
 }
 
@@ -415,8 +423,8 @@ where
     }
 
     /// What is there for `key` now, creating nothing. A missing key at a full cap that would
-    /// refuse it (no key can be cold yet, so a reclaim would free nothing) reports `Full`,
-    /// so a peek agrees with the check that would follow.
+    /// refuse it reports `Full` with the wait the check would report, so a peek agrees with
+    /// the check that would follow ([`cap_refusal`](Self::cap_refusal)).
     pub(crate) fn find<Q, R>(&self, key: &Q, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R
     where
         K: Borrow<Q>,
@@ -426,15 +434,64 @@ where
         let now = self.engine.clock.now(); // after the lookup: a miss needs it
         match tracked.as_deref() {
             Some(cell) => f(Found::Cell(cell), now),
-            None if self.refuses_new_keys(now) => f(Found::Full(self.full_retry_after()), now),
-            None => f(Found::Fresh, now),
+            None => match self.cap_refusal(now) {
+                Some(wait) => f(Found::Full(wait), now),
+                None => f(Found::Fresh, now),
+            },
         }
     }
 
-    fn refuses_new_keys(&self, now: Nanos) -> bool {
-        self.when_full == WhenFull::Deny
-            && self.slots.load(Ordering::Acquire) >= self.max_keys
-            && !self.may_reclaim(now)
+    /// What a decision that stores a new key at `now` would meet at the cap, found without
+    /// evicting anything: `None` if it gets in (a slot is free, a sweep would free one, or
+    /// `WhenFull::AllowUntracked` decides it untracked), else the wait its refusal reports.
+    ///
+    /// It follows [`insert`](Self::insert) step by step. Where the check skips its reclaim
+    /// sweep (the lower bound `earliest` says no key can be cold yet) the refusal's wait comes
+    /// from that bound, as the check's does. Where the check would sweep, a sweep evicts
+    /// every key cold at `now` and then leaves `earliest` at the exact smallest cold time of
+    /// the keys it kept; so this walks the table read-only for the same two facts (a cold
+    /// key: the check gets in; otherwise the smallest cold time), rather than trusting a bound
+    /// that keys grown busier since it was taken have left behind.
+    fn cap_refusal(&self, now: Nanos) -> Option<Nanos> {
+        if self.when_full != WhenFull::Deny || self.slots.load(Ordering::Acquire) < self.max_keys {
+            return None;
+        }
+        if !self.may_reclaim(now) {
+            return Some(self.full_wait(self.earliest.load(Ordering::Acquire), now));
+        }
+        self.min_cold_at(now).map(|min| self.full_wait(min, now))
+    }
+
+    /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
+    /// one is cold at `now` by the clock's skew (a sweep would evict it). Walks the table
+    /// under each shard's read lock in turn, changing nothing.
+    fn min_cold_at(&self, now: Nanos) -> Option<Nanos> {
+        let p = self.engine.params.load_full();
+        let skew = self.engine.clock.max_skew();
+        let mut min = Nanos::MAX;
+        for entry in self.map.iter() {
+            let at = self.engine.alg.cold_at(entry.value(), &p);
+            if is_cold(at, now, skew) {
+                return None;
+            }
+            min = min.min(at);
+        }
+        Some(min)
+    }
+
+    /// The earliest time at or after `now` when a new key can take a slot, judged from the
+    /// tracked keys as they are now (a read-only walk when the table is full): `now` if a slot
+    /// is free or some key is cold, else when the earliest key turns cold by the clock's skew.
+    /// Later decisions can only make it later. The waiting methods use it at the cap to
+    /// refuse at once a wait that could not end by their deadline.
+    pub(crate) fn slot_free_at(&self, now: Nanos) -> Nanos {
+        if self.slots.load(Ordering::Acquire) < self.max_keys {
+            return now;
+        }
+        match self.min_cold_at(now) {
+            Some(min) => min.saturating_add(self.engine.clock.max_skew()).max(now),
+            None => now,
+        }
     }
 
     /// Whether a sweep at `now` could evict any key: some key is cold by the clock's skew
@@ -476,17 +533,26 @@ where
     }
 
     /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key can be evicted
-    /// (`earliest + max_skew - now`), at least 1 ns, at most the longer of the quota's period
-    /// and tolerance.
+    /// (`earliest + max_skew - now`, from the lower bound `earliest`, exact right after a
+    /// complete sweep), at least 1 ns, at most the longer of the quota's period and tolerance.
     fn full_retry_after(&self) -> Nanos {
         let now = self.engine.clock.now();
+        self.full_wait(self.earliest.load(Ordering::Acquire), now)
+    }
+
+    /// The suggested wait at `now` when the earliest tracked key turns cold at `cold_at`.
+    fn full_wait(&self, cold_at: Nanos, now: Nanos) -> Nanos {
         let q = self.engine.quota();
         let cap = q.tau().max(q.period_nanos()).max(1);
-        self.earliest
-            .load(Ordering::Acquire)
+        cold_at
             .saturating_add(self.engine.clock.max_skew())
             .saturating_sub(now)
             .clamp(1, cap)
+    }
+
+    /// Forgets the lower bound on cold times: the key cap's next reclaim sweeps.
+    pub(crate) fn forget_cold_bound(&self) {
+        self.earliest.store(0, Ordering::Release);
     }
 
     /// Runs `f` on every tracked cell, one shard at a time under its read guard (a quota
@@ -505,7 +571,7 @@ where
         }
         // A change may lower every key's cold time (a looser quota): forget the bound so the
         // key cap's reclaim does not skip sweeps that would now free keys.
-        self.earliest.store(0, Ordering::Release);
+        self.forget_cold_bound();
     }
 
     /// A whole sweep; `stop` is polled between chunks.
