@@ -170,8 +170,8 @@ pub(crate) mod rules {
         fn limit(p: &Self::Params) -> u64;
 
         /// How long a full limit of `quota` takes to come back after it was used up: the
-        /// time its `limit` refers to (the `w` of an HTTP `RateLimit-Policy` header). The
-        /// window algorithms' window `W`; GCRA overrides it.
+        /// time its `limit` refers to (`Backend::window` of the HTTP layer). The window
+        /// algorithms' window `W`; GCRA overrides it.
         fn span(quota: &Quota) -> Duration {
             quota.period()
         }

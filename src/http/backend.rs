@@ -52,12 +52,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Why a decision could not be made ([`Infallible`] in process).
     type Error: std::error::Error + Send + Sync + 'static;
 
-    /// The quota in force. Its limit is the `q` of the `RateLimit-Policy` header.
+    /// The quota in force. The `RateLimit-Policy` header states its burst and configured rate
+    /// (see [`HeaderStyle`](super::HeaderStyle)).
     fn quota(&self) -> Quota;
 
-    /// The time the quota's limit refers to, the `w` of the `RateLimit-Policy` header: how
-    /// long a full limit takes to come back. GCRA: the tolerance (`burst * T`, the time a
-    /// full burst takes to come back); a window algorithm: its window `W`.
+    /// The time the quota's limit refers to: how long a full limit takes to come back. GCRA:
+    /// the tolerance (`burst * T`, the time a full burst takes to come back); a window
+    /// algorithm: its window `W`. (The `RateLimit-Policy` header's `w` derives from
+    /// [`quota`](Backend::quota) alone.)
     ///
     /// ```
     /// use std::time::Duration;

@@ -12,141 +12,18 @@
 //! prefix, /64 by default; IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`, as dual-stack sockets
 //! report IPv4 peers) are keyed as the IPv4 address.
 
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::str::FromStr;
+mod cidr;
+mod forwarded;
+
+use std::net::{IpAddr, SocketAddr};
 
 use http::request::Parts;
-use http::HeaderMap;
 
 use super::key::{KeyError, KeyExtractor};
-
-/// An IP network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`), or a single address
-/// (`192.0.2.7`, meaning /32 or /128).
-///
-/// ```
-/// use tollgate::http::IpNet;
-///
-/// let net: IpNet = "10.0.0.0/8".parse().unwrap();
-/// assert!(net.contains("10.1.2.3".parse().unwrap()));
-/// assert!(!net.contains("11.0.0.1".parse().unwrap()));
-/// assert!("10.0.0.0/33".parse::<IpNet>().is_err());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct IpNet {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-/// Why a string is not an [`IpNet`].
-///
-/// ```
-/// let e = "10.0.0.0/40".parse::<tollgate::http::IpNet>().unwrap_err();
-/// assert!(e.to_string().contains("prefix"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IpNetError(&'static str);
-
-impl fmt::Display for IpNetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl std::error::Error for IpNetError {}
-
-impl IpNet {
-    /// The network of `addr` with `prefix` leading bits (host bits are cleared).
-    ///
-    /// # Errors
-    /// A prefix longer than the address (32 for IPv4, 128 for IPv6).
-    ///
-    /// ```
-    /// use std::net::Ipv4Addr;
-    /// let net = tollgate::http::IpNet::new(Ipv4Addr::new(192, 168, 7, 9).into(), 16).unwrap();
-    /// assert_eq!(net.to_string(), "192.168.0.0/16");
-    /// ```
-    pub fn new(addr: IpAddr, prefix: u8) -> Result<IpNet, IpNetError> {
-        let max = match addr {
-            IpAddr::V4(_) => 32,
-            IpAddr::V6(_) => 128,
-        };
-        if prefix > max {
-            return Err(IpNetError("prefix longer than the address"));
-        }
-        Ok(IpNet {
-            addr: mask(addr, prefix),
-            prefix,
-        })
-    }
-
-    /// Whether `ip` is in this network (IPv4-mapped IPv6 addresses count as IPv4).
-    ///
-    /// ```
-    /// let net: tollgate::http::IpNet = "2001:db8::/32".parse().unwrap();
-    /// assert!(net.contains("2001:db8:1::5".parse().unwrap()));
-    /// ```
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
-        same_family(ip, self.addr) && mask(ip, self.prefix) == self.addr
-    }
-}
-
-fn same_family(a: IpAddr, b: IpAddr) -> bool {
-    a.is_ipv4() == b.is_ipv4()
-}
-
-impl FromStr for IpNet {
-    type Err = IpNetError;
-
-    fn from_str(s: &str) -> Result<IpNet, IpNetError> {
-        let (addr, prefix) = match s.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s, None),
-        };
-        let addr: IpAddr = addr.parse().map_err(|_| IpNetError("not an IP address"))?;
-        let prefix = match prefix {
-            Some(p) => p
-                .parse::<u8>()
-                .map_err(|_| IpNetError("prefix is not a number from 0 to 128"))?,
-            None if addr.is_ipv4() => 32,
-            None => 128,
-        };
-        IpNet::new(addr, prefix)
-    }
-}
-
-impl fmt::Display for IpNet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-/// `::ffff:a.b.c.d` as `a.b.c.d`: one client, one key, whichever socket family saw it.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// The first `prefix` bits of `ip` (prefixes past the width keep every bit).
-fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) => {
-            let keep = u32::MAX
-                .checked_shl(32 - u32::from(prefix.min(32)))
-                .unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & keep))
-        }
-        IpAddr::V6(v6) => {
-            let keep = u128::MAX
-                .checked_shl(128 - u32::from(prefix.min(128)))
-                .unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & keep))
-        }
-    }
-}
+use cidr::{canonical, mask};
+pub use cidr::{IpNet, IpNetError};
+pub use forwarded::ForwardedHeader;
+use forwarded::{entries_from_right, Entry};
 
 /// How much of an address is the key: /32 for IPv4 and /64 for IPv6 by default.
 #[derive(Clone, Copy, Debug)]
@@ -251,24 +128,6 @@ impl KeyExtractor for PeerIp {
     }
 }
 
-/// Which header your proxies write the forwarding chain to.
-///
-/// ```
-/// use tollgate::http::{ClientIp, ForwardedHeader};
-/// let behind_nginx = ClientIp::trusted_hops(1).header(ForwardedHeader::XForwardedFor);
-/// let rfc7239 = ClientIp::trusted_hops(1).header(ForwardedHeader::Forwarded);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ForwardedHeader {
-    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
-    #[default]
-    XForwardedFor,
-    /// RFC 7239 `Forwarded: for=client;proto=https, for="[2001:db8::1]:4711"`: the `for=`
-    /// parameter of each element.
-    Forwarded,
-}
-
 /// Which addresses in the chain are your proxies.
 #[derive(Clone, Debug)]
 enum Trust {
@@ -303,10 +162,25 @@ impl Trust {
 /// Trust is explicit: [`trusted_proxies`](ClientIp::trusted_proxies) (networks; exact) or
 /// [`trusted_hops`](ClientIp::trusted_hops) (a count; correct only if every request passes
 /// through exactly that many of your proxies, so a client that can reach an inner proxy
-/// directly can choose its key). An entry that is not an IP address (garbage, `unknown`,
-/// obfuscated `_names`) where the client is expected is a `400` [`KeyError`]; entries left of
-/// the client are not parsed at all. The peer address comes from the same sources as
+/// directly can choose its key). The peer address comes from the same sources as
 /// [`PeerIp`]'s.
+///
+/// The header is read as bytes, from its right end. Several field lines of it form one list,
+/// in order (RFC 9110 field-line combining: the last line holds the rightmost entries); empty
+/// elements and the whitespace around elements are skipped; in `Forwarded`, a comma or a
+/// semicolon inside a quoted string does not separate, and the `for=` node may be quoted
+/// (`for="[2001:db8::1]:4711"`). Only the entries the walk reaches are parsed:
+/// - an entry at or right of the client's position that is not an IP address (garbage,
+///   non-ASCII bytes, `unknown`, an obfuscated `_name`, an element without `for=`) is a `400`
+///   [`KeyError`]; with `trusted_hops`, the entries of trusted hops are skipped by position
+///   without being read, so a proxy that obfuscates itself is fine;
+/// - whatever lies left of the client's position is never read: no byte a client writes
+///   there (`0xff`, an unclosed quote, a backslash) can make the request unkeyable.
+///
+/// So a key error means your proxies wrote something that is not an address where the
+/// client is expected, or a client inside the networks you trust sent junk (the walk reaches
+/// its own entries): trust only your proxies' addresses, and keep the default
+/// [`OnKeyError::Reject`](super::OnKeyError::Reject), which answers it with `400`.
 ///
 /// ```
 /// use std::net::{IpAddr, SocketAddr};
@@ -317,6 +191,15 @@ impl Trust {
 ///
 /// let mut req = http::Request::get("/")
 ///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.9") // client-written, LB-appended
+///     .body(())
+///     .unwrap();
+/// req.extensions_mut().insert("10.0.0.5:40000".parse::<SocketAddr>().unwrap());
+/// let (parts, ()) = req.into_parts();
+/// assert_eq!(client_ip.extract(&parts).unwrap(), "203.0.113.9".parse::<IpAddr>().unwrap());
+///
+/// // A byte that is not ASCII in the client's part changes nothing.
+/// let mut req = http::Request::get("/")
+///     .header("x-forwarded-for", http::HeaderValue::from_bytes(b"6.6.6.6\xff, 203.0.113.9").unwrap())
 ///     .body(())
 ///     .unwrap();
 /// req.extensions_mut().insert("10.0.0.5:40000".parse::<SocketAddr>().unwrap());
@@ -430,31 +313,35 @@ impl ClientIp {
         if !self.trust.trusts(0, peer) {
             return Ok(peer);
         }
+        // The last address trusted so far, and, when trusted hops are skipped by position
+        // without reading them, the leftmost skipped entry: if the list ends there, it is the
+        // client and must be an address after all.
         let mut furthest = peer;
-        let mut position = 0;
-        let mut result = Ok(());
-        // Called on each address from the right; returns whether to go on leftwards.
-        let mut visit = |node: Option<IpAddr>| -> bool {
-            position += 1;
-            match node {
-                Some(ip) => {
-                    furthest = ip;
-                    self.trust.trusts(position, ip)
-                }
-                None => {
-                    result = Err(KeyError::bad_request(
-                        "the forwarding header has an entry that is not an IP address where the client is expected",
-                    ));
-                    false
+        let mut unread: Option<Entry<'_>> = None;
+        for (position, entry) in (1..).zip(entries_from_right(&req.headers, self.header)) {
+            if let Trust::Hops(n) = self.trust {
+                if position < n {
+                    unread = Some(entry);
+                    continue;
                 }
             }
-        };
-        match self.header {
-            ForwardedHeader::XForwardedFor => walk_xff(&req.headers, &mut visit),
-            ForwardedHeader::Forwarded => walk_forwarded(&req.headers, &mut visit),
+            let ip = entry.addr().ok_or_else(not_an_address)?;
+            if !self.trust.trusts(position, ip) {
+                return Ok(canonical(ip));
+            }
+            (furthest, unread) = (ip, None);
         }
-        result.map(|()| canonical(furthest))
+        match unread {
+            Some(entry) => entry.addr().map(canonical).ok_or_else(not_an_address),
+            None => Ok(canonical(furthest)),
+        }
     }
+}
+
+fn not_an_address() -> KeyError {
+    KeyError::bad_request(
+        "the forwarding header has an entry that is not an IP address where the client is expected",
+    )
 }
 
 impl KeyExtractor for ClientIp {
@@ -463,106 +350,6 @@ impl KeyExtractor for ClientIp {
     fn extract(&self, req: &Parts) -> Result<IpAddr, KeyError> {
         self.client_ip(req).map(|ip| self.prefix.key(ip))
     }
-}
-
-/// Calls `visit` on each `X-Forwarded-For` entry from the right (last header line first) until
-/// it returns `false`. Empty list elements (`a,,b`) carry nothing and are skipped; a line that
-/// is not visible ASCII is one unparseable entry.
-fn walk_xff(headers: &HeaderMap, visit: &mut impl FnMut(Option<IpAddr>) -> bool) {
-    for line in headers.get_all("x-forwarded-for").iter().rev() {
-        let Ok(line) = line.to_str() else {
-            visit(None);
-            return;
-        };
-        for entry in line.rsplit(',').map(str::trim).filter(|e| !e.is_empty()) {
-            if !visit(parse_node(entry)) {
-                return;
-            }
-        }
-    }
-}
-
-/// Calls `visit` on the `for=` node of each RFC 7239 `Forwarded` element from the right until
-/// it returns `false`. An element without `for=` is one unparseable entry.
-fn walk_forwarded(headers: &HeaderMap, visit: &mut impl FnMut(Option<IpAddr>) -> bool) {
-    for line in headers.get_all(http::header::FORWARDED).iter().rev() {
-        let Ok(line) = line.to_str() else {
-            visit(None);
-            return;
-        };
-        // Quoted strings may contain commas, so split with a quote-aware scanner.
-        let elements: Vec<&str> = split_unquoted(line, b',').collect();
-        for element in elements.iter().map(|e| e.trim()).rev() {
-            if element.is_empty() {
-                continue;
-            }
-            let node = split_unquoted(element, b';').find_map(|pair| {
-                let (k, v) = pair.trim().split_once('=')?;
-                k.trim()
-                    .eq_ignore_ascii_case("for")
-                    .then(|| unquote(v.trim()))
-            });
-            if !visit(node.and_then(parse_node)) {
-                return;
-            }
-        }
-    }
-}
-
-/// Splits `s` at `sep` outside double-quoted strings (with backslash escapes).
-fn split_unquoted(s: &str, sep: u8) -> impl Iterator<Item = &str> {
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    let mut i = 0;
-    let mut quoted = false;
-    let mut done = false;
-    std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        while i < bytes.len() {
-            let b = bytes[i];
-            i += 1;
-            match b {
-                b'\\' if quoted => i += 1,
-                b'"' => quoted = !quoted,
-                b if b == sep && !quoted => {
-                    let part = &s[start..i - 1];
-                    start = i;
-                    return Some(part);
-                }
-                _ => {}
-            }
-        }
-        done = true;
-        Some(&s[start.min(s.len())..])
-    })
-}
-
-/// The content of a quoted string (escapes are not expected in addresses; any left make the
-/// node unparseable), or the token itself.
-fn unquote(v: &str) -> &str {
-    v.strip_prefix('"')
-        .and_then(|v| v.strip_suffix('"'))
-        .unwrap_or(v)
-}
-
-/// An address as proxies write it: `192.0.2.1`, `192.0.2.1:80`, `2001:db8::1`,
-/// `[2001:db8::1]` or `[2001:db8::1]:443`. Anything else (`unknown`, `_hidden`, garbage) is
-/// `None`.
-fn parse_node(s: &str) -> Option<IpAddr> {
-    if let Some(rest) = s.strip_prefix('[') {
-        let (v6, after) = rest.split_once(']')?;
-        let port_ok = after.is_empty()
-            || after
-                .strip_prefix(':')
-                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-        return port_ok.then(|| v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6))?;
-    }
-    if let Ok(ip) = s.parse::<IpAddr>() {
-        return Some(ip);
-    }
-    s.parse::<SocketAddr>().ok().map(|a| a.ip())
 }
 
 #[cfg(test)]
@@ -586,60 +373,6 @@ mod tests {
 
     fn nets(list: &[&str]) -> Vec<IpNet> {
         list.iter().map(|s| s.parse().unwrap()).collect()
-    }
-
-    #[test]
-    fn ip_net_parses_and_masks() {
-        assert_eq!(
-            "10.1.2.3/8".parse::<IpNet>().unwrap().to_string(),
-            "10.0.0.0/8"
-        );
-        assert_eq!(
-            "10.1.2.3".parse::<IpNet>().unwrap().to_string(),
-            "10.1.2.3/32"
-        );
-        assert_eq!("::1".parse::<IpNet>().unwrap().to_string(), "::1/128");
-        assert_eq!(
-            "0.0.0.0/0".parse::<IpNet>().unwrap().to_string(),
-            "0.0.0.0/0"
-        );
-        assert!("0.0.0.0/0"
-            .parse::<IpNet>()
-            .unwrap()
-            .contains(ip("8.8.8.8")));
-        assert!(!"0.0.0.0/0".parse::<IpNet>().unwrap().contains(ip("::1")));
-        assert!("::/0".parse::<IpNet>().unwrap().contains(ip("2001:db8::1")));
-        for bad in [
-            "",
-            "10.0.0.0/",
-            "10.0.0.0/33",
-            "::/129",
-            "x/8",
-            "10.0.0.0/-1",
-            "10/8",
-        ] {
-            assert!(bad.parse::<IpNet>().is_err(), "{bad}");
-        }
-        // A mapped IPv4 address is in an IPv4 network.
-        assert!("127.0.0.0/8"
-            .parse::<IpNet>()
-            .unwrap()
-            .contains(ip("::ffff:127.0.0.1")));
-    }
-
-    #[test]
-    fn masks_every_prefix_without_overflow() {
-        for p in 0..=200u8 {
-            let _ = mask(ip("255.255.255.255"), p);
-            let _ = mask(ip("ffff::ffff"), p);
-        }
-        assert_eq!(mask(ip("1.2.3.4"), 0), ip("0.0.0.0"));
-        assert_eq!(mask(ip("1.2.3.4"), 24), ip("1.2.3.0"));
-        assert_eq!(mask(ip("2001:db8:1:2:3:4:5:6"), 64), ip("2001:db8:1:2::"));
-        assert_eq!(
-            mask(ip("2001:db8:1:2:3:4:5:6"), 128),
-            ip("2001:db8:1:2:3:4:5:6")
-        );
     }
 
     #[test]
@@ -816,14 +549,292 @@ mod tests {
         );
     }
 
+    fn raw_parts(peer: &str, header: &'static str, lines: &[&[u8]]) -> Parts {
+        let mut req = http::Request::get("/").body(()).unwrap();
+        for line in lines {
+            req.headers_mut()
+                .append(header, http::HeaderValue::from_bytes(line).unwrap());
+        }
+        req.extensions_mut()
+            .insert(peer.parse::<SocketAddr>().unwrap());
+        req.into_parts().0
+    }
+
     #[test]
-    fn split_unquoted_handles_quotes_and_escapes() {
-        let parts: Vec<&str> = split_unquoted(r#"a,"b,c",d\,e,"f\",g""#, b',').collect();
-        assert_eq!(parts, vec!["a", r#""b,c""#, r"d\", "e", r#""f\",g""#]);
-        assert_eq!(split_unquoted("", b',').collect::<Vec<_>>(), vec![""]);
-        assert_eq!(
-            split_unquoted("a,", b',').collect::<Vec<_>>(),
-            vec!["a", ""]
+    fn client_bytes_left_of_the_client_position_are_never_read() {
+        let nets = ClientIp::trusted_proxies(nets(&["127.0.0.1/32"]));
+        let fwd = nets.clone().header(ForwardedHeader::Forwarded);
+        // The issue's lines: one line, the proxy's entry appended to the client's.
+        let p = raw_parts(
+            "127.0.0.1:1",
+            "x-forwarded-for",
+            &[b"6.6.9.1\xff, 198.51.100.41"],
         );
+        assert_eq!(nets.extract(&p).unwrap(), ip("198.51.100.41"));
+        let p = raw_parts(
+            "127.0.0.1:1",
+            "forwarded",
+            &[b"for=6.6.9.1\xff, for=198.51.100.50"],
+        );
+        assert_eq!(fwd.extract(&p).unwrap(), ip("198.51.100.50"));
+        // An unclosed quote (read left to right it would swallow the proxy's entry), an
+        // escape, a semicolon and a comma inside the client's part.
+        for junk in [
+            &b"for=\"6.6.9.1"[..],
+            b"for=\"a\\",
+            b"for=\"a\\\"",
+            b"\"",
+            b"for=\"x, for=1.1.1.1\";",
+            b";;=,=\"\\",
+        ] {
+            let line = [junk, b", for=\"[2001:db8::5]:80\";proto=https"].concat();
+            let p = raw_parts("127.0.0.1:1", "forwarded", &[&line]);
+            let got = fwd.clone().ipv6_prefix(128).extract(&p);
+            assert_eq!(got.unwrap(), ip("2001:db8::5"), "{line:?}");
+            // The same junk on a line of its own, the proxy's entry on the next one.
+            let p = raw_parts("127.0.0.1:1", "forwarded", &[junk, b"for=192.0.2.9"]);
+            assert_eq!(fwd.extract(&p).unwrap(), ip("192.0.2.9"), "{junk:?}");
+        }
+        // The same bytes where the client is expected are a key error.
+        let p = raw_parts(
+            "127.0.0.1:1",
+            "x-forwarded-for",
+            &[b"198.51.100.41, 6.6.9.1\xff"],
+        );
+        assert_eq!(nets.extract(&p).unwrap_err().status(), 400);
+    }
+
+    #[test]
+    fn trusted_hops_are_skipped_without_being_read() {
+        // RFC 7239 lets a proxy obfuscate itself: an inner hop's `_name` or `unknown` is fine
+        // when trust is by position.
+        let c = ClientIp::trusted_hops(3).header(ForwardedHeader::Forwarded);
+        let p = parts(
+            "10.0.0.1:1",
+            &[(
+                "forwarded",
+                "for=6.6.6.é, for=192.0.2.7, for=_lb2, for=unknown",
+            )],
+        );
+        assert_eq!(c.extract(&p).unwrap(), ip("192.0.2.7"));
+        // If the list ends at an unread hop, that entry is the client after all.
+        let p = parts("10.0.0.1:1", &[("forwarded", "for=_lb2, for=unknown")]);
+        assert_eq!(c.extract(&p).unwrap_err().status(), 400);
+        let p = parts("10.0.0.1:1", &[("forwarded", "for=192.0.2.8, for=unknown")]);
+        assert_eq!(c.extract(&p).unwrap(), ip("192.0.2.8"));
+    }
+
+    #[test]
+    fn forwarded_elements_with_odd_but_valid_shapes() {
+        let c = ClientIp::trusted_hops(1)
+            .header(ForwardedHeader::Forwarded)
+            .ipv6_prefix(128);
+        for (value, want) in [
+            ("for=192.0.2.1", "192.0.2.1"),
+            ("FOR=192.0.2.1", "192.0.2.1"),
+            ("for=\"192.0.2.1:8080\"", "192.0.2.1"),
+            ("for=\"[2001:db8::1]\"", "2001:db8::1"),
+            ("for=\"[2001:db8::1]:4711\"", "2001:db8::1"),
+            ("for=\"2001:db8::1\"", "2001:db8::1"),
+            ("proto=https; for=192.0.2.1 ;by=_proxy", "192.0.2.1"),
+            ("by=\"a;b,c\";for=192.0.2.1", "192.0.2.1"),
+            ("for=1.1.1.1, ,\t, for=192.0.2.1 , ", "192.0.2.1"),
+        ] {
+            let p = parts("127.0.0.1:1", &[("forwarded", value)]);
+            assert_eq!(c.extract(&p).unwrap(), ip(want), "{value}");
+        }
+        for bad in [
+            "for=192.0.2.1;for=192.0.2.2",
+            "for=\"192.0.2.1",
+            "for=\"192.0.2\\.1\"",
+            "for=[2001:db8::1]x",
+            "for=",
+            "proto=https",
+            ", ,",
+        ] {
+            let p = parts("127.0.0.1:1", &[("forwarded", bad)]);
+            let got = c.extract(&p);
+            if bad == ", ," {
+                // Only empty elements: no entry, so the trusted peer is the leftmost address.
+                assert_eq!(got.unwrap(), ip("127.0.0.1"));
+            } else {
+                assert_eq!(got.unwrap_err().status(), 400, "{bad}");
+            }
+        }
+    }
+
+    /// Bytes a client can put in a header value (all `HeaderValue` accepts: HTAB, visible
+    /// ASCII, SP, obs-text), weighted towards the ones list and quote parsing care about.
+    fn hostile_byte() -> impl Strategy<Value = u8> {
+        prop_oneof![
+            3 => proptest::sample::select(b",;\"\\=[]: \t_".to_vec()),
+            1 => Just(b'\t'),
+            3 => 0x20u8..=0x7e,
+            2 => 0x80u8..=0xff,
+        ]
+    }
+
+    fn hostile_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(hostile_byte(), 0..max)
+    }
+
+    fn any_ip() -> impl Strategy<Value = IpAddr> {
+        prop_oneof![
+            any::<u32>().prop_map(|v| IpAddr::from(std::net::Ipv4Addr::from(v))),
+            any::<u128>().prop_map(|v| IpAddr::from(std::net::Ipv6Addr::from(v))),
+        ]
+    }
+
+    /// One address as a proxy would write it into `header`, in one of its valid shapes
+    /// (`style` picks one; each shape is valid for every address).
+    fn written(header: ForwardedHeader, addr: IpAddr, style: u8) -> Vec<u8> {
+        let port = 1 + u16::from(style) * 250;
+        let node = match (addr, style % 3) {
+            (IpAddr::V4(v4), 0) => v4.to_string(),
+            (IpAddr::V4(v4), _) => format!("{v4}:{port}"),
+            (IpAddr::V6(v6), 0) => v6.to_string(),
+            (IpAddr::V6(v6), 1) => format!("[{v6}]"),
+            (IpAddr::V6(v6), _) => format!("[{v6}]:{port}"),
+        };
+        let ows = ["", " ", "\t", "  "][usize::from(style / 3 % 4)];
+        let entry = match header {
+            ForwardedHeader::XForwardedFor => node,
+            ForwardedHeader::Forwarded => {
+                let plain = addr.is_ipv4() && style % 3 == 0 && style % 2 == 0;
+                let node = if plain { node } else { format!("\"{node}\"") };
+                let key = ["for", "For", "FOR"][usize::from(style % 3)];
+                match style / 12 % 3 {
+                    0 => format!("{key}={node}"),
+                    1 => format!("proto=https;{key}={node}"),
+                    _ => format!("{key}={node};by=\"[2001:db8::9]:80\";host=\"a,b;c\""),
+                }
+            }
+        };
+        format!("{ows}{entry}{ows}").into_bytes()
+    }
+
+    /// Field lines from `parts`: each part joins the previous line (`", "`, as nginx's
+    /// `$proxy_add_x_forwarded_for` does) or starts a new one, per `new_line`.
+    fn lines(parts: Vec<Vec<u8>>, new_line: &[bool], empties: &[bool]) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for (i, part) in parts.into_iter().enumerate() {
+            match out.last_mut() {
+                Some(line) if !new_line.get(i).copied().unwrap_or(false) => {
+                    line.extend_from_slice(b",");
+                    if empties.get(i).copied().unwrap_or(false) {
+                        line.extend_from_slice(b" ,");
+                    }
+                    line.extend_from_slice(b" ");
+                    line.extend_from_slice(&part);
+                }
+                _ => out.push(part),
+            }
+        }
+        out
+    }
+
+    fn headers_parts(header: ForwardedHeader, lines: &[Vec<u8>]) -> Parts {
+        let name = match header {
+            ForwardedHeader::XForwardedFor => "x-forwarded-for",
+            ForwardedHeader::Forwarded => "forwarded",
+        };
+        let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+        raw_parts("127.0.0.1:1", name, &lines)
+    }
+
+    fn header_kind() -> impl Strategy<Value = ForwardedHeader> {
+        prop_oneof![
+            Just(ForwardedHeader::XForwardedFor),
+            Just(ForwardedHeader::Forwarded)
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Issue 18.5: for any bytes a client puts left of what the outermost trusted proxy
+        /// appended (on that proxy's line or on lines of its own), the key is the address that
+        /// proxy appended: with one or several trusted hops, trusted by network or by count.
+        #[test]
+        fn any_client_bytes_left_of_the_trusted_entry_leave_the_key_alone(
+            header in header_kind(),
+            junk in proptest::collection::vec(hostile_bytes(48), 0..3),
+            client in any_ip(),
+            inner in proptest::collection::vec(any::<u32>(), 0..3),
+            styles in proptest::collection::vec(any::<u8>(), 4),
+            new_line in proptest::collection::vec(any::<bool>(), 8),
+            empties in proptest::collection::vec(any::<bool>(), 8),
+            by_count: bool,
+        ) {
+            let trusted = nets(&["127.0.0.0/8", "10.0.0.0/8"]);
+            prop_assume!(!trusted.iter().any(|n| n.contains(client)));
+            // The chain left to right: the client's own lines, the client as the outermost
+            // proxy saw it, then each inner proxy (10.x.y.z) as the next one saw it.
+            let inner: Vec<IpAddr> =
+                inner.iter().map(|v| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 | (v & 0x00ff_ffff)))).collect();
+            let mut parts = junk.clone();
+            parts.push(written(header, client, styles[0]));
+            for (i, proxy) in inner.iter().enumerate() {
+                parts.push(written(header, *proxy, styles[1 + i]));
+            }
+            // The client's lines are lines of their own or the start of the proxy's line.
+            let mut new_line = new_line;
+            new_line[junk.len()] |= junk.is_empty();
+            let req = headers_parts(header, &lines(parts, &new_line, &empties));
+            let c = if by_count {
+                ClientIp::trusted_hops(inner.len() + 1)
+            } else {
+                ClientIp::trusted_proxies(trusted)
+            };
+            let got = c.header(header).client_ip(&req);
+            prop_assert_eq!(got.ok(), Some(canonical(client)));
+        }
+
+        /// Well-formed chains against the plain rule: the peer, then the entries right to
+        /// left; the first address not trusted is the client; if all are, the leftmost.
+        #[test]
+        fn the_key_is_the_first_untrusted_address_from_the_right(
+            header in header_kind(),
+            chain in proptest::collection::vec((any::<bool>(), any::<u32>(), any::<u8>()), 0..6),
+            new_line in proptest::collection::vec(any::<bool>(), 6),
+            empties in proptest::collection::vec(any::<bool>(), 6),
+        ) {
+            let trusted = nets(&["127.0.0.0/8", "10.0.0.0/8"]);
+            let addrs: Vec<IpAddr> = chain
+                .iter()
+                .map(|&(ours, v, _)| {
+                    let v = if ours { 0x0a00_0000 | (v & 0x00ff_ffff) } else { v };
+                    IpAddr::from(std::net::Ipv4Addr::from(v))
+                })
+                .collect();
+            let model = std::iter::once(ip("127.0.0.1"))
+                .chain(addrs.iter().rev().copied())
+                .try_fold(ip("127.0.0.1"), |_, a| {
+                    if trusted.iter().any(|n| n.contains(a)) { Ok(a) } else { Err(a) }
+                })
+                .unwrap_or_else(|client| client);
+            let written: Vec<Vec<u8>> =
+                addrs.iter().zip(&chain).map(|(a, c)| written(header, *a, c.2)).collect();
+            let req = headers_parts(header, &lines(written, &new_line, &empties));
+            let got = ClientIp::trusted_proxies(trusted).header(header).client_ip(&req);
+            prop_assert_eq!(got.ok(), Some(model));
+        }
+
+        /// No header content panics, whatever the trust.
+        #[test]
+        fn no_header_panics(
+            header in header_kind(),
+            raw in proptest::collection::vec(hostile_bytes(64), 0..4),
+            hops in 0usize..6,
+            by_count: bool,
+        ) {
+            let req = headers_parts(header, &raw);
+            let c = if by_count {
+                ClientIp::trusted_hops(hops)
+            } else {
+                ClientIp::trusted_proxies(nets(&["0.0.0.0/0", "::/0"]))
+            };
+            let _ = c.header(header).extract(&req);
+        }
     }
 }

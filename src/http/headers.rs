@@ -1,15 +1,16 @@
 //! Rate-limit response headers: the IETF draft's `RateLimit-Policy` / `RateLimit`, the older
 //! `RateLimit-Limit` / `-Remaining` / `-Reset` trio, `X-RateLimit-*`, and `Retry-After`.
 //!
-//! Every duration is whole seconds rounded **up**: a client that waits what a header says is
-//! never early. `Retry-After` is at least 1.
+//! Every wait is whole seconds rounded **up**: a client that waits what a header says is never
+//! early. `Retry-After` is at least 1. The policy's `q` per `w` is the configured rate, exact
+//! where whole seconds allow it and otherwise rounded **down** ([`RatePolicy::advertised`]).
 
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::Decision;
+use crate::{Decision, Quota};
 
 /// Which rate-limit headers the layer adds to allowed and limited responses.
 ///
@@ -23,10 +24,21 @@ use crate::Decision;
 /// | `XRateLimit` | `X-RateLimit-Limit: 100`, `X-RateLimit-Remaining: 50`, `X-RateLimit-Reset: 30` |
 /// | `None` | none |
 ///
-/// `q` / `Limit` is the limit: GCRA's burst, a window algorithm's `L`. `w` is the time a full
-/// limit takes to come back ([`Backend::window`](super::Backend::window)): GCRA's tolerance
-/// (the time a full burst takes to come back; 60 s for `per_minute(100)`), a window
-/// algorithm's window (60 s for `per_minute(100)` too). `r` / `Remaining` is what could be taken right
+/// `RateLimit-Policy` states the quota's configured rate as `q` permits per `w` seconds (the
+/// draft's `w` is whole seconds, "sub-second precision is not supported"):
+/// - if the limit (GCRA's burst, a window algorithm's `L`) comes back in whole seconds, `q` is
+///   the limit and `w` that time: `per_minute(100)` is `q=100;w=60`, 10 a minute in bursts of
+///   3 is `q=3;w=18`, a window of `L` per `W` is `q=L;w=W`;
+/// - otherwise `q / w` is the rate in lowest terms: 50/s in bursts of 1 is `q=50;w=1`, 1 per
+///   1.5 s is `q=2;w=3`, a window of 2 per 100 ms is `q=20;w=1`;
+/// - if that needs a `w` longer than an hour (or than the limit takes to come back, if that
+///   is longer), `w` is that bound and `q` is rounded down: never a faster rate than
+///   configured, and slower by less than one permit per `w`.
+///
+/// So a client pacing at `q` per `w` is never refused for going too fast; `r` says how many
+/// it may take at once. (GCRA rounds its interval up to whole nanoseconds, so it can be slower
+/// than the configured rate by under 1 ns per permit, which no client timer resolves.)
+/// `Limit` in the older styles is the limit. `r` / `Remaining` is what could be taken right
 /// now (on a `429` it can be above 0 when the request costs more than is left). `t` / `Reset`
 /// is, on an allowed response, the seconds until the full limit is available again (the
 /// decision's `reset_after`); on a `429` it is the
@@ -97,12 +109,71 @@ static X_RATELIMIT: [HeaderName; 3] = [
     HeaderName::from_static("x-ratelimit-reset"),
 ];
 
-/// What a `RateLimit-Policy` item says: `q`, the limit, per `w`, the time a full limit takes
-/// to come back.
+/// What a `RateLimit-Policy` item describes: a quota's limit and its configured rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RatePolicy {
-    pub(crate) limit: u64,
-    pub(crate) window: Duration,
+    /// What can be taken at once: GCRA's burst, a window algorithm's `L`.
+    limit: u64,
+    /// The configured rate, `count` permits per `period` ns.
+    count: u64,
+    period: u64,
+}
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+/// The longest `w` chosen for exactness alone, unless the limit takes longer to come back.
+const LONGEST_EXACT_W: u128 = 3600;
+
+impl RatePolicy {
+    /// The policy of `quota`: its burst (which window algorithms require to equal their `L`)
+    /// at its configured rate.
+    pub(crate) fn of(quota: &Quota) -> RatePolicy {
+        RatePolicy {
+            limit: quota.burst(),
+            count: quota.count(),
+            period: quota.period_nanos(),
+        }
+    }
+
+    /// `(q, w)`: `q` permits per `w` whole seconds (both at least 1), the configured rate
+    /// `count / period` exactly if whole seconds allow it within the bound below, else rounded
+    /// down by less than one permit per `w`:
+    /// 1. `(limit, w)` if the limit comes back in `w` whole seconds (`limit * period / count`);
+    /// 2. else the rate in lowest terms, if its `w` is at most `max(1 hour, the time the limit
+    ///    takes to come back, rounded up)`;
+    /// 3. else that bound as `w`, and `q = floor(w * rate)`.
+    ///
+    /// `q` never states a faster rate than configured. Integer arithmetic in `u128`, where a
+    /// valid [`Quota`] comes nowhere near saturating (`count <= period <= 2^62`, and the limit
+    /// comes back within `MAX_NANOS`, so `w` stays below `2^33`).
+    pub(crate) fn advertised(&self) -> (u64, u64) {
+        let (limit, period) = (u128::from(self.limit), u128::from(self.period));
+        // q / w = count * 10^9 / period per second.
+        let per_sec = u128::from(self.count).saturating_mul(NANOS_PER_SEC);
+        let comes_back = limit.saturating_mul(period);
+        if comes_back % per_sec == 0 {
+            return (self.limit, saturate(comes_back / per_sec));
+        }
+        let bound = LONGEST_EXACT_W.max(comes_back.div_ceil(per_sec));
+        let g = gcd(per_sec, period).max(1);
+        let (q, w) = (per_sec / g, period / g);
+        if w <= bound {
+            return (saturate(q), saturate(w));
+        }
+        // bound >= limit * period / per_sec, so q >= limit >= 1.
+        let q = bound.saturating_mul(per_sec) / period.max(1);
+        (saturate(q), saturate(bound))
+    }
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn saturate(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
 }
 
 /// A policy's name as the IETF fields carry it (a Structured Fields string, quotes included),
@@ -138,11 +209,11 @@ impl PolicyLabel {
     }
 }
 
-/// `"name";q=<limit>;w=<window in seconds, rounded up>`. `None` only for a name that is not a
+/// `"name";q=<q>;w=<w>` ([`RatePolicy::advertised`]). `None` only for a name that is not a
 /// valid header value, which policy names are validated never to be.
 fn policy_field(sf_name: &str, p: RatePolicy) -> Option<HeaderValue> {
-    let item = item(sf_name, "q", p.limit, "w", ceil_secs(p.window));
-    HeaderValue::try_from(item).ok()
+    let (q, w) = p.advertised();
+    HeaderValue::try_from(item(sf_name, "q", q, "w", w)).ok()
 }
 
 /// `name;a=1;b=2` in one allocation of the right size, without `core::fmt`: `format!` was
@@ -250,10 +321,7 @@ mod tests {
     }
 
     fn rp(limit: u64, secs: u64) -> RatePolicy {
-        RatePolicy {
-            limit,
-            window: Duration::from_secs(secs),
-        }
+        RatePolicy::of(&Quota::new(limit, Duration::from_secs(secs)).unwrap())
     }
 
     fn label(name: &str, q: RatePolicy) -> PolicyLabel {
@@ -365,5 +433,119 @@ mod tests {
         )
         .write(&mut h);
         assert_eq!(h["ratelimit-policy"], "\"p\";q=10;w=3600");
+    }
+
+    fn advertised(count: u64, period: Duration, burst: u64) -> (u64, u64) {
+        let q = Quota::new(count, period)
+            .unwrap()
+            .with_burst(burst)
+            .unwrap();
+        RatePolicy::of(&q).advertised()
+    }
+
+    /// Issue 18.5: 50/s in bursts of 1 was advertised as `q=1;w=1` (its 20 ms tolerance
+    /// rounded up to a second), and so was 10/s: a client pacing by it ran up to 50 times
+    /// slower than allowed.
+    #[test]
+    fn fifty_per_second_in_bursts_of_one_is_fifty_per_second() {
+        let q = Quota::per_second(50).unwrap().with_burst(1).unwrap();
+        let mut h = HeaderMap::new();
+        let p = RatePolicy::of(&q);
+        RateHeaders::new(
+            HeaderStyle::Ietf,
+            &label("p", p),
+            p,
+            &decision(true, 1, None, 20),
+        )
+        .write(&mut h);
+        assert_eq!(h["ratelimit-policy"], "\"p\";q=50;w=1");
+    }
+
+    #[test]
+    fn the_policy_states_the_configured_rate() {
+        let (s, ms, ns) = (
+            Duration::from_secs,
+            Duration::from_millis,
+            Duration::from_nanos,
+        );
+        for (count, period, burst, want) in [
+            (50, s(1), 1, (50, 1)),
+            (10, s(1), 1, (10, 1)),
+            (1, ms(1500), 1, (2, 3)),
+            (100, s(60), 100, (100, 60)),
+            (100, s(60), 5, (5, 3)),
+            (10, s(60), 3, (3, 18)),
+            (3, s(1), 3, (3, 1)), // GCRA's interval is 333,333,334 ns: not what is stated
+            (3, s(1), 2, (3, 1)),
+            (2, ms(100), 2, (20, 1)),
+            (7, ms(1501), 7, (7000, 1501)),
+            (10_000, s(86_400), 10_000, (10_000, 86_400)),
+            (1, ns(1), 1, (1_000_000_000, 1)),
+            // Exact only with w = 333,333,333 s: an hour, rounded down (3.000000003/s).
+            (1, ns(333_333_333), 1, (10_800, 3600)),
+            (1, ns(333_333_333), 20_000, (20_001, 6667)), // the limit comes back in 6,666.7 s
+            // Exact only with w = 200,001 s: the time the limit comes back in, rounded up.
+            (1, ms(100_000_500), 1, (1, 100_001)),
+            (1, ns(crate::MAX_NANOS), 1, (1, 4_611_686_019)),
+        ] {
+            assert_eq!(
+                advertised(count, period, burst),
+                want,
+                "{count} per {period:?} burst {burst}"
+            );
+        }
+    }
+
+    use proptest::prelude::*;
+
+    /// Periods people write (whole seconds, whole milliseconds) and any nanosecond count.
+    fn period() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            (1u64..=100_000).prop_map(|s| s * 1_000_000_000),
+            (1u64..=10_000_000).prop_map(|ms| ms * 1_000_000),
+            1u64..=crate::MAX_NANOS,
+            1u64..=10_000,
+        ]
+    }
+
+    proptest! {
+        /// Against the rule's plain reading: `q` per `w` is never faster than `count` per
+        /// `period`, slower by less than one permit per `w`; exact whenever a whole `w` up to
+        /// the bound makes it so (found by trying every such `w`), with the limit as `q` when
+        /// the limit comes back in whole seconds.
+        #[test]
+        fn the_advertised_rate_is_the_configured_one_rounded_down_only_as_the_draft_forces(
+            period in period(),
+            count_pick: u64,
+            burst_pick: u64,
+        ) {
+            let count = 1 + count_pick % period.min(1_000_000);
+            let Ok(quota) = Quota::new(count, Duration::from_nanos(period)) else {
+                return Err(TestCaseError::reject("invalid quota"));
+            };
+            let burst_max = (crate::MAX_NANOS / quota.t()).min(100_000);
+            let burst = 1 + burst_pick % burst_max;
+            let quota = quota.with_burst(burst).unwrap();
+            let (q, w) = RatePolicy::of(&quota).advertised();
+            let (q, w, n, p, b) = (q as u128, w as u128, count as u128, period as u128, burst as u128);
+            let per_sec = n * 1_000_000_000;
+            prop_assert!(q >= 1 && w >= 1);
+            prop_assert!(q * p <= w * per_sec, "faster than configured: {q}/{w}");
+            prop_assert!((q + 1) * p > w * per_sec, "slower by a permit or more: {q}/{w}");
+            let bound = 3600u128.max((b * p).div_ceil(per_sec));
+            prop_assert!(w <= bound);
+            if (b * p) % per_sec == 0 {
+                prop_assert_eq!((q, w), (b, b * p / per_sec));
+            } else if bound <= 100_000 {
+                let exact = (1..=bound).find(|w| (w * per_sec) % p == 0);
+                match exact {
+                    Some(smallest) => {
+                        prop_assert_eq!(w, smallest);
+                        prop_assert_eq!(q * p, w * per_sec);
+                    }
+                    None => prop_assert_eq!(w, bound),
+                }
+            }
+        }
     }
 }

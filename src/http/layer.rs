@@ -29,6 +29,10 @@ use crate::Decision;
 
 /// What the layer does when the key extractor fails (see [`KeyError`]).
 ///
+/// The default, [`Reject`](OnKeyError::Reject), fails closed: a request without a usable key
+/// never reaches the handler. [`Allow`](OnKeyError::Allow) fails open: every key error becomes
+/// a request with no limit at all.
+///
 /// ```
 /// use tollgate::http::OnKeyError;
 /// assert_eq!(OnKeyError::default(), OnKeyError::Reject);

@@ -41,10 +41,7 @@ impl<B: Backend> Policy<B> {
 }
 
 fn rate<B: Backend>(backend: &B) -> RatePolicy {
-    RatePolicy {
-        limit: backend.quota().burst(),
-        window: backend.window(),
-    }
+    RatePolicy::of(&backend.quota())
 }
 
 /// `"POST /login"` (one method) or `"/api/*"` (any method): an exact path, or with a final

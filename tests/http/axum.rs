@@ -16,10 +16,10 @@ use std::time::Duration;
 use axum::routing::{get, post};
 use axum::Router;
 use http::{HeaderName, StatusCode};
-use http_support::{client, send, serve_axum, Got};
+use http_support::{client, send, send_bytes, serve_axum, Got};
 use tokio::sync::Semaphore;
 use tollgate::http::{
-    ClientIp, HeaderKey, HeaderStyle, IpNet, OnKeyError, PeerIp, RateLimitLayer,
+    ClientIp, ForwardedHeader, HeaderKey, HeaderStyle, IpNet, OnKeyError, PeerIp, RateLimitLayer,
     RateLimitLayerBuilder,
 };
 use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
@@ -61,9 +61,17 @@ async fn flood(addr: std::net::SocketAddr, path: &'static str, n: usize) -> Vec<
 }
 
 /// Checks a route's responses against its quota: exactly `burst` admitted, each `r` value from
-/// `burst - 1` down to 0 seen once, every other response a 429 with consistent headers.
-fn check_route(responses: &[Got], name: &str, quota: Quota, limiter: &KeyedRateLimiter<IpAddr>) {
+/// `burst - 1` down to 0 seen once, every other response a 429 with consistent headers, and
+/// the policy `(q, w)` as `advertised`.
+fn check_route(
+    responses: &[Got],
+    name: &str,
+    quota: Quota,
+    advertised: (u64, u64),
+    limiter: &KeyedRateLimiter<IpAddr>,
+) {
     let burst = quota.burst();
+    // When a full burst is back, rounded up: no `t` is later.
     let window = ceil_secs(quota.tolerance());
     // What the limiter itself says the next request would wait (a denied check stores
     // nothing, and the manual clock has not moved).
@@ -74,7 +82,7 @@ fn check_route(responses: &[Got], name: &str, quota: Quota, limiter: &KeyedRateL
     for res in responses {
         let (policy, p) = res.policy();
         assert_eq!(policy, name);
-        assert_eq!((p["q"], p["w"]), (burst, window));
+        assert_eq!((p["q"], p["w"]), advertised);
         let (state, s) = res.ratelimit();
         assert_eq!(state, name);
         match res.status {
@@ -124,8 +132,10 @@ async fn two_routes_of_a_thousand_concurrent_requests_admit_exactly_the_quota() 
     let addr = serve_axum(hello_routes().layer(layer)).await;
 
     let (a, b) = tokio::join!(flood(addr, "/a", 1000), flood(addr, "/b", 1000));
-    check_route(&a, "a", qa, &la);
-    check_route(&b, "b", qb, &lb);
+    // The policy is the configured rate: 30 per 100 s, although GCRA's interval rounds up
+    // to 3,333,333,334 ns and a full burst comes back in just over 100 s.
+    check_route(&a, "a", qa, (100, 3600), &la);
+    check_route(&b, "b", qb, (30, 100), &lb);
     assert_eq!(ceil_secs(lb.check(&localhost()).retry_after.unwrap()), 4);
 }
 
@@ -199,6 +209,109 @@ async fn forwarded_for_rotation_does_not_bypass_but_proxy_appended_addresses_are
     assert_eq!(ok, 3);
     assert_eq!(direct.len(), 1);
     assert_eq!(direct.peek(&localhost()).remaining, 0);
+}
+
+/// Issue 18.5: a byte the client writes left of what the trusted proxy appended (nginx's
+/// `$proxy_add_x_forwarded_for` appends to the client's own line) must not turn the header
+/// into a key error, which `OnKeyError::Allow` would let through unlimited. The key is the
+/// proxy-appended address; the 6th request within the hour is 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_written_byte_left_of_the_trusted_entry_does_not_lift_the_limit() {
+    type Line = fn(u8) -> Vec<u8>;
+    let cases: [(&str, Line, &str); 3] = [
+        (
+            "x-forwarded-for",
+            |i| [format!("6.6.9.{i}").as_bytes(), &b"\xff, 198.51.100.41"[..]].concat(),
+            "198.51.100.41",
+        ),
+        (
+            "forwarded",
+            |i| {
+                [
+                    format!("for=6.6.9.{i}").as_bytes(),
+                    &b"\xff, for=198.51.100.50"[..],
+                ]
+                .concat()
+            },
+            "198.51.100.50",
+        ),
+        // An unclosed quote whose backslash escapes the 0xff, left of a quoted IPv6 entry with
+        // a port: read left to right, the quote would swallow the proxy's entry.
+        (
+            "forwarded",
+            |i| {
+                [
+                    format!("for=\"6.6.9.{i}\\").as_bytes(),
+                    &b"\xff;, For=\"[2001:db8:cafe::17]:4711\";proto=https"[..],
+                ]
+                .concat()
+            },
+            "2001:db8:cafe::",
+        ),
+    ];
+    for (name, line, key) in cases {
+        let limiter = limiter(Quota::per_hour(5).unwrap());
+        let header = if name == "forwarded" {
+            ForwardedHeader::Forwarded
+        } else {
+            ForwardedHeader::XForwardedFor
+        };
+        let client_ip = ClientIp::trusted_proxies(["127.0.0.1/32".parse().unwrap()]).header(header);
+        let app = hello_routes().layer(
+            RateLimitLayerBuilder::new(client_ip)
+                .limiter(limiter.clone())
+                .on_key_error(OnKeyError::Allow)
+                .build()
+                .unwrap(),
+        );
+        let addr = serve_axum(app).await;
+        let client = client();
+        let mut statuses = Vec::new();
+        for i in 0..20 {
+            let value = line(i);
+            let res = send_bytes(&client, addr, "GET", "/a", &[(name, &value)]).await;
+            statuses.push(res.status.as_u16());
+        }
+        let want: Vec<u16> = [200; 5].into_iter().chain([429; 15]).collect();
+        assert_eq!(statuses, want, "{name}");
+        assert_eq!(limiter.len(), 1, "{name}");
+        assert_eq!(limiter.peek(&key.parse().unwrap()).remaining, 0, "{name}");
+    }
+}
+
+/// The default `OnKeyError` fails closed: a request whose client position holds no address
+/// (here a trusted proxy's `for=unknown`) is answered 400 and never reaches the handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_a_key_error_fails_closed() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let app = Router::new()
+        .route(
+            "/a",
+            get(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { "a" }
+            }),
+        )
+        .layer(
+            RateLimitLayer::builder(
+                ClientIp::trusted_proxies(["127.0.0.1/32".parse().unwrap()])
+                    .header(ForwardedHeader::Forwarded),
+            )
+            .per_hour(5)
+            .build()
+            .unwrap(),
+        );
+    let addr = serve_axum(app).await;
+    let client = client();
+    for value in ["for=unknown", "for=192.0.2.1, for=_hidden", "proto=https"] {
+        for _ in 0..3 {
+            let res = send(&client, addr, "GET", "/a", &[("forwarded", value)]).await;
+            assert_eq!(res.status, StatusCode::BAD_REQUEST, "{value}");
+            assert_eq!(res.header("cache-control"), "no-store");
+        }
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,7 +82,8 @@ async fn a_sliding_log_sends_its_own_headers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_window_reports_its_window_not_a_bucket() {
     // 3 per second: GCRA's interval rounds up to 333,333,334 ns, so a full burst of 3 comes
-    // back in just over a second (w = 2 once rounded up); the window is one second.
+    // back in just over a second; the window is one second. Both advertise the configured
+    // rate, `q=3;w=1` (tests/http/hyper.rs).
     let q = Quota::new(3, Duration::from_secs(1)).unwrap();
     assert_eq!(
         Backend::window(&KeyedRateLimiter::<IpAddr>::new(q)),

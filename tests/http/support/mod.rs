@@ -80,11 +80,24 @@ pub async fn send(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Got {
+    let raw: Vec<(&str, &[u8])> = headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+    send_bytes(client, addr, method, path, &raw).await
+}
+
+/// As [`send`], with header values as raw bytes (anything `HeaderValue` accepts, such as
+/// obs-text bytes above 0x7f, which a `&str` cannot carry).
+pub async fn send_bytes(
+    client: &HttpClient,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+) -> Got {
     let mut req = Request::builder()
         .method(method)
         .uri(format!("http://{addr}{path}"));
     for (k, v) in headers {
-        req = req.header(*k, *v);
+        req = req.header(*k, http::HeaderValue::from_bytes(v).unwrap());
     }
     let req = req.body(Empty::new()).unwrap();
     let res = tokio::time::timeout(DEADLINE, client.request(req))
