@@ -716,6 +716,23 @@ where
         self.len() == 0
     }
 
+    /// The cap on tracked keys set with
+    /// [`max_keys`](KeyedRateLimiterBuilder::max_keys), or `None` without one.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let q = Quota::per_second(1).unwrap();
+    /// assert_eq!(KeyedRateLimiter::<u8>::new(q).max_keys(), None);
+    /// let cap = NonZeroUsize::new(100).unwrap();
+    /// assert_eq!(KeyedRateLimiter::<u8>::builder(q).max_keys(cap).build().max_keys(), Some(cap));
+    /// ```
+    #[must_use]
+    pub fn max_keys(&self) -> Option<NonZeroUsize> {
+        // The store keeps "no cap" as usize::MAX, which no cap can exceed anyway.
+        NonZeroUsize::new(self.store.max_keys).filter(|n| n.get() != usize::MAX)
+    }
+
     /// Releases table memory left over from evicted keys (tables do not shrink by themselves).
     /// Locks each shard in turn.
     ///

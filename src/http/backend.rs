@@ -77,6 +77,34 @@ pub trait Backend: Send + Sync + 'static {
     /// ```
     fn window(&self) -> Duration;
 
+    /// Whether the memory this backend keeps for keys stays bounded however many distinct
+    /// keys arrive. [`build`](super::RateLimitLayerBuilder::build) refuses a backend that
+    /// says no ([`BuildError::UnboundedKeys`](super::BuildError::UnboundedKeys)) unless
+    /// [`allow_unbounded_keys`](super::RateLimitLayerBuilder::allow_unbounded_keys) is set:
+    /// clients choose keys (addresses, /64s, header values), so an uncapped table is memory a
+    /// client can grow at will.
+    ///
+    /// A [`KeyedRateLimiter`]: bounded with a
+    /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap, or when its key type has a
+    /// single value (`()`, as with `GlobalKey`); a sweeper alone does not bound it (a flood
+    /// inside one sweep interval stays). `RedisRateLimiter`: bounded (its state is in Redis,
+    /// where each key expires once it holds nothing; Redis's `maxmemory` bounds the rest).
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::http::Backend;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    ///
+    /// let q = Quota::per_second(5).unwrap();
+    /// assert!(!KeyedRateLimiter::<String>::new(q).keys_bounded());
+    /// let capped = KeyedRateLimiter::<String>::builder(q)
+    ///     .max_keys(NonZeroUsize::new(100_000).unwrap())
+    ///     .build();
+    /// assert!(capped.keys_bounded());
+    /// assert!(KeyedRateLimiter::<()>::new(q).keys_bounded());
+    /// ```
+    fn keys_bounded(&self) -> bool;
+
     /// Decides `cost` permits for `key` now, taking them if allowed. `cost` above the burst
     /// is denied with no retry-after ([`Decision::exceeds_burst`]).
     fn check(
@@ -189,6 +217,11 @@ where
 
     fn window(&self) -> Duration {
         A::span(&KeyedRateLimiter::quota(self))
+    }
+
+    fn keys_bounded(&self) -> bool {
+        // A zero-sized key type has one value: one key at most.
+        std::mem::size_of::<K>() == 0 || self.max_keys().is_some()
     }
 
     #[inline]

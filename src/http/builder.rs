@@ -31,21 +31,34 @@ use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 pub enum BuildError {
     /// A quota given as a count was invalid (zero, or too fast for nanosecond resolution).
     Quota(QuotaError),
-    /// A route pattern other than `"METHOD /path"`, `"/path"` or `"/path/*"`.
-    Route(String),
+    /// A route pattern that could never match a request, or that axum 0.8 would read
+    /// differently: see [`RouteError`] for each reason, and
+    /// [`route`](RateLimitLayerBuilder::route) for the syntax.
+    Route(RouteError),
     /// A policy name that is empty or not printable ASCII, or holds `"` or `\`.
     PolicyName(String),
     /// Both [`shape`](RateLimitLayerBuilder::shape) and
     /// [`refund_if`](RateLimitLayerBuilder::refund_if): a request either waits for its
     /// permits or is refunded after its response, not both.
     ShapeAndRefund,
+    /// A limiter whose memory for keys has no bound ([`Backend::keys_bounded`]: a
+    /// `KeyedRateLimiter` without a [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys)
+    /// cap), for the policy of this name. Give it a cap, or call
+    /// [`allow_unbounded_keys`](RateLimitLayerBuilder::allow_unbounded_keys).
+    UnboundedKeys(String),
 }
 
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::Quota(e) => write!(f, "invalid quota: {e}"),
-            BuildError::Route(msg) | BuildError::PolicyName(msg) => f.write_str(msg),
+            BuildError::Route(e) => e.fmt(f),
+            BuildError::PolicyName(msg) => f.write_str(msg),
+            BuildError::UnboundedKeys(name) => write!(
+                f,
+                "the limiter of policy {name:?} tracks keys without a cap: build it with \
+                 max_keys, or call allow_unbounded_keys()"
+            ),
             BuildError::ShapeAndRefund => {
                 f.write_str("shape() and refund_if() cannot be combined on one layer")
             }
@@ -57,10 +70,7 @@ impl std::error::Error for BuildError {}
 
 impl From<RouteError> for BuildError {
     fn from(e: RouteError) -> Self {
-        match e {
-            RouteError::Pattern(_) => BuildError::Route(e.to_string()),
-            RouteError::Name(_) => BuildError::PolicyName(e.to_string()),
-        }
+        BuildError::Route(e)
     }
 }
 
@@ -152,6 +162,7 @@ pub struct RateLimitLayerBuilder<E, B: Backend, R> {
     on_key_error: OnKeyError,
     never_status: StatusCode,
     grpc: bool,
+    allow_unbounded_keys: bool,
     error: Option<BuildError>,
 }
 
@@ -179,15 +190,26 @@ where
 impl<E, B: Backend> RateLimitLayerBuilder<E, B, NoBody> {
     /// A builder for limiters you provide (any [`Backend`](super::Backend): a [`KeyedRateLimiter`] with your
     /// own clock or settings, or another store), with [`limiter`](Self::limiter) and
-    /// [`route_limiter`](Self::route_limiter).
+    /// [`route_limiter`](Self::route_limiter). A `KeyedRateLimiter` needs a
+    /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap (`build` refuses one
+    /// without, see [`allow_unbounded_keys`](Self::allow_unbounded_keys)), and a
+    /// [`sweep_interval`](crate::KeyedRateLimiterBuilder::sweep_interval) keeps it from
+    /// sitting at the cap.
     ///
     /// ```
     /// use std::net::IpAddr;
+    /// use std::num::NonZeroUsize;
     /// use std::sync::Arc;
+    /// use std::time::Duration;
     /// use tollgate::http::{PeerIp, RateLimitLayerBuilder};
     /// use tollgate::{KeyedRateLimiter, Quota};
     ///
-    /// let limiter: Arc<KeyedRateLimiter<IpAddr>> = Arc::new(KeyedRateLimiter::new(Quota::per_second(5).unwrap()));
+    /// let limiter: Arc<KeyedRateLimiter<IpAddr>> = Arc::new(
+    ///     KeyedRateLimiter::builder(Quota::per_second(5).unwrap())
+    ///         .max_keys(NonZeroUsize::new(100_000).unwrap())
+    ///         .sweep_interval(Duration::from_secs(30))
+    ///         .build(),
+    /// );
     /// let layer = RateLimitLayerBuilder::new(PeerIp::new()).limiter(limiter.clone()).build().unwrap();
     /// assert!(limiter.is_empty()); // the layer and you share the limiter
     /// ```
@@ -207,6 +229,7 @@ impl<E, B: Backend> RateLimitLayerBuilder<E, B, NoBody> {
             on_key_error: OnKeyError::default(),
             never_status: StatusCode::TOO_MANY_REQUESTS,
             grpc: true,
+            allow_unbounded_keys: false,
             error: None,
         }
     }
@@ -272,17 +295,43 @@ where
         self
     }
 
-    /// A route with its own limit (its own limiter, keyed like the rest). `pattern` is
-    /// `"POST /login"`, `"/health"` (any method) or `"/api/*"` (the path and everything
-    /// under it); routes are tried in the order added, the first match wins, and requests
-    /// matching none get the default limit (or none, without one). `name` identifies the
-    /// policy in the `RateLimit-Policy` and `RateLimit` headers.
+    /// A route with its own limit (its own limiter, keyed like the rest). Routes are tried in
+    /// the order added, the first match wins, and requests matching none get the default
+    /// limit (or none, without one). `name` identifies the policy in the `RateLimit-Policy`
+    /// and `RateLimit` headers.
+    ///
+    /// `pattern` is `"METHOD /path"` or `"/path"` (any method), the path in axum 0.8's
+    /// syntax:
+    ///
+    /// - **Method**: `GET`, `HEAD`, `POST`, `PUT`, `DELETE`, `CONNECT`, `OPTIONS`, `TRACE` or
+    ///   `PATCH`, upper case. A `GET` rule also covers `HEAD` (same key, same limiter): a
+    ///   server answers `HEAD` with `GET`'s handler (RFC 9110 §9.3.2; axum does). Put a
+    ///   `HEAD` rule first to limit `HEAD` apart.
+    /// - **Path**: segments matched byte for byte (no decoding, no case folding, `/export/`
+    ///   is not `/export`: as axum's router matches them); `{name}` matches one non-empty
+    ///   segment; a final `{*name}` matches a slash and at least one more byte (axum's
+    ///   wildcard); a final `/*` matches the path before it and everything under it
+    ///   (`"/api/*"`: `/api`, `/api/`, `/api/v1/x`, not `/apis`).
+    /// - **Which path**: the request's full path. With the `axum` feature that is the path
+    ///   before any `Router::nest` stripped its prefix (axum's `OriginalUri`), so a rule names
+    ///   the full path wherever the layer sits; and where the layer runs after routing
+    ///   (`Router::layer`, `route_layer`, a layer on a `MethodRouter`) a rule also matches
+    ///   the route template axum matched (`MatchedPath`, e.g. `"/api/users/{id}"`). Without
+    ///   it (hyper, tonic): the request's path as received.
+    ///
+    /// [`build`](RateLimitLayerBuilder::build) refuses ([`BuildError::Route`]) a pattern that
+    /// could never match or that axum would read differently: another or lower-case method,
+    /// a path not starting with `/`, an empty segment (`//`; one trailing slash is fine),
+    /// braces other than a whole-segment `{name}`, a repeated name, a wildcard before the
+    /// end, or axum 0.7's `:name` (see [`RouteError`]).
     ///
     /// ```
     /// use tollgate::http::{PeerIp, RateLimitLayer};
     /// use tollgate::Quota;
     /// let l = RateLimitLayer::builder(PeerIp::new())
     ///     .route("login", "POST /login", Quota::per_minute(5).unwrap())
+    ///     .route("user", "GET /users/{id}", Quota::per_second(10).unwrap()) // and HEAD
+    ///     .route("files", "/files/{*path}", Quota::per_second(20).unwrap())
     ///     .build(); // other routes are not limited
     /// assert!(l.is_ok());
     /// ```
@@ -310,7 +359,9 @@ where
     }
 
     /// The most keys each limiter the builder makes will track (default
-    /// [`DEFAULT_MAX_KEYS`]); `None` for no cap. The cap is what bounds memory under a flood
+    /// [`DEFAULT_MAX_KEYS`]); `None` for no cap, which [`build`](Self::build) then refuses
+    /// unless [`allow_unbounded_keys`](Self::allow_unbounded_keys) (except for a key type with
+    /// one value, `GlobalKey`'s). The cap is what bounds memory under a flood
     /// of distinct clients (IPv6 gives one client many /64s); at the cap, cold keys are
     /// swept first, then [`when_full`](Self::when_full) decides.
     ///
@@ -370,11 +421,16 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// Several routes may share one limiter (and then should share a name).
     ///
     /// ```
+    /// use std::num::NonZeroUsize;
     /// use std::sync::Arc;
     /// use tollgate::http::{PeerIp, RateLimitLayerBuilder};
     /// use tollgate::{KeyedRateLimiter, Quota};
     ///
-    /// let auth = Arc::new(KeyedRateLimiter::new(Quota::per_minute(10).unwrap()));
+    /// let auth = Arc::new(
+    ///     KeyedRateLimiter::builder(Quota::per_minute(10).unwrap())
+    ///         .max_keys(NonZeroUsize::new(100_000).unwrap())
+    ///         .build(),
+    /// );
     /// let l = RateLimitLayerBuilder::new(PeerIp::new())
     ///     .route_limiter("auth", "POST /login", auth.clone())
     ///     .route_limiter("auth", "POST /password-reset", auth)
@@ -387,6 +443,32 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
             pattern.to_owned(),
             Source::Backend(backend),
         ));
+        self
+    }
+
+    /// Accepts limiters whose memory for keys has no bound ([`Backend::keys_bounded`] is
+    /// false: a `KeyedRateLimiter` without a
+    /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap, or `max_keys(None)` on
+    /// this builder), which [`build`](Self::build) refuses otherwise: clients choose the keys,
+    /// so such a table grows as far as a flood of distinct keys takes it. For keys a client
+    /// cannot invent (say, authenticated user IDs you bound elsewhere).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::{BuildError, PeerIp, RateLimitLayerBuilder};
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    ///
+    /// let uncapped = Arc::new(KeyedRateLimiter::new(Quota::per_second(5).unwrap()));
+    /// let refused = RateLimitLayerBuilder::new(PeerIp::new()).limiter(uncapped.clone()).build();
+    /// assert!(matches!(refused, Err(BuildError::UnboundedKeys(_))));
+    /// let l = RateLimitLayerBuilder::new(PeerIp::new())
+    ///     .limiter(uncapped)
+    ///     .allow_unbounded_keys()
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn allow_unbounded_keys(mut self) -> Self {
+        self.allow_unbounded_keys = true;
         self
     }
 
@@ -544,6 +626,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
             on_key_error: self.on_key_error,
             never_status: self.never_status,
             grpc: self.grpc,
+            allow_unbounded_keys: self.allow_unbounded_keys,
             error: self.error,
         }
     }
@@ -551,17 +634,18 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// Validates everything and makes the layer (and the limiters given as quotas).
     ///
     /// # Errors
-    /// The first [`BuildError`] found: an invalid quota, route pattern or policy name, or
-    /// shaping combined with refunds.
+    /// The first [`BuildError`] found: an invalid quota, route pattern or policy name, a
+    /// limiter without a key cap (unless [`allow_unbounded_keys`](Self::allow_unbounded_keys)),
+    /// or shaping combined with refunds.
     ///
     /// ```
-    /// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer};
+    /// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer, RouteError};
     /// use tollgate::Quota;
     /// let err = RateLimitLayer::builder(GlobalKey)
     ///     .route("x", "login", Quota::per_second(1).unwrap())
     ///     .build()
     ///     .unwrap_err();
-    /// assert!(matches!(err, BuildError::Route(_)));
+    /// assert!(matches!(err, BuildError::Route(RouteError::Path(_))));
     /// ```
     pub fn build(self) -> Result<RateLimitLayer<E, B, R>, BuildError>
     where
@@ -584,13 +668,25 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
                 Arc::new(make.expect("quota sources come with a maker")(q, &settings))
             }
         };
+        let allow_unbounded = self.allow_unbounded_keys;
+        let bounded = |name: &str, b: Arc<B>| {
+            if allow_unbounded || b.keys_bounded() {
+                Ok(b)
+            } else {
+                Err(BuildError::UnboundedKeys(name.to_owned()))
+            }
+        };
         let mut routes = Vec::with_capacity(self.routes.len());
         for (name, pattern, source) in self.routes {
             let pattern = RoutePattern::parse(&pattern)?;
-            routes.push((pattern, Policy::new(&name, backend(source))?));
+            let b = bounded(&name, backend(source))?;
+            routes.push((pattern, Policy::new(&name, b)?));
         }
         let default = match self.default {
-            Some(source) => Some(Policy::new(&self.default_name, backend(source))?),
+            Some(source) => {
+                let b = bounded(&self.default_name, backend(source))?;
+                Some(Policy::new(&self.default_name, b)?)
+            }
             None => None,
         };
         Ok(RateLimitLayer::from_shared(Shared {

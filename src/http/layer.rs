@@ -265,7 +265,13 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let (parts, body) = req.into_parts();
         let shared = &*self.shared;
-        let Some(index) = shared.table.find(&parts.method, parts.uri.path()) else {
+        // Without route rules only the default applies: no path to look up.
+        let (path, template) = if shared.table.routes.is_empty() {
+            ("", None)
+        } else {
+            request_paths(&parts)
+        };
+        let Some(index) = shared.table.find(&parts.method, path, template) else {
             return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), None);
         };
         let grpc = shared.grpc && is_grpc(&parts);
@@ -314,6 +320,31 @@ where
             }
         }
     }
+}
+
+/// The path the route rules match, and the route template the router matched, if known.
+///
+/// With the `axum` feature: the path of axum's `OriginalUri` (the request's path before any
+/// `nest` stripped a prefix; the outermost `Router` inserts it), else the request's own; and
+/// the template of axum's `MatchedPath` (the full template, nest prefix included), present
+/// when the layer runs after routing (`Router::layer`, `route_layer`, `MethodRouter::layer`).
+/// Without it: the request's path, no template.
+#[inline]
+fn request_paths(parts: &Parts) -> (&str, Option<&str>) {
+    #[cfg(feature = "axum")]
+    {
+        let path = parts
+            .extensions
+            .get::<axum::extract::OriginalUri>()
+            .map_or(parts.uri.path(), |original| original.0.path());
+        let template = parts
+            .extensions
+            .get::<axum::extract::MatchedPath>()
+            .map(axum::extract::MatchedPath::as_str);
+        (path, template)
+    }
+    #[cfg(not(feature = "axum"))]
+    (parts.uri.path(), None)
 }
 
 /// The response for a key error, or `None` to let the request through.

@@ -1,13 +1,18 @@
 //! HTTP middleware: a tower [`Layer`](tower_layer::Layer) that rate-limits requests, for axum,
-//! hyper and tonic (feature `tower`; `axum` adds axum's `ConnectInfo` as a peer address).
+//! hyper and tonic (feature `tower`; `axum` adds axum's `ConnectInfo` as a peer address, and
+//! its `MatchedPath` and `OriginalUri` for route rules).
 //!
 //! - **Keys** ([`KeyExtractor`]): [`GlobalKey`], [`PeerIp`], [`ClientIp`] (behind proxies you
 //!   trust, read from the right), [`HeaderKey`] (API keys), or any closure ([`KeyFn`]). IPv6
 //!   clients are keyed by /64. A request without a usable key is answered per [`OnKeyError`].
-//! - **Limits**: a default quota and per-route quotas (`"POST /login"`, `"/api/*"`), each its
-//!   own in-process GCRA [`KeyedRateLimiter`](crate::KeyedRateLimiter) made by the builder
-//!   (with a sweeper and a key cap), or any [`Backend`] you pass: a `KeyedRateLimiter` running
-//!   any algorithm, and with feature `redis` a `RedisRateLimiter`. A per-request cost closure.
+//! - **Limits**: a default quota and per-route quotas (`"POST /login"`, `"GET /users/{id}"`,
+//!   `"/api/*"`: axum 0.8's path syntax, a `GET` rule covering `HEAD`, matched against the
+//!   full path; see [`route`](RateLimitLayerBuilder::route)), each its own in-process GCRA
+//!   [`KeyedRateLimiter`](crate::KeyedRateLimiter) made by the builder (with a sweeper and a
+//!   key cap), or any [`Backend`] you pass: a `KeyedRateLimiter` running any algorithm (with a
+//!   key cap: `build` refuses one without, see
+//!   [`allow_unbounded_keys`](RateLimitLayerBuilder::allow_unbounded_keys)), and with feature
+//!   `redis` a `RedisRateLimiter`. A per-request cost closure.
 //! - **Over the limit**: `429 Too Many Requests` with `Retry-After` in whole seconds rounded
 //!   up (never 0) and `Cache-Control: no-store`; or [shaping](RateLimitLayerBuilder::shape)
 //!   (wait up to a bound; in arrival order with GCRA); or
@@ -64,4 +69,5 @@ pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use headers::HeaderStyle;
 pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::{OnKeyError, RateLimit, RateLimitLayer, ResponseFuture};
+pub use policy::RouteError;
 pub use response::{NoBody, Problem, ProblemJson, RejectBody};

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use http::Method;
 
 use super::backend::Backend;
+use super::builder::BuildError;
 use super::headers::{PolicyLabel, RatePolicy};
 
 /// A named limit: the name appears in the `RateLimit-Policy` / `RateLimit` headers.
@@ -20,7 +21,7 @@ pub(crate) struct Policy<B> {
 
 impl<B: Backend> Policy<B> {
     /// A policy named `name` over `backend`.
-    pub(crate) fn new(name: &str, backend: Arc<B>) -> Result<Policy<B>, RouteError> {
+    pub(crate) fn new(name: &str, backend: Arc<B>) -> Result<Policy<B>, BuildError> {
         // An sf-string without escapes: printable ASCII except `"` and `\`, so the name can go
         // verbatim into headers and JSON.
         let valid = !name.is_empty()
@@ -28,7 +29,9 @@ impl<B: Backend> Policy<B> {
                 .bytes()
                 .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
         if !valid {
-            return Err(RouteError::Name(name.to_owned()));
+            return Err(BuildError::PolicyName(format!(
+                "policy name {name:?}: expected printable ASCII without '\"' or '\\\\'"
+            )));
         }
         let label = PolicyLabel::new(format!("\"{name}\"").into(), rate(&*backend));
         Ok(Policy { label, backend })
@@ -44,77 +47,267 @@ fn rate<B: Backend>(backend: &B) -> RatePolicy {
     RatePolicy::of(&backend.quota())
 }
 
-/// `"POST /login"` (one method) or `"/api/*"` (any method): an exact path, or with a final
-/// `/*` a path and everything under it.
+/// A route pattern: an optional method and a path in the router's syntax (see
+/// [`RateLimitLayerBuilder::route`](super::RateLimitLayerBuilder::route)), parsed once by
+/// `build()`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RoutePattern {
     method: Option<Method>,
-    path: Box<str>,
-    prefix: bool,
+    /// The segments between the path's slashes, before the end; a trailing slash is a last
+    /// empty literal, and `"/"` is one empty literal.
+    segments: Box<[Segment]>,
+    end: End,
 }
 
-/// A route pattern or a policy name the table cannot use.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum RouteError {
-    Pattern(String),
-    Name(String),
+enum Segment {
+    /// Exactly this text.
+    Literal(Box<str>),
+    /// `{name}`: one segment; empty only when more of the path follows (`//x` matches
+    /// `/{a}/{b}`, `/users/` does not match `/users/{id}`), as axum's router (matchit 0.8)
+    /// matches.
+    Param,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// The path ends after the segments.
+    Exact,
+    /// `/{*name}`: a slash and at least one more byte, anything (axum's wildcard).
+    Wildcard,
+    /// `/*`: the path ends after the segments, or goes on with a slash and anything.
+    Subtree,
+}
+
+/// Why [`build`](super::RateLimitLayerBuilder::build) refused a route pattern: a pattern that
+/// could never match a request, or that would mean something other than the same text as an
+/// axum 0.8 route. Each variant holds the pattern as given.
+///
+/// ```
+/// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer, RouteError};
+/// use tollgate::Quota;
+///
+/// let err = RateLimitLayer::builder(GlobalKey)
+///     .route("x", "get /export", Quota::per_hour(1).unwrap())
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err, BuildError::Route(RouteError::Method("get /export".into())));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouteError {
+    /// A method other than `GET`, `HEAD`, `POST`, `PUT`, `DELETE`, `CONNECT`, `OPTIONS`,
+    /// `TRACE` or `PATCH`, in upper case. Methods are case-sensitive (RFC 9110 §9.1): `get`
+    /// is another method, which no axum method router serves.
+    Method(String),
+    /// A path that is empty, does not start with `/`, or holds whitespace, a control
+    /// character, `?` or `#` (the query and fragment are not part of the path matched).
+    Path(String),
+    /// An empty segment (`//`), other than one trailing slash (`"/export/"` is its own route,
+    /// as in axum).
+    EmptySegment(String),
+    /// A brace that does not make a whole segment `{name}` or `{*name}`, or an empty name,
+    /// or a name holding `{`, `}`, `*` or `:`. A parameter is a whole segment; literal braces
+    /// are not supported.
+    Parameter(String),
+    /// Two parameters with the same name.
+    DuplicateParameter(String),
+    /// A `{*name}` wildcard that is not the last segment, or a `*` anywhere else than in
+    /// `{*name}` or a final `/*`.
+    Wildcard(String),
+    /// A segment starting with `:` (axum 0.7's `:id`): axum 0.8 refuses such routes, or with
+    /// `without_v07_checks` takes them literally, so the pattern would not mean what it
+    /// looks like. Write `{id}`.
+    OldSyntax(String),
 }
 
 impl fmt::Display for RouteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RouteError::Pattern(p) => write!(
-                f,
-                "route {p:?}: expected \"METHOD /path\", \"/path\" or \"/path/*\""
+        let (p, why) = match self {
+            RouteError::Method(p) => (
+                p,
+                "the method must be GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or \
+                 PATCH (upper case)",
             ),
-            RouteError::Name(n) => write!(
-                f,
-                "policy name {n:?}: expected printable ASCII without '\"' or '\\\\'"
+            RouteError::Path(p) => (
+                p,
+                "the path must start with '/' and hold no whitespace, control character, '?' \
+                 or '#'",
             ),
+            RouteError::EmptySegment(p) => (p, "empty segment ('//')"),
+            RouteError::Parameter(p) => (
+                p,
+                "a parameter is a whole segment, {name} or {*name}, with a non-empty name \
+                 without '{', '}', '*' or ':'",
+            ),
+            RouteError::DuplicateParameter(p) => (p, "a parameter name appears twice"),
+            RouteError::Wildcard(p) => (
+                p,
+                "a wildcard ({*name} or a final /*) must be the last segment",
+            ),
+            RouteError::OldSyntax(p) => (p, "':name' is axum 0.7's syntax; write {name}"),
+        };
+        write!(f, "route {p:?}: {why}")
+    }
+}
+
+impl std::error::Error for RouteError {}
+
+/// The methods a pattern may name: RFC 9110's and PATCH, axum's `MethodFilter` set.
+const METHODS: [Method; 9] = [
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::DELETE,
+    Method::CONNECT,
+    Method::OPTIONS,
+    Method::TRACE,
+    Method::PATCH,
+];
+
+impl RoutePattern {
+    pub(crate) fn parse(pattern: &str) -> Result<RoutePattern, RouteError> {
+        let trimmed = pattern.trim();
+        let (method, path) = match trimmed.split_once(' ') {
+            Some((m, p)) => {
+                let method = METHODS
+                    .iter()
+                    .find(|known| known.as_str() == m)
+                    .ok_or_else(|| RouteError::Method(pattern.to_owned()))?;
+                (Some(method.clone()), p.trim())
+            }
+            None => (None, trimmed),
+        };
+        let path_error = || RouteError::Path(pattern.to_owned());
+        let rest = path.strip_prefix('/').ok_or_else(path_error)?;
+        if path
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '?' || c == '#')
+        {
+            return Err(path_error());
+        }
+        let (rest, subtree) = match rest.strip_suffix("*") {
+            Some(r) if r.is_empty() || r.ends_with('/') => (r.strip_suffix('/').unwrap_or(r), true),
+            _ => (rest, false),
+        };
+        let mut segments = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        let mut end = if subtree { End::Subtree } else { End::Exact };
+        // "/*" has no segment; the path "/" leaves "", one empty segment, which stands for
+        // the root (as a trailing slash does after other segments).
+        let pieces: Vec<&str> = if subtree && rest.is_empty() {
+            Vec::new()
+        } else {
+            rest.split('/').collect()
+        };
+        for (i, seg) in pieces.iter().enumerate() {
+            let last = i + 1 == pieces.len();
+            let err = |e: fn(String) -> RouteError| e(pattern.to_owned());
+            if seg.is_empty() {
+                // Only "/" itself or one trailing slash, and not before a subtree end.
+                if !last || subtree {
+                    return Err(err(RouteError::EmptySegment));
+                }
+                segments.push(Segment::Literal("".into()));
+                continue;
+            }
+            if seg.starts_with(':') {
+                return Err(err(RouteError::OldSyntax));
+            }
+            if let Some(inner) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                let (name, wildcard) = match inner.strip_prefix('*') {
+                    Some(n) => (n, true),
+                    None => (inner, false),
+                };
+                if name.is_empty() || name.contains(['{', '}', '*', ':']) {
+                    return Err(err(RouteError::Parameter));
+                }
+                if names.contains(&name) {
+                    return Err(err(RouteError::DuplicateParameter));
+                }
+                names.push(name);
+                if wildcard {
+                    if !last || subtree {
+                        return Err(err(RouteError::Wildcard));
+                    }
+                    end = End::Wildcard;
+                } else {
+                    segments.push(Segment::Param);
+                }
+                continue;
+            }
+            if seg.contains(['{', '}']) {
+                return Err(err(RouteError::Parameter));
+            }
+            if seg.contains('*') {
+                return Err(err(RouteError::Wildcard));
+            }
+            segments.push(Segment::Literal((*seg).into()));
+        }
+        Ok(RoutePattern {
+            method,
+            segments: segments.into(),
+            end,
+        })
+    }
+
+    /// Whether the rule covers this method: its own, and `HEAD` under a `GET` rule (a server
+    /// answers `HEAD` by running `GET`'s handler, RFC 9110 §9.3.2, as axum does).
+    fn covers_method(&self, method: &Method) -> bool {
+        match &self.method {
+            None => true,
+            Some(m) => m == method || (*m == Method::GET && *method == Method::HEAD),
+        }
+    }
+
+    /// Whether the rule covers a request with this method, path (the full path, as the
+    /// router matched it) and, when known, the route template the router matched.
+    pub(crate) fn matches(&self, method: &Method, path: &str, template: Option<&str>) -> bool {
+        self.covers_method(method)
+            && (self.matches_path(path, false)
+                || template.is_some_and(|t| self.matches_path(t, true)))
+    }
+
+    /// Matches `path` byte for byte, segment by segment, as axum's router (matchit) does: no
+    /// decoding, no normalisation, so every spelling the router sends to a route is one this
+    /// matches. With `template`, `path` is a route template: its `{*name}` segment stands for
+    /// any rest of a path, so only a wildcard or subtree end covers it (a `{name}` segment is
+    /// covered by a parameter, as any non-empty segment is; it equals no literal, since a
+    /// pattern's literals hold no braces).
+    fn matches_path(&self, path: &str, template: bool) -> bool {
+        let Some(mut rest) = path.strip_prefix('/').map(Some) else {
+            return false;
+        };
+        for segment in self.segments.iter() {
+            let Some(text) = rest else {
+                return false;
+            };
+            let (seg, next) = match text.split_once('/') {
+                Some((seg, next)) => (seg, Some(next)),
+                None => (text, None),
+            };
+            let wildcard = template && next.is_none() && is_template_wildcard(seg);
+            let ok = match segment {
+                Segment::Literal(lit) => **lit == *seg && !wildcard,
+                Segment::Param => (!seg.is_empty() || next.is_some()) && !wildcard,
+            };
+            if !ok {
+                return false;
+            }
+            rest = next;
+        }
+        match self.end {
+            End::Exact => rest.is_none(),
+            End::Wildcard => rest.is_some_and(|r| !r.is_empty()),
+            End::Subtree => true,
         }
     }
 }
 
-impl RoutePattern {
-    pub(crate) fn parse(pattern: &str) -> Result<RoutePattern, RouteError> {
-        let bad = || RouteError::Pattern(pattern.to_owned());
-        let (method, path) = match pattern.trim().split_once(' ') {
-            Some((m, p)) => (
-                Some(Method::from_bytes(m.as_bytes()).map_err(|_| bad())?),
-                p.trim(),
-            ),
-            None => (None, pattern.trim()),
-        };
-        if !path.starts_with('/') || path.contains(char::is_whitespace) {
-            return Err(bad());
-        }
-        let (path, prefix) = match path.strip_suffix("/*") {
-            Some(p) => (p, true),
-            None => (path, false),
-        };
-        if path.contains('*') {
-            return Err(bad());
-        }
-        Ok(RoutePattern {
-            method,
-            path: path.into(),
-            prefix,
-        })
-    }
-
-    fn matches(&self, method: &Method, path: &str) -> bool {
-        if self.method.as_ref().is_some_and(|m| m != method) {
-            return false;
-        }
-        if !self.prefix {
-            return path == &*self.path;
-        }
-        // "/api/*" covers "/api" and "/api/..." but not "/apis".
-        match path.strip_prefix(&*self.path) {
-            Some(rest) => rest.is_empty() || rest.starts_with('/') || self.path.ends_with('/'),
-            None => false,
-        }
-    }
+/// A route template's `{*name}` segment (not an escaped literal `{{*x}}`).
+fn is_template_wildcard(seg: &str) -> bool {
+    seg.starts_with("{*") && seg.ends_with('}') && !seg.ends_with("}}")
 }
 
 /// Routes in order, then the default.
@@ -126,12 +319,19 @@ pub(crate) struct PolicyTable<B> {
 impl<B> PolicyTable<B> {
     /// The index of the policy for a request, if any applies: a route's position, or
     /// `routes.len()` for the default. Async paths carry the index instead of a borrow.
+    /// `path` is the request's full path, `template` the route template the router matched,
+    /// if known (see [`request_paths`]).
     #[inline]
-    pub(crate) fn find(&self, method: &Method, path: &str) -> Option<usize> {
+    pub(crate) fn find(
+        &self,
+        method: &Method,
+        path: &str,
+        template: Option<&str>,
+    ) -> Option<usize> {
         match self
             .routes
             .iter()
-            .position(|(route, _)| route.matches(method, path))
+            .position(|(route, _)| route.matches(method, path, template))
         {
             Some(i) => Some(i),
             None => self.default.as_ref().map(|_| self.routes.len()),
@@ -154,6 +354,7 @@ impl<B> PolicyTable<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn b() -> Arc<crate::KeyedRateLimiter<()>> {
         Arc::new(crate::KeyedRateLimiter::new(
@@ -162,7 +363,15 @@ mod tests {
     }
 
     fn m(pattern: &str, method: Method, path: &str) -> bool {
-        RoutePattern::parse(pattern).unwrap().matches(&method, path)
+        RoutePattern::parse(pattern)
+            .unwrap()
+            .matches(&method, path, None)
+    }
+
+    fn t(pattern: &str, template: &str) -> bool {
+        RoutePattern::parse(pattern)
+            .unwrap()
+            .matches(&Method::GET, "/-", Some(template))
     }
 
     #[test]
@@ -172,26 +381,105 @@ mod tests {
         assert!(!m("POST /login", Method::POST, "/login/x"));
         assert!(m("/login", Method::GET, "/login"));
         assert!(m("/api/*", Method::GET, "/api"));
+        assert!(m("/api/*", Method::GET, "/api/"));
         assert!(m("/api/*", Method::GET, "/api/v1/x"));
         assert!(!m("/api/*", Method::GET, "/apis"));
         assert!(m("/*", Method::DELETE, "/anything"));
         assert!(m("/*", Method::DELETE, "/"));
+        assert!(!m("/*", Method::OPTIONS, "*"));
         assert!(m("GET /", Method::GET, "/"));
         assert!(!m("GET /", Method::GET, "/x"));
+        assert!(!m("GET /", Method::GET, ""));
+        assert!(m("  GET   /x  ", Method::GET, "/x"));
+    }
+
+    #[test]
+    fn head_is_covered_by_get_only() {
+        assert!(m("GET /x", Method::HEAD, "/x"));
+        assert!(m("HEAD /x", Method::HEAD, "/x"));
+        assert!(!m("HEAD /x", Method::GET, "/x"));
+        assert!(!m("POST /x", Method::HEAD, "/x"));
+    }
+
+    #[test]
+    fn parameters_and_wildcards() {
+        assert!(m("/users/{id}", Method::GET, "/users/7"));
+        assert!(m("/users/{id}", Method::GET, "/users/%7B"));
+        assert!(!m("/users/{id}", Method::GET, "/users/"));
+        assert!(m("/users/{id}/x", Method::GET, "/users//x"));
+        assert!(m("/{a}/{b}", Method::GET, "//x"));
+        assert!(!m("/{a}/{b}", Method::GET, "//"));
+        assert!(!m("/users/{id}", Method::GET, "/users"));
+        assert!(!m("/users/{id}", Method::GET, "/users/7/x"));
+        assert!(m("/users/{id}/", Method::GET, "/users/7/"));
+        assert!(m("/users/{id}/*", Method::GET, "/users/7"));
+        assert!(m("/users/{id}/*", Method::GET, "/users/7/a/b"));
+        assert!(m("/files/{*rest}", Method::GET, "/files/a"));
+        assert!(m("/files/{*rest}", Method::GET, "/files/a/b/"));
+        assert!(m("/files/{*rest}", Method::GET, "/files//"));
+        assert!(!m("/files/{*rest}", Method::GET, "/files/"));
+        assert!(!m("/files/{*rest}", Method::GET, "/files"));
+        assert!(m("/{*rest}", Method::GET, "/x"));
+        assert!(!m("/{*rest}", Method::GET, "/"));
+        // Byte for byte, as axum routes.
+        assert!(!m("/export", Method::GET, "/export/"));
+        assert!(!m("/export", Method::GET, "//export"));
+        assert!(!m("/export", Method::GET, "/%65xport"));
+        assert!(!m("/export", Method::GET, "/EXPORT"));
+    }
+
+    #[test]
+    fn templates_are_covered_by_what_covers_all_their_paths() {
+        assert!(t("/users/{id}", "/users/{id}"));
+        assert!(t("/users/{user}", "/users/{id}"));
+        assert!(t("/users/*", "/users/{id}"));
+        assert!(t("/users/{*rest}", "/users/{id}"));
+        assert!(!t("/users/7", "/users/{id}"));
+        assert!(t("/files/{*p}", "/files/{*rest}"));
+        assert!(t("/files/*", "/files/{*rest}"));
+        assert!(!t("/files/{p}", "/files/{*rest}"));
+        // An escaped literal "{x}" segment is a literal to axum: a parameter covers it.
+        assert!(t("/a/{p}", "/a/{{x}}"));
+        assert!(t("/api/login", "/api/login"));
     }
 
     #[test]
     fn bad_patterns_and_names_are_errors() {
-        for bad in [
-            "",
-            "login",
-            "POST login",
-            "/a*",
-            "/a/*/b",
-            "P@ST /x",
-            "GET /a b",
-        ] {
-            assert!(RoutePattern::parse(bad).is_err(), "{bad:?}");
+        type Reason = fn(String) -> RouteError;
+        let cases: [(&str, Reason); 26] = [
+            ("", RouteError::Path),
+            ("login", RouteError::Path),
+            ("POST login", RouteError::Path),
+            ("GET /a b", RouteError::Path),
+            ("/a?b", RouteError::Path),
+            ("/a#b", RouteError::Path),
+            ("/a\u{7f}", RouteError::Path),
+            ("P@ST /x", RouteError::Method),
+            ("get /x", RouteError::Method),
+            ("PURGE /x", RouteError::Method),
+            ("/a*", RouteError::Wildcard),
+            ("/a/*/b", RouteError::Wildcard),
+            ("/{*a}/b", RouteError::Wildcard),
+            ("/{*a}/", RouteError::Wildcard),
+            ("/a//b", RouteError::EmptySegment),
+            ("//", RouteError::EmptySegment),
+            ("/a//*", RouteError::EmptySegment),
+            ("/a/{", RouteError::Parameter),
+            ("/a/{}", RouteError::Parameter),
+            ("/a/{*}", RouteError::Parameter),
+            ("/a/x{id}", RouteError::Parameter),
+            ("/a/{id}x", RouteError::Parameter),
+            ("/a/{i{d}", RouteError::Parameter),
+            ("/{a}/{a}", RouteError::DuplicateParameter),
+            ("/{a}/{*a}", RouteError::DuplicateParameter),
+            ("/users/:id", RouteError::OldSyntax),
+        ];
+        for (bad, want) in cases {
+            assert_eq!(
+                RoutePattern::parse(bad),
+                Err(want(bad.to_owned())),
+                "{bad:?}"
+            );
         }
         for bad in ["", "a\"b", "a\\b", "tab\t", "é"] {
             assert!(Policy::new(bad, b()).is_err(), "{bad:?}");
@@ -212,13 +500,203 @@ mod tests {
             ],
             default: Some(p("default")),
         };
-        let name = |m, path| table.find(&m, path).map(|i| table.get(i).label.sf_name());
+        let name = |m, path| {
+            table
+                .find(&m, path, None)
+                .map(|i| table.get(i).label.sf_name())
+        };
         assert_eq!(name(Method::POST, "/login"), Some("\"login\""));
         assert_eq!(name(Method::GET, "/login"), Some("\"all\""));
         let table = PolicyTable {
             routes: vec![(RoutePattern::parse("POST /login").unwrap(), p("login"))],
             default: None,
         };
-        assert_eq!(table.find(&Method::GET, "/"), None);
+        assert_eq!(table.find(&Method::GET, "/", None), None);
+    }
+
+    /// The README's rule, written plainly over the pattern's text: split both paths at every
+    /// '/'; `{name}` is any segment, empty only if not the path's last, other segments are
+    /// equal text; a final `/*`
+    /// takes the segments before it and anything after; a final `{*name}` one or more bytes
+    /// after a slash.
+    fn reference(pattern_path: &str, path: &str) -> bool {
+        let Some(path) = path.strip_prefix('/') else {
+            return false;
+        };
+        let xs: Vec<&str> = path.split('/').collect();
+        let mut ps: Vec<&str> = pattern_path[1..].split('/').collect();
+        let seg = |i: usize, p: &str, x: &str| {
+            if p.starts_with('{') {
+                !x.is_empty() || i + 1 < xs.len()
+            } else {
+                p == x
+            }
+        };
+        let prefix = |ps: &[&str]| {
+            xs.len() >= ps.len()
+                && ps
+                    .iter()
+                    .zip(&xs)
+                    .enumerate()
+                    .all(|(i, (p, x))| seg(i, p, x))
+        };
+        match ps.last().copied() {
+            Some("*") => {
+                ps.pop();
+                prefix(&ps)
+            }
+            Some(last) if last.starts_with("{*") => {
+                ps.pop();
+                prefix(&ps) && xs.len() > ps.len() && !xs[ps.len()..].join("/").is_empty()
+            }
+            _ => xs.len() == ps.len() && prefix(&ps),
+        }
+    }
+
+    /// Methods as the README says: a rule's own, and HEAD under GET; any without a method.
+    fn reference_method(rule: Option<&str>, method: &Method) -> bool {
+        match rule {
+            None => true,
+            Some(m) => m == method.as_str() || (m == "GET" && *method == Method::HEAD),
+        }
+    }
+
+    /// Patterns in the syntax: literal segments, parameters (distinct names), a trailing
+    /// slash, a final wildcard or subtree.
+    fn valid_pattern() -> impl Strategy<Value = String> {
+        let seg = prop_oneof![
+            Just("a".to_owned()),
+            Just("b".to_owned()),
+            Just("%41".to_owned()),
+            Just("..".to_owned()),
+            Just("é".to_owned()),
+            Just("{}".to_owned()),
+        ];
+        let method = prop_oneof![Just(""), Just("GET "), Just("HEAD "), Just("POST ")];
+        (method, prop::collection::vec(seg, 0..5), 0..4u8).prop_map(|(m, segs, end)| {
+            let mut p = String::new();
+            for (i, s) in segs.iter().enumerate() {
+                p.push('/');
+                if s == "{}" {
+                    p.push_str(&format!("{{n{i}}}"));
+                } else {
+                    p.push_str(s);
+                }
+            }
+            match end {
+                0 if !p.is_empty() => {}
+                1 => p.push('/'),
+                2 => p.push_str("/{*rest}"),
+                _ => p.push_str("/*"),
+            }
+            if p.is_empty() {
+                p.push('/');
+            }
+            format!("{m}{p}")
+        })
+    }
+
+    /// Paths a client may send: the same pieces, empty, dot and percent-encoded segments,
+    /// other bytes, very long segments.
+    fn hostile_path() -> impl Strategy<Value = String> {
+        let seg = prop_oneof![
+            Just("a".to_owned()),
+            Just("A".to_owned()),
+            Just("b".to_owned()),
+            Just("%41".to_owned()),
+            Just("%61".to_owned()),
+            Just("%2F".to_owned()),
+            Just("..".to_owned()),
+            Just(".".to_owned()),
+            Just("é".to_owned()),
+            Just(String::new()),
+            Just("{n0}".to_owned()),
+            Just("*".to_owned()),
+            any::<String>(),
+            Just("z".repeat(100_000)),
+        ];
+        (
+            prop::collection::vec(seg, 0..6),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(segs, slash, relative)| {
+                let mut path = String::new();
+                for s in segs {
+                    path.push('/');
+                    path.push_str(&s);
+                }
+                if slash || path.is_empty() {
+                    path.push('/');
+                }
+                if relative {
+                    path.remove(0);
+                }
+                path
+            })
+    }
+
+    fn any_method() -> impl Strategy<Value = Method> {
+        prop_oneof![
+            Just(Method::GET),
+            Just(Method::HEAD),
+            Just(Method::POST),
+            Just(Method::from_bytes(b"get").unwrap()),
+        ]
+    }
+
+    /// Splits a pattern as the README describes: an optional method, a space, the path.
+    fn split(pattern: &str) -> (Option<&str>, &str) {
+        let p = pattern.trim();
+        match p.split_once(' ') {
+            Some((m, path)) => (Some(m), path.trim()),
+            None => (None, p),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn valid_patterns_match_as_the_plain_rule_says(
+            pattern in valid_pattern(),
+            paths in prop::collection::vec((any_method(), hostile_path()), 1..10),
+        ) {
+            let parsed = RoutePattern::parse(&pattern);
+            prop_assert!(parsed.is_ok(), "{:?}: {:?}", pattern, parsed);
+            let parsed = parsed.unwrap();
+            let (rule_method, rule_path) = split(&pattern);
+            for (method, path) in paths {
+                prop_assert_eq!(
+                    parsed.matches(&method, &path, None),
+                    reference_method(rule_method, &method) && reference(rule_path, &path),
+                    "{:?} {} {:?}", pattern, method, path
+                );
+            }
+        }
+
+        #[test]
+        fn any_pattern_text_is_refused_or_matches_as_the_plain_rule_says(
+            pattern in prop_oneof![
+                any::<String>(),
+                "(GET |get |HEAD |POST | )?[/a{}*: %.?#é\t]{0,16}",
+            ],
+            paths in prop::collection::vec(hostile_path(), 1..6),
+            templates in prop::collection::vec("[/a{}*]{0,12}", 0..3),
+        ) {
+            let Ok(parsed) = RoutePattern::parse(&pattern) else {
+                return Ok(());
+            };
+            let (_, rule_path) = split(&pattern);
+            for path in paths {
+                prop_assert_eq!(
+                    parsed.matches(&Method::POST, &path, None),
+                    parsed.method.as_ref().is_none_or(|m| *m == Method::POST) && reference(rule_path, &path),
+                    "{:?} {:?}", pattern, path
+                );
+            }
+            for template in templates {
+                // Never panics, and a template only adds matches.
+                let _ = parsed.matches(&Method::GET, "/", Some(&template));
+            }
+        }
     }
 }

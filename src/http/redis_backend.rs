@@ -51,6 +51,11 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
         self.span()
     }
 
+    /// The state is in Redis, each key expiring once it holds nothing.
+    fn keys_bounded(&self) -> bool {
+        true
+    }
+
     fn check(
         &self,
         key: &String,

@@ -30,6 +30,7 @@ fn limiter(quota: Quota) -> IpLimiter {
     Arc::new(
         KeyedRateLimiter::builder(quota)
             .clock(ManualClock::new())
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     )
 }
@@ -421,6 +422,7 @@ async fn header_keys_and_key_error_policies() {
     let keys: Arc<KeyedRateLimiter<String>> = Arc::new(
         KeyedRateLimiter::builder(Quota::per_minute(1).unwrap())
             .clock(ManualClock::new())
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
     let strict = RateLimitLayerBuilder::new(api_key.clone())

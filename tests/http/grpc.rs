@@ -112,6 +112,7 @@ async fn server(grpc: bool) -> (tonic::transport::Channel, Arc<KeyedRateLimiter<
     let limiter: Arc<KeyedRateLimiter<IpAddr>> = Arc::new(
         KeyedRateLimiter::builder(Quota::per_minute(2).unwrap())
             .clock(ManualClock::new())
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
     let layer = RateLimitLayerBuilder::new(KeyFn(tonic_peer))

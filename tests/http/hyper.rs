@@ -27,6 +27,7 @@ async fn plain_hyper_is_limited_per_peer_with_problem_json() {
     let limiter: Arc<KeyedRateLimiter<IpAddr>> = Arc::new(
         KeyedRateLimiter::builder(Quota::per_minute(2).unwrap())
             .clock(ManualClock::new())
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
     let layer = RateLimitLayerBuilder::new(PeerIp::new())
@@ -115,9 +116,11 @@ async fn paced<A: Algorithm>(builder: KeyedRateLimiterBuilder<IpAddr, A>, policy
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_hyper_without_a_peer_address_is_a_server_error() {
     let layer = RateLimitLayerBuilder::new(PeerIp::new())
-        .limiter(Arc::new(KeyedRateLimiter::new(
-            Quota::per_minute(2).unwrap(),
-        )))
+        .limiter(Arc::new(
+            KeyedRateLimiter::builder(Quota::per_minute(2).unwrap())
+                .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
+                .build(),
+        ))
         .build()
         .unwrap();
     // Served without the extension: the extractor cannot key, and says so with a 500.

@@ -28,6 +28,7 @@ fn paced<K: std::hash::Hash + Eq + Send + Sync + 'static>() -> Arc<KeyedRateLimi
     Arc::new(
         KeyedRateLimiter::builder(q)
             .clock(TokioClock::new())
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     )
 }

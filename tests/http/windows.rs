@@ -46,6 +46,7 @@ async fn a_sliding_log_sends_its_own_headers() {
             .clock(clock.clone())
             .algorithm(SlidingLog)
             .unwrap()
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
     let addr = serve(limiter).await;
@@ -95,6 +96,7 @@ async fn a_fixed_window_reports_its_window_not_a_bucket() {
             .clock(clock.clone())
             .algorithm(FixedWindow::new())
             .unwrap()
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
     assert_eq!(Backend::window(&*limiter), Duration::from_secs(1));
