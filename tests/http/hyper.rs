@@ -89,7 +89,12 @@ async fn the_policy_header_states_the_configured_rate_and_a_client_pacing_by_it_
 /// Serves `builder`'s limiter, checks the policy header, and paces 30 requests by it.
 async fn paced<A: Algorithm>(builder: KeyedRateLimiterBuilder<IpAddr, A>, policy: &str) {
     let clock = ManualClock::new();
-    let limiter = Arc::new(builder.clock(clock.clone()).build());
+    let limiter = Arc::new(
+        builder
+            .clock(clock.clone())
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
+            .build(),
+    );
     let layer = RateLimitLayerBuilder::new(PeerIp::new())
         .limiter(limiter)
         .build()
