@@ -10,8 +10,10 @@
 //!
 //! **Quota changes** (`set_quota`) keep the permits counted in the window current at the
 //! change: they count against the new limit in the new grid's window holding the change, and
-//! are forgotten when it ends. A word written under the previous quota is read that way (by
-//! its generation parity) until `set_quota` has rewritten every tracked key.
+//! are forgotten when it ends. A carried count is never lowered: one the new layout cannot hold
+//! is carried as *full* (the all-ones count, which refuses until its window ends), and a full
+//! count stays full when carried again. A word written under the previous quota is read that
+//! way (by its generation parity) until `set_quota` has rewritten every tracked key.
 
 use std::time::SystemTime;
 
@@ -240,6 +242,12 @@ fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
 /// The `(window index, count)` a word holds, in `p`'s generation. A word one generation behind
 /// keeps its count only if it was counted in the window current at the change (or later, by a
 /// decision racing the change): it moves to this generation's window at the change.
+///
+/// A carried count is never lowered. The all-ones count is *full*: at least what the word
+/// holds, so it refuses every `n >= 1` and reports `remaining` 0 (`limit <= capacity`, checked
+/// at build). A count that reaches the new word's capacity, or that was full in the old word,
+/// is carried as full: clamping it to the narrower word instead would forget permits, and a
+/// later change to a wider word would admit them again.
 #[inline]
 pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
     if (w & GEN != 0) == p.gen {
@@ -247,8 +255,9 @@ pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
     }
     let (index, count) = unpack(w, p.prev_count_bits);
     if count > 0 && index >= p.prev_index {
-        // A count above the new limit decides like the limit itself: it must fit the layout.
-        (p.next_index, count.min(capacity(p.count_bits)))
+        let full = capacity(p.count_bits);
+        let was_full = count == capacity(p.prev_count_bits);
+        (p.next_index, if was_full { full } else { count.min(full) })
     } else {
         (0, 0)
     }
