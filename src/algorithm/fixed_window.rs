@@ -89,7 +89,9 @@ use crate::Nanos;
 ///
 /// Waiting (`acquire`, `try_acquire_for`, async) sleeps until the next window and decides
 /// again; waiters are not served in arrival order (see the crate's README, "Choosing an
-/// algorithm"). `check_with` takes the call's count as the limit, on the limiter's windows.
+/// algorithm"). `check_with` takes the call's count as the limit, on the limiter's windows, and
+/// refuses a count above what the key's word holds beside the limiter's window index (at least
+/// `2^floor(log2 W) - 1` for a window of `W` ns) with [`QuotaError::Unsupported`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FixedWindow {
     align: Align,
@@ -378,11 +380,22 @@ impl Rules for FixedWindow {
         })
     }
 
-    fn call_params(&self, base: &FixedParams, quota: &Quota) -> FixedParams {
-        FixedParams {
-            limit: quota.count().min(capacity(base.count_bits)),
-            ..*base
+    /// The call's count as the limit, on the limiter's windows; refused if it is above what
+    /// the key's word holds beside the limiter's window index (the word cannot count to it).
+    fn call_params(&self, base: &FixedParams, quota: &Quota) -> Result<FixedParams, QuotaError> {
+        let (limit, _) = limit_and_window(quota)?;
+        if limit > capacity(base.count_bits) {
+            return Err(QuotaError::Unsupported(
+                "fixed window: a per-call count above what the key's word holds beside the \
+                 limiter's window index (at least 2^floor(log2 W) - 1, W the limiter's window \
+                 in ns)",
+            ));
         }
+        Ok(FixedParams { limit, ..*base })
+    }
+
+    fn inert(base: &FixedParams) -> FixedParams {
+        FixedParams { limit: 0, ..*base }
     }
 
     #[inline]

@@ -134,3 +134,35 @@ fn the_ring_gives_memory_back() {
         log.entries.capacity()
     );
 }
+
+/// Issue 18.3 on the sliding algorithms: a per-call quota whose burst differs from its count
+/// is refused (it was read as the count), any count is the call's limit, and inert parameters
+/// store nothing.
+#[test]
+fn per_call_quotas_are_the_limit_or_refused() {
+    use crate::{ManualClock, Quota, RateLimiter};
+    let l = RateLimiter::builder(Quota::per_second(10).unwrap())
+        .clock(ManualClock::new())
+        .algorithm(SlidingWindow::new(4))
+        .unwrap()
+        .build();
+    let bursty = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+    assert!(matches!(
+        l.check_with(1, bursty),
+        Err(QuotaError::Unsupported(_))
+    ));
+    assert_eq!(l.peek().remaining, 10);
+    // The call's window need not be divisible into the limiter's sub-windows: it is not used.
+    let huge = Quota::new(MAX_NANOS, Duration::from_nanos(MAX_NANOS)).unwrap();
+    let d = l.check_with(7, huge).unwrap();
+    assert_eq!(
+        (d.allowed, d.limit, d.remaining),
+        (true, MAX_NANOS, MAX_NANOS - 7)
+    );
+    let p = SlidingLog::inert(&params(SlidingLog, 3, 100));
+    let mut log = Log::default();
+    for n in [0, 1, 3] {
+        decide(&mut log, 10, n, &p);
+        assert!(log.is_empty());
+    }
+}

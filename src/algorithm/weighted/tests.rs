@@ -169,3 +169,27 @@ fn counts_carried_twice_through_a_narrow_window_are_kept() {
     assert_eq!(direct.peek().remaining, 250);
     assert_eq!(keyed.peek(&1).remaining, 250);
 }
+
+/// Issue 18.3: a per-call count above the 32-bit counts is refused (it was capped to
+/// `u32::MAX`), as the limiter's own quota is; nothing is taken.
+#[test]
+fn a_per_call_count_above_u32_is_an_error() {
+    use crate::{ManualClock, Quota, RateLimiter};
+    let l = RateLimiter::builder(Quota::per_second(10).unwrap())
+        .clock(ManualClock::new())
+        .algorithm(WeightedWindow)
+        .unwrap()
+        .build();
+    let big = Quota::new(u64::from(u32::MAX) + 1, Duration::from_secs(10)).unwrap();
+    assert!(matches!(
+        l.check_with(1, big),
+        Err(QuotaError::Unsupported(_))
+    ));
+    assert_eq!(l.peek().remaining, 10);
+    let most = Quota::new(u64::from(u32::MAX), Duration::from_secs(10)).unwrap();
+    let d = l.check_with(3, most).unwrap();
+    assert_eq!((d.allowed, d.limit), (true, u64::from(u32::MAX)));
+    assert_eq!(d.remaining, u64::from(u32::MAX) - 3);
+    let p = WeightedWindow::inert(&params(3, 100));
+    assert_eq!(decide(st(0, 1, 1), 10, 1, &p).1, None);
+}
