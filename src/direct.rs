@@ -290,17 +290,35 @@ impl<A: Algorithm> RateLimiter<A> {
 
     /// Like [`check_n`](RateLimiter::check_n) but under `quota` for this call only (the
     /// redis-cell style: the limit travels with the request). The state is shared with every
-    /// other call.
+    /// other call. GCRA takes the call's interval and burst; the window algorithms take its
+    /// count as the limit, on the limiter's windows.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if the algorithm cannot decide under `quota` on this
+    /// limiter; nothing is taken then, and no other limit is applied instead. GCRA runs every
+    /// quota. The window algorithms refuse a quota whose burst differs from its count;
+    /// [`WeightedWindow`](crate::WeightedWindow) a count above `u32::MAX`;
+    /// [`FixedWindow`](crate::FixedWindow) a count above what a key's word holds beside the
+    /// limiter's window index (at least `2^floor(log2 W) - 1` for the limiter's window of
+    /// `W` ns: only windows of a few µs or less are concerned).
     ///
     /// ```
-    /// use tollgate::{Quota, RateLimiter};
-    /// let limiter = RateLimiter::new(Quota::per_second(1).unwrap());
-    /// let premium = Quota::per_second(100).unwrap();
-    /// assert!(limiter.check_with(50, premium).allowed);
+    /// use std::time::Duration;
+    /// use tollgate::{FixedWindow, Quota, QuotaError, RateLimiter};
+    /// let limiter = RateLimiter::new(Quota::per_second(1)?);
+    /// let premium = Quota::per_second(100)?;
+    /// assert!(limiter.check_with(50, premium)?.allowed);
+    ///
+    /// // 1000 per µs counts in words that hold 1023; a call cannot count to 5000 there.
+    /// let tiny = RateLimiter::builder(Quota::new(1000, Duration::from_micros(1))?)
+    ///     .algorithm(FixedWindow::new())?
+    ///     .build();
+    /// let big = Quota::new(5000, Duration::from_micros(5))?;
+    /// assert!(matches!(tiny.check_with(1, big), Err(QuotaError::Unsupported(_))));
+    /// # Ok::<(), QuotaError>(())
     /// ```
     #[inline]
-    #[must_use = "the decision says whether the permits were granted"]
-    pub fn check_with(&self, n: u64, quota: Quota) -> Decision {
+    pub fn check_with(&self, n: u64, quota: Quota) -> Result<Decision, QuotaError> {
         self.engine.check_with(&self.slot(), n, &quota)
     }
 
@@ -405,7 +423,7 @@ impl RateLimiter<Gcra> {
     ) -> Result<ThrottleReply, QuotaError> {
         let quota = throttle_quota(max_burst, count, period_secs)?;
         Ok(ThrottleReply::from_decision(
-            &self.check_with(quantity, quota),
+            &self.check_with(quantity, quota)?,
         ))
     }
 

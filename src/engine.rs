@@ -77,22 +77,33 @@ pub(crate) struct Engine<A: Algorithm> {
 }
 
 /// The parameters of a call made under its own quota (`check_with`): the limiter's, with the
-/// call's quota layered on by the algorithm.
+/// call's quota layered on by the algorithm. If the algorithm refuses the quota on the
+/// parameters a load finds, that load gives [inert](crate::algorithm::rules::Rules::inert)
+/// parameters (the decision stores nothing) and the error is kept: the call returns it if its
+/// last load was refused.
 pub(crate) struct PerCall<'a, A: Algorithm> {
     engine: &'a Engine<A>,
     quota: &'a Quota,
+    refused: std::cell::Cell<Option<QuotaError>>,
+}
+
+impl<A: Algorithm> PerCall<'_, A> {
+    #[inline]
+    fn layer(&self, base: A::Params) -> A::Params {
+        let p = self.engine.alg.call_params(&base, self.quota);
+        self.refused.set(p.as_ref().err().copied());
+        p.unwrap_or_else(|_| A::inert(&base))
+    }
 }
 
 impl<A: Algorithm> ParamSource<A::Params> for PerCall<'_, A> {
     #[inline]
     fn load(&self) -> A::Params {
-        let e = self.engine;
-        e.alg.call_params(&e.params.load(), self.quota)
+        self.layer(self.engine.params.load())
     }
 
     fn load_full(&self) -> A::Params {
-        let e = self.engine;
-        e.alg.call_params(&e.params.load_full(), self.quota)
+        self.layer(self.engine.params.load_full())
     }
 }
 
@@ -132,6 +143,7 @@ impl<A: Algorithm> Engine<A> {
         PerCall {
             engine: self,
             quota,
+            refused: std::cell::Cell::new(None),
         }
     }
 
@@ -201,9 +213,20 @@ impl<A: Algorithm> Engine<A> {
         self.check_on(slot, n, &src)
     }
 
-    pub(crate) fn check_with(&self, slot: &impl Slot<A>, n: u64, quota: &Quota) -> Decision {
+    /// `check_n` under `quota` for this call only, or the algorithm's refusal of `quota`
+    /// (then nothing was taken: the refused load decided on inert parameters).
+    pub(crate) fn check_with(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        quota: &Quota,
+    ) -> Result<Decision, QuotaError> {
         let src = self.call_src(quota);
-        self.check_on(slot, n, &src)
+        let d = self.check_on(slot, n, &src);
+        match src.refused.get() {
+            Some(e) => Err(e),
+            None => Ok(d),
+        }
     }
 
     #[inline(always)]
@@ -485,8 +508,11 @@ mod tests {
         ) -> Result<GcraParams, QuotaError> {
             Gcra.next_params(old, quota, now)
         }
-        fn call_params(&self, base: &GcraParams, quota: &Quota) -> GcraParams {
+        fn call_params(&self, base: &GcraParams, quota: &Quota) -> Result<GcraParams, QuotaError> {
             Gcra.call_params(base, quota)
+        }
+        fn inert(base: &GcraParams) -> GcraParams {
+            Gcra::inert(base)
         }
         fn check(
             &self,
@@ -558,5 +584,30 @@ mod tests {
             1,
             "decided again once, at 1 ns"
         );
+    }
+
+    /// A per-call quota that a `set_quota` makes unrepresentable between two loads of one
+    /// decision (the CAS loop reloads on a lost race): that load gives inert parameters, so the
+    /// decision stores nothing, and the call reports the error; a later load that fits clears
+    /// it.
+    #[test]
+    fn a_per_call_quota_refused_on_a_reload_decides_on_inert_parameters() {
+        use crate::algorithm::FixedWindow;
+        let q = |l, w| Quota::new(l, Duration::from_nanos(w)).unwrap();
+        let clock = AnyClock::custom(ManualClock::new());
+        let e = Engine::new(FixedWindow::new(), q(1000, 1000), clock).unwrap();
+        let call = q(1000, 5000);
+        let src = e.call_src(&call);
+        assert_eq!((src.load().limit, src.refused.get()), (1000, None));
+        // 1 per ns: the word's count holds 1, not 1000.
+        e.set_quota(q(1, 1), |_| {}).unwrap();
+        let p = src.load_full();
+        assert_eq!(p.limit, 0);
+        assert!(matches!(
+            src.refused.get(),
+            Some(QuotaError::Unsupported(_))
+        ));
+        e.set_quota(q(1000, 1000), |_| {}).unwrap();
+        assert_eq!((src.load().limit, src.refused.get()), (1000, None));
     }
 }

@@ -541,22 +541,39 @@ where
 
     /// Like [`check_n`](KeyedRateLimiter::check_n) under `quota` for this call only, the
     /// redis-cell style where the limit travels with the request (say, per customer plan).
-    /// The key's state is shared with every other call on it.
+    /// The key's state is shared with every other call on it. GCRA takes the call's interval
+    /// and burst; the window algorithms take its count as the limit, on the limiter's windows.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if the algorithm cannot decide under `quota` on this
+    /// limiter; nothing is taken then, and no other limit is applied instead. GCRA runs every
+    /// quota. The window algorithms refuse a quota whose burst differs from its count;
+    /// [`WeightedWindow`](crate::WeightedWindow) a count above `u32::MAX`;
+    /// [`FixedWindow`](crate::FixedWindow) a count above what a key's word holds beside the
+    /// limiter's window index (at least `2^floor(log2 W) - 1` for the limiter's window of
+    /// `W` ns: only windows of a few µs or less are concerned).
     ///
     /// ```
-    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
-    /// let l = KeyedRateLimiter::<&str>::builder(Quota::per_second(1).unwrap())
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota, QuotaError, SlidingLog};
+    /// let l = KeyedRateLimiter::<&str>::builder(Quota::per_second(1)?)
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// let free = Quota::per_second(1).unwrap();
-    /// let pro = Quota::per_second(10).unwrap();
-    /// assert!(l.check_with(&"free-user", 1, free).allowed);
-    /// assert!(!l.check_with(&"free-user", 1, free).allowed);
-    /// assert!(l.check_with(&"pro-user", 10, pro).allowed);
+    /// let free = Quota::per_second(1)?;
+    /// let pro = Quota::per_second(10)?;
+    /// assert!(l.check_with(&"free-user", 1, free)?.allowed);
+    /// assert!(!l.check_with(&"free-user", 1, free)?.allowed);
+    /// assert!(l.check_with(&"pro-user", 10, pro)?.allowed);
+    ///
+    /// // A burst means nothing to a window: refused, not read as the count.
+    /// let log = KeyedRateLimiter::<&str>::builder(Quota::per_second(10)?)
+    ///     .algorithm(SlidingLog)?
+    ///     .build();
+    /// let bursty = Quota::per_second(10)?.with_burst(3)?;
+    /// assert!(matches!(log.check_with(&"k", 1, bursty), Err(QuotaError::Unsupported(_))));
+    /// # Ok::<(), QuotaError>(())
     /// ```
     #[inline]
-    #[must_use = "the decision says whether the permits were granted"]
-    pub fn check_with<Q>(&self, key: &Q, n: u64, quota: Quota) -> Decision
+    pub fn check_with<Q>(&self, key: &Q, n: u64, quota: Quota) -> Result<Decision, QuotaError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -790,7 +807,7 @@ where
     {
         let quota = throttle_quota(max_burst, count, period_secs)?;
         Ok(ThrottleReply::from_decision(
-            &self.check_with(key, quantity, quota),
+            &self.check_with(key, quantity, quota)?,
         ))
     }
 

@@ -77,7 +77,7 @@ fn per_call_quota_shares_the_keys_state() {
     let (clock, l) = manual::<&'static str>(Quota::per_second(1).unwrap());
     let pro = Quota::per_second(10).unwrap(); // T = 100 ms, burst 10
                                               // Five permits under the pro plan: tat = 500 ms.
-    let d = l.check_with(&"k", 5, pro);
+    let d = l.check_with(&"k", 5, pro).unwrap();
     assert!(d.allowed);
     assert_eq!((d.limit, d.remaining), (10, 5));
     // The limiter's own quota (T = 1 s, burst 1) sees that debt: new_tat 1.5 s, allow at 0.5 s.
@@ -86,8 +86,8 @@ fn per_call_quota_shares_the_keys_state() {
     assert_eq!(d.retry_after, Some(Duration::from_millis(500)));
     assert_eq!(d.reset_after, Duration::from_millis(500));
     // Back under the pro plan the same debt leaves room for exactly five more.
-    assert!(l.check_with(&"k", 5, pro).allowed);
-    assert!(!l.check_with(&"k", 1, pro).allowed);
+    assert!(l.check_with(&"k", 5, pro).unwrap().allowed);
+    assert!(!l.check_with(&"k", 1, pro).unwrap().allowed);
     clock.advance(Duration::from_secs(1)); // tat was 1 s: now the bucket is full
     assert!(l.check(&"k").allowed);
 }

@@ -105,7 +105,7 @@ async fn replay(server: &RedisServer, steps: &[Step]) {
                 let r = redis.decide_with(&k, n, qs[q]).await.unwrap();
                 sync(r.server_time, &mut last_us);
                 // Locally too, each quota has its own state.
-                let l = local.check_with(&format!("{k}/{q}"), n, qs[q]);
+                let l = local.check_with(&format!("{k}/{q}"), n, qs[q]).unwrap();
                 assert_eq!(r.decision, l, "step {i}: {s:?}");
             }
             Step::Reserve { key, n } => {

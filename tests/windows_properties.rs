@@ -14,7 +14,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use proptest::prelude::*;
 use tollgate::{
     AcquireError, Algorithm, Decision, FixedWindow, KeyedRateLimiter, ManualClock, Quota,
-    RateLimiter, SlidingLog, SlidingWindow, WeightedWindow,
+    QuotaError, RateLimiter, SlidingLog, SlidingWindow, WeightedWindow,
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -566,4 +566,252 @@ fn widen_after_expiry<A: Algorithm + Copy>(alg: A) {
 fn a_wider_window_does_not_revive_expired_grants() {
     widen_after_expiry(SlidingLog);
     widen_after_expiry(SlidingWindow::new(2));
+}
+
+// Quota changes on the fixed window (issue 18.1).
+
+/// The fixed window under `set_quota`, from the README's rule: the count of the window current
+/// at a change is carried into the new grid's window holding the change, and never lowered: a
+/// count that reaches what the new window's word holds (or filled the old one's) is carried as
+/// full, refusing until that window ends, and stays full if carried again. Grants after the
+/// change count in their own windows. Windows are epoch-aligned for a clock whose origin is
+/// `origin` ns after the epoch (offset `origin % w`).
+struct CarryModel {
+    origin: u64,
+    l: u64,
+    w: u64,
+    /// The window the last change carried a count into, and the count (`None`: full).
+    carried: Option<(u64, Option<u64>)>,
+    /// Grants since the last change.
+    grants: Vec<(u64, u64)>,
+}
+
+/// The largest count a fixed window's word holds (its module docs: bit 63 is the generation,
+/// the window index takes the bits the last window up to `MAX_NANOS` needs, the count the
+/// rest).
+fn word_capacity(w: u64, offset: u64) -> u64 {
+    let max_index = (tollgate::MAX_NANOS + offset) / w;
+    let index_bits = u64::BITS - max_index.leading_zeros();
+    (1 << (63 - index_bits)) - 1
+}
+
+impl CarryModel {
+    fn offset(&self) -> u64 {
+        self.origin % self.w
+    }
+
+    fn window(&self, t: u64) -> u64 {
+        (t + self.offset()) / self.w
+    }
+
+    /// What counts in `now`'s window (`None`: full).
+    fn count(&self, now: u64) -> Option<u64> {
+        let k = self.window(now);
+        let granted: u64 = self
+            .grants
+            .iter()
+            .filter(|g| self.window(g.0) == k)
+            .map(|g| g.1)
+            .sum();
+        match self.carried {
+            Some((ck, None)) if ck == k => None,
+            Some((ck, Some(c))) if ck == k => Some(c + granted),
+            _ => Some(granted),
+        }
+    }
+
+    /// A check of `n` at `now` under the limit `l` (the limiter's, or a call's own).
+    fn check(&mut self, now: u64, n: u64, l: u64) -> Decision {
+        let end = (self.window(now) + 1) * self.w - self.offset();
+        let used = self.count(now).unwrap_or(u64::MAX);
+        let fits = n <= l && used.saturating_add(n) <= l;
+        if fits && n > 0 {
+            self.grants.push((now, n));
+        }
+        let used = if fits { used + n } else { used };
+        let retry = (n > 0 && !fits && n <= l).then_some(end - now);
+        decision(n == 0 || fits, l, l.saturating_sub(used), retry, end - now)
+    }
+
+    /// `check_with(n, count per period)`: the call's count is the limit on these windows, or
+    /// the call is refused if the word cannot count to it (`None`).
+    fn check_with(&mut self, now: u64, n: u64, count: u64) -> Option<Decision> {
+        (count <= word_capacity(self.w, self.offset())).then(|| self.check(now, n, count))
+    }
+
+    /// `false`: the quota is refused (its limit does not fit beside its windows' index).
+    fn set_quota(&mut self, now: u64, l: u64, w: u64) -> bool {
+        let cap_new = word_capacity(w, self.origin % w);
+        if l > cap_new {
+            return false;
+        }
+        let cap_old = word_capacity(self.w, self.offset());
+        let carried = match self.count(now) {
+            Some(0) => None,
+            Some(c) if c < cap_old.min(cap_new) => Some(Some(c)),
+            _ => Some(None),
+        };
+        (self.l, self.w) = (l, w);
+        self.grants.clear();
+        self.carried = carried.map(|c| (self.window(now), c));
+        true
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum QOp {
+    Try(u64),
+    Check(u64),
+    Peek,
+    /// `check_with(n, count per period)`.
+    CheckWith(u64, u64, u64),
+    Advance(u64),
+    ToBoundary,
+    /// `count` per `period` ns (`count <= period`, scaled down if needed).
+    SetQuota(u64, u64),
+    /// The keyed limiter only.
+    Sweep,
+}
+
+fn qop() -> impl Strategy<Value = QOp> {
+    prop_oneof![
+        4 => (0u64..80).prop_map(QOp::Try),
+        3 => (0u64..80).prop_map(QOp::Check),
+        1 => Just(QOp::Peek),
+        2 => ((0u64..140), (1u64..=130), (1u64..200))
+            .prop_map(|(n, c, p)| QOp::CheckWith(n, c, p)),
+        3 => (0u64..40).prop_map(QOp::Advance),
+        1 => Just(QOp::ToBoundary),
+        3 => ((1u64..=64), (1u64..=64)).prop_map(|(l, w)| QOp::SetQuota(l, w)),
+        1 => Just(QOp::Sweep),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A direct limiter and a keyed one (swept at random) against [`CarryModel`], every
+    /// `Decision` field, over random acquisitions, per-call quotas and quota changes between
+    /// windows of 1 to 64 ns (narrow words: a 4 ns window's count holds 7 at most). Equal
+    /// decisions mean no window ever admits more than the rule allows (nor less), and a
+    /// per-call count the word cannot hold is refused (issue 18.3), not capped.
+    #[test]
+    fn fixed_window_quota_changes_carry_counts_whole(
+        l in 1u64..=64,
+        w in 1u64..=64,
+        origin in prop_oneof![Just(0u64), 1u64..100],
+        ops in prop::collection::vec(qop(), 1..60),
+    ) {
+        let w = w.max(l + 1);
+        let alg = if origin == 0 {
+            FixedWindow::new()
+        } else {
+            FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_nanos(origin))
+        };
+        let clock = ManualClock::new();
+        let q = Quota::new(l, Duration::from_nanos(w)).unwrap();
+        let direct = limiter(q, &clock, alg);
+        let keyed = tollgate::KeyedRateLimiter::<u8>::builder(q)
+            .clock(clock.clone())
+            .algorithm(alg)
+            .unwrap()
+            .build();
+        let mut model = CarryModel { origin, l, w, carried: None, grants: Vec::new() };
+        for (i, &op) in ops.iter().enumerate() {
+            let t = tollgate::Clock::now(&clock);
+            match op {
+                QOp::Try(n) => {
+                    let n = n % (model.l + 2);
+                    let want = model.check(t, n, model.l);
+                    let want = if want.allowed {
+                        Ok(())
+                    } else if let Some(r) = want.retry_after {
+                        Err(AcquireError::RateLimited { retry_after: r })
+                    } else {
+                        Err(AcquireError::ExceedsBurst { requested: n, burst: model.l })
+                    };
+                    prop_assert_eq!(direct.try_acquire_n(n), want, "op {} {:?} at {}", i, op, t);
+                    prop_assert_eq!(keyed.try_acquire_n(&0, n), want, "keyed: op {} {:?} at {}", i, op, t);
+                }
+                QOp::Check(_) | QOp::Peek => {
+                    let n = if let QOp::Check(n) = op { n % (model.l + 2) } else { 0 };
+                    let want = model.check(t, n, model.l);
+                    prop_assert_eq!(direct.check_n(n), want, "op {} {:?} at {}", i, op, t);
+                    prop_assert_eq!(keyed.check_n(&0, n), want, "keyed: op {} {:?} at {}", i, op, t);
+                }
+                QOp::CheckWith(n, count, period) => {
+                    let n = n % (count + 2);
+                    let q = Quota::new(count, Duration::from_nanos(period.max(count))).unwrap();
+                    let want = model.check_with(t, n, count).ok_or(());
+                    let refused = |e: QuotaError| matches!(e, QuotaError::Unsupported(_));
+                    let got = direct.check_with(n, q).map_err(refused);
+                    prop_assert_eq!(got, want.map_err(|()| true), "op {} {:?} at {}", i, op, t);
+                    let got = keyed.check_with(&0, n, q).map_err(refused);
+                    prop_assert_eq!(got, want.map_err(|()| true), "keyed: op {} {:?} at {}", i, op, t);
+                }
+                QOp::Advance(d) => clock.advance_nanos(d),
+                QOp::ToBoundary => {
+                    let (w, o) = (model.w, model.offset());
+                    clock.set((t + o) / w * w + w - o);
+                }
+                QOp::SetQuota(nl, nw) => {
+                    let nl = nl.min(nw);
+                    let q = Quota::new(nl, Duration::from_nanos(nw)).unwrap();
+                    let ok = model.set_quota(t, nl, nw);
+                    prop_assert_eq!(direct.set_quota(q).is_ok(), ok, "op {} {:?} at {}", i, op, t);
+                    prop_assert_eq!(keyed.set_quota(q).is_ok(), ok, "keyed: op {} {:?}", i, op);
+                }
+                QOp::Sweep => {
+                    keyed.sweep_now();
+                }
+            }
+        }
+    }
+}
+
+/// `check_with` under a quota the limiter can run decides exactly as a limiter built with the
+/// call's count on the same windows (the call's period plays no part), every `Decision` field,
+/// on shared state: the call's count is the limit, never another (issue 18.3).
+fn per_call_is_its_count<A: Algorithm + Copy>(
+    alg: A,
+    l: u64,
+    w: u64,
+    call: u64,
+    period: u64,
+    steps: &[(u64, u64)],
+) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    let with = limiter(Quota::new(l, Duration::from_nanos(w)).unwrap(), &clock, alg);
+    let twin = limiter(
+        Quota::new(call, Duration::from_nanos(w)).unwrap(),
+        &clock,
+        alg,
+    );
+    let q = Quota::new(call, Duration::from_nanos(period.max(call))).unwrap();
+    for (i, &(advance, n)) in steps.iter().enumerate() {
+        clock.advance_nanos(advance);
+        let n = n % (call + 2);
+        prop_assert_eq!(with.check_with(n, q), Ok(twin.check_n(n)), "step {}", i);
+    }
+    Ok(())
+}
+
+fn steps() -> impl Strategy<Value = Vec<(u64, u64)>> {
+    prop::collection::vec((0u64..12, 0u64..20), 1..60)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn per_call_quotas_take_their_count_as_the_limit(
+        l in 1u64..6, call in 1u64..12, w in 1u64..30, period in 1u64..100, steps in steps()
+    ) {
+        let w = w.max(l).max(call);
+        per_call_is_its_count(FixedWindow::new(), l, w, call, period, &steps)?;
+        per_call_is_its_count(WeightedWindow, l, w, call, period, &steps)?;
+        per_call_is_its_count(SlidingLog, l, w, call, period, &steps)?;
+        let g = w.div_ceil(3);
+        per_call_is_its_count(SlidingWindow::new(3), l, 3 * g, call, period, &steps)?;
+    }
 }

@@ -148,6 +148,13 @@ pub enum Spec {
     StaleQuota,
 }
 
+/// `check_with` on a GCRA limiter, which runs every quota (an `Err` would be a bug).
+fn gcra_check_with(limiter: &RateLimiter, n: u64, q: Quota) -> Decision {
+    limiter
+        .check_with(n, q)
+        .expect("GCRA runs every per-call quota")
+}
+
 /// Runs one op, keeping this thread's live reservations in `held`. `quota` overrides the
 /// limiter's quota for decisions (the sequential replays of [`Spec::StaleQuota`]).
 fn step<'a>(
@@ -159,9 +166,9 @@ fn step<'a>(
     match (op, quota) {
         (Op::TryAcquire(n), None) => Out::Granted(limiter.try_acquire_n(n).is_ok()),
         // Same cell operation as try_acquire_n, under an explicit quota.
-        (Op::TryAcquire(n), Some(q)) => Out::Granted(limiter.check_with(n, q).allowed),
+        (Op::TryAcquire(n), Some(q)) => Out::Granted(gcra_check_with(limiter, n, q).allowed),
         (Op::Check(n), None) => Out::Decision(limiter.check_n(n)),
-        (Op::Check(n), Some(q)) => Out::Decision(limiter.check_with(n, q)),
+        (Op::Check(n), Some(q)) => Out::Decision(gcra_check_with(limiter, n, q)),
         (Op::Reserve(n), _) => Out::Ready(match limiter.reserve(n) {
             Ok(r) => {
                 let ready = (r.ready_at(), tollgate::loom_api::stretch(&r));

@@ -10,8 +10,10 @@
 //!
 //! **Quota changes** (`set_quota`) keep the permits counted in the window current at the
 //! change: they count against the new limit in the new grid's window holding the change, and
-//! are forgotten when it ends. A word written under the previous quota is read that way (by
-//! its generation parity) until `set_quota` has rewritten every tracked key.
+//! are forgotten when it ends. A carried count is never lowered: one the new layout cannot hold
+//! is carried as *full* (the all-ones count, which refuses until its window ends), and a full
+//! count stays full when carried again. A word written under the previous quota is read that
+//! way (by its generation parity) until `set_quota` has rewritten every tracked key.
 
 use std::time::SystemTime;
 
@@ -87,7 +89,9 @@ use crate::Nanos;
 ///
 /// Waiting (`acquire`, `try_acquire_for`, async) sleeps until the next window and decides
 /// again; waiters are not served in arrival order (see the crate's README, "Choosing an
-/// algorithm"). `check_with` takes the call's count as the limit, on the limiter's windows.
+/// algorithm"). `check_with` takes the call's count as the limit, on the limiter's windows, and
+/// refuses a count above what the key's word holds beside the limiter's window index (at least
+/// `2^floor(log2 W) - 1` for a window of `W` ns) with [`QuotaError::Unsupported`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FixedWindow {
     align: Align,
@@ -240,6 +244,12 @@ fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
 /// The `(window index, count)` a word holds, in `p`'s generation. A word one generation behind
 /// keeps its count only if it was counted in the window current at the change (or later, by a
 /// decision racing the change): it moves to this generation's window at the change.
+///
+/// A carried count is never lowered. The all-ones count is *full*: at least what the word
+/// holds, so it refuses every `n >= 1` and reports `remaining` 0 (`limit <= capacity`, checked
+/// at build). A count that reaches the new word's capacity, or that was full in the old word,
+/// is carried as full: clamping it to the narrower word instead would forget permits, and a
+/// later change to a wider word would admit them again.
 #[inline]
 pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
     if (w & GEN != 0) == p.gen {
@@ -247,8 +257,9 @@ pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
     }
     let (index, count) = unpack(w, p.prev_count_bits);
     if count > 0 && index >= p.prev_index {
-        // A count above the new limit decides like the limit itself: it must fit the layout.
-        (p.next_index, count.min(capacity(p.count_bits)))
+        let full = capacity(p.count_bits);
+        let was_full = count == capacity(p.prev_count_bits);
+        (p.next_index, if was_full { full } else { count.min(full) })
     } else {
         (0, 0)
     }
@@ -369,11 +380,22 @@ impl Rules for FixedWindow {
         })
     }
 
-    fn call_params(&self, base: &FixedParams, quota: &Quota) -> FixedParams {
-        FixedParams {
-            limit: quota.count().min(capacity(base.count_bits)),
-            ..*base
+    /// The call's count as the limit, on the limiter's windows; refused if it is above what
+    /// the key's word holds beside the limiter's window index (the word cannot count to it).
+    fn call_params(&self, base: &FixedParams, quota: &Quota) -> Result<FixedParams, QuotaError> {
+        let (limit, _) = limit_and_window(quota)?;
+        if limit > capacity(base.count_bits) {
+            return Err(QuotaError::Unsupported(
+                "fixed window: a per-call count above what the key's word holds beside the \
+                 limiter's window index (at least 2^floor(log2 W) - 1, W the limiter's window \
+                 in ns)",
+            ));
         }
+        Ok(FixedParams { limit, ..*base })
+    }
+
+    fn inert(base: &FixedParams) -> FixedParams {
+        FixedParams { limit: 0, ..*base }
     }
 
     #[inline]

@@ -499,11 +499,21 @@ impl Rules for Gcra {
         Ok(GcraParams::of(quota, old.gen.wrapping_add(1), old.t, now))
     }
 
-    fn call_params(&self, base: &GcraParams, quota: &Quota) -> GcraParams {
+    /// Every quota: a [`Quota`] guarantees `T >= 1` and `T * b <= MAX_NANOS`, all GCRA needs.
+    fn call_params(&self, base: &GcraParams, quota: &Quota) -> Result<GcraParams, QuotaError> {
         // The key's state stays in the limiter's generation; only T and b are the call's.
-        GcraParams {
+        Ok(GcraParams {
             change: base.change,
             ..GcraParams::new(quota.t(), quota.burst(), base.gen, quota.t(), 0)
+        })
+    }
+
+    fn inert(base: &GcraParams) -> GcraParams {
+        // Burst 0: `n >= 1` exceeds it before anything is computed or stored.
+        GcraParams {
+            burst: 0,
+            tau: 0,
+            ..*base
         }
     }
 

@@ -119,8 +119,20 @@ pub(crate) mod rules {
             now: Nanos,
         ) -> Result<Self::Params, QuotaError>;
         /// The parameters of one call made under `quota` on a limiter whose own are `base`
-        /// (`check_with`, `throttle`).
-        fn call_params(&self, base: &Self::Params, quota: &Quota) -> Self::Params;
+        /// (`check_with`, `throttle`), or why the algorithm cannot run `quota` there: a call
+        /// is decided under its own quota or refused, never under another limit. The fixed
+        /// window's answer depends on `base` (its word's layout), so it may change with a
+        /// concurrent `set_quota` between two loads of one decision.
+        fn call_params(
+            &self,
+            base: &Self::Params,
+            quota: &Quota,
+        ) -> Result<Self::Params, QuotaError>;
+        /// `base` with nothing grantable: under these a decision stores nothing (`n = 0`
+        /// looks, `n >= 1` exceeds the limit). What a call decides on while its quota is
+        /// refused (`call_params` failed on a reload after a concurrent `set_quota`); the
+        /// call then returns the error.
+        fn inert(base: &Self::Params) -> Self::Params;
 
         /// Decides `n` permits at `now` and records them if granted; `n = 0` looks only.
         fn check(

@@ -249,11 +249,19 @@ impl<S: Stamping> Rules for S {
         })
     }
 
-    fn call_params(&self, base: &SlidingParams, quota: &Quota) -> SlidingParams {
-        SlidingParams {
-            limit: quota.count(),
-            ..*base
-        }
+    /// The call's count as the limit, on the limiter's window (any count: totals stay below
+    /// `2 * MAX_NANOS`); a burst other than the count is refused, as for the limiter's own.
+    fn call_params(
+        &self,
+        base: &SlidingParams,
+        quota: &Quota,
+    ) -> Result<SlidingParams, QuotaError> {
+        let (limit, _) = limit_and_window(quota)?;
+        Ok(SlidingParams { limit, ..*base })
+    }
+
+    fn inert(base: &SlidingParams) -> SlidingParams {
+        SlidingParams { limit: 0, ..*base }
     }
 
     #[inline]

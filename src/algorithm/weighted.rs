@@ -58,7 +58,8 @@ use crate::Nanos;
 ///
 /// Windows start at the limiter clock's origin. Waiting sleeps until the permits would fit and
 /// decides again; waiters are not served in arrival order. `check_with` takes the call's
-/// count as the limit, on the limiter's windows.
+/// count as the limit, on the limiter's windows (refused above `u32::MAX`, like the limiter's
+/// own).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct WeightedWindow;
 
@@ -288,11 +289,19 @@ impl Rules for WeightedWindow {
         })
     }
 
-    fn call_params(&self, base: &WeightedParams, quota: &Quota) -> WeightedParams {
-        WeightedParams {
-            limit: quota.count().min(u64::from(u32::MAX)),
-            ..*base
-        }
+    /// The call's count as the limit, on the limiter's windows; refused above `u32::MAX`, as
+    /// the limiter's own quota is (the counts are 32-bit).
+    fn call_params(
+        &self,
+        base: &WeightedParams,
+        quota: &Quota,
+    ) -> Result<WeightedParams, QuotaError> {
+        let limit = params_of(quota)?.limit;
+        Ok(WeightedParams { limit, ..*base })
+    }
+
+    fn inert(base: &WeightedParams) -> WeightedParams {
+        WeightedParams { limit: 0, ..*base }
     }
 
     #[inline]

@@ -7,7 +7,9 @@
 //! `W`, exactly (no rounding to an interval). A burst other than the count has no meaning for
 //! them, so such a quota is refused ([`QuotaError::Unsupported`]) rather than silently read
 //! another way. Per-call quotas (`check_with`) take the call's count as the limit, on the
-//! limiter's windows: the key's state is laid out on the limiter's window grid.
+//! limiter's windows: the key's state is laid out on the limiter's window grid. A per-call
+//! quota the state cannot count to (or with a burst other than its count) is refused with
+//! [`QuotaError::Unsupported`], never decided under another limit.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -276,7 +276,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # Errors
     /// What [`connect`](RedisRateLimiterBuilder::connect) returns for a quota the algorithm
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
-    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure.
+    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
+    /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
+    /// limiter's own `check_with` refuses `quota` (a fixed-window count its words cannot hold).
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
@@ -389,7 +391,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # Errors
     /// What [`connect`](RedisRateLimiterBuilder::connect) returns for a quota the algorithm
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
-    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure.
+    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
+    /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
+    /// limiter's own `check_with` refuses `quota` (a fixed-window count its words cannot hold).
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {

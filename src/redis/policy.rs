@@ -58,7 +58,8 @@ pub enum FailurePolicy<A: RedisAlgorithm = Gcra> {
     /// Decide in this process with an in-process limiter running the same algorithm, on the
     /// same Redis key name (so different quotas and algorithms stay apart). Its quota applies
     /// to `check`/`check_n`; calls that carry their own quota (`check_with`, `throttle`) use
-    /// that one. Each process admits on its own, so give it the shared quota divided by the
+    /// that one, through its `check_with` (whose refusal is [`RedisLimitError::InvalidQuota`]).
+    /// Each process admits on its own, so give it the shared quota divided by the
     /// number of processes.
     Fallback(Arc<KeyedRateLimiter<String, A>>),
 }
@@ -136,7 +137,7 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
                 reset_after: Duration::ZERO,
             }),
             FailurePolicy::Fallback(local) => Ok(match quota {
-                Some(q) => local.check_with(redis_key, n, q),
+                Some(q) => local.check_with(redis_key, n, q)?,
                 None => local.check_n(redis_key, n),
             }),
         }

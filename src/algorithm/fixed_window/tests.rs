@@ -117,7 +117,8 @@ fn quota_changes_keep_the_current_windows_count() {
     // A count from a window already over at the change is forgotten.
     let p3 = alg.next_params(&p0, &q, 300).unwrap();
     assert_eq!(current(w, &p3), (0, 0));
-    // A count above the new layout's capacity is clamped (it decides like a full window).
+    // A count the new layout cannot hold is carried as full (the all-ones count): it refuses
+    // until the window ends (and stays full if carried again: see below).
     let big = params(1_000_000, 1_000_000);
     let w = pack(0, 999_999, &big);
     let q = Quota::new(2, Duration::from_nanos(4)).unwrap();
@@ -207,4 +208,143 @@ fn month_long_and_century_long_windows_do_not_overflow() {
         l.try_acquire_n(1),
         Err(AcquireError::Unrepresentable { requested: 1 })
     );
+}
+
+/// Issue 18.1: 1000 taken in a 1 ms window; at 1 ns the quota goes to 1 per 18 ns and back
+/// to 1000 per 1 ms. The count is carried through a layout too narrow to hold it, and must
+/// come back whole: nothing more passes before the window ends (direct and keyed, windows
+/// from the clock's origin or the epoch).
+#[test]
+fn a_count_carried_twice_through_a_narrow_window_is_not_lowered() {
+    let wide = Quota::new(1000, Duration::from_millis(1)).unwrap();
+    let narrow = Quota::new(1, Duration::from_nanos(18)).unwrap();
+    // An origin 0.3 ms into a wall-clock millisecond: the window holding 0 ends at 0.7 ms.
+    let shifted = FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_nanos(300_000));
+    for (alg, end) in [(FixedWindow::new(), 1_000_000), (shifted, 700_000)] {
+        let clock = ManualClock::new();
+        let direct = limiter(wide, &clock, alg);
+        let keyed = crate::KeyedRateLimiter::<u8>::builder(wide)
+            .clock(clock.clone())
+            .algorithm(alg)
+            .unwrap()
+            .build();
+        assert!(direct.try_acquire_n(1000).is_ok());
+        assert!(keyed.try_acquire_n(&1, 1000).is_ok());
+        clock.set(1);
+        direct.set_quota(narrow).unwrap();
+        keyed.set_quota(narrow).unwrap();
+        direct.set_quota(wide).unwrap();
+        keyed.set_quota(wide).unwrap();
+        for d in [direct.peek(), keyed.peek(&1)] {
+            assert_eq!(
+                (d.remaining, d.reset_after.as_nanos()),
+                (0, end - 1),
+                "{alg:?}"
+            );
+        }
+        clock.set(end as u64 - 1);
+        assert!(!direct.try_acquire(), "{alg:?}");
+        assert!(!keyed.try_acquire(&1), "{alg:?}");
+        // A sweep right before the window ends keeps the key (it is not cold yet).
+        assert_eq!(keyed.sweep_now(), 0);
+        assert!(!keyed.try_acquire(&1), "{alg:?}");
+        clock.set(end as u64);
+        assert!(direct.try_acquire_n(1000).is_ok());
+        assert!(keyed.try_acquire_n(&1, 1000).is_ok());
+    }
+    // Windows on the wall clock read at build and at each change (the manual clock stands
+    // still meanwhile, so the grid may move by the time that passed): still nothing more.
+    let clock = ManualClock::new();
+    let direct = limiter(wide, &clock, FixedWindow::epoch_aligned());
+    assert!(direct.try_acquire_n(1000).is_ok());
+    clock.set(1);
+    direct.set_quota(narrow).unwrap();
+    direct.set_quota(wide).unwrap();
+    let d = direct.peek();
+    assert_eq!(d.remaining, 0);
+    assert!(!direct.try_acquire());
+    clock.advance(d.reset_after - Duration::from_nanos(1));
+    assert!(!direct.try_acquire());
+}
+
+#[test]
+fn a_saturated_count_stays_full_when_carried_again() {
+    let alg = FixedWindow::new();
+    let big = params(1_000_000, 1_000_000);
+    let w = pack(0, 999_999, &big);
+    let q = Quota::new(2, Duration::from_nanos(4)).unwrap();
+    let small = alg.next_params(&big, &q, 1).unwrap();
+    let full = current(w, &small);
+    assert_eq!(full, (0, capacity(small.count_bits)));
+    // Back to the wide layout, in the same window: the count is not lowered to the narrow
+    // word's capacity.
+    let q = Quota::new(1_000_000, Duration::from_nanos(1_000_000)).unwrap();
+    let back = alg.next_params(&small, &q, 2).unwrap();
+    let (k, c) = current(pack(full.0, full.1, &small), &back);
+    assert_eq!((k, c), (0, capacity(back.count_bits)));
+    let (v, _) = decide((k, c), 2, 1, &back);
+    assert_eq!(
+        (v.kind, v.remaining),
+        (
+            Kind::Deny {
+                retry_after: 999_998
+            },
+            0
+        )
+    );
+    // A count the new word can hold exactly is carried exactly.
+    let (k, c) = current(
+        pack(0, 999_999, &big),
+        &alg.next_params(&big, &q, 2).unwrap(),
+    );
+    assert_eq!((k, c), (0, 999_999));
+}
+
+/// Issue 18.3: a per-call count the key's word cannot hold beside the limiter's window index
+/// is refused with a typed error (it was silently capped to the word: `limit` 1023 for 5000),
+/// direct and keyed, and nothing is taken; a count the word holds is the call's limit.
+#[test]
+fn a_per_call_count_the_word_cannot_hold_is_an_error() {
+    let clock = ManualClock::new();
+    let q = |l, w| Quota::new(l, Duration::from_nanos(w)).unwrap();
+    let direct = limiter(q(1000, 1000), &clock, FixedWindow::new());
+    let keyed = crate::KeyedRateLimiter::<u8>::builder(q(1000, 1000))
+        .clock(clock.clone())
+        .algorithm(FixedWindow::new())
+        .unwrap()
+        .build();
+    let refused = |r: Result<Decision, QuotaError>| matches!(r, Err(QuotaError::Unsupported(_)));
+    assert!(refused(direct.check_with(5000, q(5000, 5000))));
+    assert!(refused(keyed.check_with(&1, 5000, q(5000, 5000))));
+    assert!(refused(direct.check_with(0, q(1024, 5000))));
+    assert!(refused(keyed.check_with(&1, 1, q(1024, 5000))));
+    // A burst other than the count means nothing to a window: refused, not read as the count.
+    assert!(refused(
+        direct.check_with(1, q(10, 1000).with_burst(3).unwrap())
+    ));
+    // Nothing was taken, and no key was stored.
+    assert_eq!(direct.peek().remaining, 1000);
+    assert!(keyed.is_empty());
+    // The largest count the word holds (1023) is the call's limit, exactly.
+    let d = direct.check_with(1023, q(1023, 5000)).unwrap();
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 1023, 0));
+    let d = keyed.check_with(&1, 5, q(1023, 2000)).unwrap();
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 1023, 1018));
+    assert_eq!(direct.peek().remaining, 0);
+
+    // L = 1, W = 1: the word holds a count of 1, so a call cannot count to 2 there.
+    let one = limiter(q(1, 1), &clock, FixedWindow::new());
+    assert!(refused(one.check_with(0, q(2, 2))));
+    let d = one.check_with(1, q(1, 7)).unwrap();
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 1, 0));
+}
+
+/// A refused per-call quota decides on inert parameters: nothing is ever stored under them.
+#[test]
+fn inert_parameters_store_nothing() {
+    let p = FixedWindow::inert(&params(3, 100));
+    for n in [0, 1, 3] {
+        assert_eq!(decide((0, 0), 10, n, &p).1, None);
+        assert_eq!(decide((0, 2), 10, n, &p).1, None);
+    }
 }

@@ -198,7 +198,39 @@ fn a_per_call_quota_reads_the_limiters_window_and_generation() {
     decide(&mut log, 0, 1, &p0);
     let p1 = changed(SlidingLog, &p0, 1, 4, 3);
     let wide = Quota::new(3, Duration::from_secs(1)).unwrap();
-    let call = SlidingLog.call_params(&p1, &wide);
+    let call = SlidingLog.call_params(&p1, &wide).unwrap();
     assert_eq!(call, SlidingParams { limit: 3, ..p1 });
     assert_eq!(fields(&decide(&mut log, 3, 0, &call)), (Kind::Peek, 3, 0));
+}
+
+/// Issue 18.3 on the sliding algorithms: a per-call quota whose burst differs from its count
+/// is refused (it was read as the count), any count is the call's limit, and inert parameters
+/// store nothing.
+#[test]
+fn per_call_quotas_are_the_limit_or_refused() {
+    use crate::{ManualClock, Quota, RateLimiter};
+    let l = RateLimiter::builder(Quota::per_second(10).unwrap())
+        .clock(ManualClock::new())
+        .algorithm(SlidingWindow::new(4))
+        .unwrap()
+        .build();
+    let bursty = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+    assert!(matches!(
+        l.check_with(1, bursty),
+        Err(QuotaError::Unsupported(_))
+    ));
+    assert_eq!(l.peek().remaining, 10);
+    // The call's window need not be divisible into the limiter's sub-windows: it is not used.
+    let huge = Quota::new(MAX_NANOS, Duration::from_nanos(MAX_NANOS)).unwrap();
+    let d = l.check_with(7, huge).unwrap();
+    assert_eq!(
+        (d.allowed, d.limit, d.remaining),
+        (true, MAX_NANOS, MAX_NANOS - 7)
+    );
+    let p = SlidingLog::inert(&params(SlidingLog, 3, 100));
+    let mut log = Log::default();
+    for n in [0, 1, 3] {
+        decide(&mut log, 10, n, &p);
+        assert!(log.is_empty());
+    }
 }

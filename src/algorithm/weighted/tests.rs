@@ -131,3 +131,65 @@ fn quota_changes_keep_the_counts_at_the_change() {
     assert_eq!(WeightedParams::from_words(p2.to_words()), p2);
     assert_eq!(current(0, &p2), State::default());
 }
+
+/// Issue 18.1 on the weighted counter: 1000 taken in a 1 ms window, then 1 per 18 ns and back
+/// to 1000 per 1 ms at 1 ns. Both counts are carried whole (32-bit, whatever the window), so
+/// nothing more passes before the window ends, direct and keyed; after it, the previous
+/// window's 1000 still weigh by what the sliding window covers of it.
+#[test]
+fn counts_carried_twice_through_a_narrow_window_are_kept() {
+    use crate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter};
+    let wide = Quota::new(1000, Duration::from_millis(1)).unwrap();
+    let narrow = Quota::new(1, Duration::from_nanos(18)).unwrap();
+    let clock = ManualClock::new();
+    let direct = RateLimiter::builder(wide)
+        .clock(clock.clone())
+        .algorithm(WeightedWindow)
+        .unwrap()
+        .build();
+    let keyed = KeyedRateLimiter::<u8>::builder(wide)
+        .clock(clock.clone())
+        .algorithm(WeightedWindow)
+        .unwrap()
+        .build();
+    assert!(direct.try_acquire_n(1000).is_ok());
+    assert!(keyed.try_acquire_n(&1, 1000).is_ok());
+    clock.set(1);
+    for q in [narrow, wide] {
+        direct.set_quota(q).unwrap();
+        keyed.set_quota(q).unwrap();
+    }
+    for d in [direct.peek(), keyed.peek(&1)] {
+        assert_eq!((d.remaining, d.reset_after.as_nanos()), (0, 1_999_999));
+    }
+    clock.set(999_999);
+    assert!(!direct.try_acquire() && !keyed.try_acquire(&1));
+    // A quarter into the next window, the previous one's 1000 weigh 750.
+    clock.set(1_250_000);
+    assert_eq!(direct.peek().remaining, 250);
+    assert_eq!(keyed.peek(&1).remaining, 250);
+}
+
+/// Issue 18.3: a per-call count above the 32-bit counts is refused (it was capped to
+/// `u32::MAX`), as the limiter's own quota is; nothing is taken.
+#[test]
+fn a_per_call_count_above_u32_is_an_error() {
+    use crate::{ManualClock, Quota, RateLimiter};
+    let l = RateLimiter::builder(Quota::per_second(10).unwrap())
+        .clock(ManualClock::new())
+        .algorithm(WeightedWindow)
+        .unwrap()
+        .build();
+    let big = Quota::new(u64::from(u32::MAX) + 1, Duration::from_secs(10)).unwrap();
+    assert!(matches!(
+        l.check_with(1, big),
+        Err(QuotaError::Unsupported(_))
+    ));
+    assert_eq!(l.peek().remaining, 10);
+    let most = Quota::new(u64::from(u32::MAX), Duration::from_secs(10)).unwrap();
+    let d = l.check_with(3, most).unwrap();
+    assert_eq!((d.allowed, d.limit), (true, u64::from(u32::MAX)));
+    assert_eq!(d.remaining, u64::from(u32::MAX) - 3);
+    let p = WeightedWindow::inert(&params(3, 100));
+    assert_eq!(decide(st(0, 1, 1), 10, 1, &p).1, None);
+}
