@@ -67,6 +67,7 @@ mod keyed;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod loom_api;
+mod nanos;
 mod outcome;
 mod quota;
 #[cfg(feature = "redis")]
@@ -77,9 +78,6 @@ mod sweeper;
 mod sync;
 mod wait;
 
-/// Nanoseconds since a clock's origin: the unit of every decision.
-pub type Nanos = u64;
-
 pub use algorithm::{Algorithm, Gcra};
 pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
 #[cfg(feature = "tokio")]
@@ -88,8 +86,9 @@ pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX
 pub use compose::all_or_none;
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
+pub use nanos::{Nanos, MAX_NANOS};
 pub use outcome::{AcquireError, Decision, ThrottleReply};
-pub use quota::{Quota, QuotaError, MAX_NANOS};
+pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;
 #[cfg(loom)]

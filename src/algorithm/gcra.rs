@@ -15,8 +15,9 @@ use super::rules::Rules;
 use super::{Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::gcra::GcraCell;
 use crate::outcome::{AcquireError, Decision};
-use crate::quota::{Quota, QuotaError, MAX_NANOS};
+use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
+use crate::MAX_NANOS;
 
 pub(crate) mod holes;
 

@@ -30,9 +30,9 @@ use crate::algorithm::gcra::{
 };
 use crate::algorithm::{Booking, ParamSource};
 use crate::outcome::AcquireError;
-use crate::quota::MAX_NANOS;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, TryLockError};
 use crate::Nanos;
+use crate::MAX_NANOS;
 
 /// Bit 63: in a cell's word, "spilled" (the rest is a `*const Spill`); in a spill's word,
 /// "has holes".
