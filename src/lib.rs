@@ -64,9 +64,6 @@ mod engine;
 #[cfg(feature = "tower")]
 pub mod http;
 mod keyed;
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod loom_api;
 mod nanos;
 mod outcome;
 mod quota;
@@ -77,6 +74,11 @@ mod store;
 mod sweeper;
 mod sync;
 mod wait;
+
+// Not an API: what the loom models (`loom-tests/`) drive, behind an internal name.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __loom;
 
 pub use algorithm::{Algorithm, Gcra};
 pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
@@ -91,9 +93,6 @@ pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;
-#[cfg(loom)]
-#[doc(hidden)]
-pub use smooth::loom_api::SmoothTicket;
 pub use smooth::{
     SmoothAcquireError, SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder,
 };
