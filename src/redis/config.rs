@@ -12,7 +12,8 @@ use crate::quota::Quota;
 
 use super::algorithm::{Params, RedisAlgorithm};
 use super::client::{Backend, Conn};
-use super::policy::{FailurePolicy, RedisLimitError};
+use super::error::RedisLimitError;
+use super::policy::FailurePolicy;
 use super::{RedisRateLimiter, Shared};
 use crate::Gcra;
 

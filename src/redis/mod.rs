@@ -74,6 +74,7 @@
 mod algorithm;
 mod client;
 mod config;
+mod error;
 mod fixed_window;
 mod gcra;
 mod policy;
@@ -88,7 +89,8 @@ use std::time::Duration;
 
 pub use algorithm::RedisAlgorithm;
 pub use config::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
-pub use policy::{FailurePolicy, RedisLimitError};
+pub use error::RedisLimitError;
+pub use policy::FailurePolicy;
 pub use reservation::RedisReservation;
 
 use crate::direct::throttle_quota;

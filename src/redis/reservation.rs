@@ -21,7 +21,7 @@ use crate::wait::CancelOnDrop;
 
 use super::algorithm::{Params, RedisAlgorithm};
 use super::client::Failure;
-use super::policy::RedisLimitError;
+use super::error::RedisLimitError;
 use super::{Gcra, Shared};
 use crate::outcome::clamp_i64;
 
