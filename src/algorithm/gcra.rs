@@ -1,5 +1,5 @@
 //! GCRA (the generic cell rate algorithm), the default: [`Gcra`] and its
-//! [`Rules`](super::rules::Rules) implementation, which runs the pure decision rule
+//! [`Rules`] implementation, which runs the pure decision rule
 //! ([`rule`]: functions of `(tat, now, n, params)`) on GCRA's one-word cell
 //! (`crate::cell::gcra`).
 //!

@@ -23,7 +23,8 @@ use crate::MAX_NANOS;
 /// In the limiter's sequence lock they are seven words, of which a decision loads the first
 /// five ([`Words::HOT`]): a cell in the current quota generation needs nothing else. `change`
 /// is read only for a cell a generation behind, which loads the parameters in full
-/// ([`ParamSource::load_full`]): every decision loads two words fewer.
+/// ([`ParamSource::load_full`](crate::algorithm::ParamSource::load_full)): every decision
+/// loads two words fewer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraParams {
     /// Emission interval `T`, `>= 1`.
