@@ -26,14 +26,15 @@ pub enum RedisLimitError {
     /// Decided, and not granted: the same error the in-process limiter returns
     /// (`RateLimited`, `ExceedsBurst`, `Unrepresentable`).
     Limited(AcquireError),
-    /// Redis did not answer within the deadline ([`FailurePolicy::Error`](super::FailurePolicy::Error) only). The script
-    /// may still have run: a permit may have been taken, never one too many granted.
+    /// Redis did not answer within the deadline
+    /// ([`FailurePolicy::Error`](super::FailurePolicy::Error) only). The script may still
+    /// have run: a permit may have been taken, never one too many granted.
     Timeout {
         /// The per-call deadline in force.
         deadline: Duration,
     },
-    /// The connection failed or Redis answered with an error ([`FailurePolicy::Error`](super::FailurePolicy::Error), or
-    /// connecting).
+    /// The connection failed or Redis answered with an error
+    /// ([`FailurePolicy::Error`](super::FailurePolicy::Error), or connecting).
     Redis(::redis::RedisError),
     /// A quota whose interval, window or limit does not fit the scripts' exact integer range:
     /// intervals times bursts and windows up to 2^51 µs (about 71 years), limits up to 2^51.
@@ -47,8 +48,8 @@ pub enum RedisLimitError {
     /// The algorithm, as configured, cannot run on Redis (a
     /// [`FixedWindow`](crate::FixedWindow) counted from a clock's origin rather than the
     /// epoch; a [`SlidingWindow`](crate::SlidingWindow) whose sub-windows are not whole
-    /// microseconds), or a [`FailurePolicy::Fallback`](super::FailurePolicy::Fallback) limiter runs another algorithm than the
-    /// one chosen after it.
+    /// microseconds), or a [`FailurePolicy::Fallback`](super::FailurePolicy::Fallback) limiter
+    /// runs another algorithm than the one chosen after it.
     Unsupported(&'static str),
     /// The server replied with something no tollgate script returns (another script under the
     /// same SHA1, or a proxy in the way).
