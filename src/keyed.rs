@@ -1,84 +1,37 @@
 //! [`KeyedRateLimiter`]: one cell per key, in a sharded concurrent map.
 //!
 //! The public face only: every method is one call into the method family (`crate::engine`)
-//! on the key's slot in the store (`crate::store::keyed`).
+//! on the key's slot in the store (`crate::store::keyed`). Its builder is in `builder.rs`, the
+//! measured defaults (hasher, shard count) in `defaults.rs`.
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
-use std::marker::PhantomData;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::gcra::Ticket;
 use crate::algorithm::{Algorithm, Booking, Gcra};
-use crate::clock::{duration_to_nanos, AnyClock, Clock};
+use crate::clock::duration_to_nanos;
 use crate::direct::throttle_quota;
 use crate::engine::{Engine, Placed};
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::{Quota, QuotaError};
-use crate::store::keyed::{KeySlot, KeyedStore, WhenFull};
+use crate::store::keyed::{KeySlot, KeyedStore};
+// The methods' docs link to it (the builder is where it is used).
+#[allow(unused_imports)]
+use crate::store::keyed::WhenFull;
 use crate::store::sweep::SweepStats;
-use crate::sweeper::{Sweep, Sweeper};
+use crate::sweeper::Sweeper;
 use crate::wait::Reservation;
 use crate::Nanos;
 
-/// The default hasher of a [`KeyedRateLimiter`]: [foldhash]'s fast `RandomState`.
-///
-/// Chosen by measurement on this project's machine (`BuildHasher::hash_one`, best of 5):
-///
-/// | hasher | `u64` | `"user:1234"` | 30-byte string |
-/// |---|---|---|---|
-/// | std `RandomState` (SipHash-1-3) | 19.6 ns | 23.0 ns | 32.4 ns |
-/// | foldhash `fast::RandomState` | 1.6 ns | 3.5 ns | 6.3 ns |
-/// | ahash `RandomState` | 2.2 ns | 5.7 ns | 7.0 ns |
-///
-/// **HashDoS.** Each limiter gets its own random seed, so no fixed list of keys collides in
-/// every process, and attacker-chosen keys cannot be precomputed offline. foldhash does *not*
-/// claim resistance against an attacker who can observe hash behaviour (timing) over a long
-/// time and adapt. If untrusted clients choose your keys freely (raw header values, arbitrary
-/// strings) and that matters to you, pass std's SipHash with
-/// [`KeyedRateLimiterBuilder::hasher`]; collisions only cost time within one shard, never
-/// correctness.
-///
-/// ```
-/// use std::collections::hash_map::RandomState;
-/// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-///
-/// // Default: foldhash.
-/// let fast: KeyedRateLimiter<String> = KeyedRateLimiter::new(Quota::per_second(5).unwrap());
-/// // SipHash, for keys an adversary controls.
-/// let sip: KeyedRateLimiter<String, Gcra, RandomState> =
-///     KeyedRateLimiter::builder(Quota::per_second(5).unwrap())
-///         .hasher(RandomState::new())
-///         .build();
-/// assert!(fast.try_acquire("a") && sip.try_acquire("a"));
-/// ```
-///
-/// [foldhash]: https://docs.rs/foldhash
-pub type DefaultKeyHasher = foldhash::fast::RandomState;
+mod builder;
+mod defaults;
 
-/// Default shard count: 64.
-///
-/// Chosen by measurement (release build, 1,000,000 keys, this project's 2-core machine). Memory
-/// per key: many small tables each growing by doubling leave more allocator memory resident
-/// than a few large ones. The sweeper's pause does not depend on it: a sweep holds a shard's
-/// write lock for at most 2048 buckets at a time, whatever the shard's size.
-///
-/// | shards | RSS per key, `String` / `u64` (governor: 101.4 / 36.1) |
-/// |---|---|
-/// | 32 | - / 36.0 |
-/// | 64 | 101.5 / 36.2-37.4 |
-/// | 128 | 101.8 / 37.9-38.6 |
-/// | 256 | 107.1-108.2 / 39.6 |
-///
-/// 64 is the most shards at which memory per key matches governor's (dashmap's own default
-/// here is 8). With 2 cores, two writers (only new keys write-lock) rarely meet on one of 64
-/// shards, and two threads' decisions rarely take the same shard's read lock (a shared cache
-/// line). Each shard costs one cache line when empty. With many more cores, pass more with
-/// [`KeyedRateLimiterBuilder::shards`].
-pub const DEFAULT_SHARDS: usize = 64;
+pub use builder::KeyedRateLimiterBuilder;
+pub use defaults::{DefaultKeyHasher, DEFAULT_SHARDS};
 
 /// Rate limits per key: one cell (for GCRA, one `u64`) per key in a sharded concurrent map.
 ///
@@ -119,249 +72,6 @@ where
     store: Arc<KeyedStore<K, A, S>>,
 }
 
-/// Configures a [`KeyedRateLimiter`]: clock, algorithm, hasher, shards, background sweeping,
-/// key cap.
-///
-/// ```
-/// use std::num::NonZeroUsize;
-/// use std::time::Duration;
-/// use tollgate::{KeyedRateLimiter, Quota, WhenFull};
-///
-/// let limiter = KeyedRateLimiter::<String>::builder(Quota::per_second(10).unwrap())
-///     .sweep_interval(Duration::from_secs(30))            // evict idle keys in the background
-///     .max_keys(NonZeroUsize::new(100_000).unwrap())      // hard cap on tracked keys
-///     .when_full(WhenFull::Deny)
-///     .build();
-/// assert!(limiter.try_acquire("alice"));
-/// ```
-#[must_use = "call .build() to get a limiter"]
-pub struct KeyedRateLimiterBuilder<K, A = Gcra, S = DefaultKeyHasher> {
-    quota: Quota,
-    alg: A,
-    clock: AnyClock,
-    hasher: S,
-    shards: usize,
-    sweep_interval: Option<Duration>,
-    #[cfg(feature = "tokio")]
-    sweep_on_tokio: bool,
-    max_keys: Option<NonZeroUsize>,
-    when_full: WhenFull,
-    _keys: PhantomData<fn() -> K>,
-}
-
-impl<K, A, S> KeyedRateLimiterBuilder<K, A, S>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-    A: Algorithm,
-    S: BuildHasher + Clone + Send + Sync + 'static,
-{
-    /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock) (the TSC on
-    /// most x86_64 machines, whose readings are not ordered across cores: see
-    /// [`Clock::max_skew`]; [`StdClock`](crate::StdClock) reads `Instant`, ordered across
-    /// threads, at a few times the cost). The sweeper judges coldness with this clock, allowing
-    /// for its `max_skew`; its interval is real time (tokio time for the tokio variant).
-    ///
-    /// ```
-    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
-    /// let limiter = KeyedRateLimiter::<u32>::builder(Quota::per_second(1).unwrap())
-    ///     .clock(ManualClock::new())
-    ///     .build();
-    /// assert!(limiter.try_acquire(&1));
-    /// ```
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = AnyClock::custom(clock);
-        self
-    }
-
-    /// Runs `alg` for every key instead of the current algorithm, checking that it can run the
-    /// quota.
-    ///
-    /// # Errors
-    /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(5).unwrap()).algorithm(Gcra)?.build();
-    /// assert!(l.try_acquire(&1));
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn algorithm<B: Algorithm>(
-        self,
-        alg: B,
-    ) -> Result<KeyedRateLimiterBuilder<K, B, S>, QuotaError> {
-        alg.params(&self.quota, 0)?;
-        let hasher = self.hasher.clone();
-        Ok(self.with(alg, hasher))
-    }
-
-    /// The same configuration with another algorithm and hasher.
-    fn with<B, S2>(self, alg: B, hasher: S2) -> KeyedRateLimiterBuilder<K, B, S2> {
-        KeyedRateLimiterBuilder {
-            quota: self.quota,
-            alg,
-            clock: self.clock,
-            hasher,
-            shards: self.shards,
-            sweep_interval: self.sweep_interval,
-            #[cfg(feature = "tokio")]
-            sweep_on_tokio: self.sweep_on_tokio,
-            max_keys: self.max_keys,
-            when_full: self.when_full,
-            _keys: PhantomData,
-        }
-    }
-
-    /// Uses another hasher for keys (see [`DefaultKeyHasher`] for the trade-off).
-    ///
-    /// ```
-    /// use std::collections::hash_map::RandomState;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<String>::builder(Quota::per_second(1).unwrap())
-    ///     .hasher(RandomState::new())
-    ///     .build();
-    /// assert!(limiter.try_acquire("k"));
-    /// ```
-    pub fn hasher<S2>(self, hasher: S2) -> KeyedRateLimiterBuilder<K, A, S2>
-    where
-        S2: BuildHasher + Clone + Send + Sync + 'static,
-    {
-        let alg = self.alg.clone();
-        self.with(alg, hasher)
-    }
-
-    /// Number of map shards (default [`DEFAULT_SHARDS`]). Rounded up to a power of two and
-    /// kept within `2..=65536`. More shards: less lock contention, at one cache line each and
-    /// some memory per key (see [`DEFAULT_SHARDS`]).
-    ///
-    /// ```
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .shards(1000) // becomes 1024
-    ///     .build();
-    /// assert!(limiter.try_acquire(&1));
-    /// ```
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = shards.clamp(2, 1 << 16).next_power_of_two();
-        self
-    }
-
-    /// Starts a background sweeper that evicts cold keys every `interval` (at least 1 ms). It
-    /// runs on its own thread (or a tokio task, see `sweep_on_tokio`), holds only a weak
-    /// reference to the limiter and stops when the limiter is dropped.
-    ///
-    /// A sweep locks one part of one shard at a time (a few thousand keys, tens of
-    /// microseconds); decisions on other shards go on meanwhile. Every
-    /// cold key it evicts is one a decision would treat exactly as a new key, so the interval
-    /// trades memory for CPU only: a few times the quota's period is a good start.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .sweep_interval(Duration::from_secs(60))
-    ///     .build();
-    /// drop(limiter); // the sweeper thread exits
-    /// ```
-    pub fn sweep_interval(mut self, interval: Duration) -> Self {
-        self.sweep_interval = Some(interval);
-        self
-    }
-
-    /// Runs the sweeper as a task on the current tokio runtime instead of a thread (each sweep
-    /// itself runs on tokio's blocking pool, so it never stalls async workers). Without a
-    /// runtime at `build()`, falls back to a thread. Only meaningful with `sweep_interval`.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// use std::time::Duration;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .sweep_interval(Duration::from_secs(60))
-    ///     .sweep_on_tokio(true)
-    ///     .build();
-    /// assert!(limiter.try_acquire(&1));
-    /// # }
-    /// ```
-    #[cfg(feature = "tokio")]
-    pub fn sweep_on_tokio(mut self, on_tokio: bool) -> Self {
-        self.sweep_on_tokio = on_tokio;
-        self
-    }
-
-    /// Caps the number of tracked keys at `max_keys` (exactly: [`len`](KeyedRateLimiter::len)
-    /// never exceeds it, even under concurrency). A new key at the cap first triggers a sweep
-    /// of cold keys (skipped while none can be cold yet); if still full, the
-    /// [`when_full`](KeyedRateLimiterBuilder::when_full) policy decides. A cap of zero would
-    /// track nothing and so limit nothing; the type rules it out.
-    ///
-    /// ```
-    /// use std::num::NonZeroUsize;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .max_keys(NonZeroUsize::new(2).unwrap())
-    ///     .build();
-    /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
-    /// assert!(limiter.len() <= 2);
-    /// ```
-    ///
-    /// A cap of zero does not compile:
-    ///
-    /// ```compile_fail
-    /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
-    /// let _ = b.max_keys(0);
-    /// ```
-    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
-        self.max_keys = Some(max_keys);
-        self
-    }
-
-    /// The policy for new keys when the [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap is
-    /// reached (default [`WhenFull::Deny`]).
-    ///
-    /// ```
-    /// use std::num::NonZeroUsize;
-    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .clock(ManualClock::new())
-    ///     .max_keys(NonZeroUsize::MIN)
-    ///     .when_full(WhenFull::AllowUntracked)
-    ///     .build();
-    /// assert!(limiter.try_acquire(&1));
-    /// assert!(limiter.try_acquire(&2)); // decided as a fresh key, not stored
-    /// assert_eq!(limiter.len(), 1);
-    /// ```
-    pub fn when_full(mut self, policy: WhenFull) -> Self {
-        self.when_full = policy;
-        self
-    }
-
-    /// Builds the limiter (every key starts fresh: a full bucket) and starts the sweeper if
-    /// configured. If the OS refuses a sweeper thread, the limiter works without background
-    /// sweeping; `sweep_now` and the key cap's reclaim still evict.
-    pub fn build(self) -> KeyedRateLimiter<K, A, S> {
-        let engine = Engine::new(self.alg, self.quota, self.clock)
-            .expect("the algorithm accepted this quota when it was chosen");
-        let max_keys = self.max_keys.map_or(usize::MAX, NonZeroUsize::get);
-        let store = Arc::new(KeyedStore::new(
-            engine,
-            self.hasher,
-            self.shards,
-            max_keys,
-            self.when_full,
-        ));
-        #[cfg(feature = "tokio")]
-        let on_tokio = self.sweep_on_tokio;
-        #[cfg(not(feature = "tokio"))]
-        let on_tokio = false;
-        let sweeper = self.sweep_interval.and_then(|interval| {
-            let weak: Weak<dyn Sweep> = Arc::downgrade(&store) as Weak<dyn Sweep>;
-            Sweeper::start(weak, interval, on_tokio)
-        });
-        KeyedRateLimiter { sweeper, store }
-    }
-}
-
 impl<K> KeyedRateLimiter<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
@@ -387,19 +97,7 @@ where
     /// assert!(b.build().try_acquire(&0));
     /// ```
     pub fn builder(quota: Quota) -> KeyedRateLimiterBuilder<K> {
-        KeyedRateLimiterBuilder {
-            quota,
-            alg: Gcra,
-            clock: AnyClock::default(),
-            hasher: DefaultKeyHasher::default(),
-            shards: DEFAULT_SHARDS,
-            sweep_interval: None,
-            #[cfg(feature = "tokio")]
-            sweep_on_tokio: false,
-            max_keys: None,
-            when_full: WhenFull::default(),
-            _keys: PhantomData,
-        }
+        KeyedRateLimiterBuilder::new(quota)
     }
 }
 
@@ -921,20 +619,6 @@ where
             .field("keys", &self.len())
             .field("clock", &self.engine().clock)
             .field("sweeper", &self.sweeper.is_some())
-            .finish()
-    }
-}
-
-impl<K, A: fmt::Debug, S> fmt::Debug for KeyedRateLimiterBuilder<K, A, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedRateLimiterBuilder")
-            .field("quota", &self.quota)
-            .field("algorithm", &self.alg)
-            .field("clock", &self.clock)
-            .field("shards", &self.shards)
-            .field("sweep_interval", &self.sweep_interval)
-            .field("max_keys", &self.max_keys)
-            .field("when_full", &self.when_full)
             .finish()
     }
 }

@@ -64,9 +64,7 @@ mod engine;
 #[cfg(feature = "tower")]
 pub mod http;
 mod keyed;
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod loom_api;
+mod nanos;
 mod outcome;
 mod quota;
 #[cfg(feature = "redis")]
@@ -77,8 +75,10 @@ mod sweeper;
 mod sync;
 mod wait;
 
-/// Nanoseconds since a clock's origin: the unit of every decision.
-pub type Nanos = u64;
+// Not an API: what the loom models (`loom-tests/`) drive, behind an internal name.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __loom;
 
 pub use algorithm::{Algorithm, Gcra};
 pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
@@ -88,13 +88,11 @@ pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX
 pub use compose::all_or_none;
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
+pub use nanos::{Nanos, MAX_NANOS};
 pub use outcome::{AcquireError, Decision, ThrottleReply};
-pub use quota::{Quota, QuotaError, MAX_NANOS};
+pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;
-#[cfg(loom)]
-#[doc(hidden)]
-pub use smooth::loom_api::SmoothTicket;
 pub use smooth::{
     SmoothAcquireError, SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder,
 };

@@ -3,14 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::nanos::MAX_NANOS;
 use crate::Nanos;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
-
-/// The end of the time a limiter can represent: `2^62 - 1` ns since its clock's origin, about
-/// 146 years. Limiter state packs two flag bits beside the time in one `u64`, so quotas, waits
-/// and clock readings beyond this are refused or reported as never grantable, never wrapped.
-pub const MAX_NANOS: Nanos = (1 << 62) - 1;
 
 /// A rate: `count` permits per `period`, with a burst capacity.
 ///

@@ -171,7 +171,7 @@ fn step<'a>(
         (Op::Check(n), Some(q)) => Out::Decision(gcra_check_with(limiter, n, q)),
         (Op::Reserve(n), _) => Out::Ready(match limiter.reserve(n) {
             Ok(r) => {
-                let ready = (r.ready_at(), tollgate::loom_api::stretch(&r));
+                let ready = (r.ready_at(), tollgate::__loom::stretch(&r));
                 held.push(r);
                 Ok(ready)
             }
@@ -433,7 +433,7 @@ pub fn assert_schedule_exact(
     limiter: &RateLimiter,
 ) {
     let now = setup.now;
-    let (tail, holes) = tollgate::loom_api::schedule(limiter);
+    let (tail, holes) = tollgate::__loom::schedule(limiter);
     let (mut placed, unplaced) = held_stretches(setup, threads, observed);
     placed.sort_unstable();
     for w in placed.windows(2) {

@@ -7,7 +7,7 @@
 //! only the generation's parity, so a word two generations behind would be misread).
 //!
 //! dashmap cannot run under loom, so the shard is a loom `RwLock<BTreeMap>` and both sides are
-//! transcribed around the library's own steps (`tollgate::loom_api`): the decision is
+//! transcribed around the library's own steps (`tollgate::__loom`): the decision is
 //! `decide_on_shard` and, on a miss that stores, the insert (write lock, `or_default`, check
 //! again); the walk is the read lock and `migrate` on each cell.
 //!
@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use loom::sync::{Arc, RwLock};
-use tollgate::loom_api::{check_on_shard_live, Looked, Params, TatCell};
+use tollgate::__loom::{check_on_shard_live, Looked, Params, TatCell};
 use tollgate::{Clock, ManualClock, Quota};
 use tollgate_loom_tests::{lookup, model, quota};
 

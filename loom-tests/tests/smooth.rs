@@ -18,7 +18,8 @@
 use std::time::Duration;
 
 use loom::sync::Arc;
-use tollgate::{ManualClock, SmoothRateLimiter, SmoothTicket};
+use tollgate::__loom::SmoothTicket;
+use tollgate::{ManualClock, SmoothRateLimiter};
 use tollgate_loom_tests::{interleavings, model};
 
 /// One call a model thread makes.

@@ -1,7 +1,7 @@
 //! The sweeper racing decisions on the same key (`Store::decide` vs `Store::sweep_locked`).
 //!
 //! dashmap cannot run under loom, so the shard is a loom `RwLock<BTreeMap<u64, TatCell>>`, and
-//! the two sides run the library's own code on it (`tollgate::loom_api`):
+//! the two sides run the library's own code on it (`tollgate::__loom`):
 //! - an acquire is `keyed::decide_on_shard`, the function `Store::decide` itself calls: the
 //!   shard's read guard on the key, `now` read after it, the CAS under it; on a miss a scratch
 //!   fresh cell, and only if that stores, `Store::decide`'s insert step (transcribed here: write
@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 
 use loom::sync::{Arc, RwLock};
-use tollgate::loom_api::{check_on_shard, evict_cold, Checked, Looked, TatCell};
+use tollgate::__loom::{check_on_shard, evict_cold, Checked, Looked, TatCell};
 use tollgate::{Clock, ManualClock, Quota};
 use tollgate_loom_tests::{lookup, model, quota};
 

@@ -22,9 +22,10 @@ use super::window::{early, limit_and_window, shared_window_rules, Align, Kind, V
 use super::{Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::word::WordCell;
 use crate::outcome::{AcquireError, Decision};
-use crate::quota::{Quota, QuotaError, MAX_NANOS};
+use crate::quota::{Quota, QuotaError};
 use crate::sync::AtomicU64;
 use crate::Nanos;
+use crate::MAX_NANOS;
 
 /// The fixed window counter: at most `L` permits in each window `[kW, (k+1)W)`, where a quota
 /// of `count` per `period` gives `L = count`, `W = period` exactly.

@@ -15,9 +15,10 @@ use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict}
 use super::{Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::word::WordCell;
 use crate::outcome::{AcquireError, Decision};
-use crate::quota::{Quota, QuotaError, MAX_NANOS};
+use crate::quota::{Quota, QuotaError};
 use crate::sync::AtomicU128;
 use crate::Nanos;
+use crate::MAX_NANOS;
 
 /// The sliding window counter ("weighted"): two fixed windows, the previous one's count
 /// weighted by the share of it the sliding window `(now - W, now]` still covers, as used at

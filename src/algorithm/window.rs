@@ -15,8 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::Booking;
 use crate::outcome::{AcquireError, Decision};
-use crate::quota::{Quota, QuotaError, MAX_NANOS};
+use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
+use crate::MAX_NANOS;
 
 /// What one decision of a window algorithm found. Durations are relative to the decision's
 /// `now`.

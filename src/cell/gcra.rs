@@ -17,22 +17,23 @@
 //! **Quota changes re-scale debt lazily.** A word whose generation parity differs from the
 //! parameters' is one generation behind (never more: `set_quota` migrates every tracked cell
 //! before it returns, and the next change waits for it), and its TAT is re-scaled on the way
-//! in (`algorithm::gcra::rescale`). Parameters are loaded after every load of the word, so they
-//! are never older than the word. A decision that stores nothing stores no migration either:
-//! re-scaling is a pure function of the word and the parameters, so it is simply repeated.
+//! in (`algorithm::gcra::rule::rescale`). Parameters are loaded after every load of the word,
+//! so they are never older than the word. A decision that stores nothing stores no migration
+//! either: re-scaling is a pure function of the word and the parameters, so it is simply
+//! repeated.
 //!
 //! **Memory.** A spill is freed only when its cell is dropped, which needs exclusive access
 //! (the keyed store removes cells under the shard's write lock), so no reader can hold it.
 
 use crate::algorithm::gcra::holes::Holes;
-use crate::algorithm::gcra::{
-    self, check_holey, refund, reserve_holey, GcraParams, Refund, Ticket, Verdict,
+use crate::algorithm::gcra::rule::{
+    self as gcra, check_holey, refund, reserve_holey, GcraParams, Refund, Ticket, Verdict,
 };
 use crate::algorithm::{Booking, ParamSource};
 use crate::outcome::AcquireError;
-use crate::quota::MAX_NANOS;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, TryLockError};
 use crate::Nanos;
+use crate::MAX_NANOS;
 
 /// Bit 63: in a cell's word, "spilled" (the rest is a `*const Spill`); in a spill's word,
 /// "has holes".
@@ -239,8 +240,8 @@ impl GcraCell {
         }
     }
 
-    /// Gives a reservation's unused stretch back (rule in `algorithm::gcra::refund`). The only
-    /// operation that may spill the cell, and the only one that waits for a lock.
+    /// Gives a reservation's unused stretch back (rule in `algorithm::gcra::rule::refund`). The
+    /// only operation that may spill the cell, and the only one that waits for a lock.
     pub(crate) fn cancel(&self, ticket: &Ticket, now: Nanos, src: &impl ParamSource<GcraParams>) {
         let mut w = self.word.load(Ordering::Acquire);
         loop {

@@ -150,7 +150,7 @@ impl fmt::Debug for AnyClock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::clock::default_clock::Probe;
+    use crate::clock::probe::Probe;
 
     struct Fixed(Nanos, Nanos);
     impl Clock for Fixed {

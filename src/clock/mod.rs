@@ -25,9 +25,9 @@
 //! (see its docs for what that buys and costs).
 //!
 //! One file per clock: [`StdClock`] (`std_clock.rs`), [`QuantaClock`] (`quanta_clock.rs`),
-//! the inline TSC read the default uses (`tsc.rs`), [`DefaultClock`] and its runtime detection
-//! (`default_clock.rs`), [`ManualClock`] (`manual.rs`), `TokioClock` (`tokio_clock.rs`), and
-//! the dispatch a limiter holds (`any.rs`).
+//! the inline TSC read the default uses (`tsc.rs`), [`DefaultClock`] (`default_clock.rs`) and
+//! the runtime detection it is chosen by (`probe.rs`), [`ManualClock`] (`manual.rs`),
+//! `TokioClock` (`tokio_clock.rs`), and the dispatch a limiter holds (`any.rs`).
 
 use std::time::Duration;
 
@@ -36,6 +36,7 @@ use crate::Nanos;
 mod any;
 mod default_clock;
 mod manual;
+mod probe;
 mod quanta_clock;
 mod std_clock;
 #[cfg(feature = "tokio")]

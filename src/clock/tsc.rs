@@ -83,7 +83,7 @@ fn fenced() -> u64 {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::clock::default_clock::Probe;
+    use crate::clock::probe::Probe;
 
     #[test]
     fn agrees_with_quanta_and_the_os_clock() {

@@ -11,68 +11,14 @@ use http::request::Parts;
 use http::StatusCode;
 
 use super::backend::{Backend, RefundBackend};
+use super::error::BuildError;
 use super::headers::HeaderStyle;
 use super::key::KeyExtractor;
 use super::layer::{Mode, OnKeyError, RateLimitLayer, Shared};
-use super::policy::{Policy, PolicyTable, RouteError, RoutePattern};
+use super::policy::{Policy, PolicyTable, RoutePattern};
 use super::refund::Refunds;
 use super::response::{NoBody, ProblemJson};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
-
-/// Why [`build`](RateLimitLayerBuilder::build) refused a configuration.
-///
-/// ```
-/// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer};
-/// let err = RateLimitLayer::builder(GlobalKey).per_second(0).build().unwrap_err();
-/// assert!(matches!(err, BuildError::Quota(_)));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// A quota given as a count was invalid (zero, or too fast for nanosecond resolution).
-    Quota(QuotaError),
-    /// A route pattern that could never match a request, or that axum 0.8 would read
-    /// differently: see [`RouteError`] for each reason, and
-    /// [`route`](RateLimitLayerBuilder::route) for the syntax.
-    Route(RouteError),
-    /// A policy name that is empty or not printable ASCII, or holds `"` or `\`.
-    PolicyName(String),
-    /// Both [`shape`](RateLimitLayerBuilder::shape) and
-    /// [`refund_if`](RateLimitLayerBuilder::refund_if): a request either waits for its
-    /// permits or is refunded after its response, not both.
-    ShapeAndRefund,
-    /// A limiter whose memory for keys has no bound ([`Backend::keys_bounded`]: a
-    /// `KeyedRateLimiter` without a [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys)
-    /// cap), for the policy of this name. Give it a cap, or call
-    /// [`allow_unbounded_keys`](RateLimitLayerBuilder::allow_unbounded_keys).
-    UnboundedKeys(String),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Quota(e) => write!(f, "invalid quota: {e}"),
-            BuildError::Route(e) => e.fmt(f),
-            BuildError::PolicyName(msg) => f.write_str(msg),
-            BuildError::UnboundedKeys(name) => write!(
-                f,
-                "the limiter of policy {name:?} tracks keys without a cap: build it with \
-                 max_keys, or call allow_unbounded_keys()"
-            ),
-            BuildError::ShapeAndRefund => {
-                f.write_str("shape() and refund_if() cannot be combined on one layer")
-            }
-        }
-    }
-}
-
-impl std::error::Error for BuildError {}
-
-impl From<RouteError> for BuildError {
-    fn from(e: RouteError) -> Self {
-        BuildError::Route(e)
-    }
-}
 
 /// How the builder makes the in-process limiters it creates from quotas.
 #[derive(Clone, Copy, Debug)]

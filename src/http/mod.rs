@@ -53,6 +53,7 @@
 mod backend;
 mod builder;
 mod client_ip;
+mod error;
 mod headers;
 mod key;
 mod layer;
@@ -64,10 +65,10 @@ mod response;
 mod shaping;
 
 pub use backend::{Answer, Backend, RefundBackend};
-pub use builder::{BuildError, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
+pub use builder::{RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
 pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
+pub use error::{BuildError, RouteError};
 pub use headers::HeaderStyle;
 pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::{OnKeyError, RateLimit, RateLimitLayer, ResponseFuture};
-pub use policy::RouteError;
 pub use response::{NoBody, Problem, ProblemJson, RejectBody};

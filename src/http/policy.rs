@@ -4,13 +4,12 @@
 //! method), and matched in the order they were added; the first match wins, and a request
 //! that matches no route falls back to the default policy, if there is one, or is not limited.
 
-use std::fmt;
 use std::sync::Arc;
 
 use http::Method;
 
 use super::backend::Backend;
-use super::builder::BuildError;
+use super::error::{BuildError, RouteError};
 use super::headers::{PolicyLabel, RatePolicy};
 
 /// A named limit: the name appears in the `RateLimit-Policy` / `RateLimit` headers.
@@ -78,80 +77,6 @@ enum End {
     /// `/*`: the path ends after the segments, or goes on with a slash and anything.
     Subtree,
 }
-
-/// Why [`build`](super::RateLimitLayerBuilder::build) refused a route pattern: a pattern that
-/// could never match a request, or that would mean something other than the same text as an
-/// axum 0.8 route. Each variant holds the pattern as given.
-///
-/// ```
-/// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer, RouteError};
-/// use tollgate::Quota;
-///
-/// let err = RateLimitLayer::builder(GlobalKey)
-///     .route("x", "get /export", Quota::per_hour(1).unwrap())
-///     .build()
-///     .unwrap_err();
-/// assert_eq!(err, BuildError::Route(RouteError::Method("get /export".into())));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RouteError {
-    /// A method other than `GET`, `HEAD`, `POST`, `PUT`, `DELETE`, `CONNECT`, `OPTIONS`,
-    /// `TRACE` or `PATCH`, in upper case. Methods are case-sensitive (RFC 9110 §9.1): `get`
-    /// is another method, which no axum method router serves.
-    Method(String),
-    /// A path that is empty, does not start with `/`, or holds whitespace, a control
-    /// character, `?` or `#` (the query and fragment are not part of the path matched).
-    Path(String),
-    /// An empty segment (`//`), other than one trailing slash (`"/export/"` is its own route,
-    /// as in axum).
-    EmptySegment(String),
-    /// A brace that does not make a whole segment `{name}` or `{*name}`, or an empty name,
-    /// or a name holding `{`, `}`, `*` or `:`. A parameter is a whole segment; literal braces
-    /// are not supported.
-    Parameter(String),
-    /// Two parameters with the same name.
-    DuplicateParameter(String),
-    /// A `{*name}` wildcard that is not the last segment, or a `*` anywhere else than in
-    /// `{*name}` or a final `/*`.
-    Wildcard(String),
-    /// A segment starting with `:` (axum 0.7's `:id`): axum 0.8 refuses such routes, or with
-    /// `without_v07_checks` takes them literally, so the pattern would not mean what it
-    /// looks like. Write `{id}`.
-    OldSyntax(String),
-}
-
-impl fmt::Display for RouteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (p, why) = match self {
-            RouteError::Method(p) => (
-                p,
-                "the method must be GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or \
-                 PATCH (upper case)",
-            ),
-            RouteError::Path(p) => (
-                p,
-                "the path must start with '/' and hold no whitespace, control character, '?' \
-                 or '#'",
-            ),
-            RouteError::EmptySegment(p) => (p, "empty segment ('//')"),
-            RouteError::Parameter(p) => (
-                p,
-                "a parameter is a whole segment, {name} or {*name}, with a non-empty name \
-                 without '{', '}', '*' or ':'",
-            ),
-            RouteError::DuplicateParameter(p) => (p, "a parameter name appears twice"),
-            RouteError::Wildcard(p) => (
-                p,
-                "a wildcard ({*name} or a final /*) must be the last segment",
-            ),
-            RouteError::OldSyntax(p) => (p, "':name' is axum 0.7's syntax; write {name}"),
-        };
-        write!(f, "route {p:?}: {why}")
-    }
-}
-
-impl std::error::Error for RouteError {}
 
 /// The methods a pattern may name: RFC 9110's and PATCH, axum's `MethodFilter` set.
 const METHODS: [Method; 9] = [

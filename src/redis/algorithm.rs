@@ -11,7 +11,7 @@ use crate::outcome::{clamp_i64, Decision};
 use crate::quota::Quota;
 
 use super::client::LuaScript;
-use super::policy::RedisLimitError;
+use super::error::RedisLimitError;
 
 /// An algorithm the Redis limiter can run: the in-process algorithm types that have a Lua
 /// script, so that `RedisRateLimiter<SlidingLog>` runs the same [`SlidingLog`](crate::SlidingLog)

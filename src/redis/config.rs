@@ -12,8 +12,10 @@ use crate::quota::Quota;
 
 use super::algorithm::{Params, RedisAlgorithm};
 use super::client::{Backend, Conn};
-use super::policy::{FailurePolicy, RedisLimitError};
-use super::{RedisRateLimiter, Shared};
+use super::error::RedisLimitError;
+use super::limiter::RedisRateLimiter;
+use super::policy::FailurePolicy;
+use super::shared::Shared;
 use crate::Gcra;
 
 /// The per-call deadline unless configured: long enough for a loaded loopback or LAN round
@@ -63,6 +65,20 @@ impl RedisRateLimiterBuilder<Gcra> {
             algorithm: Gcra,
             error: None,
         }
+    }
+}
+
+// Here rather than beside the limiter: the builder is what it starts.
+impl RedisRateLimiter {
+    /// Starts configuring a limiter with `quota` (GCRA unless
+    /// [`algorithm`](RedisRateLimiterBuilder::algorithm) says otherwise).
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap());
+    /// # let _ = b;
+    /// ```
+    pub fn builder(quota: Quota) -> RedisRateLimiterBuilder<Gcra> {
+        RedisRateLimiterBuilder::new(quota)
     }
 }
 

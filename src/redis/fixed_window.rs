@@ -2,7 +2,7 @@
 //! `"k:count"` per limited thing, expiring at the end of its window.
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::policy::RedisLimitError;
+use super::error::RedisLimitError;
 use crate::quota::Quota;
 use crate::FixedWindow;
 

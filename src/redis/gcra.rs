@@ -3,7 +3,7 @@
 //! are in `super` and `super::reservation`.
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::policy::RedisLimitError;
+use super::error::RedisLimitError;
 use crate::quota::Quota;
 use crate::Gcra;
 

@@ -1,5 +1,4 @@
-//! What a decision is when Redis does not answer in time ([`FailurePolicy`]), and the typed
-//! error of the Redis backend ([`RedisLimitError`]).
+//! What a decision is when Redis does not answer in time: [`FailurePolicy`].
 
 use std::any::Any;
 use std::fmt;
@@ -8,10 +7,11 @@ use std::time::Duration;
 
 use crate::keyed::KeyedRateLimiter;
 use crate::outcome::{AcquireError, Decision};
-use crate::quota::{Quota, QuotaError};
+use crate::quota::Quota;
 
 use super::algorithm::RedisAlgorithm;
 use super::client::Failure;
+use super::error::RedisLimitError;
 use crate::Gcra;
 
 /// What the limiter does when Redis fails: no reply within the deadline, a broken connection,
@@ -165,133 +165,6 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
                 Some(t) => local.try_acquire_for_async(redis_key, n, t).await?,
                 None => local.acquire_n_async(redis_key, n).await?,
             }),
-        }
-    }
-}
-
-/// Why the Redis limiter did not grant permits or could not decide.
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate::redis::RedisLimitError;
-/// use tollgate::AcquireError;
-///
-/// let e = RedisLimitError::from(AcquireError::RateLimited { retry_after: Duration::from_secs(2) });
-/// assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
-/// assert!(!e.is_unavailable());
-/// assert!(RedisLimitError::Timeout { deadline: Duration::from_millis(50) }.is_unavailable());
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum RedisLimitError {
-    /// Decided, and not granted: the same error the in-process limiter returns
-    /// (`RateLimited`, `ExceedsBurst`, `Unrepresentable`).
-    Limited(AcquireError),
-    /// Redis did not answer within the deadline ([`FailurePolicy::Error`] only). The script
-    /// may still have run: a permit may have been taken, never one too many granted.
-    Timeout {
-        /// The per-call deadline in force.
-        deadline: Duration,
-    },
-    /// The connection failed or Redis answered with an error ([`FailurePolicy::Error`], or
-    /// connecting).
-    Redis(::redis::RedisError),
-    /// A quota whose interval, window or limit does not fit the scripts' exact integer range:
-    /// intervals times bursts and windows up to 2^51 µs (about 71 years), limits up to 2^51.
-    QuotaOutOfRange(Quota),
-    /// A quota the algorithm cannot run: one given with a call (`throttle`, `check_with`) that
-    /// is invalid, or a window quota whose burst differs from its count (refused at `connect`,
-    /// as in process).
-    InvalidQuota(QuotaError),
-    /// A key prefix containing `{` or `}`, which would take over your keys' hash tags.
-    InvalidPrefix(String),
-    /// The algorithm, as configured, cannot run on Redis (a
-    /// [`FixedWindow`](crate::FixedWindow) counted from a clock's origin rather than the
-    /// epoch; a [`SlidingWindow`](crate::SlidingWindow) whose sub-windows are not whole
-    /// microseconds), or a [`FailurePolicy::Fallback`] limiter runs another algorithm than the
-    /// one chosen after it.
-    Unsupported(&'static str),
-    /// The server replied with something no tollgate script returns (another script under the
-    /// same SHA1, or a proxy in the way).
-    UnexpectedReply(String),
-}
-
-impl RedisLimitError {
-    pub(crate) fn from_failure(failure: Failure, deadline: Duration) -> RedisLimitError {
-        match failure {
-            Failure::Timeout => RedisLimitError::Timeout { deadline },
-            Failure::Redis(e) => RedisLimitError::Redis(e),
-        }
-    }
-
-    /// Whether Redis could not be reached or did not answer (as opposed to a decision or bad
-    /// input).
-    pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
-            RedisLimitError::Timeout { .. } | RedisLimitError::Redis(_)
-        )
-    }
-
-    /// The wait after which retrying could succeed, when the limiter denied.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            RedisLimitError::Limited(e) => e.retry_after(),
-            _ => None,
-        }
-    }
-}
-
-impl From<AcquireError> for RedisLimitError {
-    fn from(e: AcquireError) -> Self {
-        RedisLimitError::Limited(e)
-    }
-}
-
-impl From<QuotaError> for RedisLimitError {
-    fn from(e: QuotaError) -> Self {
-        RedisLimitError::InvalidQuota(e)
-    }
-}
-
-impl From<::redis::RedisError> for RedisLimitError {
-    fn from(e: ::redis::RedisError) -> Self {
-        RedisLimitError::Redis(e)
-    }
-}
-
-impl fmt::Display for RedisLimitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RedisLimitError::Limited(e) => e.fmt(f),
-            RedisLimitError::Timeout { deadline } => {
-                write!(f, "redis did not answer within the {deadline:?} deadline")
-            }
-            RedisLimitError::Redis(e) => write!(f, "redis failed: {e}"),
-            RedisLimitError::QuotaOutOfRange(q) => write!(
-                f,
-                "{q:?} does not fit the redis scripts' integer range (2^51 us, 2^51 permits)"
-            ),
-            RedisLimitError::InvalidQuota(e) => e.fmt(f),
-            RedisLimitError::InvalidPrefix(p) => {
-                write!(
-                    f,
-                    "key prefix {p:?} contains a brace, which would take over hash tags"
-                )
-            }
-            RedisLimitError::Unsupported(why) => f.write_str(why),
-            RedisLimitError::UnexpectedReply(r) => write!(f, "unexpected reply from redis: {r}"),
-        }
-    }
-}
-
-impl std::error::Error for RedisLimitError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RedisLimitError::Limited(e) => Some(e),
-            RedisLimitError::Redis(e) => Some(e),
-            RedisLimitError::InvalidQuota(e) => Some(e),
-            _ => None,
         }
     }
 }

@@ -21,9 +21,10 @@ use crate::wait::CancelOnDrop;
 
 use super::algorithm::{Params, RedisAlgorithm};
 use super::client::Failure;
-use super::policy::RedisLimitError;
-use super::{Gcra, Shared};
+use super::error::RedisLimitError;
+use super::shared::Shared;
 use crate::outcome::clamp_i64;
+use crate::Gcra;
 
 /// A reservation as Redis stored it.
 #[derive(Clone, Debug)]

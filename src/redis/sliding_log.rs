@@ -5,7 +5,7 @@
 //! when its newest entry leaves the window.
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::policy::RedisLimitError;
+use super::error::RedisLimitError;
 use crate::quota::Quota;
 use crate::SlidingLog;
 

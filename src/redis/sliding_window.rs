@@ -15,7 +15,7 @@
 //! counts takes 224 bytes more than one holding a single count).
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::policy::RedisLimitError;
+use super::error::RedisLimitError;
 use crate::algorithm::sliding::Stamping;
 use crate::quota::Quota;
 use crate::SlidingWindow;

@@ -3,7 +3,7 @@
 //! compared in 26-bit limbs, no floats). One short string per key whatever `L`.
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::policy::RedisLimitError;
+use super::error::RedisLimitError;
 use crate::quota::Quota;
 use crate::WeightedWindow;
 

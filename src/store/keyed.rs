@@ -205,7 +205,7 @@ pub(crate) enum OnShard<R> {
 }
 
 /// The read side of a decision's protocol with sweeping (module docs). Shared with the loom
-/// model of the sweeper (through `loom_api`), which runs it over its own lock-guarded map.
+/// model of the sweeper (through `tollgate::__loom`), which runs it over its own lock-guarded map.
 ///
 /// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
 /// instead of waiting for them. On a stored cell an early `now` is safe: it can only make the

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::algorithm::{SlidingLog, SlidingWindow};
-use crate::quota::MAX_NANOS;
+use crate::MAX_NANOS;
 
 fn params(alg: impl Stamping, limit: u64, window: Nanos) -> SlidingParams {
     let q = Quota::new(limit, Duration::from_nanos(window)).unwrap();

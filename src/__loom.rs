@@ -20,6 +20,8 @@ use crate::store::sweep;
 use crate::wait::Reservation;
 use crate::{Nanos, RateLimiter};
 
+pub use crate::smooth::loom_api::SmoothTicket;
+
 /// The keyed limiter's per-key cell (one atomic word).
 #[derive(Debug, Default)]
 pub struct TatCell(GcraCell);

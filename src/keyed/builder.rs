@@ -1,0 +1,297 @@
+//! [`KeyedRateLimiterBuilder`]: a keyed limiter's configuration (clock, algorithm, hasher,
+//! shards, background sweeping, key cap), and `build`, which starts the sweeper.
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::{DefaultKeyHasher, KeyedRateLimiter, DEFAULT_SHARDS};
+use crate::algorithm::{Algorithm, Gcra};
+use crate::clock::{AnyClock, Clock};
+use crate::engine::Engine;
+use crate::quota::{Quota, QuotaError};
+use crate::store::keyed::{KeyedStore, WhenFull};
+use crate::sweeper::{Sweep, Sweeper};
+
+/// Configures a [`KeyedRateLimiter`]: clock, algorithm, hasher, shards, background sweeping,
+/// key cap.
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use std::time::Duration;
+/// use tollgate::{KeyedRateLimiter, Quota, WhenFull};
+///
+/// let limiter = KeyedRateLimiter::<String>::builder(Quota::per_second(10).unwrap())
+///     .sweep_interval(Duration::from_secs(30))            // evict idle keys in the background
+///     .max_keys(NonZeroUsize::new(100_000).unwrap())      // hard cap on tracked keys
+///     .when_full(WhenFull::Deny)
+///     .build();
+/// assert!(limiter.try_acquire("alice"));
+/// ```
+#[must_use = "call .build() to get a limiter"]
+pub struct KeyedRateLimiterBuilder<K, A = Gcra, S = DefaultKeyHasher> {
+    quota: Quota,
+    alg: A,
+    clock: AnyClock,
+    hasher: S,
+    shards: usize,
+    sweep_interval: Option<Duration>,
+    #[cfg(feature = "tokio")]
+    sweep_on_tokio: bool,
+    max_keys: Option<NonZeroUsize>,
+    when_full: WhenFull,
+    _keys: PhantomData<fn() -> K>,
+}
+
+impl<K, A, S> KeyedRateLimiterBuilder<K, A, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock) (the TSC on
+    /// most x86_64 machines, whose readings are not ordered across cores: see
+    /// [`Clock::max_skew`]; [`StdClock`](crate::StdClock) reads `Instant`, ordered across
+    /// threads, at a few times the cost). The sweeper judges coldness with this clock, allowing
+    /// for its `max_skew`; its interval is real time (tokio time for the tokio variant).
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let limiter = KeyedRateLimiter::<u32>::builder(Quota::per_second(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(limiter.try_acquire(&1));
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = AnyClock::custom(clock);
+        self
+    }
+
+    /// Runs `alg` for every key instead of the current algorithm, checking that it can run the
+    /// quota.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(5).unwrap()).algorithm(Gcra)?.build();
+    /// assert!(l.try_acquire(&1));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn algorithm<B: Algorithm>(
+        self,
+        alg: B,
+    ) -> Result<KeyedRateLimiterBuilder<K, B, S>, QuotaError> {
+        alg.params(&self.quota, 0)?;
+        let hasher = self.hasher.clone();
+        Ok(self.with(alg, hasher))
+    }
+
+    /// The same configuration with another algorithm and hasher.
+    fn with<B, S2>(self, alg: B, hasher: S2) -> KeyedRateLimiterBuilder<K, B, S2> {
+        KeyedRateLimiterBuilder {
+            quota: self.quota,
+            alg,
+            clock: self.clock,
+            hasher,
+            shards: self.shards,
+            sweep_interval: self.sweep_interval,
+            #[cfg(feature = "tokio")]
+            sweep_on_tokio: self.sweep_on_tokio,
+            max_keys: self.max_keys,
+            when_full: self.when_full,
+            _keys: PhantomData,
+        }
+    }
+
+    /// Uses another hasher for keys (see [`DefaultKeyHasher`] for the trade-off).
+    ///
+    /// ```
+    /// use std::collections::hash_map::RandomState;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<String>::builder(Quota::per_second(1).unwrap())
+    ///     .hasher(RandomState::new())
+    ///     .build();
+    /// assert!(limiter.try_acquire("k"));
+    /// ```
+    pub fn hasher<S2>(self, hasher: S2) -> KeyedRateLimiterBuilder<K, A, S2>
+    where
+        S2: BuildHasher + Clone + Send + Sync + 'static,
+    {
+        let alg = self.alg.clone();
+        self.with(alg, hasher)
+    }
+
+    /// Number of map shards (default [`DEFAULT_SHARDS`]). Rounded up to a power of two and
+    /// kept within `2..=65536`. More shards: less lock contention, at one cache line each and
+    /// some memory per key (see [`DEFAULT_SHARDS`]).
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+    ///     .shards(1000) // becomes 1024
+    ///     .build();
+    /// assert!(limiter.try_acquire(&1));
+    /// ```
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards.clamp(2, 1 << 16).next_power_of_two();
+        self
+    }
+
+    /// Starts a background sweeper that evicts cold keys every `interval` (at least 1 ms). It
+    /// runs on its own thread (or a tokio task, see `sweep_on_tokio`), holds only a weak
+    /// reference to the limiter and stops when the limiter is dropped.
+    ///
+    /// A sweep locks one part of one shard at a time (a few thousand keys, tens of
+    /// microseconds); decisions on other shards go on meanwhile. Every
+    /// cold key it evicts is one a decision would treat exactly as a new key, so the interval
+    /// trades memory for CPU only: a few times the quota's period is a good start.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+    ///     .sweep_interval(Duration::from_secs(60))
+    ///     .build();
+    /// drop(limiter); // the sweeper thread exits
+    /// ```
+    pub fn sweep_interval(mut self, interval: Duration) -> Self {
+        self.sweep_interval = Some(interval);
+        self
+    }
+
+    /// Runs the sweeper as a task on the current tokio runtime instead of a thread (each sweep
+    /// itself runs on tokio's blocking pool, so it never stalls async workers). Without a
+    /// runtime at `build()`, falls back to a thread. Only meaningful with `sweep_interval`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+    ///     .sweep_interval(Duration::from_secs(60))
+    ///     .sweep_on_tokio(true)
+    ///     .build();
+    /// assert!(limiter.try_acquire(&1));
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn sweep_on_tokio(mut self, on_tokio: bool) -> Self {
+        self.sweep_on_tokio = on_tokio;
+        self
+    }
+
+    /// Caps the number of tracked keys at `max_keys` (exactly: [`len`](KeyedRateLimiter::len)
+    /// never exceeds it, even under concurrency). A new key at the cap first triggers a sweep
+    /// of cold keys (skipped while none can be cold yet); if still full, the
+    /// [`when_full`](KeyedRateLimiterBuilder::when_full) policy decides. A cap of zero would
+    /// track nothing and so limit nothing; the type rules it out.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+    ///     .max_keys(NonZeroUsize::new(2).unwrap())
+    ///     .build();
+    /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
+    /// assert!(limiter.len() <= 2);
+    /// ```
+    ///
+    /// A cap of zero does not compile:
+    ///
+    /// ```compile_fail
+    /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
+    /// let _ = b.max_keys(0);
+    /// ```
+    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
+        self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// The policy for new keys when the [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap is
+    /// reached (default [`WhenFull::Deny`]).
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .max_keys(NonZeroUsize::MIN)
+    ///     .when_full(WhenFull::AllowUntracked)
+    ///     .build();
+    /// assert!(limiter.try_acquire(&1));
+    /// assert!(limiter.try_acquire(&2)); // decided as a fresh key, not stored
+    /// assert_eq!(limiter.len(), 1);
+    /// ```
+    pub fn when_full(mut self, policy: WhenFull) -> Self {
+        self.when_full = policy;
+        self
+    }
+
+    /// Builds the limiter (every key starts fresh: a full bucket) and starts the sweeper if
+    /// configured. If the OS refuses a sweeper thread, the limiter works without background
+    /// sweeping; `sweep_now` and the key cap's reclaim still evict.
+    pub fn build(self) -> KeyedRateLimiter<K, A, S> {
+        let engine = Engine::new(self.alg, self.quota, self.clock)
+            .expect("the algorithm accepted this quota when it was chosen");
+        let max_keys = self.max_keys.map_or(usize::MAX, NonZeroUsize::get);
+        let store = Arc::new(KeyedStore::new(
+            engine,
+            self.hasher,
+            self.shards,
+            max_keys,
+            self.when_full,
+        ));
+        #[cfg(feature = "tokio")]
+        let on_tokio = self.sweep_on_tokio;
+        #[cfg(not(feature = "tokio"))]
+        let on_tokio = false;
+        let sweeper = self.sweep_interval.and_then(|interval| {
+            let weak: Weak<dyn Sweep> = Arc::downgrade(&store) as Weak<dyn Sweep>;
+            Sweeper::start(weak, interval, on_tokio)
+        });
+        KeyedRateLimiter { sweeper, store }
+    }
+}
+
+impl<K> KeyedRateLimiterBuilder<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// The defaults: GCRA, the default clock, hasher and shard count, no sweeper, no key cap
+    /// ([`KeyedRateLimiter::builder`]).
+    pub(super) fn new(quota: Quota) -> KeyedRateLimiterBuilder<K> {
+        KeyedRateLimiterBuilder {
+            quota,
+            alg: Gcra,
+            clock: AnyClock::default(),
+            hasher: DefaultKeyHasher::default(),
+            shards: DEFAULT_SHARDS,
+            sweep_interval: None,
+            #[cfg(feature = "tokio")]
+            sweep_on_tokio: false,
+            max_keys: None,
+            when_full: WhenFull::default(),
+            _keys: PhantomData,
+        }
+    }
+}
+
+impl<K, A: fmt::Debug, S> fmt::Debug for KeyedRateLimiterBuilder<K, A, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedRateLimiterBuilder")
+            .field("quota", &self.quota)
+            .field("algorithm", &self.alg)
+            .field("clock", &self.clock)
+            .field("shards", &self.shards)
+            .field("sweep_interval", &self.sweep_interval)
+            .field("max_keys", &self.max_keys)
+            .field("when_full", &self.when_full)
+            .finish()
+    }
+}

@@ -1,0 +1,529 @@
+//! [`RedisRateLimiter`]: the method family on Redis, each method one script call (or, waiting,
+//! the loop in `wait.rs`), and what it reports ([`RedisDecision`], [`RedisStats`]).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::direct::throttle_quota;
+use crate::outcome::{AcquireError, Decision, ThrottleReply};
+use crate::quota::Quota;
+use crate::sync::Ordering;
+use crate::Gcra;
+
+use super::algorithm::{state_key, CheckReply, Params, RedisAlgorithm};
+use super::client::{Counters, Failure};
+use super::error::RedisLimitError;
+use super::policy::FailurePolicy;
+use super::reservation::{self, RedisReservation};
+use super::shared::Shared;
+
+/// A [`Decision`] and where it came from.
+///
+/// ```
+/// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+/// let d = limiter.decide("user42", 1).await?;
+/// match d.server_time {
+///     // An absolute reset time for an `X-RateLimit-Reset` header, on Redis's clock.
+///     Some(now) => println!("resets at {} s since the epoch", (now + d.decision.reset_after).as_secs()),
+///     None => println!("Redis unavailable; the failure policy decided"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct RedisDecision {
+    /// The decision.
+    pub decision: Decision,
+    /// The server's clock when the script decided (since the Unix epoch, whole µs), or `None`
+    /// when Redis did not answer and the [`FailurePolicy`] decided.
+    pub server_time: Option<Duration>,
+}
+
+/// What happened to the limiter's calls so far.
+///
+/// ```
+/// # fn demo(limiter: &tollgate::redis::RedisRateLimiter) {
+/// let s = limiter.stats();
+/// println!("{} replies, {} timeouts, {} errors", s.replies, s.timeouts, s.errors);
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisStats {
+    /// Script calls that got a reply.
+    pub replies: u64,
+    /// Calls that hit the deadline.
+    pub timeouts: u64,
+    /// Calls that failed (connection, or an error reply).
+    pub errors: u64,
+    /// Scripts sent again after `NOSCRIPT` (a restart, failover or `SCRIPT FLUSH`).
+    pub script_loads: u64,
+    /// Decisions and waits that the failure policy answered instead of Redis.
+    pub policy_decisions: u64,
+}
+
+/// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
+/// Redis, prefix, algorithm and quota. Cheap to clone (one `Arc`).
+///
+/// The method family is the in-process [`KeyedRateLimiter`](crate::KeyedRateLimiter)'s, in
+/// async form, taking `&str` keys: `check`, `check_n`, `check_with`, `decide`, `peek`,
+/// `try_acquire(_n)`, `acquire_async`, `acquire_n_async`, `try_acquire_for_async`; with
+/// [`Gcra`] also `throttle` and `reserve`.
+///
+/// ```
+/// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
+/// use tollgate::redis::{FailurePolicy, RedisRateLimiter};
+/// use tollgate::Quota;
+///
+/// let limiter = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
+///     .on_failure(FailurePolicy::Open)
+///     .connect("redis://127.0.0.1:6379/")
+///     .await?;
+/// if limiter.try_acquire("{tenant7}:search").await? {
+///     // serve
+/// }
+/// # Ok(()) }
+/// ```
+pub struct RedisRateLimiter<A: RedisAlgorithm = Gcra> {
+    pub(super) shared: Arc<Shared>,
+    pub(super) policy: FailurePolicy<A>,
+    pub(super) algorithm: A,
+}
+
+impl<A: RedisAlgorithm> Clone for RedisRateLimiter<A> {
+    fn clone(&self) -> Self {
+        RedisRateLimiter {
+            shared: self.shared.clone(),
+            policy: self.policy.clone(),
+            algorithm: self.algorithm,
+        }
+    }
+}
+
+impl<A: RedisAlgorithm> RedisRateLimiter<A> {
+    /// The quota of calls that do not carry their own.
+    ///
+    /// ```
+    /// # fn demo(limiter: &tollgate::redis::RedisRateLimiter) {
+    /// println!("{} per {:?}", limiter.quota().burst(), limiter.quota().tolerance());
+    /// # }
+    /// ```
+    pub fn quota(&self) -> Quota {
+        self.shared.quota
+    }
+
+    /// How long a full limit takes to come back after it was used up, as the scripts run the
+    /// quota: GCRA's tolerance (`burst * T`, with `T` in whole µs), a window's `W`.
+    #[cfg(feature = "tower")]
+    pub(crate) fn span(&self) -> Duration {
+        let p = self.shared.params;
+        // GCRA (the algorithm that reserves) runs an interval; the windows a window.
+        let span = if A::spec().reserves {
+            p.span_us.saturating_mul(p.limit)
+        } else {
+            p.span_us
+        };
+        Duration::from_micros(span)
+    }
+
+    /// The Redis key holding `key`'s state under the limiter's quota, for inspection
+    /// (`PTTL`, `MEMORY USAGE`) or to reset a key (`DEL`).
+    ///
+    /// ```
+    /// # fn demo(limiter: &tollgate::redis::RedisRateLimiter) {
+    /// // With Quota::per_second(10): T = 100_000 µs, burst 10.
+    /// assert_eq!(limiter.state_key("{user42}:login"), "tollgate:gcra:100000:10:{user42}:login");
+    /// # }
+    /// ```
+    pub fn state_key(&self, key: &str) -> String {
+        self.key_under(key, self.shared.params)
+    }
+
+    pub(super) fn key_under(&self, key: &str, params: Params) -> String {
+        state_key(&self.shared.prefix, A::NAME, params, key)
+    }
+
+    /// What happened to the calls so far.
+    ///
+    /// ```
+    /// # fn demo(limiter: &tollgate::redis::RedisRateLimiter) {
+    /// assert_eq!(limiter.stats().script_loads, 0);
+    /// # }
+    /// ```
+    pub fn stats(&self) -> RedisStats {
+        let c = &self.shared.backend.counters;
+        let get = |a: &crate::sync::AtomicU64| a.load(Ordering::Relaxed);
+        RedisStats {
+            replies: get(&c.replies),
+            timeouts: get(&c.timeouts),
+            errors: get(&c.errors),
+            script_loads: get(&c.script_loads),
+            policy_decisions: get(&c.policy_decisions),
+        }
+    }
+
+    /// Tries `n` permits for `key` under `quota` for this call (its own state: quotas never
+    /// share keys), and reports the decision with the server time it was made at. `n = 0`
+    /// peeks.
+    ///
+    /// # Errors
+    /// What [`connect`](super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
+    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
+    /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
+    /// limiter's own `check_with` refuses `quota` (a fixed-window count its words cannot hold).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let premium = tollgate::Quota::per_second(1000).unwrap();
+    /// let d = limiter.decide_with("{acct9}:api", 1, premium).await?;
+    /// assert_eq!(d.decision.limit, 1000);
+    /// # Ok(()) }
+    /// ```
+    pub async fn decide_with(
+        &self,
+        key: &str,
+        n: u64,
+        quota: Quota,
+    ) -> Result<RedisDecision, RedisLimitError> {
+        let params = self.algorithm.redis_params(quota)?;
+        self.decide_under(key, n, params, Some(quota)).await
+    }
+
+    /// Tries `n` permits for `key` and reports the decision with the server time it was made
+    /// at. `n = 0` peeks.
+    ///
+    /// # Errors
+    /// Under [`FailurePolicy::Error`], the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let d = limiter.decide("user42", 2).await?;
+    /// println!("{:?} at {:?}", d.decision, d.server_time);
+    /// # Ok(()) }
+    /// ```
+    pub async fn decide(&self, key: &str, n: u64) -> Result<RedisDecision, RedisLimitError> {
+        self.decide_under(key, n, self.shared.params, None).await
+    }
+
+    async fn decide_under(
+        &self,
+        key: &str,
+        n: u64,
+        params: Params,
+        quota: Option<Quota>,
+    ) -> Result<RedisDecision, RedisLimitError> {
+        let state = self.key_under(key, params);
+        match self.call_check(&state, n, params).await {
+            Ok(reply) => {
+                let r = CheckReply::parse(&reply, params.limit)?;
+                Ok(RedisDecision {
+                    decision: r.decision,
+                    server_time: Some(Duration::from_micros(r.now_us)),
+                })
+            }
+            Err(failure) => {
+                let s = &self.shared;
+                let decision = self.policy.decide(
+                    failure,
+                    s.backend.deadline(),
+                    &state,
+                    n,
+                    params.limit,
+                    quota,
+                )?;
+                Counters::bump(&s.backend.counters.policy_decisions);
+                Ok(RedisDecision {
+                    decision,
+                    server_time: None,
+                })
+            }
+        }
+    }
+
+    pub(super) async fn call_check(
+        &self,
+        state: &str,
+        n: u64,
+        p: Params,
+    ) -> Result<Vec<i64>, Failure> {
+        let (args, len) = p.check_args(n);
+        self.shared
+            .backend
+            .eval(&A::spec().script, state, "check", &args[..len])
+            .await
+    }
+
+    /// Tries one permit for `key` and reports everything about the decision.
+    ///
+    /// # Errors
+    /// Under [`FailurePolicy::Error`], the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let d = limiter.check("user42").await?;
+    /// println!("allowed {}, remaining {}", d.allowed, d.remaining);
+    /// # Ok(()) }
+    /// ```
+    pub async fn check(&self, key: &str) -> Result<Decision, RedisLimitError> {
+        self.check_n(key, 1).await
+    }
+
+    /// Tries `n` permits for `key` at once; `n = 0` is [`peek`](Self::peek).
+    ///
+    /// # Errors
+    /// Under [`FailurePolicy::Error`], the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let d = limiter.check_n("upload:{user42}", 5).await?;
+    /// # let _ = d;
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_n(&self, key: &str, n: u64) -> Result<Decision, RedisLimitError> {
+        Ok(self.decide(key, n).await?.decision)
+    }
+
+    /// Like [`check_n`](Self::check_n) under `quota` for this call only (its own state).
+    ///
+    /// # Errors
+    /// What [`connect`](super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
+    /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
+    /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
+    /// limiter's own `check_with` refuses `quota` (a fixed-window count its words cannot hold).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let free = tollgate::Quota::per_minute(10).unwrap();
+    /// let d = limiter.check_with("{user42}:search", 1, free).await?;
+    /// # let _ = d;
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_with(
+        &self,
+        key: &str,
+        n: u64,
+        quota: Quota,
+    ) -> Result<Decision, RedisLimitError> {
+        Ok(self.decide_with(key, n, quota).await?.decision)
+    }
+
+    /// The key's state right now, taking nothing and writing nothing.
+    ///
+    /// # Errors
+    /// Under [`FailurePolicy::Error`], the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// println!("{} left", limiter.peek("user42").await?.remaining);
+    /// # Ok(()) }
+    /// ```
+    pub async fn peek(&self, key: &str) -> Result<Decision, RedisLimitError> {
+        self.check_n(key, 0).await
+    }
+
+    /// Takes one permit for `key` if available now.
+    ///
+    /// # Errors
+    /// Under [`FailurePolicy::Error`], the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// if !limiter.try_acquire("user42").await? {
+    ///     println!("429");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "a permit may have been denied"]
+    pub async fn try_acquire(&self, key: &str) -> Result<bool, RedisLimitError> {
+        Ok(self.check(key).await?.allowed)
+    }
+
+    /// Takes `n` permits for `key` at once if available now.
+    ///
+    /// # Errors
+    /// [`RedisLimitError::Limited`] with [`AcquireError::RateLimited`] or
+    /// [`AcquireError::ExceedsBurst`]; under [`FailurePolicy::Error`] the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) {
+    /// if let Err(e) = limiter.try_acquire_n("user42", 3).await {
+    ///     println!("refused: {e}, retry after {:?}", e.retry_after());
+    /// }
+    /// # }
+    /// ```
+    pub async fn try_acquire_n(&self, key: &str, n: u64) -> Result<(), RedisLimitError> {
+        Ok(admitted(&self.check_n(key, n).await?, n)?)
+    }
+
+    /// Takes one permit for `key`, waiting asynchronously; see
+    /// [`acquire_n_async`](Self::acquire_n_async).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](Self::acquire_n_async).
+    ///
+    /// # Errors
+    /// As [`acquire_n_async`](Self::acquire_n_async).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let waited = limiter.acquire_async("crawler:{example.com}").await?;
+    /// println!("waited {waited:?}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_async(&self, key: &str) -> Result<Duration, RedisLimitError> {
+        self.acquire_within(key, 1, None).await
+    }
+
+    /// Takes `n` permits for `key`, waiting asynchronously until they are granted; returns
+    /// the time waited.
+    ///
+    /// With [`Gcra`], one script call reserves the permits and the task sleeps until they are
+    /// ready: waiters in every process are granted in the order their reservations reached
+    /// Redis, each woken once, and `n` may exceed the burst. With the windows, it decides, and
+    /// after a denial sleeps for `retry_after` and decides again (not FIFO); `n` above the
+    /// limit is [`AcquireError::ExceedsBurst`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future before it completes cancels a GCRA reservation (see
+    /// [`RedisReservation::cancel`]), even while the reserve call is in flight.
+    ///
+    /// # Errors
+    /// [`AcquireError::Unrepresentable`] (as `Limited`) for a wait beyond the scripts' range;
+    /// what the failure policy says when Redis fails.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let waited = limiter.acquire_n_async("upload:{user42}", 8).await?;
+    /// println!("waited {waited:?}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_n_async(&self, key: &str, n: u64) -> Result<Duration, RedisLimitError> {
+        self.acquire_within(key, n, None).await
+    }
+
+    /// Takes `n` permits for `key` if they can be had within `timeout`, waiting
+    /// asynchronously; otherwise returns at once. With [`Gcra`] nothing is reserved when the
+    /// wait would exceed the timeout; with the windows it never sleeps past the timeout and
+    /// takes nothing after giving up.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](Self::acquire_n_async).
+    ///
+    /// # Errors
+    /// [`AcquireError::RateLimited`] (as `Limited`) with the wait that would be needed; as
+    /// [`acquire_n_async`](Self::acquire_n_async) otherwise.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) {
+    /// use std::time::Duration;
+    /// match limiter.try_acquire_for_async("user42", 1, Duration::from_millis(100)).await {
+    ///     Ok(waited) => println!("granted after {waited:?}"),
+    ///     Err(e) => println!("busy: {e}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn try_acquire_for_async(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Duration,
+    ) -> Result<Duration, RedisLimitError> {
+        self.acquire_within(key, n, Some(timeout)).await
+    }
+}
+
+impl RedisRateLimiter<Gcra> {
+    /// redis-cell's `CL.THROTTLE key max_burst count period quantity`, value for value: burst
+    /// `max_burst + 1`, `count` per `period_secs` seconds, cost `quantity`. The quota selects
+    /// its own state (unlike redis-cell, a key under two quotas is two keys).
+    ///
+    /// # Errors
+    /// [`RedisLimitError::InvalidQuota`] (zero count or period) or
+    /// [`RedisLimitError::QuotaOutOfRange`]; under [`FailurePolicy::Error`] the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// // CL.THROTTLE user123 15 30 60 1 on a fresh key
+    /// let reply = limiter.throttle("user123", 15, 30, 60, 1).await?;
+    /// assert_eq!(reply.to_array(), [0, 16, 15, -1, 2]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn throttle(
+        &self,
+        key: &str,
+        max_burst: u64,
+        count: u64,
+        period_secs: u64,
+        quantity: u64,
+    ) -> Result<ThrottleReply, RedisLimitError> {
+        let quota = throttle_quota(max_burst, count, period_secs)?;
+        let d = self.check_with(key, quantity, quota).await?;
+        Ok(ThrottleReply::from_decision(&d))
+    }
+
+    /// Reserves `n` permits for `key` now, in the order reservations reach Redis, without
+    /// waiting: the reservation says how long to wait, and can be waited for or cancelled.
+    /// `n` may exceed the burst (it then waits `(n - burst) * T` from a full bucket).
+    ///
+    /// # Errors
+    /// [`AcquireError::Unrepresentable`] (as `Limited`) beyond the scripts' range; the Redis
+    /// failure whatever the policy (a reservation is Redis state).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let r = limiter.reserve("batch:{tenant7}", 50).await?;
+    /// println!("may start in {:?}", r.delay());
+    /// r.wait().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reserve(&self, key: &str, n: u64) -> Result<RedisReservation, RedisLimitError> {
+        self.reserve_within(key, n, None).await
+    }
+
+    /// As [`reserve`](Self::reserve), but only if the wait is at most `max_wait` (else
+    /// [`AcquireError::RateLimited`] as `Limited`, and nothing is written).
+    pub(crate) async fn reserve_within(
+        &self,
+        key: &str,
+        n: u64,
+        max_wait: Option<Duration>,
+    ) -> Result<RedisReservation, RedisLimitError> {
+        let params = self.shared.params;
+        let state = self.key_under(key, params);
+        match reservation::reserve(&self.shared, state, params, n, max_wait).await {
+            Ok(ticket) => Ok(RedisReservation::new(self.shared.clone(), ticket?)),
+            Err(f) => Err(RedisLimitError::from_failure(
+                f,
+                self.shared.backend.deadline(),
+            )),
+        }
+    }
+}
+
+impl<A: RedisAlgorithm> fmt::Debug for RedisRateLimiter<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimiter")
+            .field("algorithm", &A::NAME)
+            .field("quota", &self.shared.quota)
+            .field("prefix", &self.shared.prefix)
+            .field("backend", &self.shared.backend)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+/// A script's decision as the result of taking `n` permits: granted, refused for now, or never
+/// grantable as one request (no `retry_after`).
+pub(super) fn admitted(d: &Decision, n: u64) -> Result<(), AcquireError> {
+    match d.retry_after {
+        _ if d.allowed => Ok(()),
+        Some(retry_after) => Err(AcquireError::RateLimited { retry_after }),
+        None => Err(AcquireError::ExceedsBurst {
+            requested: n,
+            burst: d.limit,
+        }),
+    }
+}

@@ -1,0 +1,15 @@
+//! What every handle on one Redis limiter shares: the connection, the key prefix and the
+//! quota as the scripts run it.
+
+use crate::quota::Quota;
+
+use super::algorithm::Params;
+use super::client::Backend;
+
+/// What every handle on one limiter shares (cancel tasks hold it too).
+pub(crate) struct Shared {
+    pub(super) backend: Backend,
+    pub(super) prefix: String,
+    pub(super) quota: Quota,
+    pub(super) params: Params,
+}

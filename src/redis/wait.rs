@@ -1,0 +1,107 @@
+//! The waiting acquires of a [`RedisRateLimiter`]: GCRA reserves once and sleeps until the
+//! reservation is ready; the windows decide, sleep `retry_after` and decide again. When Redis
+//! fails, the failure policy answers with the part of the timeout left.
+
+use std::time::Duration;
+
+use crate::outcome::{AcquireError, Decision};
+
+use super::algorithm::{CheckReply, Params, RedisAlgorithm};
+use super::client::{Counters, Failure};
+use super::error::RedisLimitError;
+use super::limiter::{admitted, RedisRateLimiter};
+use super::policy::FailurePolicy;
+use super::reservation;
+
+/// A wait's outcome before the failure policy: the time waited and the decision as the grant
+/// left the key, or Redis's failure with the part of the timeout left.
+type Waited = Result<(Duration, Decision), (Failure, Option<Duration>)>;
+
+impl<A: RedisAlgorithm> RedisRateLimiter<A> {
+    pub(super) async fn acquire_within(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Duration, RedisLimitError> {
+        Ok(self.acquire_reporting(key, n, timeout).await?.0)
+    }
+
+    /// As [`acquire_within`](Self::acquire_within), with the decision as the grant left the
+    /// key, from the same reply (`None` when the failure policy answered): the HTTP layer's
+    /// headers need it, and a `peek` after the wait would be a second round trip.
+    pub(crate) async fn acquire_reporting(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(Duration, Option<Decision>), RedisLimitError> {
+        let params = self.shared.params;
+        let state = self.key_under(key, params);
+        let waited = if A::spec().reserves {
+            match reservation::reserve(&self.shared, state.clone(), params, n, timeout).await {
+                Ok(ticket) => {
+                    let ticket = ticket?;
+                    let granted = ticket.granted();
+                    let waited = reservation::sleep_until_ready(&self.shared, ticket).await;
+                    Ok((waited, granted))
+                }
+                Err(failure) => Err((failure, timeout)),
+            }
+        } else {
+            self.retry_until_admitted(&state, n, params, timeout)
+                .await?
+        };
+        match waited {
+            Ok((waited, granted)) => Ok((waited, Some(granted))),
+            Err((failure, timeout_left)) => {
+                let s = &self.shared;
+                let r = self
+                    .policy
+                    .acquire(failure, s.backend.deadline(), &state, n, timeout_left)
+                    .await;
+                if !matches!(self.policy, FailurePolicy::Error) {
+                    Counters::bump(&s.backend.counters.policy_decisions);
+                }
+                Ok((r?, None))
+            }
+        }
+    }
+
+    /// The windows' wait: decide, sleep `retry_after`, decide again. Returns the time waited,
+    /// or the failure with the part of the timeout left for the policy.
+    async fn retry_until_admitted(
+        &self,
+        state: &str,
+        n: u64,
+        params: Params,
+        timeout: Option<Duration>,
+    ) -> Result<Waited, RedisLimitError> {
+        if n > params.limit {
+            return Err(AcquireError::ExceedsBurst {
+                requested: n,
+                burst: params.limit,
+            }
+            .into());
+        }
+        let start = tokio::time::Instant::now();
+        loop {
+            let reply = match self.call_check(state, n, params).await {
+                Ok(reply) => CheckReply::parse(&reply, params.limit)?,
+                Err(failure) => {
+                    let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+                    return Ok(Err((failure, left)));
+                }
+            };
+            let retry_after = match admitted(&reply.decision, n) {
+                Ok(()) => return Ok(Ok((start.elapsed(), reply.decision))),
+                Err(AcquireError::RateLimited { retry_after }) => retry_after,
+                Err(e) => return Err(e.into()),
+            };
+            if timeout.is_some_and(|t| start.elapsed().saturating_add(retry_after) > t) {
+                return Err(AcquireError::RateLimited { retry_after }.into());
+            }
+            tokio::time::sleep(retry_after).await;
+        }
+    }
+}
