@@ -2,8 +2,9 @@
 //! hidden from the docs. Not an API: thin wrappers around the very functions the limiters run,
 //! so the models check the library's code, not a copy.
 //!
-//! dashmap cannot run under loom, so the sweeper model keeps its own lock-guarded map and calls
-//! these for the steps that decide: [`check_on_shard`] is the read side of the keyed store's
+//! The sweeper model keeps its own lock-guarded ordered map (the store's tables are ordered by a
+//! randomly seeded hash, and loom replays each execution step for step), and calls these for
+//! the steps that decide: [`check_on_shard`] is the read side of the keyed store's
 //! `decide`, and [`evict_cold`] is the rule its sweep runs under a shard's write lock.
 
 use std::ops::Deref;

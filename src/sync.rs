@@ -14,6 +14,51 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering}
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use std::sync::TryLockError;
+
+// The keyed store's shard locks. parking_lot's: a read lock is one CAS, and a write guard can
+// be released *fairly* ([`unlock_fair`]), handing the lock to the readers parked on it.
+#[cfg(not(loom))]
+pub(crate) use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Releases a write lock fairly: the threads parked on it get the lock before this thread
+/// (or any other) can take it again.
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn unlock_fair<T>(guard: RwLockWriteGuard<'_, T>) {
+    RwLockWriteGuard::unlock_fair(guard);
+}
+
+#[cfg(loom)]
+pub(crate) use self::loom_rwlock::{unlock_fair, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// loom's `RwLock` with parking_lot's signatures (no poisoning). loom has no fair unlock; a
+/// plain release lets loom explore every order of who takes the lock next, fair or not.
+#[cfg(loom)]
+mod loom_rwlock {
+    use std::sync::PoisonError;
+
+    pub(crate) use loom::sync::{RwLockReadGuard, RwLockWriteGuard};
+
+    pub(crate) struct RwLock<T>(loom::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) fn new(v: T) -> RwLock<T> {
+            RwLock(loom::sync::RwLock::new(v))
+        }
+
+        pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+            self.0.read().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+
+    pub(crate) fn unlock_fair<T>(guard: RwLockWriteGuard<'_, T>) {
+        drop(guard);
+    }
+}
 // One 128-bit word: the smooth (Guava-style) limiter's state, the weighted window's counts.
 #[cfg(loom)]
 pub(crate) use self::loom_u128::AtomicU128;

@@ -537,7 +537,7 @@ pub fn conforms(grants: &[Grant], q: Quota) -> Result<(), String> {
 }
 
 /// A read guard on one present key of a model's shard (a loom `RwLock<BTreeMap>` standing in for
-/// a dashmap shard): what dashmap's `get` returns.
+/// a shard of the keyed store's table): what the table's `get` returns.
 pub struct CellRef<'a, V> {
     map: RwLockReadGuard<'a, BTreeMap<u64, V>>,
     key: u64,

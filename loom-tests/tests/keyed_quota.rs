@@ -6,8 +6,8 @@
 //! every tracked word being in the current generation once `set_quota` returns (its word keeps
 //! only the generation's parity, so a word two generations behind would be misread).
 //!
-//! dashmap cannot run under loom, so the shard is a loom `RwLock<BTreeMap>` and both sides are
-//! transcribed around the library's own steps (`tollgate::__loom`): the decision is
+//! The shard is a loom `RwLock<BTreeMap>` (ordered, so every execution replays alike) and both
+//! sides are transcribed around the library's own steps (`tollgate::__loom`): the decision is
 //! `decide_on_shard` and, on a miss that stores, the insert (write lock, `or_default`, check
 //! again); the walk is the read lock and `migrate` on each cell.
 //!

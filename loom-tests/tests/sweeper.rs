@@ -1,6 +1,6 @@
 //! The sweeper racing decisions on the same key (`Store::decide` vs `Store::sweep_locked`).
 //!
-//! dashmap cannot run under loom, so the shard is a loom `RwLock<BTreeMap<u64, TatCell>>`, and
+//! The shard is a loom `RwLock<BTreeMap<u64, TatCell>>` (see its comment below), and
 //! the two sides run the library's own code on it (`tollgate::__loom`):
 //! - an acquire is `keyed::decide_on_shard`, the function `Store::decide` itself calls: the
 //!   shard's read guard on the key, `now` read after it, the CAS under it; on a miss a scratch

@@ -122,7 +122,7 @@ fn untracked_reservations_cancel_into_nothing() {
 /// longest lock hold is one chunk's (counted in chunks: the stop flag is polled before each).
 #[test]
 fn a_sweep_walks_big_shards_in_chunks() {
-    use crate::store::keyed::SWEEP_CHUNK;
+    use crate::store::walk::SWEEP_CHUNK;
     let clock = ManualClock::new();
     let l = limiter(&clock, Quota::per_second(1).unwrap())
         .shards(2)
@@ -148,13 +148,7 @@ fn a_sweep_walks_big_shards_in_chunks() {
     for k in 0..keys {
         assert_eq!(l.contains_key(&k), k % 3 == 0, "key {k}");
     }
-    let buckets: usize = l
-        .store
-        .map
-        .shards()
-        .iter()
-        .map(|s| s.read().buckets())
-        .sum();
+    let buckets = l.store.map.num_buckets();
     assert!(
         polls.get() as usize >= buckets / SWEEP_CHUNK,
         "{} polls",
@@ -172,7 +166,7 @@ fn keys_moved_between_sweep_chunks_are_not_missed() {
     let l = limiter(&clock, Quota::per_second(1).unwrap())
         .shards(2)
         .build();
-    let cold = 6 * crate::store::keyed::SWEEP_CHUNK as u64;
+    let cold = 6 * crate::store::walk::SWEEP_CHUNK as u64;
     for k in 0..cold {
         assert!(l.try_acquire(&k)); // tat 1 s
     }

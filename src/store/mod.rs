@@ -1,5 +1,14 @@
-//! Where cells live: the keyed store (a sharded map with a key cap), and the eviction rule
+//! Where cells live: the keyed store (a sharded table with a key cap), and the eviction rule
 //! that keeps it bounded. The direct limiter needs no store: its one cell sits inline.
+//!
+//! - `table`: the sharded hash table (one hashbrown `HashTable` per shard, each behind a lock);
+//! - `keyed`: the store over it, and a decision's protocol with sweeping;
+//! - `cap`: the key cap (`max_keys`, `WhenFull`);
+//! - `walk`: the sweep's chunked walk over every shard;
+//! - `sweep`: the eviction rule, and sweep statistics.
 
+pub(crate) mod cap;
 pub(crate) mod keyed;
 pub(crate) mod sweep;
+pub(crate) mod table;
+pub(crate) mod walk;
