@@ -29,7 +29,7 @@ pub(crate) fn unlock_fair<T>(guard: RwLockWriteGuard<'_, T>) {
 }
 
 #[cfg(loom)]
-pub(crate) use self::loom_rwlock::{unlock_fair, RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub(crate) use self::loom_rwlock::{unlock_fair, RwLock, RwLockReadGuard};
 
 /// loom's `RwLock` with parking_lot's signatures (no poisoning). loom has no fair unlock; a
 /// plain release lets loom explore every order of who takes the lock next, fair or not.
