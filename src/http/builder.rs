@@ -94,8 +94,9 @@ impl Default for LimiterSettings {
 
 /// How often limiters made by the builder evict idle keys, unless told otherwise.
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
-/// The most keys a limiter made by the builder tracks, unless told otherwise: about 70 MB of
-/// IP-address keys (69.8 bytes per key measured at a million IPv6 keys); see
+/// The most keys a limiter made by the builder tracks, unless told otherwise: some tens of MB of
+/// IP-address keys (measured per key at a million IPv6 keys: `benches/BENCHMARKS.md`, "HTTP
+/// layer"); see
 /// [`RateLimitLayerBuilder::max_keys`].
 pub const DEFAULT_MAX_KEYS: NonZeroUsize = match NonZeroUsize::new(1_000_000) {
     Some(n) => n,
