@@ -1,5 +1,5 @@
 //! The warm-up ramp of `SmoothRateLimiter`, plotted: writes `examples/smooth_warmup.svg` (the
-//! figure in the README's "Guava compatibility" section) from the limiter itself.
+//! warm-up figure in the README) from the limiter itself.
 //!
 //! A warming-up limiter (10 permits/s, warm-up 5 s, cold factor 3) and a bursty one (10/s), both
 //! on a `ManualClock`, serve a caller that asks for one permit after another for 8 s, pauses for

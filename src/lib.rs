@@ -14,7 +14,7 @@
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
 //! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default (also the leaky and the token
 //!   bucket), or [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`], [`SlidingLog`] through
-//!   the builders' `algorithm` (README: "Choosing an algorithm").
+//!   the builders' `algorithm` ([guide: choosing an algorithm](guide::algorithms)).
 //! - [`SmoothRateLimiter`]: Guava's `RateLimiter` (pay later, bursty or warming up), exact to
 //!   Guava's microseconds, lock-free.
 //! - [`Clock`]: the default [`DefaultClock`] (the TSC where the kernel keeps time with it,
@@ -29,6 +29,10 @@
 //! let granted = (0..10).filter(|_| limiter.try_acquire()).count();
 //! assert_eq!(granted, 5); // the burst; then one more every 200 ms
 //! ```
+//!
+//! The [`guide`] explains each part in a page of its own (quotas and the method family,
+//! per-key limits, algorithms, async, HTTP, Redis, Guava, the exact rules, clocks, testing),
+//! and holds the design document.
 //!
 //! ## Features
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
@@ -61,6 +65,30 @@ mod clock;
 mod compose;
 mod direct;
 mod engine;
+/// Where the user guide's reference links lead in rustdoc (`src/guide.rs` says why).
+#[cfg(any(doc, doctest))]
+macro_rules! guide_links {
+    () => {
+        "[guide]: crate::guide\n\
+         [quotas]: crate::guide::quotas_and_methods\n\
+         [keyed]: crate::guide::keyed\n\
+         [algorithms]: crate::guide::algorithms\n\
+         [async]: crate::guide::asynchronous\n\
+         [http]: crate::guide::http\n\
+         [redis]: crate::guide::redis\n\
+         [guava]: crate::guide::guava\n\
+         [semantics]: crate::guide::semantics\n\
+         [clocks]: crate::guide::clocks\n\
+         [testing]: crate::guide::testing\n\
+         [design]: crate::guide::design\n\n"
+    };
+}
+// The user guide, one page per topic (`docs/guide/`), and the design document
+// (`docs/design.md`): documentation only, so that every code block in them is a doc test.
+#[cfg(any(doc, doctest))]
+#[doc = guide_links!()]
+#[doc = include_str!("../docs/guide/README.md")]
+pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;
 mod keyed;

@@ -15,7 +15,7 @@ use crate::Nanos;
 /// only `cancel` gives them back. Any cancelled reservation's stretch of the schedule becomes
 /// usable by later arrivals, whatever the order of cancels: if it was the latest, the schedule
 /// simply moves back over it; otherwise it becomes a *hole* that the next requests fill before
-/// extending the schedule (see the README's "Semantics").
+/// extending the schedule (see the guide's [Semantics](crate::guide::semantics)).
 ///
 /// ```
 /// use std::time::Duration;

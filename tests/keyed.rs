@@ -715,7 +715,7 @@ async fn an_async_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_
     assert_eq!(start.elapsed(), 300 * MS);
 }
 
-/// The key cap against a plain model of its rule (README, "Per-key limits"), on GCRA with
+/// The key cap against a plain model of its rule (`docs/guide/keyed.md`, "Key cap"), on GCRA with
 /// random T, burst, cap and policy, over random schedules of peek + check, timed and untimed
 /// waits and advances on a few keys:
 /// - a key's state is its TAT; a new key decides as a fresh one (TAT at or before now);

@@ -171,8 +171,8 @@ fn a_background_sweeper_evicts_window_keys() {
 
 /// Issue 18.2: a sweep at the instant a key's grants leave the window, then `set_quota` to a
 /// wider window: the swept and the never-swept limiter decide alike, since grants that had
-/// left the window in force at the change are gone for good (README, "Quota changes and
-/// per-call quotas"). The log at 5 per 9 ns widened to 1 per 41 ns (the issue's case); the
+/// left the window in force at the change are gone for good (`docs/guide/algorithms.md`, "Quota changes
+/// and per-call quotas"). The log at 5 per 9 ns widened to 1 per 41 ns (the issue's case); the
 /// sliding window (2 sub-windows, which must divide both windows) at 5 per 10 ns widened to
 /// 1 per 42 ns.
 fn sweep_then_widen<A: Algorithm + Copy>(alg: A, w_old: u64, w_new: u64) {

@@ -131,8 +131,8 @@ impl Model {
 }
 
 impl Model {
-    /// `set_quota(l per w)` at `now`, for the sliding window and log (README, "Quota changes
-    /// and per-call quotas"): the grants that had left the window in force at the change are
+    /// `set_quota(l per w)` at `now`, for the sliding window and log (`docs/guide/algorithms.md`,
+    /// "Quota changes and per-call quotas"): the grants that had left the window in force at the change are
     /// gone for good; the others are kept and judged under the new limit and window.
     fn set_quota(&mut self, now: u64, l: u64, w: u64) {
         assert!(
@@ -520,7 +520,7 @@ proptest! {
         at_most_per_window(&granted, l, w, 0..=last)?;
     }
 
-    /// Issue 18.2: quota changes on the sliding window and log follow the README's rule (the
+    /// Issue 18.2: quota changes on the sliding window and log follow the guide's rule (the
     /// model's `set_quota`), every `Decision` field; a limiter that is looked at before every
     /// call and swept at random decides exactly like one that is not.
     #[test]
@@ -538,7 +538,7 @@ proptest! {
 }
 
 /// Issue 18.2: 1 per 2 ns, one grant at 0; at 2 (the grant has left the window) `set_quota`
-/// to 1 per 1 s. The grant stays gone (README, "Quota changes and per-call quotas"): a peek
+/// to 1 per 1 s. The grant stays gone (`docs/guide/algorithms.md`, "Quota changes and per-call quotas"): a peek
 /// says remaining 1, and says the same whether or not the key was looked at before the change.
 fn widen_after_expiry<A: Algorithm + Copy>(alg: A) {
     let old = Quota::new(1, Duration::from_nanos(2)).unwrap();
@@ -570,7 +570,7 @@ fn a_wider_window_does_not_revive_expired_grants() {
 
 // Quota changes on the fixed window (issue 18.1).
 
-/// The fixed window under `set_quota`, from the README's rule: the count of the window current
+/// The fixed window under `set_quota`, from the guide's rule (`docs/guide/algorithms.md`): the count of the window current
 /// at a change is carried into the new grid's window holding the change, and never lowered: a
 /// count that reaches what the new window's word holds (or filled the old one's) is carried as
 /// full, refusing until that window ends, and stays full if carried again. Grants after the

@@ -1,7 +1,7 @@
 //! How far the weighted sliding-window counter is from the exact sliding log, measured on a
 //! random bursty workload (seeded, so every run measures the same thing). Run with
-//! `cargo test --release --test windows_weighted_error -- --nocapture` to see the figures the
-//! README quotes.
+//! `cargo test --release --test windows_weighted_error -- --nocapture` to see the figures
+//! `benches/BENCHMARKS.md` quotes ("The weighted counter's error").
 //!
 //! Two measurements:
 //! - **Same history**: the log decides; at each request the weighted formula is evaluated on

@@ -89,8 +89,8 @@ use crate::MAX_NANOS;
 /// ```
 ///
 /// Waiting (`acquire`, `try_acquire_for`, async) sleeps until the next window and decides
-/// again; waiters are not served in arrival order (see the crate's README, "Choosing an
-/// algorithm"). `check_with` takes the call's count as the limit, on the limiter's windows, and
+/// again; waiters are not served in arrival order (see the guide's [Choosing an
+/// algorithm](crate::guide::algorithms)). `check_with` takes the call's count as the limit, on the limiter's windows, and
 /// refuses a count above what the key's word holds beside the limiter's window index (at least
 /// `2^floor(log2 W) - 1` for a window of `W` ns) with [`QuotaError::Unsupported`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -34,10 +34,10 @@ use crate::MAX_NANOS;
 /// It assumes the previous window's permits were spread evenly. Every fixed window still gets
 /// at most `L`, but a sliding window of length `W` can get more than `L` (up to `2L` with all of
 /// the previous window's permits at its very end) or fewer. Bursty traffic is where it errs:
-/// on random bursty workloads (`tests/windows_weighted_error.rs`: bursts of 50-150 requests
-/// 1 ms apart over a random background, `L` = 100 per second), 8-16% of decisions differ from
-/// those of an exact [`SlidingLog`](crate::SlidingLog) seeing the same stream, and it admitted
-/// up to 175 in one second. Smooth traffic below the limit is where it shines.
+/// on random bursty workloads (`tests/windows_weighted_error.rs`) a noticeable share of its
+/// decisions differ from those of an exact [`SlidingLog`](crate::SlidingLog) seeing the same
+/// stream, and it admits well above `L` in some seconds (figures in `benches/BENCHMARKS.md`,
+/// "The weighted counter's error"). Smooth traffic below the limit is where it shines.
 ///
 /// ```
 /// use std::time::Duration;

@@ -26,7 +26,7 @@ use crate::Nanos;
 ///   cannot be read (other systems), the answer is no.
 ///
 /// Otherwise it is `Instant`, and [`uses_tsc`](DefaultClock::uses_tsc) says so; `{:?}` says
-/// why. Why the TSC is safe for GCRA at all is argued in the crate's README ("Clocks"): a
+/// why. Why the TSC is safe for GCRA at all is argued in the [design document](crate::guide::design) (section 6): a
 /// reading can be up to [`TSC_MAX_SKEW`](crate::TSC_MAX_SKEW) earlier than one that
 /// happened-before it on another core, which is inside the read-to-CAS window every decision
 /// already has, and the sweeper allows for it ([`Clock::max_skew`]).

@@ -11,20 +11,19 @@ use crate::Nanos;
 ///
 /// Measured with `benches/clocks.rs` (two threads pinned to two cores; each reading taken right
 /// after observing, by an acquire load or by a locked read-modify-write as a lock acquisition
-/// does, the other core's previous reading; 10M readings per case) on the development machine,
-/// a 2-core AMD EPYC VM with kernel clocksource `tsc`, three runs: 0.1-19% of plain `rdtsc`
-/// readings (per direction and run) were earlier than the reading they had just observed, by
-/// at most 0.52 µs. Fenced reads (`lfence; rdtsc`, `rdtscp`) and `Instant` never were, and
-/// their smallest forward step was 4-65 ns: the cores' TSCs agree, and the backwards steps are the unfenced `rdtsc` executing
-/// before the load that observed the other core's write had completed. So the step is bounded
-/// by how long one load can be outstanding (a cache miss, a cross-socket transfer: well under a
-/// microsecond) plus the TSC offset the kernel tolerates between cores. 10 µs is about 20 times
-/// the worst step measured (`benches/BENCHMARKS.md`, "Clocks"). Nothing depends on it being tight: it only delays the eviction of a
-/// cold key by that long.
+/// does, the other core's previous reading): some plain `rdtsc` readings were earlier than the
+/// reading they had just observed, by well under a microsecond. Fenced reads (`lfence; rdtsc`,
+/// `rdtscp`) and `Instant` never were, and their forward steps were tens of ns: the cores' TSCs
+/// agree, and the backwards steps are the unfenced `rdtsc` executing before the load that
+/// observed the other core's write had completed. So the step is bounded by how long one load
+/// can be outstanding (a cache miss, a cross-socket transfer: well under a microsecond) plus
+/// the TSC offset the kernel tolerates between cores. 10 µs is many times the worst step
+/// measured (figures in `benches/BENCHMARKS.md`, "Clocks"). Nothing depends on it being tight:
+/// it only delays the eviction of a cold key by that long.
 pub const TSC_MAX_SKEW: Nanos = 10_000;
 
-/// A TSC clock from the `quanta` crate, about 3x cheaper to read than
-/// [`StdClock`](crate::StdClock) here.
+/// A TSC clock from the `quanta` crate, several times cheaper to read than
+/// [`StdClock`](crate::StdClock).
 ///
 /// `rdtsc` is not ordered with the loads before it, so a reading can be slightly earlier than
 /// one that happened-before it on another core (by at most [`TSC_MAX_SKEW`], its
@@ -36,8 +35,8 @@ pub const TSC_MAX_SKEW: Nanos = 10_000;
 /// Unlike [`DefaultClock`](crate::DefaultClock), choosing it explicitly skips the check of the
 /// kernel's clocksource: quanta reads the TSC wherever the CPU reports an invariant TSC (and
 /// `rdtscp`), and falls back to the OS monotonic clock otherwise. The first `QuantaClock` (or
-/// `DefaultClock`) of a process calibrates the TSC against the OS clock, once (0.7 ms measured
-/// here; quanta caps it at 200 ms); later ones copy that calibration (about 0.1 µs).
+/// `DefaultClock`) of a process calibrates the TSC against the OS clock, once (typically under a
+/// millisecond; quanta caps it at 200 ms); later ones copy that calibration.
 ///
 /// ```
 /// use tollgate::{Clock, QuantaClock, Quota, RateLimiter, TSC_MAX_SKEW};

@@ -5,20 +5,20 @@ use std::time::Instant;
 use super::{duration_to_nanos, Clock};
 use crate::Nanos;
 
-/// `std::time::Instant`: readings ordered across threads, at about 3x the cost of a TSC
+/// `std::time::Instant`: readings ordered across threads, at several times the cost of a TSC
 /// read.
 ///
 /// On Linux `Instant` is `CLOCK_MONOTONIC` through the vDSO, which reads the TSC with an
 /// ordered instruction (`rdtscp`, or `lfence; rdtsc`) and converts with the kernel's own
-/// calibration: about 36 ns here against about 12 ns for a plain TSC read (quiet machine), and
-/// the ordered read also waits for earlier loads, so it overlaps less with the work around it.
+/// calibration (figures in `benches/BENCHMARKS.md`, "Clocks"), and the ordered read also waits
+/// for earlier loads, so it overlaps less with the work around it.
 ///
 /// What choosing it over the default [`DefaultClock`](crate::DefaultClock) buys: a reading on
 /// one thread is never earlier than a reading that happened-before it on another
 /// (`max_skew` 0), so every `now` a limiter sees is ordered with its other `now`s, and cold
 /// keys are evicted the moment they are cold rather than [`TSC_MAX_SKEW`](crate::TSC_MAX_SKEW)
-/// later. What it costs: about 25 ns more per decision, 2-4x the direct path's time here. It is
-/// what the default falls back to where the TSC is not usable.
+/// later. What it costs: an OS clock read per decision, which is most of the direct path's
+/// time. It is what the default falls back to where the TSC is not usable.
 ///
 /// ```
 /// use tollgate::{Clock, Quota, RateLimiter, StdClock};

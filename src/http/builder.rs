@@ -40,8 +40,9 @@ impl Default for LimiterSettings {
 
 /// How often limiters made by the builder evict idle keys, unless told otherwise.
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
-/// The most keys a limiter made by the builder tracks, unless told otherwise: about 70 MB of
-/// IP-address keys (69.8 bytes per key measured at a million IPv6 keys); see
+/// The most keys a limiter made by the builder tracks, unless told otherwise: some tens of MB of
+/// IP-address keys (measured per key at a million IPv6 keys: `benches/BENCHMARKS.md`, "HTTP
+/// layer"); see
 /// [`RateLimitLayerBuilder::max_keys`].
 pub const DEFAULT_MAX_KEYS: NonZeroUsize = match NonZeroUsize::new(1_000_000) {
     Some(n) => n,
@@ -269,7 +270,7 @@ where
     /// could never match or that axum would read differently: another or lower-case method,
     /// a path not starting with `/`, an empty segment (`//`; one trailing slash is fine),
     /// braces other than a whole-segment `{name}`, a repeated name, a wildcard before the
-    /// end, or axum 0.7's `:name` (see [`RouteError`]).
+    /// end, or axum 0.7's `:name` (see [`RouteError`](super::RouteError)).
     ///
     /// ```
     /// use tollgate::http::{PeerIp, RateLimitLayer};

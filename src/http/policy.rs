@@ -439,11 +439,10 @@ mod tests {
         assert_eq!(table.find(&Method::GET, "/", None), None);
     }
 
-    /// The README's rule, written plainly over the pattern's text: split both paths at every
-    /// '/'; `{name}` is any segment, empty only if not the path's last, other segments are
-    /// equal text; a final `/*`
-    /// takes the segments before it and anything after; a final `{*name}` one or more bytes
-    /// after a slash.
+    /// The guide's rule (`docs/guide/http.md`, "Route rules"), written plainly over the
+    /// pattern's text: split both paths at every '/'; `{name}` is any segment, empty only if
+    /// not the path's last, other segments are equal text; a final `/*` takes the segments
+    /// before it and anything after; a final `{*name}` one or more bytes after a slash.
     fn reference(pattern_path: &str, path: &str) -> bool {
         let Some(path) = path.strip_prefix('/') else {
             return false;
@@ -478,7 +477,7 @@ mod tests {
         }
     }
 
-    /// Methods as the README says: a rule's own, and HEAD under GET; any without a method.
+    /// Methods as the guide says: a rule's own, and HEAD under GET; any without a method.
     fn reference_method(rule: Option<&str>, method: &Method) -> bool {
         match rule {
             None => true,
@@ -570,7 +569,7 @@ mod tests {
         ]
     }
 
-    /// Splits a pattern as the README describes: an optional method, a space, the path.
+    /// Splits a pattern as the guide describes: an optional method, a space, the path.
     fn split(pattern: &str) -> (Option<&str>, &str) {
         let p = pattern.trim();
         match p.split_once(' ') {

@@ -3,13 +3,9 @@
 /// The default hasher of a [`KeyedRateLimiter`](crate::KeyedRateLimiter): [foldhash]'s fast
 /// `RandomState`.
 ///
-/// Chosen by measurement on this project's machine (`BuildHasher::hash_one`, best of 5):
-///
-/// | hasher | `u64` | `"user:1234"` | 30-byte string |
-/// |---|---|---|---|
-/// | std `RandomState` (SipHash-1-3) | 19.6 ns | 23.0 ns | 32.4 ns |
-/// | foldhash `fast::RandomState` | 1.6 ns | 3.5 ns | 6.3 ns |
-/// | ahash `RandomState` | 2.2 ns | 5.7 ns | 7.0 ns |
+/// Chosen by measurement: the fastest of std's SipHash, foldhash and ahash on `u64` and short
+/// string keys, several times faster than SipHash (figures in `benches/BENCHMARKS.md`, "Key
+/// hashers").
 ///
 /// **HashDoS.** Each limiter gets its own random seed, so no fixed list of keys collides in
 /// every process, and attacker-chosen keys cannot be precomputed offline. foldhash does *not*
@@ -38,21 +34,14 @@ pub type DefaultKeyHasher = foldhash::fast::RandomState;
 
 /// Default shard count: 64.
 ///
-/// Chosen by measurement (release build, 1,000,000 keys, this project's 2-core machine). Memory
-/// per key: many small tables each growing by doubling leave more allocator memory resident
+/// Chosen by measurement of memory per key at a million keys (`benches/BENCHMARKS.md`, "Shard
+/// count"): many small tables each growing by doubling leave more allocator memory resident
 /// than a few large ones. The sweeper's pause does not depend on it: a sweep holds a shard's
 /// write lock for at most 2048 buckets at a time, whatever the shard's size.
 ///
-/// | shards | RSS per key, `String` / `u64` (governor: 101.4 / 36.1) |
-/// |---|---|
-/// | 32 | - / 36.0 |
-/// | 64 | 101.5 / 36.2-37.4 |
-/// | 128 | 101.8 / 37.9-38.6 |
-/// | 256 | 107.1-108.2 / 39.6 |
-///
-/// 64 is the most shards at which memory per key matches governor's (dashmap's own default
-/// here is 8). With 2 cores, two writers (only new keys write-lock) rarely meet on one of 64
-/// shards, and two threads' decisions rarely take the same shard's read lock (a shared cache
-/// line). Each shard costs one cache line when empty. With many more cores, pass more with
+/// 64 is the most shards at which memory per key matched governor's (whose dashmap defaults
+/// to 4 shards per core, rounded up to a power of two). With 2 cores, two writers (only new
+/// keys write-lock) rarely meet on one of 64 shards, and two threads' decisions rarely take
+/// the same shard's read lock (a shared cache line). Each shard costs one cache line when empty. With many more cores, pass more with
 /// [`KeyedRateLimiterBuilder::shards`](crate::KeyedRateLimiterBuilder::shards).
 pub const DEFAULT_SHARDS: usize = 64;

@@ -1,5 +1,5 @@
 //! The sliding log on Redis: one sorted set per limited thing, one member per permit (score:
-//! its stamp in µs). Memory grows with `L` (see the README's figures), and an admission of `n`
+//! its stamp in µs). Memory grows with `L` (figures in `benches/BENCHMARKS.md`, "Redis"), and an admission of `n`
 //! permits adds `n` members in one script run, so keep `n` and `L` moderate, or use GCRA or
 //! the weighted counter. Expired entries are trimmed only by admissions, and the key expires
 //! when its newest entry leaves the window.

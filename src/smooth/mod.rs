@@ -36,8 +36,8 @@ use crate::Nanos;
 ///   warm-up period, to protect a cold cache or connection pool.
 ///
 /// Times are Guava's: microseconds since the limiter was built (the clock's nanoseconds,
-/// truncated), so waits match Guava's to the microsecond. See the README's "Guava
-/// compatibility" section for the rules and the few deliberate differences.
+/// truncated), so waits match Guava's to the microsecond. See the guide's [Guava
+/// compatibility](crate::guide::guava) for the rules and the few deliberate differences.
 ///
 /// ```
 /// use std::time::Duration;

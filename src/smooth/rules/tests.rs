@@ -206,7 +206,7 @@ fn huge_requests_saturate() {
 }
 
 /// Guava with a zero warm-up: `coolDown = 0 / 0 = NaN`, so the first resync makes the stored
-/// permits NaN, after which every wait is 0. Reproduced, not fixed (see the README).
+/// permits NaN, after which every wait is 0. Reproduced, not fixed (see `docs/guide/guava.md`).
 #[test]
 fn zero_warm_up_is_guavas_nan_after_the_first_idle_time() {
     let (s, p) = start(&warming(0, 3.0), 2.0);
