@@ -270,7 +270,7 @@ where
     /// could never match or that axum would read differently: another or lower-case method,
     /// a path not starting with `/`, an empty segment (`//`; one trailing slash is fine),
     /// braces other than a whole-segment `{name}`, a repeated name, a wildcard before the
-    /// end, or axum 0.7's `:name` (see [`RouteError`]).
+    /// end, or axum 0.7's `:name` (see [`RouteError`](super::RouteError)).
     ///
     /// ```
     /// use tollgate::http::{PeerIp, RateLimitLayer};

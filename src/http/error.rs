@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::QuotaError;
 
-/// Why [`build`](RateLimitLayerBuilder::build) refused a configuration.
+/// Why [`build`](super::RateLimitLayerBuilder::build) refused a configuration.
 ///
 /// ```
 /// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer};
@@ -20,18 +20,19 @@ pub enum BuildError {
     Quota(QuotaError),
     /// A route pattern that could never match a request, or that axum 0.8 would read
     /// differently: see [`RouteError`] for each reason, and
-    /// [`route`](RateLimitLayerBuilder::route) for the syntax.
+    /// [`route`](super::RateLimitLayerBuilder::route) for the syntax.
     Route(RouteError),
     /// A policy name that is empty or not printable ASCII, or holds `"` or `\`.
     PolicyName(String),
-    /// Both [`shape`](RateLimitLayerBuilder::shape) and
-    /// [`refund_if`](RateLimitLayerBuilder::refund_if): a request either waits for its
-    /// permits or is refunded after its response, not both.
+    /// Both [`shape`](super::RateLimitLayerBuilder::shape) and
+    /// [`refund_if`](super::RateLimitLayerBuilder::refund_if): a request either waits for
+    /// its permits or is refunded after its response, not both.
     ShapeAndRefund,
-    /// A limiter whose memory for keys has no bound ([`Backend::keys_bounded`]: a
-    /// `KeyedRateLimiter` without a [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys)
-    /// cap), for the policy of this name. Give it a cap, or call
-    /// [`allow_unbounded_keys`](RateLimitLayerBuilder::allow_unbounded_keys).
+    /// A limiter whose memory for keys has no bound
+    /// ([`Backend::keys_bounded`](super::Backend::keys_bounded): a `KeyedRateLimiter` without
+    /// a [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap), for the policy of this
+    /// name. Give it a cap, or call
+    /// [`allow_unbounded_keys`](super::RateLimitLayerBuilder::allow_unbounded_keys).
     UnboundedKeys(String),
 }
 
