@@ -14,10 +14,11 @@ use super::backend::{Backend, RefundBackend};
 use super::error::BuildError;
 use super::headers::HeaderStyle;
 use super::key::KeyExtractor;
-use super::layer::{Mode, OnKeyError, RateLimitLayer, Shared};
+use super::layer::RateLimitLayer;
 use super::policy::{Policy, PolicyTable, RoutePattern};
 use super::refund::Refunds;
 use super::response::{NoBody, ProblemJson};
+use super::state::{Mode, OnKeyError, Shared};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 
 /// How the builder makes the in-process limiters it creates from quotas.
@@ -101,7 +102,7 @@ pub struct RateLimitLayerBuilder<E, B: Backend, R> {
     routes: Vec<(String, String, Source<B>)>,
     make: Option<MakeFn<B>>,
     settings: LimiterSettings,
-    cost: Option<super::layer::CostFn>,
+    cost: Option<super::state::CostFn>,
     shape: Option<Duration>,
     refund: Option<Refunds<B>>,
     style: HeaderStyle,

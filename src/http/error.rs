@@ -25,12 +25,13 @@ pub enum BuildError {
     /// A policy name that is empty or not printable ASCII, or holds `"` or `\`.
     PolicyName(String),
     /// Both [`shape`](super::RateLimitLayerBuilder::shape) and
-    /// [`refund_if`](super::RateLimitLayerBuilder::refund_if): a request either waits for its
-    /// permits or is refunded after its response, not both.
+    /// [`refund_if`](super::RateLimitLayerBuilder::refund_if): a request either waits for
+    /// its permits or is refunded after its response, not both.
     ShapeAndRefund,
-    /// A limiter whose memory for keys has no bound ([`Backend::keys_bounded`](super::Backend::keys_bounded): a
-    /// `KeyedRateLimiter` without a [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys)
-    /// cap), for the policy of this name. Give it a cap, or call
+    /// A limiter whose memory for keys has no bound
+    /// ([`Backend::keys_bounded`](super::Backend::keys_bounded): a `KeyedRateLimiter` without
+    /// a [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap), for the policy of this
+    /// name. Give it a cap, or call
     /// [`allow_unbounded_keys`](super::RateLimitLayerBuilder::allow_unbounded_keys).
     UnboundedKeys(String),
 }

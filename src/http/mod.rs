@@ -61,8 +61,11 @@ mod policy;
 #[cfg(feature = "redis")]
 mod redis_backend;
 mod refund;
+mod refunding;
 mod response;
+mod service;
 mod shaping;
+mod state;
 
 pub use backend::{Answer, Backend, RefundBackend};
 pub use builder::{RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
@@ -70,5 +73,7 @@ pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use error::{BuildError, RouteError};
 pub use headers::HeaderStyle;
 pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
-pub use layer::{OnKeyError, RateLimit, RateLimitLayer, ResponseFuture};
+pub use layer::RateLimitLayer;
 pub use response::{NoBody, Problem, ProblemJson, RejectBody};
+pub use service::{RateLimit, ResponseFuture};
+pub use state::OnKeyError;

@@ -19,8 +19,8 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::backend::Backend;
-use super::layer::{proceed, Shared};
 use super::response::RejectBody;
+use super::state::{proceed, Shared};
 
 /// Waits for `cost` permits (at most `max_delay`), then calls `inner` or answers 429.
 #[allow(clippy::too_many_arguments)] // one call site, each argument a different thing

@@ -1,0 +1,59 @@
+//! Response-aware limits: take the permits before the handler runs, give them back when the
+//! response says the request should not count (say, count only failed logins).
+//!
+//! Taking first is what keeps the limit exact under concurrency: a thousand simultaneous
+//! login attempts against a burst of 5 reach the handler 5 times, because each admitted one
+//! holds its permits while it runs. (Checking first and charging after the response would let
+//! all thousand through.) The taking and giving back are the backend's, captured as
+//! [`Refunds`] (see [`refund`](super::refund)).
+
+use std::sync::Arc;
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::backend::Backend;
+use super::headers::RateHeaders;
+use super::refund::Refunds;
+use super::response::RejectBody;
+use super::state::{Shared, Verdict};
+
+/// Reserves `cost` permits, calls `inner`, and refunds them if the response head satisfies the
+/// layer's refund predicate. An inner service error keeps the permits.
+#[allow(clippy::too_many_arguments)] // one call site, each argument a different thing
+pub(crate) async fn refunding<S, E, B, R, ReqBody, ResBody>(
+    shared: Arc<Shared<E, B, R>>,
+    refunds: Refunds<B>,
+    index: usize,
+    key: B::Key,
+    cost: u64,
+    grpc: bool,
+    mut inner: S,
+    req: Request<ReqBody>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    B: Backend,
+    R: RejectBody<ResBody>,
+{
+    let policy = shared.table.get(index);
+    let (decided, refund) = match (refunds.take)(&policy.backend, &key, cost).await {
+        Ok((d, r)) => (Ok(d), r),
+        Err(e) => (Err(e), None),
+    };
+    let headers: Option<RateHeaders> = match shared.verdict(policy, decided, cost, grpc) {
+        Verdict::Proceed(headers) => headers,
+        Verdict::Reject(res) => return Ok(res),
+    };
+    let res = inner.call(req).await?;
+    let (mut head, body) = res.into_parts();
+    if let Some(refund) = refund {
+        if (refunds.refund_if)(&head) {
+            refund.await;
+        }
+    }
+    if let Some(h) = headers {
+        h.write(&mut head.headers);
+    }
+    Ok(Response::from_parts(head, body))
+}

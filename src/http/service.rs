@@ -1,0 +1,282 @@
+//! [`RateLimit`], the service made by [`RateLimitLayer`](super::RateLimitLayer), and its
+//! [`ResponseFuture`]: decide in `call`, answer 429 or call the inner service and add the
+//! headers to its response.
+//!
+//! `poll_ready` only forwards to the inner service: capacity is decided per request, in
+//! `call`, never reserved by readiness. Shaping and refunds wait, so they run as boxed futures
+//! ([`shaping`](super::shaping), [`refunding`](super::refunding)).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use http::request::Parts;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use super::backend::{Answer, Backend};
+use super::headers::RateHeaders;
+use super::key::{KeyError, KeyExtractor};
+use super::response::{is_grpc, reject, Problem, RejectBody};
+use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
+
+/// The rate-limiting service made by [`RateLimitLayer`](super::RateLimitLayer).
+///
+/// ```
+/// use std::future::poll_fn;
+/// use axum::body::Body;
+/// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tower_layer::Layer;
+/// use tower_service::Service;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let layer = RateLimitLayer::builder(GlobalKey).per_minute(1).build().unwrap();
+/// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+/// let mut service = layer.layer(hello);
+/// let mut status = Vec::new();
+/// for _ in 0..2 {
+///     poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+///     let res = service.call(http::Request::new(Body::empty())).await.unwrap();
+///     status.push((res.status().as_u16(), res.headers().get("retry-after").cloned()));
+/// }
+/// assert_eq!(status[0], (200, None));
+/// assert_eq!(status[1], (429, Some(http::HeaderValue::from_static("60"))));
+/// # }
+/// ```
+pub struct RateLimit<S, E, B: Backend, R> {
+    inner: S,
+    shared: Arc<Shared<E, B, R>>,
+}
+
+impl<S: Clone, E, B: Backend, R> Clone for RateLimit<S, E, B, R> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, E, B: Backend, R> fmt::Debug for RateLimit<S, E, B, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, E, B: Backend, R> RateLimit<S, E, B, R> {
+    pub(super) fn new(inner: S, shared: Arc<Shared<E, B, R>>) -> Self {
+        RateLimit { inner, shared }
+    }
+}
+
+/// A boxed response future, for the paths that wait (shaping, remote backends, refunds).
+pub(crate) type BoxResponse<B, Err> =
+    Pin<Box<dyn Future<Output = Result<Response<B>, Err>> + Send + 'static>>;
+
+impl<S, E, B, R, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, B, R>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    E: KeyExtractor<Key = B::Key>,
+    B: Backend,
+    R: RejectBody<ResBody>,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = req.into_parts();
+        let shared = &*self.shared;
+        // Without route rules only the default applies: no path to look up.
+        let (path, template) = if shared.table.routes.is_empty() {
+            ("", None)
+        } else {
+            request_paths(&parts)
+        };
+        let Some(index) = shared.table.find(&parts.method, path, template) else {
+            return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), None);
+        };
+        let grpc = shared.grpc && is_grpc(&parts);
+        let key = match shared.extractor.extract(&parts) {
+            Ok(key) => key,
+            Err(e) => match key_error(shared, &e, grpc) {
+                Some(res) => return ResponseFuture::ready(res),
+                None => {
+                    let req = Request::from_parts(parts, body);
+                    return ResponseFuture::inner(self.inner.call(req), None);
+                }
+            },
+        };
+        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
+        let req = Request::from_parts(parts, body);
+        let policy = shared.table.get(index);
+        match &shared.mode {
+            Mode::Reject => match policy.backend.check(&key, cost) {
+                Answer::Now(decided) => match shared.verdict(policy, decided, cost, grpc) {
+                    Verdict::Proceed(headers) => {
+                        ResponseFuture::inner(self.inner.call(req), headers)
+                    }
+                    Verdict::Reject(res) => ResponseFuture::ready(res),
+                },
+                Answer::Later(decision) => {
+                    let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                    ResponseFuture::boxed(Box::pin(async move {
+                        let decided = decision.await;
+                        let policy = shared.table.get(index);
+                        proceed(shared.verdict(policy, decided, cost, grpc), inner, req).await
+                    }))
+                }
+            },
+            Mode::Shape(max_delay) => {
+                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                ResponseFuture::boxed(Box::pin(super::shaping::shaped(
+                    shared, index, key, cost, *max_delay, grpc, inner, req,
+                )))
+            }
+            Mode::Refund(refunds) => {
+                let refunds = refunds.clone();
+                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                ResponseFuture::boxed(Box::pin(super::refunding::refunding(
+                    shared, refunds, index, key, cost, grpc, inner, req,
+                )))
+            }
+        }
+    }
+}
+
+/// The path the route rules match, and the route template the router matched, if known.
+///
+/// With the `axum` feature: the path of axum's `OriginalUri` (the request's path before any
+/// `nest` stripped a prefix; the outermost `Router` inserts it), else the request's own; and
+/// the template of axum's `MatchedPath` (the full template, nest prefix included), present
+/// when the layer runs after routing (`Router::layer`, `route_layer`, `MethodRouter::layer`).
+/// Without it: the request's path, no template.
+#[inline]
+fn request_paths(parts: &Parts) -> (&str, Option<&str>) {
+    #[cfg(feature = "axum")]
+    {
+        let path = parts
+            .extensions
+            .get::<axum::extract::OriginalUri>()
+            .map_or(parts.uri.path(), |original| original.0.path());
+        let template = parts
+            .extensions
+            .get::<axum::extract::MatchedPath>()
+            .map(axum::extract::MatchedPath::as_str);
+        (path, template)
+    }
+    #[cfg(not(feature = "axum"))]
+    (parts.uri.path(), None)
+}
+
+/// The response for a key error, or `None` to let the request through.
+fn key_error<E, B: Backend, R, ResBody>(
+    shared: &Shared<E, B, R>,
+    e: &KeyError,
+    grpc: bool,
+) -> Option<Response<ResBody>>
+where
+    R: RejectBody<ResBody>,
+{
+    let status = match shared.on_key_error {
+        OnKeyError::Allow => return None,
+        OnKeyError::Reject => e.status(),
+        OnKeyError::Status(s) => s,
+    };
+    Some(reject(
+        &shared.body,
+        &Problem::new(status, e.reason()),
+        grpc,
+        None,
+    ))
+}
+
+/// The inner service that `poll_ready` readied, leaving a clone in its place: a future that
+/// calls it later must own the very instance that was readied (tower's usual pattern).
+pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
+    let clone = inner.clone();
+    std::mem::replace(inner, clone)
+}
+pin_project! {
+    /// The response future of [`RateLimit`]: the inner service's, with the rate-limit headers
+    /// added; a ready rejection; or (shaping, refunds, remote backends) a boxed future.
+    pub struct ResponseFuture<F, B, Err> {
+        #[pin]
+        state: State<F, B, Err>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, Err> {
+        Inner { #[pin] fut: F, headers: Option<RateHeaders> },
+        Ready { response: Option<Response<B>> },
+        Boxed { fut: BoxResponse<B, Err> },
+    }
+}
+
+impl<F, B, Err> ResponseFuture<F, B, Err> {
+    fn inner(fut: F, headers: Option<RateHeaders>) -> Self {
+        ResponseFuture {
+            state: State::Inner { fut, headers },
+        }
+    }
+
+    fn ready(response: Response<B>) -> Self {
+        ResponseFuture {
+            state: State::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    fn boxed(fut: BoxResponse<B, Err>) -> Self {
+        ResponseFuture {
+            state: State::Boxed { fut },
+        }
+    }
+}
+
+impl<F, B, Err> Future for ResponseFuture<F, B, Err>
+where
+    F: Future<Output = Result<Response<B>, Err>>,
+{
+    type Output = Result<Response<B>, Err>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Inner { fut, headers } => {
+                let mut res = ready!(fut.poll(cx))?;
+                if let Some(h) = headers.take() {
+                    h.write(res.headers_mut());
+                }
+                Poll::Ready(Ok(res))
+            }
+            StateProj::Ready { response } => match response.take() {
+                Some(res) => Poll::Ready(Ok(res)),
+                None => panic!("ResponseFuture polled after completion"),
+            },
+            StateProj::Boxed { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+impl<F, B, Err> fmt::Debug for ResponseFuture<F, B, Err> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
