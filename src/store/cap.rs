@@ -1,5 +1,5 @@
 //! The key cap (`max_keys`): a count of slots that makes the cap exact, what a new key meets
-//! at the cap ([`WhenFull`]), the reclaim sweep that frees slots, and the lower bound on cold
+//! at the cap ([`WhenFull`](crate::WhenFull)), the reclaim sweep that frees slots, and the lower bound on cold
 //! times that lets a reclaim skip a sweep that could free nothing.
 
 use std::hash::{BuildHasher, Hash};
@@ -7,47 +7,9 @@ use std::hash::{BuildHasher, Hash};
 use crate::algorithm::Algorithm;
 use crate::store::keyed::KeyedStore;
 use crate::store::sweep::is_cold;
+use crate::store::when_full::WhenFull;
 use crate::sync::{Ordering, TryLockError};
 use crate::Nanos;
-
-/// What a keyed limiter does with a *new* key when its [`max_keys`] cap is reached and
-/// reclaiming cold keys freed nothing. Keys already tracked are never affected by the cap.
-///
-/// [`max_keys`]: crate::KeyedRateLimiterBuilder::max_keys
-///
-/// ```
-/// use std::num::NonZeroUsize;
-/// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
-///
-/// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-///     .clock(ManualClock::new())
-///     .max_keys(NonZeroUsize::MIN)
-///     .when_full(WhenFull::Deny)
-///     .build();
-/// assert!(limiter.try_acquire(&1));
-/// assert!(!limiter.try_acquire(&2)); // table full, key 1 still hot
-/// assert!(!limiter.peek(&2).allowed); // and a peek says the same
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum WhenFull {
-    /// Refuse the new key. Checks report `allowed: false`, `remaining: 0` and a `retry_after`
-    /// (also used as `reset_after`) of the time until the earliest tracked key can be
-    /// reclaimed, at least 1 ns and at most the quota's period or tolerance (judged from a
-    /// lower bound on cold times unless the check swept: never later than that key turns
-    /// cold, earlier if it got busier since). A peek of the new key reports the same.
-    /// `try_acquire_n` returns
-    /// [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
-    /// blocking and async `acquire` wait for a slot and try again; the timed waits return
-    /// `RateLimited` at once when a slot plus the key's own wait would end past the timeout.
-    /// The safe default: the cap is never a way around the limit.
-    #[default]
-    Deny,
-    /// Decide for the new key as for a fresh key (a full bucket) and store nothing: the request
-    /// is limited only by its own cost against the burst. Availability over strictness: under
-    /// a flood of distinct keys each one gets its burst.
-    AllowUntracked,
-}
 
 impl<K, A, S> KeyedStore<K, A, S>
 where

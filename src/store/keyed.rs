@@ -25,7 +25,7 @@ use crate::store::table::ShardedTable;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::Nanos;
 
-pub use crate::store::cap::WhenFull;
+pub use crate::store::when_full::WhenFull;
 
 /// The shared state of a keyed limiter; the sweeper holds a `Weak` to it.
 pub(crate) struct KeyedStore<K, A: Algorithm, S> {

@@ -3,7 +3,7 @@
 //!
 //! - `table`: the sharded hash table (one hashbrown `HashTable` per shard, each behind a lock);
 //! - `keyed`: the store over it, and a decision's protocol with sweeping;
-//! - `cap`: the key cap (`max_keys`, `WhenFull`);
+//! - `cap`: the key cap (`max_keys`), and `when_full`: what a new key meets at the cap;
 //! - `walk`: the sweep's chunked walk over every shard;
 //! - `sweep`: the eviction rule, and sweep statistics.
 
@@ -12,3 +12,4 @@ pub(crate) mod keyed;
 pub(crate) mod sweep;
 pub(crate) mod table;
 pub(crate) mod walk;
+pub(crate) mod when_full;
