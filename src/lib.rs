@@ -95,9 +95,7 @@ pub use redis::RedisRateLimiter;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use smooth::loom_api::SmoothTicket;
-pub use smooth::{
-    SmoothAcquireError, SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder,
-};
+pub use smooth::{SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder};
 pub use store::keyed::WhenFull;
 pub use store::sweep::SweepStats;
 pub use wait::Reservation;
