@@ -712,7 +712,10 @@ async fn an_async_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_
         })
     );
     assert_eq!(start.elapsed(), Duration::ZERO);
-    assert_eq!(l.try_acquire_n_for_async(&2, 3, 300 * MS).await, Ok(300 * MS));
+    assert_eq!(
+        l.try_acquire_n_for_async(&2, 3, 300 * MS).await,
+        Ok(300 * MS)
+    );
     assert_eq!(start.elapsed(), 300 * MS);
 }
 

@@ -258,7 +258,12 @@ async fn the_fallback_runs_the_same_algorithm() {
         .connect(&server.url())
         .await
         .unwrap();
-    assert!(limiter.decide_n("k", 1).await.unwrap().server_time.is_some());
+    assert!(limiter
+        .decide_n("k", 1)
+        .await
+        .unwrap()
+        .server_time
+        .is_some());
     server.kill();
 
     clock.advance(Duration::from_secs(1));

@@ -242,7 +242,8 @@ fn async_waiters_with_timeouts_never_over_admit() {
                     for _ in 0..20 {
                         let n = 1 + rng.next() % 3;
                         let patience = Duration::from_micros(rng.next() % 40_000);
-                        if let Ok(Ok(_)) = tokio::time::timeout(patience, l.acquire_n_async(n)).await
+                        if let Ok(Ok(_)) =
+                            tokio::time::timeout(patience, l.acquire_n_async(n)).await
                         {
                             permits += n;
                             grants += 1;

@@ -379,9 +379,10 @@ fn run<A: Algorithm + Copy>(
                     }
                 };
                 let got = match timeout {
-                    Some(d) => {
-                        lims.each(|x| x.try_acquire_n_for(n, d), |k| k.try_acquire_n_for(&0, n, d))
-                    }
+                    Some(d) => lims.each(
+                        |x| x.try_acquire_n_for(n, d),
+                        |k| k.try_acquire_n_for(&0, n, d),
+                    ),
                     None => lims.each(|x| x.acquire_n(n), |k| k.acquire_n(&0, n)),
                 };
                 for got in got {

@@ -288,7 +288,7 @@ fn start_empty_begins_used_up() {
 fn per_call_quota_shares_state() {
     let (l, _clock) = limiter(per_sec(1));
     assert!(l.check_n_with(5, per_sec(10)).unwrap().allowed); // tat 500 ms
-                                                            // Under the limiter's own quota (tau 1 s) that debt leaves no room for a full 1 s permit.
+                                                              // Under the limiter's own quota (tau 1 s) that debt leaves no room for a full 1 s permit.
     assert!(!l.try_acquire());
 }
 

@@ -133,7 +133,9 @@ fn a_sweep_walks_big_shards_in_chunks() {
     clock.set(500_000_000);
     for k in (0..keys).step_by(3) {
         assert!(l.try_acquire_n(&k, 0).is_ok());
-        let _ = l.check_n_with(&k, 1, Quota::per_second(2).unwrap()).unwrap(); // hot: tat 1.5 s
+        let _ = l
+            .check_n_with(&k, 1, Quota::per_second(2).unwrap())
+            .unwrap(); // hot: tat 1.5 s
     }
     clock.set(1_000_000_000);
     let polls = std::cell::Cell::new(0u64);
