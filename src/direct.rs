@@ -375,7 +375,7 @@ impl<A: Algorithm> RateLimiter<A> {
 
     /// Takes `n` permits, blocking until they are available; returns the time waited. With
     /// GCRA, `n` larger than the burst is allowed: it waits `(n - burst) * T` from a full
-    /// bucket (for bandwidth shaping).
+    /// bucket (for bandwidth shaping). `n = 0` returns `Ok(Duration::ZERO)` at once.
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] as for [`acquire`](RateLimiter::acquire);

@@ -659,9 +659,9 @@ where
     }
 
     /// Takes `n` permits for `key`, blocking until they are available; returns the time
-    /// waited. With GCRA, `n` above the burst waits `(n - burst) * T` from a full bucket. At
-    /// a full key cap with [`WhenFull::Deny`] it waits for the cap's suggested time and tries
-    /// again.
+    /// waited (`n = 0`: `Ok(Duration::ZERO)` at once). With GCRA, `n` above the burst waits
+    /// `(n - burst) * T` from a full bucket. At a full key cap with [`WhenFull::Deny`] it
+    /// waits for the cap's suggested time and tries again.
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] if the wait does not fit in the limiter's time;

@@ -289,3 +289,43 @@ fn redis_rate_limiter_follows_the_grid_key_first_and_async() {
         ));
     });
 }
+
+/// `n = 0` means the same under every algorithm, also on a limit used up: at once, nothing
+/// taken, nothing waited for.
+#[test]
+fn zero_permits_succeed_at_once_under_every_algorithm() {
+    use tollgate::{Algorithm, FixedWindow, Gcra, SlidingLog, SlidingWindow, WeightedWindow};
+
+    fn check<A: Algorithm>(alg: A) {
+        let clock = ManualClock::new();
+        let direct = RateLimiter::builder(quota())
+            .clock(clock.clone())
+            .algorithm(alg.clone())
+            .unwrap()
+            .build();
+        let keyed = KeyedRateLimiter::<u8>::builder(quota())
+            .clock(clock.clone())
+            .algorithm(alg)
+            .unwrap()
+            .build();
+        while direct.try_acquire() {}
+        while keyed.try_acquire(&1) {}
+        let (d, k) = (direct.peek(), keyed.peek(&1));
+        let zero = Duration::ZERO;
+        assert_eq!(direct.try_acquire_n(0), Ok(()));
+        assert_eq!(direct.acquire_n(0), Ok(zero));
+        assert_eq!(direct.try_acquire_n_for(0, zero), Ok(zero));
+        assert_eq!(direct.check_n(0), d);
+        assert_eq!(keyed.try_acquire_n(&1, 0), Ok(()));
+        assert_eq!(keyed.acquire_n(&1, 0), Ok(zero));
+        assert_eq!(keyed.try_acquire_n_for(&1, 0, zero), Ok(zero));
+        assert_eq!(keyed.check_n(&1, 0), k);
+        assert!(clock.sleeps().is_empty(), "{:?}", clock.sleeps());
+        assert_eq!((direct.peek(), keyed.peek(&1)), (d, k), "nothing taken");
+    }
+    check(Gcra);
+    check(FixedWindow::new());
+    check(SlidingWindow::new(4));
+    check(WeightedWindow);
+    check(SlidingLog);
+}
