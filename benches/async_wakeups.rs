@@ -120,7 +120,10 @@ fn main() {
             "tollgate direct acquire_async",
             Box::new(move || {
                 let l = Arc::new(RateLimiter::new(tq));
-                run(move || l.clone().acquire_owned(1))
+                run(move || {
+                    let l = l.clone();
+                    async move { l.acquire_async().await }
+                })
             }),
         ),
         (

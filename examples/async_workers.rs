@@ -58,7 +58,7 @@ async fn main() {
 
     // A worker that will not wait long: gives up at once if the wait is over 10 ms.
     match limiter
-        .try_acquire_for_async(1, Duration::from_millis(10))
+        .try_acquire_n_for_async(1, Duration::from_millis(10))
         .await
     {
         Ok(w) => println!("impatient worker got a permit after {w:?}"),

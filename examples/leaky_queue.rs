@@ -1,7 +1,7 @@
 //! The leaky bucket as a queue: requests wait, then leave at a constant rate. That is GCRA
 //! with burst 1 and reservations: each `reserve` books the next free slot, `T` after the
 //! previous one, in arrival order; the caller waits until its slot. A queue of bounded length
-//! is `reserve_within(n, max_delay)`: a request that would wait longer than `max_delay` (the
+//! is `try_reserve_n_for(n, max_delay)`: a request that would wait longer than `max_delay` (the
 //! queue is full) is refused at once instead of queued.
 //!
 //! ```sh
@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let mut slots = Vec::new();
     for id in 0..8 {
-        match queue.reserve_within(1, max_delay) {
+        match queue.try_reserve_n_for(1, max_delay) {
             Ok(r) => {
                 println!("request {id}: queued, leaves after {:>3} ms", ms(r.delay()));
                 slots.push((id, r));

@@ -130,7 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut allowed = 0;
         for _ in 0..8 {
             // `Err` only for a quota the algorithm cannot run; GCRA runs every quota.
-            allowed += usize::from(by_plan.check_with(user, 1, plan)?.allowed);
+            allowed += usize::from(by_plan.check_n_with(user, 1, plan)?.allowed);
         }
         println!("  {user:>5}: {allowed} of 8 allowed");
     }

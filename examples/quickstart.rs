@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("\n3) a timeout that refuses at once instead of waiting too long:");
     let slow = RateLimiter::new(Quota::per_minute(1)?);
     slow.acquire()?;
-    match slow.try_acquire_for(1, Duration::from_millis(50)) {
+    match slow.try_acquire_n_for(1, Duration::from_millis(50)) {
         Ok(waited) => println!("   got it after {waited:?}"),
         Err(e) => println!("   refused: {e}"),
     }

@@ -8,9 +8,9 @@ use crate::wait::Reservation;
 /// Passes a request only if *every* limit admits it now, and charges none of them otherwise:
 /// "one from this user's limit and one from the global limit, or neither".
 ///
-/// Give it one reservation per limit, made with `reserve_within(.., Duration::ZERO)` (only
-/// what is available now) or plain `reserve` (then any that is not ready at once counts as a
-/// refusal). If all are ready now, they are kept and `Ok(())` is returned; otherwise every
+/// Give it one reservation per limit, made with `try_reserve_for(Duration::ZERO)` or
+/// `try_reserve_n_for(n, Duration::ZERO)` (only what is available now) or plain `reserve` /
+/// `reserve_n` (then any that is not ready at once counts as a refusal). If all are ready now, they are kept and `Ok(())` is returned; otherwise every
 /// reservation taken is cancelled (any cancel order gives everything back) and the error says
 /// how long until the most constrained limit could admit it.
 ///
@@ -29,8 +29,8 @@ use crate::wait::Reservation;
 ///     .clock(clock.clone())
 ///     .build();
 /// let take = |user| all_or_none([
-///     per_user.reserve_within(&user, 1, Duration::ZERO),
-///     global.reserve_within(1, Duration::ZERO),
+///     per_user.try_reserve_for(&user, Duration::ZERO),
+///     global.try_reserve_for(Duration::ZERO),
 /// ]);
 /// assert!(take(7).is_ok());
 /// assert!(take(7).is_err());            // user 7 is limited...

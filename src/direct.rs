@@ -288,10 +288,28 @@ impl<A: Algorithm> RateLimiter<A> {
         self.engine.check_n(&self.slot(), n)
     }
 
+    /// Like [`check`](RateLimiter::check) but under `quota` for this call only: one permit;
+    /// see [`check_n_with`](RateLimiter::check_n_with).
+    ///
+    /// # Errors
+    /// As [`check_n_with`](RateLimiter::check_n_with).
+    ///
+    /// ```
+    /// use tollgate::{Quota, QuotaError, RateLimiter};
+    /// let limiter = RateLimiter::new(Quota::per_second(1)?);
+    /// let premium = Quota::per_second(100)?;
+    /// assert!(limiter.check_with(premium)?.allowed);
+    /// # Ok::<(), QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn check_with(&self, quota: Quota) -> Result<Decision, QuotaError> {
+        self.check_n_with(1, quota)
+    }
+
     /// Like [`check_n`](RateLimiter::check_n) but under `quota` for this call only (the
     /// redis-cell style: the limit travels with the request). The state is shared with every
     /// other call. GCRA takes the call's interval and burst; the window algorithms take its
-    /// count as the limit, on the limiter's windows.
+    /// count as the limit, on the limiter's windows. `n = 0` is a peek under `quota`.
     ///
     /// # Errors
     /// [`QuotaError::Unsupported`] if the algorithm cannot decide under `quota` on this
@@ -307,19 +325,19 @@ impl<A: Algorithm> RateLimiter<A> {
     /// use tollgate::{FixedWindow, Quota, QuotaError, RateLimiter};
     /// let limiter = RateLimiter::new(Quota::per_second(1)?);
     /// let premium = Quota::per_second(100)?;
-    /// assert!(limiter.check_with(50, premium)?.allowed);
+    /// assert!(limiter.check_n_with(50, premium)?.allowed);
     ///
     /// // 1000 per µs counts in words that hold 1023; a call cannot count to 5000 there.
     /// let tiny = RateLimiter::builder(Quota::new(1000, Duration::from_micros(1))?)
     ///     .algorithm(FixedWindow::new())?
     ///     .build();
     /// let big = Quota::new(5000, Duration::from_micros(5))?;
-    /// assert!(matches!(tiny.check_with(1, big), Err(QuotaError::Unsupported(_))));
+    /// assert!(matches!(tiny.check_n_with(1, big), Err(QuotaError::Unsupported(_))));
     /// # Ok::<(), QuotaError>(())
     /// ```
     #[inline]
-    pub fn check_with(&self, n: u64, quota: Quota) -> Result<Decision, QuotaError> {
-        self.engine.check_with(&self.slot(), n, &quota)
+    pub fn check_n_with(&self, n: u64, quota: Quota) -> Result<Decision, QuotaError> {
+        self.engine.check_n_with(&self.slot(), n, &quota)
     }
 
     /// The state right now, taking nothing.
@@ -357,7 +375,7 @@ impl<A: Algorithm> RateLimiter<A> {
 
     /// Takes `n` permits, blocking until they are available; returns the time waited. With
     /// GCRA, `n` larger than the burst is allowed: it waits `(n - burst) * T` from a full
-    /// bucket (for bandwidth shaping).
+    /// bucket (for bandwidth shaping). `n = 0` returns `Ok(Duration::ZERO)` at once.
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] as for [`acquire`](RateLimiter::acquire);
@@ -377,8 +395,28 @@ impl<A: Algorithm> RateLimiter<A> {
         self.engine.acquire(&self.slot(), n, None)
     }
 
+    /// Takes one permit if it is available within `timeout`, blocking for at most that long;
+    /// see [`try_acquire_n_for`](RateLimiter::try_acquire_n_for).
+    ///
+    /// # Errors
+    /// As [`try_acquire_n_for`](RateLimiter::try_acquire_n_for).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert_eq!(limiter.try_acquire_for(Duration::ZERO), Ok(Duration::ZERO));
+    /// assert!(limiter.try_acquire_for(Duration::from_millis(50)).is_err()); // needs 100 ms
+    /// ```
+    pub fn try_acquire_for(&self, timeout: Duration) -> Result<Duration, AcquireError> {
+        self.try_acquire_n_for(1, timeout)
+    }
+
     /// Takes `n` permits if they are available within `timeout`, blocking for at most that
-    /// long. If the wait would be longer, nothing is taken and it returns at once.
+    /// long. If the wait would be longer, nothing is taken and it returns at once. `n = 0`
+    /// succeeds at once.
     ///
     /// # Errors
     /// [`AcquireError::RateLimited`] with the wait that would have been needed;
@@ -392,10 +430,10 @@ impl<A: Algorithm> RateLimiter<A> {
     ///     .clock(clock.clone())
     ///     .build();
     /// limiter.acquire().unwrap();
-    /// assert!(limiter.try_acquire_for(1, Duration::from_millis(50)).is_err()); // needs 100 ms
-    /// assert_eq!(limiter.try_acquire_for(1, Duration::from_millis(100)).unwrap(), Duration::from_millis(100));
+    /// assert!(limiter.try_acquire_n_for(1, Duration::from_millis(50)).is_err()); // needs 100 ms
+    /// assert_eq!(limiter.try_acquire_n_for(1, Duration::from_millis(100)).unwrap(), Duration::from_millis(100));
     /// ```
-    pub fn try_acquire_for(&self, n: u64, timeout: Duration) -> Result<Duration, AcquireError> {
+    pub fn try_acquire_n_for(&self, n: u64, timeout: Duration) -> Result<Duration, AcquireError> {
         self.engine.acquire(&self.slot(), n, Some(timeout))
     }
 }
@@ -423,12 +461,31 @@ impl RateLimiter<Gcra> {
     ) -> Result<ThrottleReply, QuotaError> {
         let quota = throttle_quota(max_burst, count, period_secs)?;
         Ok(ThrottleReply::from_decision(
-            &self.check_with(quantity, quota)?,
+            &self.check_n_with(quantity, quota)?,
         ))
     }
 
+    /// Reserves one permit now; see [`reserve_n`](RateLimiter::reserve_n).
+    ///
+    /// # Errors
+    /// As [`reserve_n`](RateLimiter::reserve_n).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::builder(Quota::per_second(2).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(limiter.reserve().unwrap().delay().is_zero());
+    /// assert_eq!(limiter.reserve().unwrap().delay(), Duration::from_millis(500));
+    /// ```
+    pub fn reserve(&self) -> Result<Reservation<'_>, AcquireError> {
+        self.reserve_n(1)
+    }
+
     /// Reserves `n` permits now, in arrival order, without waiting: the reservation says when
-    /// they may be used and can be cancelled if they will not be.
+    /// they may be used and can be cancelled if they will not be. `n = 0` reserves nothing and
+    /// is ready at once.
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] as for [`acquire`](RateLimiter::acquire).
@@ -439,13 +496,32 @@ impl RateLimiter<Gcra> {
     /// let limiter = RateLimiter::builder(Quota::per_second(2).unwrap())
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// let r = limiter.reserve(4).unwrap();
+    /// let r = limiter.reserve_n(4).unwrap();
     /// assert_eq!(r.delay(), Duration::from_secs(1));
     /// r.cancel();
     /// assert!(limiter.try_acquire_n(2).is_ok());
     /// ```
-    pub fn reserve(&self, n: u64) -> Result<Reservation<'_>, AcquireError> {
+    pub fn reserve_n(&self, n: u64) -> Result<Reservation<'_>, AcquireError> {
         self.reserve_upto(n, None)
+    }
+
+    /// Reserves one permit only if it is ready within `max_wait`; see
+    /// [`try_reserve_n_for`](RateLimiter::try_reserve_n_for).
+    ///
+    /// # Errors
+    /// As [`try_reserve_n_for`](RateLimiter::try_reserve_n_for).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(limiter.try_reserve_for(Duration::ZERO).is_ok());
+    /// assert!(limiter.try_reserve_for(Duration::ZERO).is_err());
+    /// ```
+    pub fn try_reserve_for(&self, max_wait: Duration) -> Result<Reservation<'_>, AcquireError> {
+        self.try_reserve_n_for(1, max_wait)
     }
 
     /// Reserves `n` permits only if they are ready within `max_wait`, without sleeping (for
@@ -463,12 +539,12 @@ impl RateLimiter<Gcra> {
     /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// let now = limiter.reserve_within(1, Duration::ZERO).unwrap();
+    /// let now = limiter.try_reserve_n_for(1, Duration::ZERO).unwrap();
     /// assert!(now.delay().is_zero());
-    /// assert!(limiter.reserve_within(1, Duration::from_millis(50)).is_err()); // needs 100 ms
-    /// assert!(limiter.reserve_within(1, Duration::from_millis(100)).is_ok());
+    /// assert!(limiter.try_reserve_n_for(1, Duration::from_millis(50)).is_err()); // needs 100 ms
+    /// assert!(limiter.try_reserve_n_for(1, Duration::from_millis(100)).is_ok());
     /// ```
-    pub fn reserve_within(
+    pub fn try_reserve_n_for(
         &self,
         n: u64,
         max_wait: Duration,
@@ -523,6 +599,20 @@ impl<A: Algorithm> RateLimiter<A> {
     /// Takes one permit, waiting asynchronously on tokio's timer; returns the time waited.
     /// See [`acquire_n_async`](RateLimiter::acquire_n_async).
     ///
+    /// The future borrows the limiter. For a `'static` future (to move into `tokio::spawn`),
+    /// await it inside an `async move` block that owns an `Arc` of the limiter:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::sync::Arc;
+    /// let limiter = Arc::new(tollgate::RateLimiter::new(tollgate::Quota::per_second(10).unwrap()));
+    /// let l = limiter.clone();
+    /// let task = tokio::spawn(async move { l.acquire_async().await });
+    /// assert!(task.await.unwrap().is_ok());
+    /// # }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
     ///
@@ -574,6 +664,31 @@ impl<A: Algorithm> RateLimiter<A> {
         self.engine.acquire_async(&self.slot(), n, None).await
     }
 
+    /// Takes one permit if it is available within `timeout`, waiting asynchronously; see
+    /// [`try_acquire_n_for_async`](RateLimiter::try_acquire_n_for_async).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
+    ///
+    /// # Errors
+    /// As [`try_acquire_n_for`](RateLimiter::try_acquire_n_for).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](RateLimiter::acquire_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_minute(1).unwrap());
+    /// assert!(limiter.try_acquire_for_async(Duration::ZERO).await.is_ok());
+    /// assert!(limiter.try_acquire_for_async(Duration::from_millis(10)).await.is_err());
+    /// # }
+    /// ```
+    pub async fn try_acquire_for_async(&self, timeout: Duration) -> Result<Duration, AcquireError> {
+        self.try_acquire_n_for_async(1, timeout).await
+    }
+
     /// Takes `n` permits if they are available within `timeout`, waiting asynchronously. If
     /// the wait would be longer it returns at once with nothing taken.
     ///
@@ -581,7 +696,7 @@ impl<A: Algorithm> RateLimiter<A> {
     /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
     ///
     /// # Errors
-    /// As [`try_acquire_for`](RateLimiter::try_acquire_for).
+    /// As [`try_acquire_n_for`](RateLimiter::try_acquire_n_for).
     ///
     /// # Panics
     /// As [`acquire_async`](RateLimiter::acquire_async).
@@ -592,11 +707,11 @@ impl<A: Algorithm> RateLimiter<A> {
     /// use std::time::Duration;
     /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_minute(1).unwrap());
     /// limiter.acquire_async().await.unwrap();
-    /// let e = limiter.try_acquire_for_async(1, Duration::from_millis(10)).await;
+    /// let e = limiter.try_acquire_n_for_async(1, Duration::from_millis(10)).await;
     /// assert!(e.is_err());
     /// # }
     /// ```
-    pub async fn try_acquire_for_async(
+    pub async fn try_acquire_n_for_async(
         &self,
         n: u64,
         timeout: Duration,
@@ -604,34 +719,6 @@ impl<A: Algorithm> RateLimiter<A> {
         self.engine
             .acquire_async(&self.slot(), n, Some(timeout))
             .await
-    }
-
-    /// [`acquire_n_async`](RateLimiter::acquire_n_async) on an `Arc`: the future owns its
-    /// limiter, so it is `'static` and can be moved into `tokio::spawn`.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
-    ///
-    /// # Errors
-    /// As [`acquire_n`](RateLimiter::acquire_n).
-    ///
-    /// # Panics
-    /// As [`acquire_async`](RateLimiter::acquire_async).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// use std::sync::Arc;
-    /// let limiter = Arc::new(tollgate::RateLimiter::new(tollgate::Quota::per_second(10).unwrap()));
-    /// let task = tokio::spawn(limiter.clone().acquire_owned(1));
-    /// assert!(task.await.unwrap().is_ok());
-    /// # }
-    /// ```
-    pub async fn acquire_owned(
-        self: std::sync::Arc<Self>,
-        n: u64,
-    ) -> Result<Duration, AcquireError> {
-        self.acquire_n_async(n).await
     }
 }
 

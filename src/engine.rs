@@ -76,7 +76,7 @@ pub(crate) struct Engine<A: Algorithm> {
     quota: Mutex<Quota>,
 }
 
-/// The parameters of a call made under its own quota (`check_with`): the limiter's, with the
+/// The parameters of a call made under its own quota (`check_n_with`): the limiter's, with the
 /// call's quota layered on by the algorithm. If the algorithm refuses the quota on the
 /// parameters a load finds, that load gives [inert](crate::algorithm::rules::Rules::inert)
 /// parameters (the decision stores nothing) and the error is kept: the call returns it if its
@@ -215,7 +215,7 @@ impl<A: Algorithm> Engine<A> {
 
     /// `check_n` under `quota` for this call only, or the algorithm's refusal of `quota`
     /// (then nothing was taken: the refused load decided on inert parameters).
-    pub(crate) fn check_with(
+    pub(crate) fn check_n_with(
         &self,
         slot: &impl Slot<A>,
         n: u64,

@@ -237,6 +237,28 @@ where
         self.engine().check_n(&self.slot(key), n)
     }
 
+    /// Like [`check`](KeyedRateLimiter::check) under `quota` for this call only: one permit;
+    /// see [`check_n_with`](KeyedRateLimiter::check_n_with).
+    ///
+    /// # Errors
+    /// As [`check_n_with`](KeyedRateLimiter::check_n_with).
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota, QuotaError};
+    /// let l = KeyedRateLimiter::<&str>::new(Quota::per_second(1)?);
+    /// let pro = Quota::per_second(10)?;
+    /// assert!(l.check_with(&"pro-user", pro)?.allowed);
+    /// # Ok::<(), QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn check_with<Q>(&self, key: &Q, quota: Quota) -> Result<Decision, QuotaError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n_with(key, 1, quota)
+    }
+
     /// Like [`check_n`](KeyedRateLimiter::check_n) under `quota` for this call only, the
     /// redis-cell style where the limit travels with the request (say, per customer plan).
     /// The key's state is shared with every other call on it. GCRA takes the call's interval
@@ -258,25 +280,25 @@ where
     ///     .build();
     /// let free = Quota::per_second(1)?;
     /// let pro = Quota::per_second(10)?;
-    /// assert!(l.check_with(&"free-user", 1, free)?.allowed);
-    /// assert!(!l.check_with(&"free-user", 1, free)?.allowed);
-    /// assert!(l.check_with(&"pro-user", 10, pro)?.allowed);
+    /// assert!(l.check_n_with(&"free-user", 1, free)?.allowed);
+    /// assert!(!l.check_n_with(&"free-user", 1, free)?.allowed);
+    /// assert!(l.check_n_with(&"pro-user", 10, pro)?.allowed);
     ///
     /// // A burst means nothing to a window: refused, not read as the count.
     /// let log = KeyedRateLimiter::<&str>::builder(Quota::per_second(10)?)
     ///     .algorithm(SlidingLog)?
     ///     .build();
     /// let bursty = Quota::per_second(10)?.with_burst(3)?;
-    /// assert!(matches!(log.check_with(&"k", 1, bursty), Err(QuotaError::Unsupported(_))));
+    /// assert!(matches!(log.check_n_with(&"k", 1, bursty), Err(QuotaError::Unsupported(_))));
     /// # Ok::<(), QuotaError>(())
     /// ```
     #[inline]
-    pub fn check_with<Q>(&self, key: &Q, n: u64, quota: Quota) -> Result<Decision, QuotaError>
+    pub fn check_n_with<Q>(&self, key: &Q, n: u64, quota: Quota) -> Result<Decision, QuotaError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.engine().check_with(&self.slot(key), n, &quota)
+        self.engine().check_n_with(&self.slot(key), n, &quota)
     }
 
     /// The key's state right now, taking nothing and storing nothing (an unknown key reports
@@ -335,9 +357,9 @@ where
     }
 
     /// Takes `n` permits for `key`, blocking until they are available; returns the time
-    /// waited. With GCRA, `n` above the burst waits `(n - burst) * T` from a full bucket. At
-    /// a full key cap with [`WhenFull::Deny`] it waits for the cap's suggested time and tries
-    /// again.
+    /// waited (`n = 0`: `Ok(Duration::ZERO)` at once). With GCRA, `n` above the burst waits
+    /// `(n - burst) * T` from a full bucket. At a full key cap with [`WhenFull::Deny`] it
+    /// waits for the cap's suggested time and tries again.
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] if the wait does not fit in the limiter's time;
@@ -359,8 +381,31 @@ where
         self.engine().acquire(&self.slot(key), n, None)
     }
 
+    /// Takes one permit for `key` if it is available within `timeout`, blocking at most that
+    /// long; see [`try_acquire_n_for`](KeyedRateLimiter::try_acquire_n_for).
+    ///
+    /// # Errors
+    /// As [`try_acquire_n_for`](KeyedRateLimiter::try_acquire_n_for).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert_eq!(l.try_acquire_for(&1, Duration::ZERO), Ok(Duration::ZERO));
+    /// assert!(l.try_acquire_for(&1, Duration::from_millis(50)).is_err()); // needs 100 ms
+    /// ```
+    pub fn try_acquire_for<Q>(&self, key: &Q, timeout: Duration) -> Result<Duration, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.try_acquire_n_for(key, 1, timeout)
+    }
+
     /// Takes `n` permits for `key` if they are available within `timeout`, blocking at most
-    /// that long; otherwise takes nothing and returns at once.
+    /// that long; otherwise takes nothing and returns at once. `n = 0` succeeds at once.
     ///
     /// # Errors
     /// [`AcquireError::RateLimited`] with the wait that would have been needed: at a full
@@ -375,10 +420,10 @@ where
     ///     .clock(ManualClock::new())
     ///     .build();
     /// l.acquire(&1).unwrap();
-    /// assert!(l.try_acquire_for(&1, 1, Duration::from_millis(50)).is_err());
-    /// assert_eq!(l.try_acquire_for(&1, 1, Duration::from_millis(100)).unwrap(), Duration::from_millis(100));
+    /// assert!(l.try_acquire_n_for(&1, 1, Duration::from_millis(50)).is_err());
+    /// assert_eq!(l.try_acquire_n_for(&1, 1, Duration::from_millis(100)).unwrap(), Duration::from_millis(100));
     /// ```
-    pub fn try_acquire_for<Q>(
+    pub fn try_acquire_n_for<Q>(
         &self,
         key: &Q,
         n: u64,
@@ -505,13 +550,36 @@ where
     {
         let quota = throttle_quota(max_burst, count, period_secs)?;
         Ok(ThrottleReply::from_decision(
-            &self.check_with(key, quantity, quota)?,
+            &self.check_n_with(key, quantity, quota)?,
         ))
     }
 
+    /// Reserves one permit for `key` now; see [`reserve_n`](KeyedRateLimiter::reserve_n).
+    ///
+    /// # Errors
+    /// As [`reserve_n`](KeyedRateLimiter::reserve_n).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(2).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(l.reserve(&1).unwrap().delay().is_zero());
+    /// assert_eq!(l.reserve(&1).unwrap().delay(), Duration::from_millis(500));
+    /// ```
+    pub fn reserve<Q>(&self, key: &Q) -> Result<Reservation<'_>, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.reserve_n(key, 1)
+    }
+
     /// Reserves `n` permits for `key` now, in arrival order, without waiting. The reservation
-    /// owns a copy of the key (so `reserve(&format!("user:{id}"), 1)` works and the
+    /// owns a copy of the key (so `reserve_n(&format!("user:{id}"), 1)` works and the
     /// reservation can outlive the key it was made with); cancelling looks the key up again.
+    /// `n = 0` reserves nothing and is ready at once.
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](KeyedRateLimiter::acquire_n);
@@ -523,17 +591,44 @@ where
     /// let l = KeyedRateLimiter::<String>::builder(Quota::per_second(2).unwrap())
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// let r = l.reserve(&format!("user:{}", 7), 4).unwrap();
+    /// let r = l.reserve_n(&format!("user:{}", 7), 4).unwrap();
     /// assert_eq!(r.delay(), Duration::from_secs(1));
     /// r.cancel();
     /// assert!(l.try_acquire_n("user:7", 2).is_ok());
     /// ```
-    pub fn reserve<Q>(&self, key: &Q, n: u64) -> Result<Reservation<'_>, AcquireError>
+    pub fn reserve_n<Q>(&self, key: &Q, n: u64) -> Result<Reservation<'_>, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.reserve_upto(key, n, None)
+    }
+
+    /// Reserves one permit for `key` only if it is ready within `max_wait`; see
+    /// [`try_reserve_n_for`](KeyedRateLimiter::try_reserve_n_for).
+    ///
+    /// # Errors
+    /// As [`try_reserve_n_for`](KeyedRateLimiter::try_reserve_n_for).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(l.try_reserve_for(&1, Duration::ZERO).is_ok());
+    /// assert!(l.try_reserve_for(&1, Duration::ZERO).is_err());
+    /// ```
+    pub fn try_reserve_for<Q>(
+        &self,
+        key: &Q,
+        max_wait: Duration,
+    ) -> Result<Reservation<'_>, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.try_reserve_n_for(key, 1, max_wait)
     }
 
     /// Reserves `n` permits for `key` only if they are ready within `max_wait`, without
@@ -542,7 +637,7 @@ where
     ///
     /// # Errors
     /// [`AcquireError::RateLimited`] with the wait that would have been needed (nothing is
-    /// reserved); others as for [`reserve`](KeyedRateLimiter::reserve).
+    /// reserved); others as for [`reserve_n`](KeyedRateLimiter::reserve_n).
     ///
     /// ```
     /// use std::time::Duration;
@@ -550,10 +645,10 @@ where
     /// let l = KeyedRateLimiter::<u8>::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// assert!(l.reserve_within(&1, 1, Duration::ZERO).is_ok());
-    /// assert!(l.reserve_within(&1, 1, Duration::ZERO).is_err());
+    /// assert!(l.try_reserve_n_for(&1, 1, Duration::ZERO).is_ok());
+    /// assert!(l.try_reserve_n_for(&1, 1, Duration::ZERO).is_err());
     /// ```
-    pub fn reserve_within<Q>(
+    pub fn try_reserve_n_for<Q>(
         &self,
         key: &Q,
         n: u64,
@@ -633,6 +728,21 @@ where
     /// Takes one permit for `key`, waiting asynchronously; see
     /// [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
     ///
+    /// The future borrows the limiter and the key. For a `'static` future (to move into
+    /// `tokio::spawn`), await it inside an `async move` block that owns an `Arc` of the
+    /// limiter and the key:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::sync::Arc;
+    /// let l = Arc::new(tollgate::KeyedRateLimiter::<String>::new(tollgate::Quota::per_second(10).unwrap()));
+    /// let (limiter, key) = (l.clone(), "k".to_string());
+    /// let task = tokio::spawn(async move { limiter.acquire_async(&key).await });
+    /// assert!(task.await.unwrap().is_ok());
+    /// # }
+    /// ```
+    ///
     /// # Cancel safety
     /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
     ///
@@ -688,6 +798,39 @@ where
         self.engine().acquire_async(&self.slot(key), n, None).await
     }
 
+    /// Takes one permit for `key` if available within `timeout`, waiting asynchronously; see
+    /// [`try_acquire_n_for_async`](KeyedRateLimiter::try_acquire_n_for_async).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
+    ///
+    /// # Errors
+    /// As [`try_acquire_n_for`](KeyedRateLimiter::try_acquire_n_for).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](KeyedRateLimiter::acquire_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let l = tollgate::KeyedRateLimiter::<u8>::new(tollgate::Quota::per_minute(1).unwrap());
+    /// assert!(l.try_acquire_for_async(&1, Duration::ZERO).await.is_ok());
+    /// assert!(l.try_acquire_for_async(&1, Duration::from_millis(10)).await.is_err());
+    /// # }
+    /// ```
+    pub async fn try_acquire_for_async<Q>(
+        &self,
+        key: &Q,
+        timeout: Duration,
+    ) -> Result<Duration, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    {
+        self.try_acquire_n_for_async(key, 1, timeout).await
+    }
+
     /// Takes `n` permits for `key` if available within `timeout`, waiting asynchronously;
     /// otherwise returns at once with nothing taken.
     ///
@@ -695,7 +838,7 @@ where
     /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
     ///
     /// # Errors
-    /// As [`try_acquire_for`](KeyedRateLimiter::try_acquire_for).
+    /// As [`try_acquire_n_for`](KeyedRateLimiter::try_acquire_n_for).
     ///
     /// # Panics
     /// As [`acquire_async`](KeyedRateLimiter::acquire_async).
@@ -706,10 +849,10 @@ where
     /// use std::time::Duration;
     /// let l = tollgate::KeyedRateLimiter::<u8>::new(tollgate::Quota::per_minute(1).unwrap());
     /// l.acquire_async(&1).await.unwrap();
-    /// assert!(l.try_acquire_for_async(&1, 1, Duration::from_millis(10)).await.is_err());
+    /// assert!(l.try_acquire_n_for_async(&1, 1, Duration::from_millis(10)).await.is_err());
     /// # }
     /// ```
-    pub async fn try_acquire_for_async<Q>(
+    pub async fn try_acquire_n_for_async<Q>(
         &self,
         key: &Q,
         n: u64,
@@ -722,34 +865,6 @@ where
         self.engine()
             .acquire_async(&self.slot(key), n, Some(timeout))
             .await
-    }
-
-    /// [`acquire_n_async`](KeyedRateLimiter::acquire_n_async) on an `Arc` with an owned key:
-    /// the future is `'static`, for `tokio::spawn`.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
-    ///
-    /// # Errors
-    /// As [`acquire_n`](KeyedRateLimiter::acquire_n).
-    ///
-    /// # Panics
-    /// As [`acquire_async`](KeyedRateLimiter::acquire_async).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// use std::sync::Arc;
-    /// let l = Arc::new(tollgate::KeyedRateLimiter::<String>::new(tollgate::Quota::per_second(10).unwrap()));
-    /// let task = tokio::spawn(l.clone().acquire_owned("k".to_string(), 1));
-    /// assert!(task.await.unwrap().is_ok());
-    /// # }
-    /// ```
-    pub async fn acquire_owned(self: Arc<Self>, key: K, n: u64) -> Result<Duration, AcquireError>
-    where
-        K: ToOwned<Owned = K>,
-    {
-        self.acquire_n_async(&key, n).await
     }
 }
 

@@ -5,7 +5,8 @@
 //!
 //! - [`RateLimiter`]: one shared limit. Non-blocking [`try_acquire`](RateLimiter::try_acquire),
 //!   Guava-style blocking [`acquire`](RateLimiter::acquire), timeouts, reservations that can be
-//!   cancelled, and a full [`Decision`] for rate-limit response headers.
+//!   cancelled, and a full [`Decision`] for rate-limit response headers: the whole
+//!   [method grid](#the-method-grid).
 //! - [`KeyedRateLimiter`]: one limit per key (user, IP, `(user, action)`) in a sharded map, the
 //!   same method family taking the key first, per-call quotas, a background sweeper that evicts
 //!   keys whose state carries no information any more, and an exact
@@ -33,6 +34,82 @@
 //! The [`guide`] explains each part in a page of its own (quotas and the method family,
 //! per-key limits, algorithms, async, HTTP, Redis, Guava, the exact rules, clocks, testing),
 //! and holds the design document.
+//!
+//! ## The method grid
+//! Every limiter speaks one vocabulary; the shape of a name says what the method does:
+//!
+//! - `try_` prefix: may refuse; never waits past its bound (with no bound, never waits at all).
+//! - `_n` suffix: takes a count `n`, and only the `_n` forms take one. Without it: one permit.
+//! - `_for(timeout)`: waits (or books) at most `timeout`.
+//! - `_with(quota)`: decides under a per-call quota (the limit travels with the request).
+//! - `_async`: waits for permits asynchronously on tokio's timer; the in-process limiters
+//!   have a blocking twin without the suffix.
+//! - Keyed limiters take the key first: `check_n(&key, n)`.
+//!
+//! | want | one permit | `n` permits | returns (in process) |
+//! |---|---|---|---|
+//! | look, take nothing | `peek()` | — | [`Decision`] |
+//! | decide now, full report | `check()` | `check_n(n)` (`n = 0` is `peek`) | [`Decision`] |
+//! | decide now under a per-call quota | `check_with(quota)` | `check_n_with(n, quota)` | `Result<Decision, QuotaError>` |
+//! | take now or refuse | `try_acquire()` | `try_acquire_n(n)` | `bool` / `Result<(), AcquireError>` |
+//! | block the thread until granted | `acquire()` | `acquire_n(n)` | `Result<Duration, AcquireError>` (time waited) |
+//! | block at most `timeout` | `try_acquire_for(timeout)` | `try_acquire_n_for(n, timeout)` | `Result<Duration, AcquireError>` |
+//! | await until granted (tokio) | `acquire_async()` | `acquire_n_async(n)` | `Result<Duration, AcquireError>` |
+//! | await at most `timeout` | `try_acquire_for_async(timeout)` | `try_acquire_n_for_async(n, timeout)` | `Result<Duration, AcquireError>` |
+//! | book ahead, use later (GCRA) | `reserve()` | `reserve_n(n)` | `Result<Reservation, AcquireError>` |
+//! | book only if ready within `max_wait` | `try_reserve_for(max_wait)` | `try_reserve_n_for(n, max_wait)` | `Result<Reservation, AcquireError>` |
+//! | the limit in force / change it live | `quota()` / `set_quota(q)` | | [`Quota`] / `Result<(), QuotaError>` |
+//! | redis-cell `CL.THROTTLE` (GCRA) | `throttle(max_burst, count, period_secs, quantity)` | | `Result<ThrottleReply, QuotaError>` |
+//!
+//! The same name means the same thing on every limiter:
+//! - `n = 0` always succeeds at once, takes nothing and never waits: `Ok(())`,
+//!   `Ok(Duration::ZERO)`, a reservation ready now; `check_n(0)` is `peek`.
+//! - A refusal is an [`AcquireError`]: `RateLimited { retry_after }` (not now),
+//!   `ExceedsBurst { requested, burst }` (never at once), `Unrepresentable { requested }`
+//!   (past the end of the limiter's time). Configuration errors stay per builder
+//!   ([`QuotaError`], [`SmoothConfigError`]).
+//! - A limit's *window* is the time it refers to: GCRA's tolerance `burst * T`
+//!   ([`Quota::tolerance`]), a window algorithm's window `W`.
+//! - There are no `_owned` forms: for a `'static` future (`tokio::spawn`), await the method
+//!   inside an `async move` block that owns an `Arc` of the limiter (and the key).
+//!
+//! [`RateLimiter`] has every row (reservations and `throttle` with [`Gcra`]);
+//! [`KeyedRateLimiter`] too, with the key first.
+//!
+//! [`SmoothRateLimiter`] (Guava's) has the acquire rows: `try_acquire(_n)`, `acquire(_n)`,
+//! `try_acquire(_n)_for`, `acquire(_n)_async`, `try_acquire(_n)_for_async`, with the same
+//! return types (its `acquire` is a `Result` too, though it never refuses: the next caller
+//! pays). It has no `peek`, `check` or reservations (Guava has none), and its limit is a rate:
+//! `quota() -> f64` and `set_quota(permits_per_second)` (Guava's `getRate`/`setRate`).
+//!
+//! `redis::RedisRateLimiter` (feature `redis`) is keyed by `&str` and async by nature: every
+//! method returns a future for its round trip, and `_async` still marks exactly the methods
+//! that wait for permits (`acquire_async`, `acquire_n_async`, `try_acquire_for_async`,
+//! `try_acquire_n_for_async`); `peek`, `check(_n)(_with)`, `try_acquire(_n)`, `reserve(_n)`,
+//! `try_reserve(_n)_for` and `throttle` are awaited too. Its results are wrapped in
+//! `Result<_, RedisLimitError>`, a refusal being `RedisLimitError::Limited(AcquireError)`
+//! (`try_acquire` is `Result<bool, _>`). It has no blocking forms (no blocking I/O) and no
+//! `set_quota` (the quota selects the state's Redis keys). Its own additions follow the same
+//! shapes: `decide(key)`, `decide_n(key, n)`, `decide_with(key, quota)`,
+//! `decide_n_with(key, n, quota)` return the decision with the server's time.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter, SmoothRateLimiter};
+//!
+//! let q = Quota::per_second(10).unwrap();
+//! let direct = RateLimiter::builder(q).clock(ManualClock::new()).build();
+//! let keyed = KeyedRateLimiter::<&str>::builder(q).clock(ManualClock::new()).build();
+//! let smooth = SmoothRateLimiter::builder(10.0).clock(ManualClock::new()).build().unwrap();
+//!
+//! assert!(direct.try_acquire() && keyed.try_acquire(&"k") && smooth.try_acquire());
+//! assert_eq!(direct.try_acquire_n(0), Ok(()));
+//! assert_eq!(keyed.try_acquire_n(&"k", 0), Ok(()));
+//! assert_eq!(smooth.try_acquire_n(0), Ok(()));
+//! assert!(direct.try_acquire_n_for(2, Duration::from_secs(1)).is_ok());
+//! assert!(keyed.try_acquire_n_for(&"k", 2, Duration::from_secs(1)).is_ok());
+//! assert!(smooth.try_acquire_n_for(2, Duration::from_secs(1)).is_ok());
+//! ```
 //!
 //! ## Features
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
@@ -121,9 +198,7 @@ pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;
-pub use smooth::{
-    SmoothAcquireError, SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder,
-};
+pub use smooth::{SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder};
 pub use store::keyed::WhenFull;
 pub use store::sweep::SweepStats;
 pub use wait::Reservation;

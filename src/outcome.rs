@@ -54,7 +54,10 @@ impl Decision {
     }
 }
 
-/// Why permits were not granted.
+/// Why permits were not granted: the one refusal type of every limiter's acquire methods
+/// ([`RateLimiter`](crate::RateLimiter), [`KeyedRateLimiter`](crate::KeyedRateLimiter),
+/// [`SmoothRateLimiter`](crate::SmoothRateLimiter); a `RedisRateLimiter` wraps it in
+/// `RedisLimitError::Limited`). A count of zero is never refused.
 ///
 /// ```
 /// use tollgate::{AcquireError, Quota, RateLimiter};

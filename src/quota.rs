@@ -273,7 +273,9 @@ impl Quota {
         Duration::from_nanos(self.period)
     }
 
-    /// The tolerance `tau = T * b`: how long an idle limiter takes to refill completely.
+    /// The tolerance `tau = T * b`: how long an idle limiter takes to refill completely. It
+    /// is GCRA's parameter, and the *window* a GCRA limit refers to (what the HTTP layer's
+    /// `Backend::window` reports for GCRA; a window algorithm's window is `period`).
     ///
     /// ```
     /// let q = tollgate::Quota::per_second(4).unwrap();

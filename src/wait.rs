@@ -25,13 +25,13 @@ use crate::Nanos;
 /// let limiter = RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
 ///     .clock(clock.clone())
 ///     .build();
-/// let first = limiter.reserve(1).unwrap();
+/// let first = limiter.reserve_n(1).unwrap();
 /// assert_eq!(first.delay(), Duration::ZERO);
-/// let second = limiter.reserve(1).unwrap();
-/// let third = limiter.reserve(1).unwrap();
+/// let second = limiter.reserve_n(1).unwrap();
+/// let third = limiter.reserve_n(1).unwrap();
 /// assert_eq!(second.delay(), Duration::from_millis(100));
 /// second.cancel(); // not the latest: its 100 ms slot becomes a hole...
-/// assert_eq!(limiter.reserve(1).unwrap().delay(), Duration::from_millis(100)); // ...reused
+/// assert_eq!(limiter.reserve_n(1).unwrap().delay(), Duration::from_millis(100)); // ...reused
 /// # let _ = third;
 /// ```
 #[must_use = "a reservation holds permits: wait for it, or cancel it to give them back"]
@@ -72,7 +72,7 @@ impl<'a> Reservation<'a> {
     /// ```
     /// # use tollgate::{ManualClock, Quota, RateLimiter};
     /// let l = RateLimiter::builder(Quota::per_second(1).unwrap()).clock(ManualClock::new()).build();
-    /// assert_eq!(l.reserve(2).unwrap().ready_at(), 1_000_000_000);
+    /// assert_eq!(l.reserve_n(2).unwrap().ready_at(), 1_000_000_000);
     /// ```
     pub fn ready_at(&self) -> Nanos {
         self.ticket.ready_at
@@ -83,7 +83,7 @@ impl<'a> Reservation<'a> {
     /// ```
     /// # use tollgate::{ManualClock, Quota, RateLimiter};
     /// let l = RateLimiter::builder(Quota::per_second(1).unwrap()).clock(ManualClock::new()).build();
-    /// assert!(l.reserve(1).unwrap().delay().is_zero());
+    /// assert!(l.reserve_n(1).unwrap().delay().is_zero());
     /// ```
     pub fn delay(&self) -> Duration {
         Duration::from_nanos(self.ticket.wait_from(self.made_at))
@@ -96,7 +96,7 @@ impl<'a> Reservation<'a> {
     /// # use tollgate::{ManualClock, Quota, RateLimiter};
     /// let clock = ManualClock::new();
     /// let l = RateLimiter::builder(Quota::per_second(1).unwrap()).clock(clock.clone()).build();
-    /// let r = l.reserve(2).unwrap();
+    /// let r = l.reserve_n(2).unwrap();
     /// clock.advance(Duration::from_millis(400));
     /// assert_eq!(r.remaining_delay(), Duration::from_millis(600));
     /// ```
@@ -111,7 +111,7 @@ impl<'a> Reservation<'a> {
     /// # use std::time::Duration;
     /// # use tollgate::{ManualClock, Quota, RateLimiter};
     /// let l = RateLimiter::builder(Quota::per_second(1).unwrap()).clock(ManualClock::new()).build();
-    /// assert_eq!(l.reserve(2).unwrap().wait(), Duration::from_secs(1));
+    /// assert_eq!(l.reserve_n(2).unwrap().wait(), Duration::from_secs(1));
     /// ```
     pub fn wait(self) -> Duration {
         let wait = Duration::from_nanos(self.ticket.wait_from(self.clock.now()));
@@ -130,7 +130,7 @@ impl<'a> Reservation<'a> {
     /// ```
     /// use tollgate::{Quota, RateLimiter};
     /// let l = RateLimiter::new(Quota::per_second(1).unwrap());
-    /// let r = l.reserve(1).unwrap(); // ready at once...
+    /// let r = l.reserve_n(1).unwrap(); // ready at once...
     /// r.cancel();                    // ...but not used: refunded
     /// assert!(l.try_acquire());
     /// ```

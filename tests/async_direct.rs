@@ -94,9 +94,11 @@ async fn dropping_a_non_latest_waiter_keeps_the_later_ones_on_time() {
     let limiter = paced();
     let start = Instant::now();
     limiter.acquire_n_async(1).await.unwrap();
-    let early = tokio::spawn(limiter.clone().acquire_owned(1)); // 10 ms
+    let l = limiter.clone();
+    let early = tokio::spawn(async move { l.acquire_async().await }); // 10 ms
     tokio::task::yield_now().await;
-    let late = tokio::spawn(limiter.clone().acquire_owned(1)); // 20 ms
+    let l = limiter.clone();
+    let late = tokio::spawn(async move { l.acquire_async().await }); // 20 ms
     tokio::task::yield_now().await;
     early.abort();
     assert!(early.await.unwrap_err().is_cancelled());
@@ -113,7 +115,7 @@ async fn the_timeout_variant_refuses_at_once_and_changes_nothing() {
     limiter.acquire_n_async(1).await.unwrap();
     let before = limiter.peek();
     let r = limiter
-        .try_acquire_for_async(1, Duration::from_millis(9))
+        .try_acquire_n_for_async(1, Duration::from_millis(9))
         .await;
     assert_eq!(r, Err(AcquireError::RateLimited { retry_after: T }));
     assert_eq!(
@@ -122,7 +124,7 @@ async fn the_timeout_variant_refuses_at_once_and_changes_nothing() {
         "must not sleep before refusing"
     );
     assert_eq!(limiter.peek(), before);
-    assert_eq!(limiter.try_acquire_for_async(1, T).await, Ok(T));
+    assert_eq!(limiter.try_acquire_n_for_async(1, T).await, Ok(T));
     assert_eq!(start.elapsed(), T);
 }
 
@@ -184,13 +186,14 @@ async fn more_than_the_burst_waits_for_the_excess() {
 }
 
 #[test]
-fn futures_are_send_and_owned_ones_are_static() {
+fn futures_are_send_and_async_move_ones_are_static() {
     fn send<F: Future + Send>(_: F) {}
     fn send_static<F: Future + Send + 'static>(_: F) {}
     let limiter = paced();
     send(limiter.acquire_n_async(1));
-    send(limiter.try_acquire_for_async(1, T));
-    send_static(limiter.clone().acquire_owned(1));
+    send(limiter.try_acquire_n_for_async(1, T));
+    let l = limiter.clone();
+    send_static(async move { l.acquire_n_async(1).await });
 }
 
 /// Burst 1 at 10/s, one permit taken, then five waiters that all time out after 50 ms: every

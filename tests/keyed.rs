@@ -77,7 +77,7 @@ fn per_call_quota_shares_the_keys_state() {
     let (clock, l) = manual::<&'static str>(Quota::per_second(1).unwrap());
     let pro = Quota::per_second(10).unwrap(); // T = 100 ms, burst 10
                                               // Five permits under the pro plan: tat = 500 ms.
-    let d = l.check_with(&"k", 5, pro).unwrap();
+    let d = l.check_n_with(&"k", 5, pro).unwrap();
     assert!(d.allowed);
     assert_eq!((d.limit, d.remaining), (10, 5));
     // The limiter's own quota (T = 1 s, burst 1) sees that debt: new_tat 1.5 s, allow at 0.5 s.
@@ -86,8 +86,8 @@ fn per_call_quota_shares_the_keys_state() {
     assert_eq!(d.retry_after, Some(Duration::from_millis(500)));
     assert_eq!(d.reset_after, Duration::from_millis(500));
     // Back under the pro plan the same debt leaves room for exactly five more.
-    assert!(l.check_with(&"k", 5, pro).unwrap().allowed);
-    assert!(!l.check_with(&"k", 1, pro).unwrap().allowed);
+    assert!(l.check_n_with(&"k", 5, pro).unwrap().allowed);
+    assert!(!l.check_n_with(&"k", 1, pro).unwrap().allowed);
     clock.advance(Duration::from_secs(1)); // tat was 1 s: now the bucket is full
     assert!(l.check(&"k").allowed);
 }
@@ -157,9 +157,9 @@ fn an_evicted_key_decides_exactly_like_the_kept_one_would_have() {
 #[test]
 fn reserve_and_cancel_through_the_keyed_api() {
     let (clock, l) = manual::<String>(Quota::per_second(2).unwrap()); // T 500 ms, burst 2
-    let r1 = l.reserve("k", 4).unwrap();
+    let r1 = l.reserve_n("k", 4).unwrap();
     assert_eq!(r1.delay(), Duration::from_secs(1));
-    let r2 = l.reserve("k", 1).unwrap();
+    let r2 = l.reserve_n("k", 1).unwrap();
     assert_eq!(r2.delay(), Duration::from_millis(1500));
     r2.cancel(); // the latest: fully refunded
     r1.cancel(); // now the latest again: fully refunded
@@ -167,7 +167,7 @@ fn reserve_and_cancel_through_the_keyed_api() {
     assert!(l.try_acquire_n("k", 2).is_ok());
 
     // A cancel after the key was evicted and recreated refunds nothing into the new state.
-    let r = l.reserve("j", 3).unwrap(); // tat 1.5 s, ready at 0.5 s
+    let r = l.reserve_n("j", 3).unwrap(); // tat 1.5 s, ready at 0.5 s
     clock.advance(Duration::from_millis(1500));
     assert!(l.sweep_now() >= 1); // "j" is cold
     assert!(l.try_acquire("j")); // a new state for "j": tat 2 s
@@ -182,13 +182,13 @@ fn blocking_acquire_and_timeouts_per_key() {
     assert_eq!(l.acquire(&1), Ok(Duration::from_millis(100)));
     assert_eq!(l.acquire(&2), Ok(Duration::ZERO));
     assert_eq!(
-        l.try_acquire_for(&1, 1, Duration::from_millis(99)),
+        l.try_acquire_n_for(&1, 1, Duration::from_millis(99)),
         Err(AcquireError::RateLimited {
             retry_after: Duration::from_millis(100)
         })
     );
     assert_eq!(
-        l.try_acquire_for(&1, 1, Duration::from_millis(100)),
+        l.try_acquire_n_for(&1, 1, Duration::from_millis(100)),
         Ok(Duration::from_millis(100))
     );
     assert_eq!(l.acquire_n(&3, 3).unwrap(), Duration::from_millis(200));
@@ -215,7 +215,7 @@ fn cap_with_deny_refuses_new_keys_until_one_turns_cold() {
             retry_after: Duration::from_millis(600)
         })
     );
-    assert!(l.reserve(&2, 1).is_err());
+    assert!(l.reserve_n(&2, 1).is_err());
     assert_eq!(l.len(), 1);
     clock.advance(Duration::from_millis(600));
     assert!(l.try_acquire(&2)); // key 1 reclaimed, key 2 stored
@@ -344,9 +344,9 @@ async fn async_acquire_waits_per_key_on_tokio_time() {
     assert_eq!(l.acquire_n_async("a", 1).await.unwrap(), 100 * MS);
     assert_eq!(l.acquire_n_async("b", 1).await.unwrap(), Duration::ZERO);
     assert_eq!(start.elapsed(), 100 * MS);
-    assert!(l.try_acquire_for_async("a", 1, 50 * MS).await.is_err());
+    assert!(l.try_acquire_n_for_async("a", 1, 50 * MS).await.is_err());
     assert_eq!(
-        l.try_acquire_for_async("a", 1, 100 * MS).await.unwrap(),
+        l.try_acquire_n_for_async("a", 1, 100 * MS).await.unwrap(),
         100 * MS
     );
 }
@@ -363,15 +363,16 @@ async fn dropped_async_acquire_gives_the_keys_slot_back() {
     // Waits 1 s; abandoned after 300 ms: the reservation is cancelled.
     let waited = tokio::time::timeout(300 * MS, l.acquire_n_async("k", 1)).await;
     assert!(waited.is_err());
-    let r = l.reserve("k", 1).unwrap();
+    let r = l.reserve_n("k", 1).unwrap();
     assert_eq!(
         r.delay(),
         700 * MS,
         "without the refund this would be 1.7 s"
     );
     r.cancel();
-    // The owned form runs on a spawned task.
-    let a = tokio::spawn(l.clone().acquire_owned("k".to_string(), 1));
+    // On a spawned task: an `async move` block owns the `Arc` and the key.
+    let (owned, key) = (l.clone(), "k".to_string());
+    let a = tokio::spawn(async move { owned.acquire_n_async(&key, 1).await });
     assert_eq!(a.await.unwrap().unwrap(), 700 * MS);
 }
 
@@ -464,7 +465,7 @@ fn keyed_acquire_never_returns_without_pacing() {
 #[test]
 fn keyed_reservations_own_their_key() {
     fn book(l: &KeyedRateLimiter<String>, user: u32) -> tollgate::Reservation<'_> {
-        l.reserve(&format!("user:{user}"), 1).unwrap()
+        l.reserve_n(&format!("user:{user}"), 1).unwrap()
     }
     let (_clock, l) = manual::<String>(Quota::per_second(1).unwrap());
     let r = book(&l, 7);
@@ -485,8 +486,8 @@ fn all_or_none_charges_no_limit_unless_every_one_admits() {
         .build();
     let take = |user: u8| {
         all_or_none([
-            per_user.reserve_within(&user, 1, Duration::ZERO),
-            global.reserve_within(1, Duration::ZERO),
+            per_user.try_reserve_n_for(&user, 1, Duration::ZERO),
+            global.try_reserve_n_for(1, Duration::ZERO),
         ])
     };
     assert!(take(1).is_ok() && take(1).is_ok());
@@ -577,20 +578,20 @@ fn a_cancel_within_the_clocks_skew_of_a_stretchs_end_gives_nothing_back() {
         .build();
     // Stretch (0, 1 s], ready at once; the cancel reads 1 s - 10 ns, but another core may
     // already have read 1 s + 20 ns (the skew is 30): the stretch may have passed.
-    let r = l.reserve(&1, 1).unwrap();
+    let r = l.reserve_n(&1, 1).unwrap();
     clock.set(SECOND - 10);
     r.cancel();
     assert!(!l.try_acquire(&1), "nothing given back");
     // Further from the end than the skew, the cancel gives the stretch back as before.
     let (exact, l) = manual::<u64>(Quota::per_second(1).unwrap());
-    let r = l.reserve(&1, 1).unwrap();
+    let r = l.reserve_n(&1, 1).unwrap();
     exact.set(SECOND - 10);
     r.cancel();
     assert!(l.try_acquire(&1), "an exact clock gives the stretch back");
     let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
         .clock(Skewed(clock.clone(), SKEW))
         .build();
-    let r = l.reserve(&1, 1).unwrap(); // stretch (1 s - 10, 2 s - 10]
+    let r = l.reserve_n(&1, 1).unwrap(); // stretch (1 s - 10, 2 s - 10]
     clock.set(SECOND - 10 + SECOND / 2);
     r.cancel();
     assert!(
@@ -647,7 +648,7 @@ fn a_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
         .build();
     assert!(l.try_acquire_n(&1, 2).is_ok());
     assert_eq!(
-        l.try_acquire_for(&2, 3, Duration::from_nanos(200)),
+        l.try_acquire_n_for(&2, 3, Duration::from_nanos(200)),
         Err(AcquireError::RateLimited {
             retry_after: Duration::from_nanos(300)
         })
@@ -657,7 +658,7 @@ fn a_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
     assert!(!l.contains_key(&2));
     // With the deadline at 300 it waits: 200 for the slot, then 100 for the third permit.
     assert_eq!(
-        l.try_acquire_for(&2, 3, Duration::from_nanos(300)),
+        l.try_acquire_n_for(&2, 3, Duration::from_nanos(300)),
         Ok(Duration::from_nanos(300))
     );
     assert_eq!(clock.sleeps(), [200, 100].map(Duration::from_nanos));
@@ -680,7 +681,7 @@ fn a_timed_wait_at_the_cap_is_judged_from_the_keys_not_from_a_stale_bound() {
     clock.advance_nanos(50);
     assert!(l.try_acquire_n(&1, 2).is_ok()); // cold at 300
     assert_eq!(
-        l.try_acquire_for(&2, 1, Duration::from_nanos(200)),
+        l.try_acquire_n_for(&2, 1, Duration::from_nanos(200)),
         Err(AcquireError::RateLimited {
             retry_after: Duration::from_nanos(250)
         })
@@ -705,13 +706,16 @@ async fn an_async_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_
     let start = tokio::time::Instant::now();
     assert!(l.try_acquire_n(&1, 2).is_ok());
     assert_eq!(
-        l.try_acquire_for_async(&2, 3, 200 * MS).await,
+        l.try_acquire_n_for_async(&2, 3, 200 * MS).await,
         Err(AcquireError::RateLimited {
             retry_after: 300 * MS
         })
     );
     assert_eq!(start.elapsed(), Duration::ZERO);
-    assert_eq!(l.try_acquire_for_async(&2, 3, 300 * MS).await, Ok(300 * MS));
+    assert_eq!(
+        l.try_acquire_n_for_async(&2, 3, 300 * MS).await,
+        Ok(300 * MS)
+    );
     assert_eq!(start.elapsed(), 300 * MS);
 }
 
@@ -913,7 +917,7 @@ mod cap_model {
                         }
                     }
                     Op::TryFor(k, n, timeout) => {
-                        let got = l.try_acquire_for(&k, n, Duration::from_nanos(timeout));
+                        let got = l.try_acquire_n_for(&k, n, Duration::from_nanos(timeout));
                         let deadline = now + timeout;
                         let tracked = m.tat.get(&k).copied();
                         let (ready, tail) = m.book(tracked.unwrap_or(0), now, n);

@@ -243,7 +243,7 @@ proptest! {
                 }
                 Op::Reserve(n) => {
                     let (id, ready) = model.reserve(now, n.into());
-                    let r = limiter.reserve(n).unwrap();
+                    let r = limiter.reserve_n(n).unwrap();
                     prop_assert_eq!(u128::from(r.ready_at()), ready);
                     prop_assert_eq!(r.delay().as_nanos(), ready - now);
                     let slot = (n > 0).then(|| {
@@ -261,7 +261,7 @@ proptest! {
                         model.cancel(id);
                         model.taken.pop();
                     }
-                    match limiter.try_acquire_for(n, Duration::from_nanos(timeout)) {
+                    match limiter.try_acquire_n_for(n, Duration::from_nanos(timeout)) {
                         Ok(waited) => {
                             prop_assert!(fits);
                             prop_assert_eq!(waited.as_nanos(), wait);
@@ -320,8 +320,8 @@ proptest! {
         let l = RateLimiter::builder(quota).clock(clock.clone()).build();
         let _ = l.check_n(n);
         let _ = l.try_acquire_n(n);
-        let _ = l.try_acquire_for(n, Duration::from_nanos(timeout));
-        if let Ok(r) = l.reserve(n) { r.cancel(); }
+        let _ = l.try_acquire_n_for(n, Duration::from_nanos(timeout));
+        if let Ok(r) = l.reserve_n(n) { r.cancel(); }
         let _ = l.throttle(b, n, timeout, n);
         let _ = l.peek();
     }

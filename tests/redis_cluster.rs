@@ -107,7 +107,7 @@ async fn scripts_reload_per_node_and_reservations_work_on_a_cluster() {
     assert_eq!(gcra.stats().errors, 0);
 
     // Reservations and throttle route by their one key like every other call.
-    let r = gcra.reserve("{batch}:export", 5).await.unwrap();
+    let r = gcra.reserve_n("{batch}:export", 5).await.unwrap();
     assert_eq!(r.delay(), Duration::from_secs(2400)); // 2 beyond the burst of 3, 20 min apart
     assert!(r.cancel().await.unwrap());
     let reply = gcra.throttle("{user7}:api", 15, 30, 60, 1).await.unwrap();

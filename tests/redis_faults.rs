@@ -44,20 +44,20 @@ async fn killed_then_restarted_fails_per_policy_then_recovers_on_the_same_client
     let closed = limiter(&server, closed()).await;
     let fallback = limiter(&server, FailurePolicy::Fallback(local.clone())).await;
     for l in [&error, &open, &closed, &fallback] {
-        assert!(l.decide("k", 1).await.unwrap().server_time.is_some());
+        assert!(l.decide_n("k", 1).await.unwrap().server_time.is_some());
     }
 
     server.kill();
     for _ in 0..3 {
         let t = Instant::now();
-        let e = error.decide("k", 1).await.unwrap_err();
+        let e = error.decide_n("k", 1).await.unwrap_err();
         assert!(e.is_unavailable(), "{e}");
-        let o = open.decide("k", 1).await.unwrap();
+        let o = open.decide_n("k", 1).await.unwrap();
         assert!(o.decision.allowed && o.server_time.is_none());
-        let c = closed.decide("k", 1).await.unwrap();
+        let c = closed.decide_n("k", 1).await.unwrap();
         assert!(!c.decision.allowed && c.server_time.is_none());
         assert_eq!(c.decision.retry_after, Some(Duration::from_secs(3)));
-        let f = fallback.decide("k", 1).await.unwrap();
+        let f = fallback.decide_n("k", 1).await.unwrap();
         assert!(f.server_time.is_none());
         assert!(
             t.elapsed() < HANG,
@@ -82,7 +82,7 @@ async fn killed_then_restarted_fails_per_policy_then_recovers_on_the_same_client
         let back = eventually(
             300,
             Duration::from_millis(10),
-            async || matches!(l.decide("k", 1).await, Ok(d) if d.server_time.is_some()),
+            async || matches!(l.decide_n("k", 1).await, Ok(d) if d.server_time.is_some()),
         )
         .await;
         assert!(back, "no recovery after the restart");
@@ -132,7 +132,7 @@ async fn a_stalled_redis_hits_the_deadline() {
     let t = Instant::now();
     let e = error.check("k").await.unwrap_err();
     assert!(matches!(e, RedisLimitError::Timeout { deadline } if deadline == DEADLINE));
-    let d = open.decide("k", 1).await.unwrap();
+    let d = open.decide_n("k", 1).await.unwrap();
     assert!(d.decision.allowed && d.server_time.is_none());
     assert!(
         t.elapsed() < Duration::from_millis(800),
@@ -174,7 +174,7 @@ async fn race<A: RedisAlgorithm>(server: &RedisServer, alg: A, quota: Quota) -> 
                     if Instant::now() > stop {
                         break;
                     }
-                    let d = l.decide("hot", 1).await.unwrap();
+                    let d = l.decide_n("hot", 1).await.unwrap();
                     let t = d.server_time.unwrap().as_micros() as u64;
                     (first, last) = (first.min(t), last.max(t));
                     allowed += u64::from(d.decision.allowed);
@@ -258,13 +258,18 @@ async fn the_fallback_runs_the_same_algorithm() {
         .connect(&server.url())
         .await
         .unwrap();
-    assert!(limiter.decide("k", 1).await.unwrap().server_time.is_some());
+    assert!(limiter
+        .decide_n("k", 1)
+        .await
+        .unwrap()
+        .server_time
+        .is_some());
     server.kill();
 
     clock.advance(Duration::from_secs(1));
     assert!(limiter.try_acquire("k").await.unwrap());
     clock.advance(Duration::from_secs(3));
-    let d = limiter.decide("k", 1).await.unwrap();
+    let d = limiter.decide_n("k", 1).await.unwrap();
     assert!(d.server_time.is_none() && d.decision.allowed);
     // The sliding log's fields: both grants count until the first one leaves, 10 s after it
     // (GCRA at one permit per 5 s would say 5 s, and 1 left after the first).
@@ -278,7 +283,7 @@ async fn the_fallback_runs_the_same_algorithm() {
     assert_eq!((p.remaining, p.reset_after), (d.remaining, d.reset_after));
     // Waiting methods fall back to the same limiter.
     let e = limiter
-        .try_acquire_for_async("k", 1, Duration::from_millis(1))
+        .try_acquire_n_for_async("k", 1, Duration::from_millis(1))
         .await
         .unwrap_err();
     assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));

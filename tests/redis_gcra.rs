@@ -54,7 +54,7 @@ fn quotas() -> Vec<Quota> {
 
 #[derive(Clone, Debug)]
 enum Step {
-    /// `check_with(key, n, quotas[q])`; `n = 0` peeks.
+    /// `check_n_with(key, n, quotas[q])`; `n = 0` peeks.
     Check { key: u8, n: u64, q: usize },
     /// Reserve `n` on the limiter's own quota (`n` may exceed the burst).
     Reserve { key: u8, n: u64 },
@@ -102,17 +102,17 @@ async fn replay(server: &RedisServer, steps: &[Step]) {
         match *s {
             Step::Check { key, n, q } => {
                 let k = format!("k{key}");
-                let r = redis.decide_with(&k, n, qs[q]).await.unwrap();
+                let r = redis.decide_n_with(&k, n, qs[q]).await.unwrap();
                 sync(r.server_time, &mut last_us);
                 // Locally too, each quota has its own state.
-                let l = local.check_with(&format!("{k}/{q}"), n, qs[q]).unwrap();
+                let l = local.check_n_with(&format!("{k}/{q}"), n, qs[q]).unwrap();
                 assert_eq!(r.decision, l, "step {i}: {s:?}");
             }
             Step::Reserve { key, n } => {
                 let k = &rkeys[usize::from(key)];
-                let r = redis.reserve(k, n).await.unwrap();
+                let r = redis.reserve_n(k, n).await.unwrap();
                 sync(Some(r.server_time()), &mut last_us);
-                let l = local.reserve(k.as_str(), n).unwrap();
+                let l = local.reserve_n(k.as_str(), n).unwrap();
                 assert_eq!(r.delay(), l.delay(), "step {i}: {s:?}");
                 let ready = last_us + u64::try_from(r.delay().as_micros()).unwrap();
                 held[usize::from(key)].push((r, l, ready));
@@ -137,7 +137,7 @@ async fn replay(server: &RedisServer, steps: &[Step]) {
                 let refunded = r.cancel().await.unwrap();
                 l.cancel();
                 assert_eq!(refunded, end > last_us, "step {i}: {s:?}");
-                let p = redis.decide(k, 0).await.unwrap();
+                let p = redis.decide_n(k, 0).await.unwrap();
                 sync(p.server_time, &mut last_us);
                 assert_eq!(
                     p.decision,
@@ -214,7 +214,7 @@ async fn reservations_are_granted_in_arrival_order_across_connections() {
         .enumerate()
     {
         let cost = 1 + (i as u64 % 3);
-        let r = l.reserve("job", cost).await.unwrap();
+        let r = l.reserve_n("job", cost).await.unwrap();
         ready.push((r.server_time() + r.delay(), r.delay(), cost));
         // Dropping a reservation keeps it.
     }
@@ -284,7 +284,7 @@ async fn timeouts_never_reserve_what_they_cannot_wait_for() {
     l.acquire_async("k").await.unwrap();
     let before = l.peek("k").await.unwrap();
     let e = l
-        .try_acquire_for_async("k", 1, Duration::from_millis(10))
+        .try_acquire_n_for_async("k", 1, Duration::from_millis(10))
         .await
         .unwrap_err();
     assert!(matches!(
@@ -298,7 +298,7 @@ async fn timeouts_never_reserve_what_they_cannot_wait_for() {
     );
     // Within the timeout: granted after a real wait.
     let waited = l
-        .try_acquire_for_async("k", 1, Duration::from_millis(500))
+        .try_acquire_n_for_async("k", 1, Duration::from_millis(500))
         .await
         .unwrap();
     assert!(waited > Duration::ZERO);
@@ -310,7 +310,7 @@ async fn timeouts_never_reserve_what_they_cannot_wait_for() {
             burst: 1
         }))
     ));
-    let r = l.reserve("other", 3).await.unwrap();
+    let r = l.reserve_n("other", 3).await.unwrap();
     assert_eq!(r.delay(), Duration::from_millis(200));
     assert!(r.cancel().await.unwrap());
 }

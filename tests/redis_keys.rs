@@ -74,7 +74,7 @@ async fn algorithms_and_quotas_never_share_a_key() {
     assert!(gcra.try_acquire_n("{u1}:x", 2).await.is_ok());
     assert!(!gcra.try_acquire("{u1}:x").await.unwrap());
     assert!(
-        gcra.check_with("{u1}:x", 1, q.with_burst(3).unwrap())
+        gcra.check_n_with("{u1}:x", 1, q.with_burst(3).unwrap())
             .await
             .unwrap()
             .allowed
@@ -85,7 +85,7 @@ async fn algorithms_and_quotas_never_share_a_key() {
 /// `ceil((server time + reset_after) / 1 ms)`, and that the key is gone after it.
 async fn expires_exactly<A: RedisAlgorithm>(server: &RedisServer, alg: A, q: Quota) {
     let l = connect(server, alg, q).await;
-    let d = l.decide("k", 2).await.unwrap();
+    let d = l.decide_n("k", 2).await.unwrap();
     assert!(d.decision.allowed);
     let end_us = (d.server_time.unwrap() + d.decision.reset_after).as_micros() as i64;
     let at: i64 = redis::cmd("PEXPIRETIME")
@@ -131,10 +131,10 @@ async fn sliding_windows_of_different_k_never_share_state() {
     assert!(exists("tollgate:sliding:3600000000:2:6:{u1}:x"));
     // A per-call quota runs the limiter's k on its own window and limit, under its own key.
     let per_call = Quota::new(3, Duration::from_secs(60)).unwrap();
-    let d = four.check_with("{u1}:x", 3, per_call).await.unwrap();
+    let d = four.check_n_with("{u1}:x", 3, per_call).await.unwrap();
     assert!(d.allowed && d.limit == 3 && d.remaining == 0);
     assert!(exists("tollgate:sliding:60000000:3:4:{u1}:x"));
-    let d = four.check_with("{u1}:x", 1, per_call).await.unwrap();
+    let d = four.check_n_with("{u1}:x", 1, per_call).await.unwrap();
     assert!(!d.allowed && d.retry_after.is_some());
     assert!(!four.check("{u1}:x").await.unwrap().allowed);
 }
@@ -168,20 +168,20 @@ async fn sliding_window_keys_expire_when_their_newest_sub_window_leaves() {
     };
     let sub = |t: Duration| t.as_micros() as u64 / g;
     let expected = |t: Duration| ((sub(t) + k) * g).div_ceil(1000) as i64;
-    let first = l.decide("k", 3).await.unwrap();
+    let first = l.decide_n("k", 3).await.unwrap();
     assert!(first.decision.allowed);
     let t1 = first.server_time.unwrap();
     let (at, ttl) = expiry();
     assert_eq!(at, expected(t1));
     assert!(ttl > 0 && ttl <= 1000, "PTTL {ttl} ms");
     // 3 + 2 > 4: denied while the first sub-window counts (for 750 ms at least).
-    let denied = l.decide("k", 2).await.unwrap();
+    let denied = l.decide_n("k", 2).await.unwrap();
     assert!(!denied.decision.allowed);
     assert_eq!(l.peek("k").await.unwrap().remaining, 1);
     assert_eq!(expiry().0, at, "a denial or a peek moved the expiry");
     // Into a later sub-window: the expiry moves with the newest counted one.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let second = l.decide("k", 1).await.unwrap();
+    let second = l.decide_n("k", 1).await.unwrap();
     let t2 = second.server_time.unwrap();
     assert!(sub(t2) > sub(t1) && sub(t2) < sub(t1) + k);
     assert_eq!(expiry().0, expected(t2));
@@ -255,7 +255,7 @@ async fn bad_configuration_is_a_typed_error() {
         .await;
     assert!(matches!(e, Err(RedisLimitError::QuotaOutOfRange(_))));
     let l = connect(&server, Gcra, q).await;
-    let e = l.check_with("k", 1, too_long).await;
+    let e = l.check_n_with("k", 1, too_long).await;
     assert!(matches!(e, Err(RedisLimitError::QuotaOutOfRange(_))));
     // A fixed window counted from a clock's origin has no meaning shared across processes.
     let e = RedisRateLimiter::builder(q)
@@ -274,7 +274,7 @@ async fn bad_configuration_is_a_typed_error() {
         Err(RedisLimitError::InvalidQuota(QuotaError::Unsupported(_)))
     ));
     let log = connect(&server, SlidingLog, q).await;
-    let e = log.check_with("k", 1, bursty).await;
+    let e = log.check_n_with("k", 1, bursty).await;
     assert!(matches!(e, Err(RedisLimitError::InvalidQuota(_))));
     // A sliding window whose sub-windows are not whole microseconds (1001 us / 8) runs in
     // process but not on Redis: refused when connecting and per call, nothing written.
@@ -294,12 +294,12 @@ async fn bad_configuration_is_a_typed_error() {
     )
     .await;
     let before = writes(&server);
-    let e = sliding.check_with("k", 1, odd).await;
+    let e = sliding.check_n_with("k", 1, odd).await;
     assert!(matches!(e, Err(RedisLimitError::Unsupported(_))), "{e:?}");
     // What the in-process sliding window refuses (8 sub-windows of 1001 ns) is refused as in
     // process.
     let e = sliding
-        .check_with("k", 1, Quota::new(1, Duration::from_nanos(1001)).unwrap())
+        .check_n_with("k", 1, Quota::new(1, Duration::from_nanos(1001)).unwrap())
         .await;
     assert!(
         matches!(

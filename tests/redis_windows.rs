@@ -85,7 +85,7 @@ async fn replay<A: RedisAlgorithm>(
         match *s {
             Step::Decide { key, n } => {
                 let k = format!("k{key}");
-                let r = redis.decide(&k, n).await.unwrap();
+                let r = redis.decide_n(&k, n).await.unwrap();
                 let us = u64::try_from(r.server_time.unwrap().as_micros()).unwrap();
                 assert!(clock.set(us * 1000), "the server clock went backwards");
                 let l = local.check_n(&k, n);
@@ -304,12 +304,12 @@ async fn window_waits_decide_again_after_retry_after() {
         .unwrap();
     // Start just after a window boundary (windows are aligned to the epoch), so the steps below
     // all fall in one 200 ms window.
-    let now = l.decide("k", 0).await.unwrap().server_time.unwrap();
+    let now = l.decide_n("k", 0).await.unwrap().server_time.unwrap();
     let into = Duration::from_micros((now.as_micros() % 200_000) as u64);
     tokio::time::sleep(Duration::from_millis(205) - into).await;
     l.try_acquire_n("k", 2).await.unwrap();
     let e = l
-        .try_acquire_for_async("k", 1, Duration::from_micros(1))
+        .try_acquire_n_for_async("k", 1, Duration::from_micros(1))
         .await
         .unwrap_err();
     assert!(e.retry_after().is_some(), "{e}");

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tollgate::{ManualClock, SmoothAcquireError, SmoothRateLimiter};
+use tollgate::{AcquireError, ManualClock, SmoothRateLimiter};
 
 /// A limiter on a manual clock plus Guava's event log.
 struct Fake {
@@ -80,7 +80,7 @@ impl Fake {
 
     /// `tryAcquire(n, timeout)`.
     fn try_acquire(&mut self, n: u64, timeout: Duration) -> bool {
-        let ok = self.limiter.try_acquire_for(n, timeout).is_ok();
+        let ok = self.limiter.try_acquire_n_for(n, timeout).is_ok();
         self.record();
         ok
     }
@@ -93,7 +93,7 @@ impl Fake {
     }
 
     fn set_rate(&mut self, rate: f64) {
-        self.limiter.set_rate(rate).unwrap();
+        self.limiter.set_quota(rate).unwrap();
     }
 
     /// The events since the last call, as one comma-separated line.
@@ -338,18 +338,37 @@ fn try_acquire_weights_do_not_matter_only_the_debt() {
 fn try_acquire_reports_the_wait_it_would_need() {
     let f = Fake::bursty(5.0);
     f.limiter.acquire_n(2).unwrap(); // debt: 400 ms
-    let e = f.limiter.try_acquire_for(1, Duration::from_millis(399));
+    let e = f.limiter.try_acquire_n_for(1, Duration::from_millis(399));
     assert_eq!(
         e,
-        Err(SmoothAcquireError::RateLimited {
+        Err(AcquireError::RateLimited {
             retry_after: Duration::from_millis(400)
         })
     );
+}
+
+/// A count of zero is the same on every limiter (a deliberate difference from Guava, which
+/// throws for `permits <= 0`): it succeeds at once, takes nothing, and never sleeps, even in
+/// debt.
+#[test]
+fn zero_permits_succeed_at_once_and_take_nothing() {
+    let f = Fake::bursty(5.0);
+    f.limiter.acquire_n(2).unwrap(); // debt: 400 ms
+    let sleeps = f.clock.sleeps().len();
+    assert_eq!(f.limiter.try_acquire_n(0), Ok(()));
+    assert_eq!(f.limiter.acquire_n(0), Ok(Duration::ZERO));
     assert_eq!(
-        f.limiter.try_acquire_n(0),
-        Err(SmoothAcquireError::ZeroPermits)
+        f.limiter.try_acquire_n_for(0, Duration::ZERO),
+        Ok(Duration::ZERO)
     );
-    assert_eq!(f.limiter.acquire_n(0), Err(SmoothAcquireError::ZeroPermits));
+    assert_eq!(f.clock.sleeps().len(), sleeps, "no sleep, not even of zero");
+    // Nothing taken: the next permit still waits exactly the 400 ms of debt.
+    assert_eq!(
+        f.limiter.try_acquire_n_for(1, Duration::from_millis(399)),
+        Err(AcquireError::RateLimited {
+            retry_after: Duration::from_millis(400)
+        })
+    );
 }
 
 /// `f64::MIN_POSITIVE` permits per second: the interval is `+Inf`. The first permit is free,
@@ -358,7 +377,7 @@ fn try_acquire_reports_the_wait_it_would_need() {
 #[test]
 fn vanishing_rate() {
     let mut f = Fake::bursty(f64::MIN_POSITIVE);
-    assert_eq!(f.limiter.rate(), 0.0); // getRate() = 1e6 / inf
+    assert_eq!(f.limiter.quota(), 0.0); // getRate() = 1e6 / inf
     f.acquire(1);
     assert!(!f.try_acquire(1, Duration::from_secs(1 << 40)));
     let waited = f.acquire(u64::MAX);
@@ -417,10 +436,10 @@ fn a_ready_ticket_waits_zero_on_a_moving_clock() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    assert_eq!(limiter.acquire(), Duration::ZERO);
+    assert_eq!(limiter.acquire(), Ok(Duration::ZERO));
     assert_eq!(limiter.acquire_n(1).unwrap(), Duration::ZERO);
     assert_eq!(
-        limiter.try_acquire_for(1, Duration::from_secs(5)),
+        limiter.try_acquire_n_for(1, Duration::from_secs(5)),
         Ok(Duration::ZERO)
     );
     assert_eq!(*clock.0 .1.lock().unwrap(), [Duration::ZERO; 3]);

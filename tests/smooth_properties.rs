@@ -1,5 +1,5 @@
-//! Property tests: random sequences of acquire / try_acquire / try_acquire_for / set_rate /
-//! rate / time passing on a `ManualClock`, compared step by step, exactly, with a plain
+//! Property tests: random sequences of acquire / try_acquire / try_acquire_n_for / set_quota /
+//! quota / time passing on a `ManualClock`, compared step by step, exactly, with a plain
 //! transliteration of Guava's Java code (`support/guava_port.rs`). Configurations include the
 //! edges: rates `+Inf`, `f64::MIN_POSITIVE` and `1e300`, zero warm-ups, cold factor 1, huge
 //! requests and timeouts.
@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Clock, ManualClock, SmoothAcquireError, SmoothRateLimiter};
+use tollgate::{AcquireError, Clock, ManualClock, SmoothRateLimiter};
 
 #[path = "support/guava_port.rs"]
 mod guava_port;
@@ -138,7 +138,7 @@ proptest! {
                 Op::TryAcquire(n) => {
                     let expected = match guava.try_acquire(n, 0, now) {
                         Some(wait) => { prop_assert_eq!(wait, 0); Ok(()) }
-                        None => Err(SmoothAcquireError::RateLimited {
+                        None => Err(AcquireError::RateLimited {
                             retry_after: us(guava.next_free() - now),
                         }),
                     };
@@ -148,19 +148,19 @@ proptest! {
                     let timeout_micros = timeout.min(i64::MAX as u64) as i64;
                     let expected = match guava.try_acquire(n, timeout_micros, now) {
                         Some(wait) => Ok(us(wait)),
-                        None => Err(SmoothAcquireError::RateLimited {
+                        None => Err(AcquireError::RateLimited {
                             retry_after: us(guava.next_free() - now),
                         }),
                     };
-                    let got = limiter.try_acquire_for(n, Duration::from_micros(timeout));
+                    let got = limiter.try_acquire_n_for(n, Duration::from_micros(timeout));
                     prop_assert_eq!(got, expected, "step {} {:?}", i, op);
                 }
                 Op::SetRate(r) => {
                     guava.set_rate(r, now);
-                    limiter.set_rate(r).unwrap();
+                    limiter.set_quota(r).unwrap();
                 }
                 Op::Rate => {
-                    prop_assert_eq!(limiter.rate().to_bits(), guava.get_rate().to_bits());
+                    prop_assert_eq!(limiter.quota().to_bits(), guava.get_rate().to_bits());
                 }
                 Op::AdvanceNanos(ns) => clock.advance_nanos(ns),
             }

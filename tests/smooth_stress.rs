@@ -164,10 +164,10 @@ fn blocking_acquires_on_a_shared_manual_clock() {
     assert_within_bound(permits, elapsed, bursty_slack(4));
 }
 
-/// `set_rate` racing `try_acquire`: rates alternate between 62,500/s and 31,250/s (16 and
+/// `set_quota` racing `try_acquire`: rates alternate between 62,500/s and 31,250/s (16 and
 /// 32 us), so some calls land while the limiter is in debt (the word is locked and decisions go
 /// through the mutex) and some rescale saved permits up. Rescaling can double the saved permits
-/// (at most `maxPermits` of the new rate each time), so the bound adds that per `set_rate`.
+/// (at most `maxPermits` of the new rate each time), so the bound adds that per `set_quota`.
 #[test]
 fn set_rate_racing_decisions_never_over_admits() {
     let clock = StdClock::new();
@@ -189,7 +189,7 @@ fn set_rate_racing_decisions_never_over_admits() {
         if i == 0 {
             let mut k = 0u64;
             while !d.load(Ordering::Acquire) {
-                l.set_rate(if k % 2 == 0 { RATE / 2.0 } else { RATE })
+                l.set_quota(if k % 2 == 0 { RATE / 2.0 } else { RATE })
                     .unwrap();
                 k += 1;
                 thread::yield_now();
@@ -242,7 +242,8 @@ fn async_waiters_with_timeouts_never_over_admit() {
                     for _ in 0..20 {
                         let n = 1 + rng.next() % 3;
                         let patience = Duration::from_micros(rng.next() % 40_000);
-                        if let Ok(Ok(_)) = tokio::time::timeout(patience, l.acquire_async(n)).await
+                        if let Ok(Ok(_)) =
+                            tokio::time::timeout(patience, l.acquire_n_async(n)).await
                         {
                             permits += n;
                             grants += 1;

@@ -319,7 +319,7 @@ fn reserve_cancel_mix_conforms() {
         for _ in 0..calls {
             // Sizes up to the burst, 3: a small burst leaves no slack to hide a double booking.
             let k = 1 + rng.next() % 3;
-            pending.push((l.reserve(k).unwrap(), k));
+            pending.push((l.reserve_n(k).unwrap(), k));
             if pending.len() == 4 {
                 let (r, k) = pending.swap_remove((rng.next() % 4) as usize);
                 if rng.next() % 3 == 0 && r.ready_at() > t0 {

@@ -89,10 +89,10 @@ async fn timeouts_refuse_at_once_and_take_nothing() {
     let l = limiter(SlidingLog);
     l.acquire_n_async(2).await.unwrap();
     let start = Instant::now();
-    let e = l.try_acquire_for_async(1, SEC / 2).await;
+    let e = l.try_acquire_n_for_async(1, SEC / 2).await;
     assert_eq!(e, Err(AcquireError::RateLimited { retry_after: SEC }));
     assert_eq!(start.elapsed(), Duration::ZERO, "never slept");
-    assert_eq!(l.try_acquire_for_async(1, SEC).await, Ok(SEC));
+    assert_eq!(l.try_acquire_n_for_async(1, SEC).await, Ok(SEC));
     // At 1 s the first two have left the log; the one just taken counts.
     assert_eq!(l.peek().remaining, 1);
     // More than the limit can never be waited for.
@@ -130,9 +130,11 @@ async fn keyed_waiters_per_key() {
     assert_eq!(l.acquire_async(&1).await, Ok(Duration::ZERO));
     assert_eq!(l.acquire_async(&2).await, Ok(Duration::ZERO)); // its own window
     assert_eq!(l.acquire_async(&1).await, Ok(SEC));
-    assert_eq!(l.clone().acquire_owned(2, 1).await, Ok(Duration::ZERO));
+    let owned = l.clone();
+    let spawned = tokio::spawn(async move { owned.acquire_n_async(&2, 1).await });
+    assert_eq!(spawned.await.unwrap(), Ok(Duration::ZERO));
     assert_eq!(start.elapsed(), SEC);
-    let e = l.try_acquire_for_async(&1, 1, SEC / 2).await;
+    let e = l.try_acquire_n_for_async(&1, 1, SEC / 2).await;
     assert!(matches!(e, Err(AcquireError::RateLimited { .. })));
 }
 

@@ -276,7 +276,7 @@ fn peek_agrees_at_the_cap<A: Algorithm + Copy>(
             }
             CapOp::TryFor(k, n, t) => {
                 let before = tollgate::Clock::now(&clock);
-                if l.try_acquire_for(&k, n, Duration::from_nanos(t)).is_err() {
+                if l.try_acquire_n_for(&k, n, Duration::from_nanos(t)).is_err() {
                     prop_assert_eq!(
                         tollgate::Clock::now(&clock),
                         before,

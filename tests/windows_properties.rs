@@ -184,7 +184,7 @@ enum Op {
     Peek,
     /// Blocking acquire (the manual clock's sleep advances it).
     Acquire(Size),
-    /// `try_acquire_for(n, timeout)`.
+    /// `try_acquire_n_for(n, timeout)`.
     AcquireFor(Size, u64),
     Advance(u64),
     /// To the next multiple of this many ns: window and sub-window boundaries exactly.
@@ -379,9 +379,10 @@ fn run<A: Algorithm + Copy>(
                     }
                 };
                 let got = match timeout {
-                    Some(d) => {
-                        lims.each(|x| x.try_acquire_for(n, d), |k| k.try_acquire_for(&0, n, d))
-                    }
+                    Some(d) => lims.each(
+                        |x| x.try_acquire_n_for(n, d),
+                        |k| k.try_acquire_n_for(&0, n, d),
+                    ),
                     None => lims.each(|x| x.acquire_n(n), |k| k.acquire_n(&0, n)),
                 };
                 for got in got {
@@ -633,9 +634,9 @@ impl CarryModel {
         decision(n == 0 || fits, l, l.saturating_sub(used), retry, end - now)
     }
 
-    /// `check_with(n, count per period)`: the call's count is the limit on these windows, or
+    /// `check_n_with(n, count per period)`: the call's count is the limit on these windows, or
     /// the call is refused if the word cannot count to it (`None`).
-    fn check_with(&mut self, now: u64, n: u64, count: u64) -> Option<Decision> {
+    fn check_n_with(&mut self, now: u64, n: u64, count: u64) -> Option<Decision> {
         (count <= word_capacity(self.w, self.offset())).then(|| self.check(now, n, count))
     }
 
@@ -663,7 +664,7 @@ enum QOp {
     Try(u64),
     Check(u64),
     Peek,
-    /// `check_with(n, count per period)`.
+    /// `check_n_with(n, count per period)`.
     CheckWith(u64, u64, u64),
     Advance(u64),
     ToBoundary,
@@ -742,11 +743,11 @@ proptest! {
                 QOp::CheckWith(n, count, period) => {
                     let n = n % (count + 2);
                     let q = Quota::new(count, Duration::from_nanos(period.max(count))).unwrap();
-                    let want = model.check_with(t, n, count).ok_or(());
+                    let want = model.check_n_with(t, n, count).ok_or(());
                     let refused = |e: QuotaError| matches!(e, QuotaError::Unsupported(_));
-                    let got = direct.check_with(n, q).map_err(refused);
+                    let got = direct.check_n_with(n, q).map_err(refused);
                     prop_assert_eq!(got, want.map_err(|()| true), "op {} {:?} at {}", i, op, t);
-                    let got = keyed.check_with(&0, n, q).map_err(refused);
+                    let got = keyed.check_n_with(&0, n, q).map_err(refused);
                     prop_assert_eq!(got, want.map_err(|()| true), "keyed: op {} {:?} at {}", i, op, t);
                 }
                 QOp::Advance(d) => clock.advance_nanos(d),
@@ -791,7 +792,7 @@ fn per_call_is_its_count<A: Algorithm + Copy>(
     for (i, &(advance, n)) in steps.iter().enumerate() {
         clock.advance_nanos(advance);
         let n = n % (call + 2);
-        prop_assert_eq!(with.check_with(n, q), Ok(twin.check_n(n)), "step {}", i);
+        prop_assert_eq!(with.check_n_with(n, q), Ok(twin.check_n(n)), "step {}", i);
     }
     Ok(())
 }

@@ -149,9 +149,9 @@ pub enum Spec {
 }
 
 /// `check_with` on a GCRA limiter, which runs every quota (an `Err` would be a bug).
-fn gcra_check_with(limiter: &RateLimiter, n: u64, q: Quota) -> Decision {
+fn gcra_check_n_with(limiter: &RateLimiter, n: u64, q: Quota) -> Decision {
     limiter
-        .check_with(n, q)
+        .check_n_with(n, q)
         .expect("GCRA runs every per-call quota")
 }
 
@@ -166,10 +166,10 @@ fn step<'a>(
     match (op, quota) {
         (Op::TryAcquire(n), None) => Out::Granted(limiter.try_acquire_n(n).is_ok()),
         // Same cell operation as try_acquire_n, under an explicit quota.
-        (Op::TryAcquire(n), Some(q)) => Out::Granted(gcra_check_with(limiter, n, q).allowed),
+        (Op::TryAcquire(n), Some(q)) => Out::Granted(gcra_check_n_with(limiter, n, q).allowed),
         (Op::Check(n), None) => Out::Decision(limiter.check_n(n)),
-        (Op::Check(n), Some(q)) => Out::Decision(gcra_check_with(limiter, n, q)),
-        (Op::Reserve(n), _) => Out::Ready(match limiter.reserve(n) {
+        (Op::Check(n), Some(q)) => Out::Decision(gcra_check_n_with(limiter, n, q)),
+        (Op::Reserve(n), _) => Out::Ready(match limiter.reserve_n(n) {
             Ok(r) => {
                 let ready = (r.ready_at(), tollgate::__loom::stretch(&r));
                 held.push(r);
@@ -509,7 +509,7 @@ pub fn grants(setup: &Setup, threads: &[Vec<Op>], observed: &History) -> Vec<Gra
 pub fn probe(limiter: &RateLimiter, count: usize) -> Vec<Grant> {
     (0..count)
         .map(|_| {
-            let r = limiter.reserve(1).expect("probe reservation");
+            let r = limiter.reserve_n(1).expect("probe reservation");
             (r.ready_at(), 1)
         })
         .collect()

@@ -29,7 +29,7 @@ enum Op {
     Reserve(u64),
     /// `try_acquire_n(n)`.
     TryAcquire(u64),
-    /// `set_rate(r)`.
+    /// `set_quota(r)`.
     SetRate(f64),
     /// Drop this thread's latest reservation, as a dropped async waiter does.
     CancelLast,
@@ -82,7 +82,7 @@ type Final = (u64, i64, u64);
 
 fn final_state(l: &SmoothRateLimiter) -> Final {
     let (stored, next_free, _) = l.loom_state();
-    (stored, next_free, l.rate().to_bits())
+    (stored, next_free, l.quota().to_bits())
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -105,7 +105,7 @@ fn step(
         }
         Op::TryAcquire(n) => Out::Granted(l.try_acquire_n(n).is_ok()),
         Op::SetRate(r) => {
-            l.set_rate(r).expect("valid rate");
+            l.set_quota(r).expect("valid rate");
             Out::Unit
         }
         Op::CancelLast => {

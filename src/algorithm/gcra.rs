@@ -134,8 +134,9 @@ impl Rules for Gcra {
         p.burst
     }
 
-    /// The tolerance: a full burst comes back `burst * T` after it was used up.
-    fn span(quota: &Quota) -> Duration {
+    /// The tolerance ([`Quota::tolerance`]): a full burst comes back `burst * T` after it
+    /// was used up.
+    fn window(quota: &Quota) -> Duration {
         quota.tolerance()
     }
 }

@@ -181,10 +181,10 @@ pub(crate) mod rules {
         /// The `limit` a [`Decision`] reports under `p`.
         fn limit(p: &Self::Params) -> u64;
 
-        /// How long a full limit of `quota` takes to come back after it was used up: the
-        /// time its `limit` refers to (`Backend::window` of the HTTP layer). The window
-        /// algorithms' window `W`; GCRA overrides it.
-        fn span(quota: &Quota) -> Duration {
+        /// The window `quota`'s limit refers to: how long a full limit takes to come back
+        /// after it was used up (`Backend::window` of the HTTP layer). The window algorithms'
+        /// window `W`; GCRA overrides it with the tolerance.
+        fn window(quota: &Quota) -> Duration {
             quota.period()
         }
     }

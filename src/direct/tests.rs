@@ -114,7 +114,7 @@ fn timeout_variant_never_reserves_when_the_wait_is_too_long() {
     assert_eq!(l.acquire(), Ok(Duration::ZERO));
     let before = l.peek();
     assert_eq!(
-        l.try_acquire_for(1, Duration::from_millis(99)),
+        l.try_acquire_n_for(1, Duration::from_millis(99)),
         Err(AcquireError::RateLimited {
             retry_after: Duration::from_millis(100)
         })
@@ -122,26 +122,26 @@ fn timeout_variant_never_reserves_when_the_wait_is_too_long() {
     assert_eq!(l.peek(), before, "a refused timeout must change nothing");
     assert!(clock.sleeps().is_empty());
     assert_eq!(
-        l.try_acquire_for(1, Duration::from_millis(100)),
+        l.try_acquire_n_for(1, Duration::from_millis(100)),
         Ok(Duration::from_millis(100))
     );
     // n > burst within a long enough timeout is fine.
     assert_eq!(
-        l.try_acquire_for(3, Duration::from_secs(1)),
+        l.try_acquire_n_for(3, Duration::from_secs(1)),
         Ok(Duration::from_millis(300))
     );
     // An absurd timeout saturates rather than overflowing.
-    assert!(l.try_acquire_for(1, Duration::MAX).is_ok());
+    assert!(l.try_acquire_n_for(1, Duration::MAX).is_ok());
 }
 
 #[test]
 fn cancelled_reservations_give_their_stretch_back_in_any_order() {
     let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
     clock.advance(Duration::from_secs(1));
-    let first = l.reserve(1).unwrap();
+    let first = l.reserve_n(1).unwrap();
     assert_eq!(first.delay(), Duration::ZERO);
-    let a = l.reserve(2).unwrap(); // ready in 200 ms
-    let b = l.reserve(1).unwrap(); // ready in 300 ms
+    let a = l.reserve_n(2).unwrap(); // ready in 200 ms
+    let b = l.reserve_n(1).unwrap(); // ready in 300 ms
     assert_eq!(
         (a.delay(), b.delay()),
         (Duration::from_millis(200), Duration::from_millis(300))
@@ -151,7 +151,7 @@ fn cancelled_reservations_give_their_stretch_back_in_any_order() {
     a.cancel();
     assert_eq!(l.peek().reset_after, Duration::from_millis(400));
     // ...that the next reservation takes (ready at a's first slot, not after b).
-    let c = l.reserve(1).unwrap();
+    let c = l.reserve_n(1).unwrap();
     assert_eq!(c.delay(), Duration::from_millis(100));
     // b, the latest, moves the tail back over itself and over what is left of the hole.
     b.cancel();
@@ -159,13 +159,13 @@ fn cancelled_reservations_give_their_stretch_back_in_any_order() {
     c.cancel();
     assert_eq!(l.peek().reset_after, Duration::from_millis(100));
     // Cancelling after the ready time gives back what is still ahead of now.
-    let d = l.reserve(1).unwrap(); // tat 1_200 ms, ready 1_100 ms
+    let d = l.reserve_n(1).unwrap(); // tat 1_200 ms, ready 1_100 ms
     clock.advance(Duration::from_millis(150));
     assert_eq!(d.remaining_delay(), Duration::ZERO);
     d.cancel();
     assert_eq!(l.peek().reset_after, Duration::ZERO);
     // Dropping a reservation keeps it.
-    let e = l.reserve(1).unwrap();
+    let e = l.reserve_n(1).unwrap();
     drop(e);
     assert_eq!(l.peek().reset_after, Duration::from_millis(100));
     drop(first);
@@ -174,7 +174,7 @@ fn cancelled_reservations_give_their_stretch_back_in_any_order() {
 #[test]
 fn a_reservation_ready_at_once_and_cancelled_is_refunded() {
     let (l, _clock) = limiter(per_sec(1));
-    let r = l.reserve(1).unwrap();
+    let r = l.reserve_n(1).unwrap();
     assert!(r.delay().is_zero());
     r.cancel();
     assert_eq!(l.peek().remaining, 1);
@@ -194,7 +194,7 @@ fn five_dropped_waiters_in_any_order_lose_no_capacity() {
         let (l, _clock) = limiter(per_sec(10).with_burst(1).unwrap());
         assert!(l.try_acquire());
         let mut waiters: Vec<Option<Reservation<'_>>> =
-            (0..5).map(|_| Some(l.reserve(1).unwrap())).collect();
+            (0..5).map(|_| Some(l.reserve_n(1).unwrap())).collect();
         for i in order {
             waiters[i].take().unwrap().cancel();
         }
@@ -203,15 +203,15 @@ fn five_dropped_waiters_in_any_order_lose_no_capacity() {
             Duration::from_millis(100),
             "{order:?}"
         );
-        assert_eq!(l.reserve(1).unwrap().delay(), Duration::from_millis(100));
+        assert_eq!(l.reserve_n(1).unwrap().delay(), Duration::from_millis(100));
     }
 }
 
 #[test]
 fn reservation_wait_sleeps_on_the_limiter_clock() {
     let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
-    let _ = l.reserve(1).unwrap();
-    let r = l.reserve(1).unwrap();
+    let _ = l.reserve_n(1).unwrap();
+    let r = l.reserve_n(1).unwrap();
     assert_eq!(r.wait(), Duration::from_millis(100));
     assert_eq!(clock.now(), 100 * MS);
 }
@@ -264,7 +264,7 @@ fn a_larger_burst_has_room_beside_the_old_debt() {
 fn reservations_from_before_a_quota_change_refund_nothing() {
     let (l, _clock) = limiter(per_sec(10).with_burst(1).unwrap());
     assert!(l.try_acquire());
-    let r = l.reserve(1).unwrap();
+    let r = l.reserve_n(1).unwrap();
     l.set_quota(per_sec(10).with_burst(2).unwrap()).unwrap();
     let before = l.peek();
     r.cancel();
@@ -287,8 +287,8 @@ fn start_empty_begins_used_up() {
 #[test]
 fn per_call_quota_shares_state() {
     let (l, _clock) = limiter(per_sec(1));
-    assert!(l.check_with(5, per_sec(10)).unwrap().allowed); // tat 500 ms
-                                                            // Under the limiter's own quota (tau 1 s) that debt leaves no room for a full 1 s permit.
+    assert!(l.check_n_with(5, per_sec(10)).unwrap().allowed); // tat 500 ms
+                                                              // Under the limiter's own quota (tau 1 s) that debt leaves no room for a full 1 s permit.
     assert!(!l.try_acquire());
 }
 
@@ -352,7 +352,7 @@ fn the_end_of_the_limiters_time_never_panics_and_never_lies() {
     clock.set(crate::MAX_NANOS - 150 * MS);
     assert!(l.try_acquire()); // tat MAX - 50 ms
     assert!(!l.try_acquire()); // would pass the end of time: denied, not wrapped
-    assert!(l.reserve(1).is_err());
+    assert!(l.reserve_n(1).is_err());
     let d = l.check();
     assert_eq!((d.allowed, d.remaining, d.retry_after), (false, 0, None));
     // Blocking acquire returns at once with an error, without sleeping and without a permit.
@@ -372,7 +372,7 @@ fn a_pacing_call_never_returns_without_pacing() {
     // Reserve the whole representable future, then ask for one more.
     let (l, clock) = limiter(per_sec(10).with_burst(1).unwrap());
     let t = 100 * MS;
-    let r = l.reserve(crate::MAX_NANOS / t).unwrap();
+    let r = l.reserve_n(crate::MAX_NANOS / t).unwrap();
     drop(r);
     assert_eq!(
         l.acquire(),

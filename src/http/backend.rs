@@ -197,7 +197,7 @@ pub(crate) fn never(quota: Quota, mut state: Decision) -> Decision {
 
 /// The in-process limiter, any algorithm. Everything is decided at once; `Error` is
 /// [`Infallible`]. `acquire_within` is
-/// [`try_acquire_for_async`](KeyedRateLimiter::try_acquire_for_async): with GCRA the slot is
+/// [`try_acquire_n_for_async`](KeyedRateLimiter::try_acquire_n_for_async): with GCRA the slot is
 /// reserved at the future's first poll, waiters are served in that order with one wake-up
 /// each, and dropping the future cancels the reservation (its slot goes to the next arrival);
 /// with a window algorithm it sleeps until the permits would fit and decides again, and a
@@ -216,7 +216,7 @@ where
     }
 
     fn window(&self) -> Duration {
-        A::span(&KeyedRateLimiter::quota(self))
+        A::window(&KeyedRateLimiter::quota(self))
     }
 
     fn keys_bounded(&self) -> bool {
@@ -250,7 +250,7 @@ where
         if Duration::from_nanos(least_wait) > max_wait {
             return Ok(never(quota, self.peek(key)));
         }
-        let decided = match self.try_acquire_for_async(key, cost, max_wait).await {
+        let decided = match self.try_acquire_n_for_async(key, cost, max_wait).await {
             Ok(_) => self.peek(key),
             Err(AcquireError::RateLimited { retry_after }) => denied(quota, retry_after),
             Err(_) => never(quota, self.peek(key)),
@@ -259,7 +259,7 @@ where
     }
 }
 
-/// `reserve` is [`reserve_within`](KeyedRateLimiter::reserve_within) with no wait: the permits
+/// `reserve` is [`try_reserve_n_for`](KeyedRateLimiter::try_reserve_n_for) with no wait: the permits
 /// are taken only if available now. `refund` is [`Reservation::cancel`], which gives a
 /// reservation's capacity back even when it was ready at once and others followed it.
 impl<K, S> RefundBackend for KeyedRateLimiter<K, Gcra, S>
@@ -279,7 +279,7 @@ where
         let decided = if cost > quota.burst() {
             (never(quota, self.peek(key)), None)
         } else {
-            match self.reserve_within(key, cost, Duration::ZERO) {
+            match self.try_reserve_n_for(key, cost, Duration::ZERO) {
                 Ok(r) => (self.peek(key), Some(r)),
                 Err(AcquireError::RateLimited { retry_after }) => {
                     (denied(quota, retry_after), None)

@@ -35,7 +35,7 @@ fn decision(
 }
 
 /// The Redis limiter, any algorithm it runs, keyed by strings: one script call per decision.
-/// `acquire_within` is [`try_acquire_for_async`](RedisRateLimiter::try_acquire_for_async),
+/// `acquire_within` is [`try_acquire_n_for_async`](RedisRateLimiter::try_acquire_n_for_async),
 /// with the headers from the reply that granted it (no second call): with GCRA FIFO across
 /// processes, and dropping the wait cancels its reservation; with a window algorithm it
 /// decides again after each `retry_after` (not FIFO) and a dropped wait holds nothing.
@@ -48,7 +48,7 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
     }
 
     fn window(&self) -> Duration {
-        self.span()
+        self.window()
     }
 
     /// The state is in Redis, each key expiring once it holds nothing.
@@ -107,7 +107,7 @@ impl RefundBackend for RedisRateLimiter<Gcra> {
         if cost > quota.burst() {
             return Ok((never(quota, self.peek(key).await?), None));
         }
-        match self.reserve_within(key, cost, Some(Duration::ZERO)).await {
+        match self.try_reserve_n_for(key, cost, Duration::ZERO).await {
             Ok(r) => Ok((r.granted(), Some(r))),
             Err(e) => decision(quota, Err(e)).map(|d| (d, None)),
         }

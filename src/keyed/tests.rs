@@ -32,9 +32,9 @@ fn decisions_that_store_nothing_never_insert() {
     assert!(l.try_acquire_n(&1, 3).is_err());
     // Needs 500 ms of waiting (n over the burst): past the timeout, so nothing is reserved.
     assert!(l
-        .try_acquire_for(&1, 3, Duration::from_millis(499))
+        .try_acquire_n_for(&1, 3, Duration::from_millis(499))
         .is_err());
-    assert!(l.reserve(&1, 0).is_ok());
+    assert!(l.reserve_n(&1, 0).is_ok());
     assert_eq!((map_len(&l), l.len()), (0, 0));
     assert!(l.try_acquire(&1));
     assert_eq!((map_len(&l), l.len()), (1, 1));
@@ -71,10 +71,10 @@ fn earliest_is_a_lower_bound_on_every_tat() {
     assert_eq!(l.sweep_now(), 1);
     assert_eq!(l.store.earliest.load(Ordering::Acquire), 550_000_000);
     // A cancel lowers the TAT and the bound with it.
-    let r = l.reserve(&2, 3).unwrap(); // tat 850 ms
+    let r = l.reserve_n(&2, 3).unwrap(); // tat 850 ms
     r.cancel();
     assert_eq!(l.store.earliest.load(Ordering::Acquire), 550_000_000);
-    let r = l.reserve(&3, 11).unwrap(); // new key, tat 1250 ms, ready at 250 ms
+    let r = l.reserve_n(&3, 11).unwrap(); // new key, tat 1250 ms, ready at 250 ms
     assert_eq!(l.store.earliest.load(Ordering::Acquire), 550_000_000);
     r.cancel(); // before ready: tat back to 150 ms
     assert_eq!(l.store.earliest.load(Ordering::Acquire), 150_000_000);
@@ -108,7 +108,7 @@ fn untracked_reservations_cancel_into_nothing() {
         .when_full(WhenFull::AllowUntracked)
         .build();
     assert!(l.try_acquire(&1));
-    let r = l.reserve(&2, 3).unwrap(); // untracked: decided as fresh, waits 2 s
+    let r = l.reserve_n(&2, 3).unwrap(); // untracked: decided as fresh, waits 2 s
     assert_eq!(r.delay(), Duration::from_secs(2));
     assert_eq!(map_len(&l), 1);
     r.cancel();
@@ -134,7 +134,9 @@ fn a_sweep_walks_big_shards_in_chunks() {
     clock.set(500_000_000);
     for k in (0..keys).step_by(3) {
         assert!(l.try_acquire_n(&k, 0).is_ok());
-        let _ = l.check_with(&k, 1, Quota::per_second(2).unwrap()).unwrap(); // hot: tat 1.5 s
+        let _ = l
+            .check_n_with(&k, 1, Quota::per_second(2).unwrap())
+            .unwrap(); // hot: tat 1.5 s
     }
     clock.set(1_000_000_000);
     let polls = std::cell::Cell::new(0u64);

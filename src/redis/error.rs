@@ -39,7 +39,8 @@ pub enum RedisLimitError {
     /// A quota whose interval, window or limit does not fit the scripts' exact integer range:
     /// intervals times bursts and windows up to 2^51 µs (about 71 years), limits up to 2^51.
     QuotaOutOfRange(Quota),
-    /// A quota the algorithm cannot run: one given with a call (`throttle`, `check_with`) that
+    /// A quota the algorithm cannot run: one given with a call (`throttle`, `check_with`, `check_n_with`)
+    /// that
     /// is invalid, or a window quota whose burst differs from its count (refused at `connect`,
     /// as in process).
     InvalidQuota(QuotaError),

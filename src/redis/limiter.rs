@@ -22,7 +22,7 @@ use super::shared::Shared;
 ///
 /// ```
 /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
-/// let d = limiter.decide("user42", 1).await?;
+/// let d = limiter.decide("user42").await?;
 /// match d.server_time {
 ///     // An absolute reset time for an `X-RateLimit-Reset` header, on Redis's clock.
 ///     Some(now) => println!("resets at {} s since the epoch", (now + d.decision.reset_after).as_secs()),
@@ -66,10 +66,15 @@ pub struct RedisStats {
 /// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
 /// Redis, prefix, algorithm and quota. Cheap to clone (one `Arc`).
 ///
-/// The method family is the in-process [`KeyedRateLimiter`](crate::KeyedRateLimiter)'s, in
-/// async form, taking `&str` keys: `check`, `check_n`, `check_with`, `decide`, `peek`,
-/// `try_acquire(_n)`, `acquire_async`, `acquire_n_async`, `try_acquire_for_async`; with
-/// [`Gcra`] also `throttle` and `reserve`.
+/// The method family is the in-process [`KeyedRateLimiter`](crate::KeyedRateLimiter)'s (the
+/// crate's [method grid](crate#the-method-grid)), taking `&str` keys first. Every method
+/// returns a future for its round trip; `_async` marks exactly the methods that wait for
+/// permits. `peek`, `check`, `check_n`, `check_with`, `check_n_with`, `try_acquire`,
+/// `try_acquire_n`, `acquire_async`, `acquire_n_async`, `try_acquire_for_async`,
+/// `try_acquire_n_for_async`, `quota`; with [`Gcra`] also `reserve`, `reserve_n`,
+/// `try_reserve_for`, `try_reserve_n_for` and `throttle`. No blocking forms (no blocking
+/// I/O) and no `set_quota` (the quota selects the state keys). Redis's own: `decide`,
+/// `decide_n`, `decide_with`, `decide_n_with` (a decision with the server time).
 ///
 /// ```
 /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
@@ -113,18 +118,19 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         self.shared.quota
     }
 
-    /// How long a full limit takes to come back after it was used up, as the scripts run the
-    /// quota: GCRA's tolerance (`burst * T`, with `T` in whole µs), a window's `W`.
+    /// The window the limit refers to: how long a full limit takes to come back after it was
+    /// used up, as the scripts run the quota: GCRA's tolerance (`burst * T`, with `T` in
+    /// whole µs), a window algorithm's `W`.
     #[cfg(feature = "tower")]
-    pub(crate) fn span(&self) -> Duration {
+    pub(crate) fn window(&self) -> Duration {
         let p = self.shared.params;
         // GCRA (the algorithm that reserves) runs an interval; the windows a window.
-        let span = if A::spec().reserves {
+        let window = if A::spec().reserves {
             p.span_us.saturating_mul(p.limit)
         } else {
             p.span_us
         };
-        Duration::from_micros(span)
+        Duration::from_micros(window)
     }
 
     /// The Redis key holding `key`'s state under the limiter's quota, for inspection
@@ -163,6 +169,27 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         }
     }
 
+    /// Tries one permit for `key` under `quota` for this call, with the server time; see
+    /// [`decide_n_with`](Self::decide_n_with).
+    ///
+    /// # Errors
+    /// As [`decide_n_with`](Self::decide_n_with).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let premium = tollgate::Quota::per_second(1000).unwrap();
+    /// let d = limiter.decide_with("{acct9}:api", premium).await?;
+    /// assert_eq!(d.decision.limit, 1000);
+    /// # Ok(()) }
+    /// ```
+    pub async fn decide_with(
+        &self,
+        key: &str,
+        quota: Quota,
+    ) -> Result<RedisDecision, RedisLimitError> {
+        self.decide_n_with(key, 1, quota).await
+    }
+
     /// Tries `n` permits for `key` under `quota` for this call (its own state: quotas never
     /// share keys), and reports the decision with the server time it was made at. `n = 0`
     /// peeks.
@@ -172,16 +199,17 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
     /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
     /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
-    /// limiter's own `check_with` refuses `quota` (a fixed-window count its words cannot hold).
+    /// limiter's own `check_n_with` refuses `quota` (a fixed-window count its words cannot
+    /// hold).
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
     /// let premium = tollgate::Quota::per_second(1000).unwrap();
-    /// let d = limiter.decide_with("{acct9}:api", 1, premium).await?;
+    /// let d = limiter.decide_n_with("{acct9}:api", 3, premium).await?;
     /// assert_eq!(d.decision.limit, 1000);
     /// # Ok(()) }
     /// ```
-    pub async fn decide_with(
+    pub async fn decide_n_with(
         &self,
         key: &str,
         n: u64,
@@ -189,6 +217,22 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ) -> Result<RedisDecision, RedisLimitError> {
         let params = self.algorithm.redis_params(quota)?;
         self.decide_under(key, n, params, Some(quota)).await
+    }
+
+    /// Tries one permit for `key` and reports the decision with the server time it was made
+    /// at; see [`decide_n`](Self::decide_n).
+    ///
+    /// # Errors
+    /// Under [`FailurePolicy::Error`], the Redis failure.
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let d = limiter.decide("user42").await?;
+    /// println!("{:?} at {:?}", d.decision, d.server_time);
+    /// # Ok(()) }
+    /// ```
+    pub async fn decide(&self, key: &str) -> Result<RedisDecision, RedisLimitError> {
+        self.decide_n(key, 1).await
     }
 
     /// Tries `n` permits for `key` and reports the decision with the server time it was made
@@ -199,11 +243,11 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
-    /// let d = limiter.decide("user42", 2).await?;
+    /// let d = limiter.decide_n("user42", 2).await?;
     /// println!("{:?} at {:?}", d.decision, d.server_time);
     /// # Ok(()) }
     /// ```
-    pub async fn decide(&self, key: &str, n: u64) -> Result<RedisDecision, RedisLimitError> {
+    pub async fn decide_n(&self, key: &str, n: u64) -> Result<RedisDecision, RedisLimitError> {
         self.decide_under(key, n, self.shared.params, None).await
     }
 
@@ -282,7 +326,24 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # Ok(()) }
     /// ```
     pub async fn check_n(&self, key: &str, n: u64) -> Result<Decision, RedisLimitError> {
-        Ok(self.decide(key, n).await?.decision)
+        Ok(self.decide_n(key, n).await?.decision)
+    }
+
+    /// Like [`check`](Self::check) under `quota` for this call only; see
+    /// [`check_n_with`](Self::check_n_with).
+    ///
+    /// # Errors
+    /// As [`check_n_with`](Self::check_n_with).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let free = tollgate::Quota::per_minute(10).unwrap();
+    /// let d = limiter.check_with("{user42}:search", free).await?;
+    /// # let _ = d;
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_with(&self, key: &str, quota: Quota) -> Result<Decision, RedisLimitError> {
+        self.check_n_with(key, 1, quota).await
     }
 
     /// Like [`check_n`](Self::check_n) under `quota` for this call only (its own state).
@@ -292,22 +353,23 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
     /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
     /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
-    /// limiter's own `check_with` refuses `quota` (a fixed-window count its words cannot hold).
+    /// limiter's own `check_n_with` refuses `quota` (a fixed-window count its words cannot
+    /// hold).
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
     /// let free = tollgate::Quota::per_minute(10).unwrap();
-    /// let d = limiter.check_with("{user42}:search", 1, free).await?;
+    /// let d = limiter.check_n_with("{user42}:search", 2, free).await?;
     /// # let _ = d;
     /// # Ok(()) }
     /// ```
-    pub async fn check_with(
+    pub async fn check_n_with(
         &self,
         key: &str,
         n: u64,
         quota: Quota,
     ) -> Result<Decision, RedisLimitError> {
-        Ok(self.decide_with(key, n, quota).await?.decision)
+        Ok(self.decide_n_with(key, n, quota).await?.decision)
     }
 
     /// The key's state right now, taking nothing and writing nothing.
@@ -404,6 +466,31 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         self.acquire_within(key, n, None).await
     }
 
+    /// Takes one permit for `key` if it can be had within `timeout`, waiting asynchronously;
+    /// see [`try_acquire_n_for_async`](Self::try_acquire_n_for_async).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](Self::acquire_n_async).
+    ///
+    /// # Errors
+    /// As [`try_acquire_n_for_async`](Self::try_acquire_n_for_async).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) {
+    /// use std::time::Duration;
+    /// if limiter.try_acquire_for_async("user42", Duration::from_millis(100)).await.is_err() {
+    ///     println!("busy");
+    /// }
+    /// # }
+    /// ```
+    pub async fn try_acquire_for_async(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Duration, RedisLimitError> {
+        self.try_acquire_n_for_async(key, 1, timeout).await
+    }
+
     /// Takes `n` permits for `key` if they can be had within `timeout`, waiting
     /// asynchronously; otherwise returns at once. With [`Gcra`] nothing is reserved when the
     /// wait would exceed the timeout; with the windows it never sleeps past the timeout and
@@ -419,13 +506,13 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) {
     /// use std::time::Duration;
-    /// match limiter.try_acquire_for_async("user42", 1, Duration::from_millis(100)).await {
+    /// match limiter.try_acquire_n_for_async("user42", 2, Duration::from_millis(100)).await {
     ///     Ok(waited) => println!("granted after {waited:?}"),
     ///     Err(e) => println!("busy: {e}"),
     /// }
     /// # }
     /// ```
-    pub async fn try_acquire_for_async(
+    pub async fn try_acquire_n_for_async(
         &self,
         key: &str,
         n: u64,
@@ -460,8 +547,23 @@ impl RedisRateLimiter<Gcra> {
         quantity: u64,
     ) -> Result<ThrottleReply, RedisLimitError> {
         let quota = throttle_quota(max_burst, count, period_secs)?;
-        let d = self.check_with(key, quantity, quota).await?;
+        let d = self.check_n_with(key, quantity, quota).await?;
         Ok(ThrottleReply::from_decision(&d))
+    }
+
+    /// Reserves one permit for `key` now; see [`reserve_n`](Self::reserve_n).
+    ///
+    /// # Errors
+    /// As [`reserve_n`](Self::reserve_n).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let r = limiter.reserve("job:{tenant7}").await?;
+    /// r.wait().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reserve(&self, key: &str) -> Result<RedisReservation, RedisLimitError> {
+        self.reserve_n(key, 1).await
     }
 
     /// Reserves `n` permits for `key` now, in the order reservations reach Redis, without
@@ -474,18 +576,62 @@ impl RedisRateLimiter<Gcra> {
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
-    /// let r = limiter.reserve("batch:{tenant7}", 50).await?;
+    /// let r = limiter.reserve_n("batch:{tenant7}", 50).await?;
     /// println!("may start in {:?}", r.delay());
     /// r.wait().await;
     /// # Ok(()) }
     /// ```
-    pub async fn reserve(&self, key: &str, n: u64) -> Result<RedisReservation, RedisLimitError> {
-        self.reserve_within(key, n, None).await
+    pub async fn reserve_n(&self, key: &str, n: u64) -> Result<RedisReservation, RedisLimitError> {
+        self.reserve_upto(key, n, None).await
     }
 
-    /// As [`reserve`](Self::reserve), but only if the wait is at most `max_wait` (else
-    /// [`AcquireError::RateLimited`] as `Limited`, and nothing is written).
-    pub(crate) async fn reserve_within(
+    /// Reserves one permit for `key` only if it is ready within `max_wait`; see
+    /// [`try_reserve_n_for`](Self::try_reserve_n_for).
+    ///
+    /// # Errors
+    /// As [`try_reserve_n_for`](Self::try_reserve_n_for).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// use std::time::Duration;
+    /// let r = limiter.try_reserve_for("job:{tenant7}", Duration::ZERO).await?;
+    /// assert!(r.delay().is_zero());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_reserve_for(
+        &self,
+        key: &str,
+        max_wait: Duration,
+    ) -> Result<RedisReservation, RedisLimitError> {
+        self.try_reserve_n_for(key, 1, max_wait).await
+    }
+
+    /// As [`reserve_n`](Self::reserve_n), but only if the permits are ready within
+    /// `max_wait`, without sleeping; `Duration::ZERO` reserves only what is available now.
+    ///
+    /// # Errors
+    /// [`AcquireError::RateLimited`] (as `Limited`) with the wait that would have been
+    /// needed, and nothing is written; others as for [`reserve_n`](Self::reserve_n).
+    ///
+    /// ```
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// use std::time::Duration;
+    /// match limiter.try_reserve_n_for("batch:{tenant7}", 5, Duration::from_millis(200)).await {
+    ///     Ok(r) => println!("may start in {:?}", r.delay()),
+    ///     Err(e) => println!("not within 200 ms: {e}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_reserve_n_for(
+        &self,
+        key: &str,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<RedisReservation, RedisLimitError> {
+        self.reserve_upto(key, n, Some(max_wait)).await
+    }
+
+    async fn reserve_upto(
         &self,
         key: &str,
         n: u64,

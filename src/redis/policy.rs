@@ -57,8 +57,8 @@ pub enum FailurePolicy<A: RedisAlgorithm = Gcra> {
     },
     /// Decide in this process with an in-process limiter running the same algorithm, on the
     /// same Redis key name (so different quotas and algorithms stay apart). Its quota applies
-    /// to `check`/`check_n`; calls that carry their own quota (`check_with`, `throttle`) use
-    /// that one, through its `check_with` (whose refusal is [`RedisLimitError::InvalidQuota`]).
+    /// to `check`/`check_n`; calls that carry their own quota (`check_with`, `check_n_with`, `throttle`) use
+    /// that one, through its `check_n_with` (whose refusal is [`RedisLimitError::InvalidQuota`]).
     /// Each process admits on its own, so give it the shared quota divided by the
     /// number of processes.
     Fallback(Arc<KeyedRateLimiter<String, A>>),
@@ -137,7 +137,7 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
                 reset_after: Duration::ZERO,
             }),
             FailurePolicy::Fallback(local) => Ok(match quota {
-                Some(q) => local.check_with(redis_key, n, q)?,
+                Some(q) => local.check_n_with(redis_key, n, q)?,
                 None => local.check_n(redis_key, n),
             }),
         }
@@ -162,7 +162,7 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
                 }))
             }
             FailurePolicy::Fallback(local) => Ok(match timeout {
-                Some(t) => local.try_acquire_for_async(redis_key, n, t).await?,
+                Some(t) => local.try_acquire_n_for_async(redis_key, n, t).await?,
                 None => local.acquire_n_async(redis_key, n).await?,
             }),
         }

@@ -233,7 +233,7 @@ fn spawn_cancel(shared: &Arc<Shared>, ticket: &Ticket) {
 ///
 /// ```
 /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
-/// let r = limiter.reserve("export:{user42}", 5).await?;
+/// let r = limiter.reserve_n("export:{user42}", 5).await?;
 /// if r.delay() > std::time::Duration::from_secs(2) {
 ///     r.cancel().await?; // too long: give the slot back
 /// } else {

@@ -1,10 +1,10 @@
-//! Why a smooth limiter could not be configured, and why permits were not granted.
+//! Why a smooth limiter could not be configured (a refusal of permits is the crate's
+//! [`AcquireError`](crate::AcquireError), as on every limiter).
 
 use std::fmt;
-use std::time::Duration;
 
 /// Invalid configuration of a [`SmoothRateLimiter`](crate::SmoothRateLimiter), from its
-/// constructors, its builder, or [`set_rate`](crate::SmoothRateLimiter::set_rate).
+/// constructors, its builder, or [`set_quota`](crate::SmoothRateLimiter::set_quota).
 ///
 /// ```
 /// use std::time::Duration;
@@ -48,55 +48,3 @@ impl fmt::Display for SmoothConfigError {
 }
 
 impl std::error::Error for SmoothConfigError {}
-
-/// Why a [`SmoothRateLimiter`](crate::SmoothRateLimiter) did not grant permits.
-///
-/// ```
-/// use tollgate::{SmoothAcquireError, SmoothRateLimiter};
-///
-/// let limiter = SmoothRateLimiter::bursty(1.0).unwrap();
-/// assert_eq!(limiter.try_acquire_n(0), Err(SmoothAcquireError::ZeroPermits));
-/// assert!(limiter.try_acquire_n(5).is_ok()); // pay later: granted now...
-/// let e = limiter.try_acquire_n(1).unwrap_err(); // ...and the next caller pays
-/// assert!(e.retry_after().unwrap().as_secs_f64() > 4.9);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SmoothAcquireError {
-    /// Zero permits were asked for (Guava throws for `permits <= 0`).
-    ZeroPermits,
-    /// Not within the timeout: the wait a reservation made now would have (retrying after it,
-    /// or with a timeout at least this long, succeeds unless others take the slot first).
-    RateLimited {
-        /// The wait that was needed.
-        retry_after: Duration,
-    },
-}
-
-impl SmoothAcquireError {
-    /// The wait after which retrying could succeed, if there is one.
-    ///
-    /// ```
-    /// use tollgate::SmoothAcquireError;
-    /// assert_eq!(SmoothAcquireError::ZeroPermits.retry_after(), None);
-    /// ```
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            SmoothAcquireError::RateLimited { retry_after } => Some(*retry_after),
-            SmoothAcquireError::ZeroPermits => None,
-        }
-    }
-}
-
-impl fmt::Display for SmoothAcquireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SmoothAcquireError::ZeroPermits => f.write_str("permits must be at least 1"),
-            SmoothAcquireError::RateLimited { retry_after } => {
-                write!(f, "rate limited; retry after {retry_after:?}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SmoothAcquireError {}

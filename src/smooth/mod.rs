@@ -1,8 +1,8 @@
 //! [`SmoothRateLimiter`]: Guava's `RateLimiter` (`SmoothBursty` and `SmoothWarmingUp`), exact to
 //! the microsecond, lock-free.
 //!
-//! `rules` is the pure Guava math, `cell` the lock-free state that runs it, `error` the error
-//! types; this file is the public API (clock, blocking and async waits).
+//! `rules` is the pure Guava math, `cell` the lock-free state that runs it, `error` the
+//! configuration error; this file is the public API (clock, blocking and async waits).
 
 mod cell;
 mod error;
@@ -15,14 +15,15 @@ use std::fmt;
 use std::time::Duration;
 
 use self::cell::{SmoothCell, Ticket};
-pub use self::error::{SmoothAcquireError, SmoothConfigError};
+pub use self::error::SmoothConfigError;
 use self::rules::{Micros, Shape};
 use crate::clock::{AnyClock, Clock};
+use crate::outcome::AcquireError;
 use crate::Nanos;
 
 /// Guava's `RateLimiter`: a stable rate of permits per second, paid for *later*, optionally
 /// warming up after idle time. Lock-free (one 128-bit CAS word), except that right after a
-/// [`set_rate`](SmoothRateLimiter::set_rate) made while the limiter is in debt, or a refund,
+/// [`set_quota`](SmoothRateLimiter::set_quota) made while the limiter is in debt, or a refund,
 /// grants go through a mutex until the schedule moves on (usually the next grant). Shared by
 /// reference or `Arc`.
 ///
@@ -45,10 +46,10 @@ use crate::Nanos;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = SmoothRateLimiter::builder(5.0).clock(clock.clone()).build().unwrap();
-/// assert_eq!(limiter.acquire(), Duration::ZERO);          // Guava: RateLimiter.create(5.0)
-/// assert_eq!(limiter.acquire(), Duration::from_millis(200));
-/// assert_eq!(limiter.acquire_n(10).unwrap(), Duration::from_millis(200)); // pays later...
-/// assert_eq!(limiter.acquire(), Duration::from_secs(2));  // ...so the next caller waits
+/// assert_eq!(limiter.acquire(), Ok(Duration::ZERO));          // Guava: RateLimiter.create(5.0)
+/// assert_eq!(limiter.acquire(), Ok(Duration::from_millis(200)));
+/// assert_eq!(limiter.acquire_n(10), Ok(Duration::from_millis(200))); // pays later...
+/// assert_eq!(limiter.acquire(), Ok(Duration::from_secs(2)));  // ...so the next caller waits
 /// ```
 pub struct SmoothRateLimiter {
     cell: SmoothCell,
@@ -100,8 +101,8 @@ impl SmoothRateLimiterBuilder {
     ///     .unwrap();
     /// clock.advance(Duration::from_secs(10)); // idle: 3 permits saved, not 10
     /// assert!(limiter.acquire_n(3).unwrap().is_zero()); // saved permits are free
-    /// assert!(limiter.acquire().is_zero());
-    /// assert_eq!(limiter.acquire(), Duration::from_secs(1));
+    /// assert!(limiter.acquire().unwrap().is_zero());
+    /// assert_eq!(limiter.acquire(), Ok(Duration::from_secs(1)));
     /// ```
     pub fn max_burst_seconds(mut self, seconds: f64) -> Self {
         self.max_burst_seconds = Some(seconds);
@@ -120,8 +121,8 @@ impl SmoothRateLimiterBuilder {
     ///     .clock(ManualClock::new())
     ///     .build()
     ///     .unwrap();
-    /// limiter.acquire();
-    /// assert!(limiter.acquire() > Duration::from_millis(100)); // cold: slower than 10/s
+    /// limiter.acquire().unwrap();
+    /// assert!(limiter.acquire().unwrap() > Duration::from_millis(100)); // cold: slower than 10/s
     /// ```
     pub fn warmup(mut self, warmup: Duration) -> Self {
         self.warmup = Some(warmup);
@@ -141,8 +142,8 @@ impl SmoothRateLimiterBuilder {
     ///     .clock(ManualClock::new())
     ///     .build()
     ///     .unwrap();
-    /// limiter.acquire();
-    /// assert_eq!(limiter.acquire(), Duration::from_millis(500));
+    /// limiter.acquire().unwrap();
+    /// assert_eq!(limiter.acquire(), Ok(Duration::from_millis(500)));
     /// ```
     pub fn cold_factor(mut self, cold_factor: f64) -> Self {
         self.cold_factor = Some(cold_factor);
@@ -156,8 +157,8 @@ impl SmoothRateLimiterBuilder {
     /// use tollgate::{ManualClock, SmoothRateLimiter};
     /// let clock = ManualClock::new();
     /// let limiter = SmoothRateLimiter::builder(1.0).clock(clock.clone()).build().unwrap();
-    /// limiter.acquire();
-    /// assert_eq!(limiter.acquire(), Duration::from_secs(1));
+    /// limiter.acquire().unwrap();
+    /// assert_eq!(limiter.acquire(), Ok(Duration::from_secs(1)));
     /// assert_eq!(clock.sleeps(), [Duration::ZERO, Duration::from_secs(1)]); // Guava's R0.00, R1.00
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
@@ -228,14 +229,6 @@ fn check_rate(permits_per_second: f64) -> Result<(), SmoothConfigError> {
     }
 }
 
-fn check_permits(permits: u64) -> Result<(), SmoothAcquireError> {
-    if permits == 0 {
-        Err(SmoothAcquireError::ZeroPermits)
-    } else {
-        Ok(())
-    }
-}
-
 fn micros(us: Micros) -> Duration {
     Duration::from_micros(us.max(0) as u64)
 }
@@ -249,7 +242,7 @@ impl SmoothRateLimiter {
     ///
     /// ```
     /// let limiter = tollgate::SmoothRateLimiter::bursty(1000.0).unwrap();
-    /// assert_eq!(limiter.rate(), 1000.0);
+    /// assert_eq!(limiter.quota(), 1000.0);
     /// ```
     pub fn bursty(permits_per_second: f64) -> Result<SmoothRateLimiter, SmoothConfigError> {
         SmoothRateLimiter::builder(permits_per_second).build()
@@ -272,7 +265,7 @@ impl SmoothRateLimiter {
     ///     .clock(ManualClock::new())
     ///     .build()
     ///     .unwrap();
-    /// let waits: Vec<u128> = (0..6).map(|_| limiter.acquire().as_micros()).collect();
+    /// let waits: Vec<u128> = (0..6).map(|_| limiter.acquire().unwrap().as_micros()).collect();
     /// assert_eq!(waits, [0, 1_375_000, 1_125_000, 875_000, 625_000, 500_000]);
     /// # let _ = SmoothRateLimiter::warming_up(2.0, Duration::from_secs(4)).unwrap();
     /// ```
@@ -289,7 +282,7 @@ impl SmoothRateLimiter {
     ///
     /// ```
     /// let limiter = tollgate::SmoothRateLimiter::builder(3.0).build().unwrap();
-    /// assert_eq!(limiter.rate(), 3.0);
+    /// assert_eq!(limiter.quota(), 3.0);
     /// ```
     pub fn builder(permits_per_second: f64) -> SmoothRateLimiterBuilder {
         SmoothRateLimiterBuilder {
@@ -301,21 +294,23 @@ impl SmoothRateLimiter {
         }
     }
 
-    /// Guava's `getRate()`: `1e6 / stableIntervalMicros`. A rate so small that its interval is
-    /// infinite (such as `f64::MIN_POSITIVE`) reads back as `0.0`, as in Guava.
+    /// The limit in force, as a rate in permits per second (Guava's `getRate()`:
+    /// `1e6 / stableIntervalMicros`). A rate so small that its interval is infinite (such as
+    /// `f64::MIN_POSITIVE`) reads back as `0.0`, as in Guava.
     ///
     /// ```
     /// let limiter = tollgate::SmoothRateLimiter::bursty(f64::INFINITY).unwrap();
-    /// assert_eq!(limiter.rate(), f64::INFINITY);
+    /// assert_eq!(limiter.quota(), f64::INFINITY);
     /// ```
     #[must_use]
-    pub fn rate(&self) -> f64 {
+    pub fn quota(&self) -> f64 {
         self.cell.rate()
     }
 
-    /// Guava's `setRate`: resyncs at the old rate, then rescales the saved permits to the new
-    /// capacity. Debt already booked (waits owed by earlier requests) is kept. Decisions made
-    /// concurrently see either the old rate and state or the new ones, never a mix.
+    /// Changes the limit at runtime to `permits_per_second` (Guava's `setRate`): resyncs at
+    /// the old rate, then rescales the saved permits to the new capacity. Debt already booked
+    /// (waits owed by earlier requests) is kept. Decisions made concurrently see either the
+    /// old rate and state or the new ones, never a mix.
     ///
     /// # Errors
     /// [`SmoothConfigError::InvalidRate`] unless `permits_per_second > 0`; nothing changes.
@@ -324,13 +319,13 @@ impl SmoothRateLimiter {
     /// use std::time::Duration;
     /// use tollgate::{ManualClock, SmoothRateLimiter};
     /// let limiter = SmoothRateLimiter::builder(1.0).clock(ManualClock::new()).build().unwrap();
-    /// limiter.acquire();
-    /// limiter.set_rate(2.0).unwrap();
-    /// assert_eq!(limiter.acquire(), Duration::from_secs(1)); // the old rate's debt
-    /// assert_eq!(limiter.acquire(), Duration::from_millis(500));
-    /// assert!(limiter.set_rate(-1.0).is_err());
+    /// limiter.acquire().unwrap();
+    /// limiter.set_quota(2.0).unwrap();
+    /// assert_eq!(limiter.acquire(), Ok(Duration::from_secs(1))); // the old rate's debt
+    /// assert_eq!(limiter.acquire(), Ok(Duration::from_millis(500)));
+    /// assert!(limiter.set_quota(-1.0).is_err());
     /// ```
-    pub fn set_rate(&self, permits_per_second: f64) -> Result<(), SmoothConfigError> {
+    pub fn set_quota(&self, permits_per_second: f64) -> Result<(), SmoothConfigError> {
         check_rate(permits_per_second)?;
         self.cell.set_rate(|| self.now(), permits_per_second);
         Ok(())
@@ -343,36 +338,45 @@ impl SmoothRateLimiter {
     /// for a zero wait, as Guava's `SleepingStopwatch` does (a [`ManualClock`](crate::ManualClock)
     /// therefore records Guava's `R0.00` events).
     ///
+    /// # Errors
+    /// None: a smooth limiter grants any request (its cost is paid by the next one). The
+    /// `Result` is the method grid's, the same as every limiter's `acquire`.
+    ///
     /// ```
     /// let limiter = tollgate::SmoothRateLimiter::bursty(100.0).unwrap();
-    /// assert!(limiter.acquire().is_zero());
+    /// assert!(limiter.acquire().unwrap().is_zero());
     /// ```
-    pub fn acquire(&self) -> Duration {
+    pub fn acquire(&self) -> Result<Duration, AcquireError> {
         // The wait is measured from the reservation's own reading: an earlier one would
         // charge a ready ticket the microseconds between the two reads.
         let (now, ticket) = self.reserve_now(1);
-        self.block(now, ticket)
+        Ok(self.block(now, ticket))
     }
 
-    /// Takes `permits` at once, blocking until the earlier requests are paid for (not this one:
-    /// the next caller pays for it); returns the time waited.
+    /// Takes `n` permits at once, blocking until the earlier requests are paid for (not this
+    /// one: the next caller pays for it); returns the time waited.
     ///
     /// Any count is accepted; counts above 2^53 are rounded to the nearest `f64`, the type
-    /// Guava computes permits in.
+    /// Guava computes permits in. `n = 0` returns `Ok(Duration::ZERO)` at once, taking nothing
+    /// and not touching the clock (Guava throws for `permits <= 0`; every limiter here treats
+    /// a count of zero alike).
     ///
     /// # Errors
-    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    /// None, as for [`acquire`](SmoothRateLimiter::acquire).
     ///
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{ManualClock, SmoothRateLimiter};
     /// let limiter = SmoothRateLimiter::builder(1.0).clock(ManualClock::new()).build().unwrap();
-    /// assert_eq!(limiter.acquire_n(8).unwrap(), Duration::ZERO);
-    /// assert_eq!(limiter.acquire_n(1).unwrap(), Duration::from_secs(8));
+    /// assert_eq!(limiter.acquire_n(8), Ok(Duration::ZERO));
+    /// assert_eq!(limiter.acquire_n(0), Ok(Duration::ZERO)); // nothing taken, no wait
+    /// assert_eq!(limiter.acquire_n(1), Ok(Duration::from_secs(8)));
     /// ```
-    pub fn acquire_n(&self, permits: u64) -> Result<Duration, SmoothAcquireError> {
-        check_permits(permits)?;
-        let (now, ticket) = self.reserve_now(permits);
+    pub fn acquire_n(&self, n: u64) -> Result<Duration, AcquireError> {
+        if n == 0 {
+            return Ok(Duration::ZERO);
+        }
+        let (now, ticket) = self.reserve_now(n);
         Ok(self.block(now, ticket))
     }
 
@@ -395,45 +399,68 @@ impl SmoothRateLimiter {
         self.cell.reserve(now, 1, admit).is_ok()
     }
 
-    /// Takes `permits` if they are available now (Guava's `tryAcquire(permits)`): they are
-    /// whenever the earlier requests are paid for, whatever `permits` is. Never waits.
+    /// Takes `n` permits if they are available now (Guava's `tryAcquire(permits)`): they are
+    /// whenever the earlier requests are paid for, whatever `n` is. Never waits. `n = 0`
+    /// always succeeds and takes nothing.
     ///
     /// # Errors
-    /// [`SmoothAcquireError::RateLimited`] with the wait until they are;
-    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    /// [`AcquireError::RateLimited`] with the wait until they are.
     ///
     /// ```
-    /// let limiter = tollgate::SmoothRateLimiter::bursty(10.0).unwrap();
+    /// use tollgate::{AcquireError, SmoothRateLimiter};
+    /// let limiter = SmoothRateLimiter::bursty(10.0).unwrap();
     /// assert!(limiter.try_acquire_n(100).is_ok()); // pay later: 10 s of permits at once
-    /// assert!(limiter.try_acquire_n(1).is_err());
+    /// let e = limiter.try_acquire_n(1).unwrap_err(); // ...and the next caller pays
+    /// assert!(matches!(e, AcquireError::RateLimited { .. }));
+    /// assert!(e.retry_after().unwrap().as_secs_f64() > 9.9);
+    /// assert_eq!(limiter.try_acquire_n(0), Ok(()));
     /// ```
-    pub fn try_acquire_n(&self, permits: u64) -> Result<(), SmoothAcquireError> {
-        self.try_reserve(permits, 0).map(|_| ())
+    pub fn try_acquire_n(&self, n: u64) -> Result<(), AcquireError> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.try_reserve(n, 0).map(|_| ())
     }
 
-    /// Takes `permits` if they can be had within `timeout`, blocking at most that long (Guava's
-    /// `tryAcquire(permits, timeout, unit)`). If the wait would be longer, it returns at once
-    /// and changes nothing. Returns the time waited.
+    /// Takes one permit if it can be had within `timeout`, blocking at most that long; see
+    /// [`try_acquire_n_for`](SmoothRateLimiter::try_acquire_n_for).
     ///
     /// # Errors
-    /// [`SmoothAcquireError::RateLimited`] with the wait that would have been needed;
-    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    /// As [`try_acquire_n_for`](SmoothRateLimiter::try_acquire_n_for).
     ///
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{ManualClock, SmoothRateLimiter};
     /// let limiter = SmoothRateLimiter::builder(5.0).clock(ManualClock::new()).build().unwrap();
-    /// limiter.acquire();
-    /// assert!(limiter.try_acquire_for(1, Duration::from_millis(100)).is_err()); // needs 200 ms
-    /// let waited = limiter.try_acquire_for(1, Duration::from_millis(200)).unwrap();
+    /// assert_eq!(limiter.try_acquire_for(Duration::ZERO), Ok(Duration::ZERO));
+    /// assert!(limiter.try_acquire_for(Duration::from_millis(100)).is_err()); // needs 200 ms
+    /// ```
+    pub fn try_acquire_for(&self, timeout: Duration) -> Result<Duration, AcquireError> {
+        self.try_acquire_n_for(1, timeout)
+    }
+
+    /// Takes `n` permits if they can be had within `timeout`, blocking at most that long
+    /// (Guava's `tryAcquire(permits, timeout, unit)`). If the wait would be longer, it returns
+    /// at once and changes nothing. Returns the time waited. `n = 0` returns
+    /// `Ok(Duration::ZERO)` at once.
+    ///
+    /// # Errors
+    /// [`AcquireError::RateLimited`] with the wait that would have been needed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, SmoothRateLimiter};
+    /// let limiter = SmoothRateLimiter::builder(5.0).clock(ManualClock::new()).build().unwrap();
+    /// limiter.acquire().unwrap();
+    /// assert!(limiter.try_acquire_n_for(1, Duration::from_millis(100)).is_err()); // needs 200 ms
+    /// let waited = limiter.try_acquire_n_for(1, Duration::from_millis(200)).unwrap();
     /// assert_eq!(waited, Duration::from_millis(200));
     /// ```
-    pub fn try_acquire_for(
-        &self,
-        permits: u64,
-        timeout: Duration,
-    ) -> Result<Duration, SmoothAcquireError> {
-        let (now, ticket) = self.try_reserve(permits, micros_of(timeout))?;
+    pub fn try_acquire_n_for(&self, n: u64, timeout: Duration) -> Result<Duration, AcquireError> {
+        if n == 0 {
+            return Ok(Duration::ZERO);
+        }
+        let (now, ticket) = self.try_reserve(n, micros_of(timeout))?;
         Ok(self.block(now, ticket))
     }
 
@@ -456,21 +483,16 @@ impl SmoothRateLimiter {
         }
     }
 
-    /// Reserves if the wait is at most `timeout` (Guava's `canAcquire`); otherwise stores
-    /// nothing.
+    /// Reserves `permits >= 1` if the wait is at most `timeout` (Guava's `canAcquire`);
+    /// otherwise stores nothing.
     #[inline]
-    fn try_reserve(
-        &self,
-        permits: u64,
-        timeout: Micros,
-    ) -> Result<(Micros, Ticket), SmoothAcquireError> {
-        check_permits(permits)?;
+    fn try_reserve(&self, permits: u64, timeout: Micros) -> Result<(Micros, Ticket), AcquireError> {
         let now = self.now();
         let admit = |next_free| {
             if rules::can_acquire(next_free, now, timeout) {
                 Ok(())
             } else {
-                Err(SmoothAcquireError::RateLimited {
+                Err(AcquireError::RateLimited {
                     retry_after: micros(rules::wait_micros(next_free, now)),
                 })
             }
@@ -495,7 +517,7 @@ fn micros_of(d: Duration) -> Micros {
 impl fmt::Debug for SmoothRateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SmoothRateLimiter")
-            .field("rate", &self.rate())
+            .field("rate", &self.quota())
             .field("clock", &self.clock)
             .finish()
     }
@@ -503,7 +525,34 @@ impl fmt::Debug for SmoothRateLimiter {
 
 #[cfg(feature = "tokio")]
 impl SmoothRateLimiter {
-    /// Takes `permits`, waiting asynchronously on tokio's timer; returns the time waited.
+    /// Takes one permit, waiting asynchronously on tokio's timer; returns the time waited.
+    /// See [`acquire_n_async`](SmoothRateLimiter::acquire_n_async).
+    ///
+    /// The future borrows the limiter. For a `'static` future (to move into `tokio::spawn`),
+    /// await it inside an `async move` block that owns an `Arc` of the limiter:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::sync::Arc;
+    /// let limiter = Arc::new(tollgate::SmoothRateLimiter::bursty(100.0).unwrap());
+    /// let l = limiter.clone();
+    /// let task = tokio::spawn(async move { l.acquire_async().await });
+    /// assert!(task.await.unwrap().unwrap().is_zero());
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](SmoothRateLimiter::acquire_n_async).
+    ///
+    /// # Errors
+    /// None, as for [`acquire`](SmoothRateLimiter::acquire).
+    pub async fn acquire_async(&self) -> Result<Duration, AcquireError> {
+        self.acquire_n_async(1).await
+    }
+
+    /// Takes `n` permits, waiting asynchronously on tokio's timer; returns the time waited.
+    /// `n = 0` returns `Ok(Duration::ZERO)` at once.
     ///
     /// The permits are reserved at the first poll, so concurrent waiters are served in the
     /// order they first polled, each woken once.
@@ -511,53 +560,80 @@ impl SmoothRateLimiter {
     /// # Cancel safety
     /// This method is cancel-safe. If the future is dropped while it waits (a `select!` branch
     /// that lost, a `tokio::time::timeout` that fired), its permits were never handed out; they
-    /// are given back if no [`set_rate`](SmoothRateLimiter::set_rate) happened since and no
+    /// are given back if no [`set_quota`](SmoothRateLimiter::set_quota) happened since and no
     /// later request has been booked behind them, restoring the limiter exactly as it was before
     /// the reservation. Otherwise they stay spent: a later request's wait was computed from
     /// them, so taking them back would hand its slot out twice.
     ///
     /// # Errors
-    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    /// None, as for [`acquire`](SmoothRateLimiter::acquire).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// let limiter = tollgate::SmoothRateLimiter::bursty(100.0).unwrap();
-    /// assert!(limiter.acquire_async(1).await.unwrap().is_zero());
+    /// assert!(limiter.acquire_n_async(1).await.unwrap().is_zero());
     /// # }
     /// ```
-    pub async fn acquire_async(&self, permits: u64) -> Result<Duration, SmoothAcquireError> {
-        check_permits(permits)?;
-        let (now, ticket) = self.reserve_now(permits);
+    pub async fn acquire_n_async(&self, n: u64) -> Result<Duration, AcquireError> {
+        if n == 0 {
+            return Ok(Duration::ZERO);
+        }
+        let (now, ticket) = self.reserve_now(n);
         Ok(self.sleep_async(now, ticket).await)
     }
 
-    /// Takes `permits` if they can be had within `timeout`, waiting asynchronously. If the
-    /// wait would be longer it returns at once and changes nothing.
+    /// Takes one permit if it can be had within `timeout`, waiting asynchronously; see
+    /// [`try_acquire_n_for_async`](SmoothRateLimiter::try_acquire_n_for_async).
     ///
     /// # Cancel safety
-    /// Cancel-safe, as [`acquire_async`](SmoothRateLimiter::acquire_async).
+    /// Cancel-safe, as [`acquire_n_async`](SmoothRateLimiter::acquire_n_async).
     ///
     /// # Errors
-    /// [`SmoothAcquireError::RateLimited`] with the wait that would have been needed;
-    /// [`SmoothAcquireError::ZeroPermits`] for `permits == 0`.
+    /// As [`try_acquire_n_for`](SmoothRateLimiter::try_acquire_n_for).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use std::time::Duration;
     /// let limiter = tollgate::SmoothRateLimiter::bursty(1.0).unwrap();
-    /// limiter.acquire_async(1).await.unwrap();
-    /// let e = limiter.try_acquire_for_async(1, Duration::from_millis(10)).await;
+    /// assert!(limiter.try_acquire_for_async(Duration::ZERO).await.is_ok());
+    /// assert!(limiter.try_acquire_for_async(Duration::from_millis(10)).await.is_err());
+    /// # }
+    /// ```
+    pub async fn try_acquire_for_async(&self, timeout: Duration) -> Result<Duration, AcquireError> {
+        self.try_acquire_n_for_async(1, timeout).await
+    }
+
+    /// Takes `n` permits if they can be had within `timeout`, waiting asynchronously. If the
+    /// wait would be longer it returns at once and changes nothing. `n = 0` returns
+    /// `Ok(Duration::ZERO)` at once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](SmoothRateLimiter::acquire_n_async).
+    ///
+    /// # Errors
+    /// [`AcquireError::RateLimited`] with the wait that would have been needed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(1.0).unwrap();
+    /// limiter.acquire_async().await.unwrap();
+    /// let e = limiter.try_acquire_n_for_async(1, Duration::from_millis(10)).await;
     /// assert!(e.is_err());
     /// # }
     /// ```
-    pub async fn try_acquire_for_async(
+    pub async fn try_acquire_n_for_async(
         &self,
-        permits: u64,
+        n: u64,
         timeout: Duration,
-    ) -> Result<Duration, SmoothAcquireError> {
-        let (now, ticket) = self.try_reserve(permits, micros_of(timeout))?;
+    ) -> Result<Duration, AcquireError> {
+        if n == 0 {
+            return Ok(Duration::ZERO);
+        }
+        let (now, ticket) = self.try_reserve(n, micros_of(timeout))?;
         Ok(self.sleep_async(now, ticket).await)
     }
 

@@ -314,28 +314,28 @@ fn a_per_call_count_the_word_cannot_hold_is_an_error() {
         .unwrap()
         .build();
     let refused = |r: Result<Decision, QuotaError>| matches!(r, Err(QuotaError::Unsupported(_)));
-    assert!(refused(direct.check_with(5000, q(5000, 5000))));
-    assert!(refused(keyed.check_with(&1, 5000, q(5000, 5000))));
-    assert!(refused(direct.check_with(0, q(1024, 5000))));
-    assert!(refused(keyed.check_with(&1, 1, q(1024, 5000))));
+    assert!(refused(direct.check_n_with(5000, q(5000, 5000))));
+    assert!(refused(keyed.check_n_with(&1, 5000, q(5000, 5000))));
+    assert!(refused(direct.check_n_with(0, q(1024, 5000))));
+    assert!(refused(keyed.check_n_with(&1, 1, q(1024, 5000))));
     // A burst other than the count means nothing to a window: refused, not read as the count.
     assert!(refused(
-        direct.check_with(1, q(10, 1000).with_burst(3).unwrap())
+        direct.check_n_with(1, q(10, 1000).with_burst(3).unwrap())
     ));
     // Nothing was taken, and no key was stored.
     assert_eq!(direct.peek().remaining, 1000);
     assert!(keyed.is_empty());
     // The largest count the word holds (1023) is the call's limit, exactly.
-    let d = direct.check_with(1023, q(1023, 5000)).unwrap();
+    let d = direct.check_n_with(1023, q(1023, 5000)).unwrap();
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 1023, 0));
-    let d = keyed.check_with(&1, 5, q(1023, 2000)).unwrap();
+    let d = keyed.check_n_with(&1, 5, q(1023, 2000)).unwrap();
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 1023, 1018));
     assert_eq!(direct.peek().remaining, 0);
 
     // L = 1, W = 1: the word holds a count of 1, so a call cannot count to 2 there.
     let one = limiter(q(1, 1), &clock, FixedWindow::new());
-    assert!(refused(one.check_with(0, q(2, 2))));
-    let d = one.check_with(1, q(1, 7)).unwrap();
+    assert!(refused(one.check_n_with(0, q(2, 2))));
+    let d = one.check_n_with(1, q(1, 7)).unwrap();
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 1, 0));
 }
 

@@ -216,13 +216,13 @@ fn per_call_quotas_are_the_limit_or_refused() {
         .build();
     let bursty = Quota::per_second(10).unwrap().with_burst(3).unwrap();
     assert!(matches!(
-        l.check_with(1, bursty),
+        l.check_n_with(1, bursty),
         Err(QuotaError::Unsupported(_))
     ));
     assert_eq!(l.peek().remaining, 10);
     // The call's window need not be divisible into the limiter's sub-windows: it is not used.
     let huge = Quota::new(MAX_NANOS, Duration::from_nanos(MAX_NANOS)).unwrap();
-    let d = l.check_with(7, huge).unwrap();
+    let d = l.check_n_with(7, huge).unwrap();
     assert_eq!(
         (d.allowed, d.limit, d.remaining),
         (true, MAX_NANOS, MAX_NANOS - 7)

@@ -182,12 +182,12 @@ fn a_per_call_count_above_u32_is_an_error() {
         .build();
     let big = Quota::new(u64::from(u32::MAX) + 1, Duration::from_secs(10)).unwrap();
     assert!(matches!(
-        l.check_with(1, big),
+        l.check_n_with(1, big),
         Err(QuotaError::Unsupported(_))
     ));
     assert_eq!(l.peek().remaining, 10);
     let most = Quota::new(u64::from(u32::MAX), Duration::from_secs(10)).unwrap();
-    let d = l.check_with(3, most).unwrap();
+    let d = l.check_n_with(3, most).unwrap();
     assert_eq!((d.allowed, d.limit), (true, u64::from(u32::MAX)));
     assert_eq!(d.remaining, u64::from(u32::MAX) - 3);
     let p = WeightedWindow::inert(&params(3, 100));
