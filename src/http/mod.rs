@@ -52,7 +52,7 @@
 //!
 //! # The `http` types
 //!
-//! The [`http`](::http) crate's types the API takes are re-exported here, so that using the
+//! The `http` crate's types the API takes are re-exported here, so that using the
 //! layer needs no `http` dependency of your own (they are the very types axum re-exports as
 //! `axum::http`): [`request::Parts`] for [`KeyExtractor`]s and
 //! [`cost`](RateLimitLayerBuilder::cost), [`response::Parts`] for

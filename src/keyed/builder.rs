@@ -54,8 +54,8 @@ where
 {
     /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock) (the TSC on
     /// most x86_64 machines, whose readings are not ordered across cores: see
-    /// [`Clock::max_skew`]; [`StdClock`](crate::StdClock) reads `Instant`, ordered across
-    /// threads, at a few times the cost). The sweeper judges coldness with this clock, allowing
+    /// [`Clock::max_skew`](crate::Clock::max_skew); [`StdClock`](crate::StdClock) reads
+    /// `Instant`, ordered across threads, at a few times the cost). The sweeper judges coldness with this clock, allowing
     /// for its `max_skew`; its interval is real time (tokio time for the tokio variant).
     ///
     /// ```
@@ -70,8 +70,9 @@ where
         self
     }
 
-    /// Runs `alg` for every key instead of the current algorithm, checking that it can run the
-    /// quota.
+    /// Runs `alg` instead of the current algorithm (GCRA unless chosen), checking at once that
+    /// it can run the builder's quota: the refusal comes from the call that causes it, and
+    /// `build` stays infallible. Every key runs it.
     ///
     /// # Errors
     /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.

@@ -83,12 +83,16 @@ impl RedisRateLimiter {
 }
 
 impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
-    /// Runs `algorithm` instead of the current algorithm: one of the in-process algorithm
-    /// types that have a script ([`RedisAlgorithm`]), checking that it can run the quota, as
+    /// Runs `alg` instead of the current algorithm (GCRA unless chosen), checking at once that
+    /// it can run the builder's quota: the refusal comes from the call that causes it. The
+    /// same check, error and signature as
     /// [`RateLimiterBuilder::algorithm`](crate::RateLimiterBuilder::algorithm) and
-    /// [`KeyedRateLimiterBuilder::algorithm`](crate::KeyedRateLimiterBuilder::algorithm) do.
-    /// What only Redis refuses is checked by [`connect`](Self::connect), with the rest of the
-    /// configuration: a quota outside the scripts' range, a
+    /// [`KeyedRateLimiterBuilder::algorithm`](crate::KeyedRateLimiterBuilder::algorithm), where
+    /// checking here keeps `build` infallible; connecting is fallible anyway, but one name
+    /// fails alike on every builder. `alg` is one of the in-process algorithm types that have
+    /// a script ([`RedisAlgorithm`]). What only Redis refuses is checked by
+    /// [`connect`](Self::connect),
+    /// with the rest of the configuration: a quota outside the scripts' range, a
     /// [`FixedWindow`](crate::FixedWindow) not
     /// [`epoch_aligned`](crate::FixedWindow::epoch_aligned), a
     /// [`SlidingWindow`](crate::SlidingWindow) whose sub-windows are not whole microseconds.
@@ -97,8 +101,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// [`RedisLimitError::Unsupported`].
     ///
     /// # Errors
-    /// [`QuotaError::Unsupported`] if `algorithm` cannot run the builder's quota (in process
-    /// either).
+    /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.
     ///
     /// ```
     /// use tollgate::redis::RedisRateLimiter;
@@ -114,9 +117,9 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// ```
     pub fn algorithm<B: RedisAlgorithm>(
         self,
-        algorithm: B,
+        alg: B,
     ) -> Result<RedisRateLimiterBuilder<B>, QuotaError> {
-        algorithm.params(&self.quota, 0)?;
+        alg.params(&self.quota, 0)?;
         let (policy, mismatch) = match self.policy.into_algorithm::<B>() {
             Ok(policy) => (policy, None),
             Err(_) => (
@@ -133,7 +136,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             deadline: self.deadline,
             connect_timeout: self.connect_timeout,
             policy,
-            algorithm,
+            algorithm: alg,
             error: self.error.or(mismatch),
         })
     }

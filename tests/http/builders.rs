@@ -202,7 +202,7 @@ async fn sweep_interval_and_no_sweeper_reach_the_limiters() {
     assert_eq!(status(b, "GET", "/", "k").await, StatusCode::OK);
     // The sweeper evicts the cold key on its own (give a loaded machine two seconds).
     let start = std::time::Instant::now();
-    while l_swept.len() > 0 && start.elapsed() < Duration::from_secs(2) {
+    while !l_swept.is_empty() && start.elapsed() < Duration::from_secs(2) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(l_swept.len(), 0);
