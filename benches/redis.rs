@@ -175,6 +175,7 @@ async fn limiter<A: RedisAlgorithm>(
 ) -> RedisRateLimiter<A> {
     RedisRateLimiter::builder(q)
         .algorithm(alg)
+        .unwrap()
         .prefix(format!("mem{}", q.burst()))
         .deadline(Duration::from_secs(2))
         .with_connection_manager(m.clone())

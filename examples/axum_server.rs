@@ -14,8 +14,7 @@ use std::net::SocketAddr;
 
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use http::{HeaderName, StatusCode};
-use tollgate::http::{HeaderKey, OnKeyError, PeerIp, RateLimitLayer};
+use tollgate::http::{HeaderKey, HeaderName, OnKeyError, PeerIp, RateLimitLayer, StatusCode};
 use tollgate::Quota;
 
 #[tokio::main]

@@ -58,8 +58,8 @@ pub struct RateLimiterBuilder<A: Algorithm = Gcra> {
 impl<A: Algorithm> RateLimiterBuilder<A> {
     /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock) (the TSC on
     /// most x86_64 machines, whose readings are not ordered across cores: see
-    /// [`Clock::max_skew`]). Pass [`StdClock`](crate::StdClock) for readings ordered across
-    /// threads, at about 3x the cost of a decision here.
+    /// [`Clock::max_skew`](crate::Clock::max_skew); [`StdClock`](crate::StdClock) reads
+    /// `Instant`, ordered across threads, at a few times the cost).
     ///
     /// ```
     /// use tollgate::{ManualClock, Quota, RateLimiter};
@@ -71,7 +71,9 @@ impl<A: Algorithm> RateLimiterBuilder<A> {
         self
     }
 
-    /// Runs `alg` instead of the current algorithm, checking that it can run the quota.
+    /// Runs `alg` instead of the current algorithm (GCRA unless chosen), checking at once that
+    /// it can run the builder's quota: the refusal comes from the call that causes it, and
+    /// `build` stays infallible.
     ///
     /// # Errors
     /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.

@@ -25,6 +25,7 @@ async fn connect<A: RedisAlgorithm>(cluster: &RedisCluster, alg: A) -> RedisRate
     // Per hour: the fixed window (aligned to the epoch) must not roll over mid-test.
     RedisRateLimiter::builder(Quota::per_hour(3).unwrap())
         .algorithm(alg)
+        .unwrap()
         .deadline(Duration::from_secs(2))
         .connect_cluster(cluster.urls())
         .await

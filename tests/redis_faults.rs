@@ -156,6 +156,7 @@ async fn race<A: RedisAlgorithm>(server: &RedisServer, alg: A, quota: Quota) -> 
         limiters.push(
             RedisRateLimiter::builder(quota)
                 .algorithm(alg)
+                .unwrap()
                 .prefix(format!("race-{}", A::NAME))
                 .deadline(Duration::from_secs(2))
                 .connect(&server.url())
@@ -253,6 +254,7 @@ async fn the_fallback_runs_the_same_algorithm() {
     );
     let limiter = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
         .algorithm(SlidingLog)
+        .unwrap()
         .deadline(DEADLINE)
         .on_failure(FailurePolicy::Fallback(local.clone()))
         .connect(&server.url())
@@ -294,6 +296,7 @@ async fn the_fallback_runs_the_same_algorithm() {
     let e = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
         .on_failure(FailurePolicy::Fallback(gcra.clone()))
         .algorithm(SlidingLog)
+        .unwrap()
         .connect("redis://127.0.0.1:1/")
         .await;
     assert!(matches!(e, Err(RedisLimitError::Unsupported(_))), "{e:?}");
@@ -301,6 +304,7 @@ async fn the_fallback_runs_the_same_algorithm() {
     let e = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
         .on_failure(FailurePolicy::Fallback(gcra))
         .algorithm(Gcra)
+        .unwrap()
         .connect_timeout(Duration::from_millis(200))
         .connect("redis://127.0.0.1:1/")
         .await;

@@ -14,6 +14,7 @@ use tollgate::{FixedWindow, Gcra, Quota, QuotaError, SlidingLog, SlidingWindow, 
 async fn connect<A: RedisAlgorithm>(server: &RedisServer, alg: A, q: Quota) -> RedisRateLimiter<A> {
     RedisRateLimiter::builder(q)
         .algorithm(alg)
+        .unwrap()
         .deadline(Duration::from_secs(2))
         .connect(&server.url())
         .await
@@ -260,19 +261,17 @@ async fn bad_configuration_is_a_typed_error() {
     // A fixed window counted from a clock's origin has no meaning shared across processes.
     let e = RedisRateLimiter::builder(q)
         .algorithm(FixedWindow::new())
+        .unwrap()
         .connect(&server.url())
         .await;
     assert!(matches!(e, Err(RedisLimitError::Unsupported(_))), "{e:?}");
-    // What the in-process windows refuse, Redis refuses the same way: a burst is not a window.
+    // What the in-process windows refuse, Redis refuses the same way (a burst is not a
+    // window), and at the same call: `algorithm`.
     let bursty = Quota::per_second(10).unwrap().with_burst(3).unwrap();
-    let e = RedisRateLimiter::builder(bursty)
-        .algorithm(SlidingLog)
-        .connect(&server.url())
-        .await;
-    assert!(matches!(
-        e,
-        Err(RedisLimitError::InvalidQuota(QuotaError::Unsupported(_)))
-    ));
+    let e = RedisRateLimiter::builder(bursty).algorithm(SlidingLog);
+    assert!(matches!(e, Err(QuotaError::Unsupported(_))), "{e:?}");
+    let in_process = tollgate::RateLimiter::builder(bursty).algorithm(SlidingLog);
+    assert_eq!(in_process.err(), e.err());
     let log = connect(&server, SlidingLog, q).await;
     let e = log.check_n_with("k", 1, bursty).await;
     assert!(matches!(e, Err(RedisLimitError::InvalidQuota(_))));
@@ -284,6 +283,7 @@ async fn bad_configuration_is_a_typed_error() {
         .is_ok());
     let e = RedisRateLimiter::builder(odd)
         .algorithm(SlidingWindow::new(8))
+        .unwrap()
         .connect(&server.url())
         .await;
     assert!(matches!(e, Err(RedisLimitError::Unsupported(_))), "{e:?}");
@@ -309,17 +309,9 @@ async fn bad_configuration_is_a_typed_error() {
         "{e:?}"
     );
     assert_eq!(writes(&server), before);
-    let e = RedisRateLimiter::builder(Quota::per_minute(7).unwrap())
-        .algorithm(SlidingWindow::new(7))
-        .connect(&server.url())
-        .await;
-    assert!(
-        matches!(
-            e,
-            Err(RedisLimitError::InvalidQuota(QuotaError::Unsupported(_)))
-        ),
-        "{e:?}"
-    );
+    let e =
+        RedisRateLimiter::builder(Quota::per_minute(7).unwrap()).algorithm(SlidingWindow::new(7));
+    assert!(matches!(e, Err(QuotaError::Unsupported(_))), "{e:?}");
     // Nobody listens on the server's port once it is gone.
     let url = server.url();
     drop(server);

@@ -70,6 +70,7 @@ async fn replay<A: RedisAlgorithm>(
 ) {
     let redis = RedisRateLimiter::builder(quota)
         .algorithm(alg)
+        .unwrap()
         .prefix(unique_prefix())
         .deadline(Duration::from_secs(2))
         .connect(&server.url())
@@ -297,6 +298,7 @@ async fn window_waits_decide_again_after_retry_after() {
     let server = RedisServer::start();
     let l = RedisRateLimiter::builder(Quota::new(2, Duration::from_millis(200)).unwrap())
         .algorithm(FixedWindow::epoch_aligned())
+        .unwrap()
         .prefix(unique_prefix())
         .deadline(Duration::from_secs(2))
         .connect(&server.url())

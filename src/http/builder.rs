@@ -1,8 +1,9 @@
-//! [`RateLimitLayerBuilder`]: quotas as people say them, the policy table, and the response
-//! settings, validated once by [`build`](RateLimitLayerBuilder::build).
+//! [`RateLimitLayerBuilder`]: quotas as people say them (or limiters you made), the policy
+//! table, and the response settings, validated once by [`build`](RateLimitLayerBuilder::build).
 
 use std::fmt;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use super::key::KeyExtractor;
 use super::layer::RateLimitLayer;
 use super::policy::{Policy, PolicyTable, RoutePattern};
 use super::refund::Refunds;
-use super::response::{NoBody, ProblemJson};
+use super::rejection::{NoBody, ProblemJson};
 use super::state::{Mode, OnKeyError, Shared};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 
@@ -63,24 +64,87 @@ fn make_keyed<K>(quota: Quota, s: &LimiterSettings) -> KeyedRateLimiter<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    let mut b = KeyedRateLimiter::builder(quota).when_full(s.when_full);
-    if let Some(interval) = s.sweep_interval {
-        b = b.sweep_interval(interval);
-    }
-    if let Some(max) = s.max_keys {
-        b = b.max_keys(max);
-    }
+    let b = KeyedRateLimiter::builder(quota).when_full(s.when_full);
+    let b = match s.sweep_interval {
+        Some(interval) => b.sweep_interval(interval),
+        None => b.no_sweeper(),
+    };
+    let b = match s.max_keys {
+        Some(max) => b.max_keys(max),
+        None => b.no_key_cap(),
+    };
     b.build()
 }
 
-/// Configures a [`RateLimitLayer`]: the key, the limits (a default and per route), what a
-/// limited request gets, and the headers. Start with [`RateLimitLayer::builder`] (in-process
-/// limiters from quotas) or [`RateLimitLayerBuilder::new`] (limiters you made, of any
-/// [`Backend`](super::Backend) type).
+/// The state of a [`RateLimitLayerBuilder`] started by [`RateLimitLayer::builder`]: the
+/// builder makes its own limiters, from the quotas it is given
+/// ([`per_second`](RateLimitLayerBuilder::per_second), [`route`](RateLimitLayerBuilder::route),
+/// ...).
 ///
 /// ```
-/// use http::HeaderName;
-/// use tollgate::http::{HeaderKey, HeaderStyle, RateLimitLayer};
+/// use tollgate::http::{FromQuotas, GlobalKey, RateLimitLayer, RateLimitLayerBuilder};
+/// use tollgate::KeyedRateLimiter;
+/// let b: RateLimitLayerBuilder<GlobalKey, KeyedRateLimiter<()>, _, FromQuotas> =
+///     RateLimitLayer::builder(GlobalKey);
+/// # let _ = b;
+/// ```
+///
+/// It takes no ready limiter (that is [`FromLimiters`]'s way in):
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tollgate::{KeyedRateLimiter, Quota};
+/// let mine = Arc::new(KeyedRateLimiter::<()>::new(Quota::per_second(5).unwrap()));
+/// let _ = RateLimitLayer::builder(GlobalKey).limiter(mine); // no `limiter` here
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct FromQuotas(());
+
+/// The state of a [`RateLimitLayerBuilder`] started by [`RateLimitLayer::with_limiters`]: the
+/// layer uses limiters you made and pass in ([`limiter`](RateLimitLayerBuilder::limiter),
+/// [`route_limiter`](RateLimitLayerBuilder::route_limiter)).
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::http::{FromLimiters, GlobalKey, RateLimitLayer, RateLimitLayerBuilder};
+/// use tollgate::{KeyedRateLimiter, Quota};
+/// let b: RateLimitLayerBuilder<GlobalKey, KeyedRateLimiter<()>, _, FromLimiters> =
+///     RateLimitLayer::with_limiters(GlobalKey)
+///         .limiter(Arc::new(KeyedRateLimiter::new(Quota::per_second(5).unwrap())));
+/// # let _ = b;
+/// ```
+///
+/// It takes no quota (that is [`FromQuotas`]'s way in):
+///
+/// ```compile_fail
+/// use tollgate::http::{FromLimiters, GlobalKey, NoBody, RateLimitLayer, RateLimitLayerBuilder};
+/// use tollgate::KeyedRateLimiter;
+/// let b: RateLimitLayerBuilder<GlobalKey, KeyedRateLimiter<()>, NoBody, FromLimiters> =
+///     RateLimitLayer::with_limiters(GlobalKey);
+/// let _ = b.per_second(5); // no `per_second` here
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct FromLimiters(());
+
+/// Configures a [`RateLimitLayer`]: the key, the limits (a default and per route), what a
+/// limited request gets, and the headers. There are two ways in, and `S` records which:
+///
+/// - [`RateLimitLayer::builder`] ([`FromQuotas`]): limits given as quotas
+///   ([`per_second`](Self::per_second), [`route`](Self::route), ...); the builder makes an
+///   in-process GCRA [`KeyedRateLimiter`] for each, with a sweeper and a key cap
+///   ([`sweep_interval`](Self::sweep_interval), [`max_keys`](Self::max_keys)), which
+///   [`RateLimitLayer::limiter`] and [`RateLimitLayer::policies`] reach for monitoring.
+/// - [`RateLimitLayer::with_limiters`] ([`FromLimiters`]): limiters you made, of any
+///   [`Backend`](super::Backend) type (a `KeyedRateLimiter` with another algorithm or clock,
+///   a `RedisRateLimiter`), passed as `Arc`s ([`limiter`](Self::limiter),
+///   [`route_limiter`](Self::route_limiter)).
+///
+/// The settings for limited requests (cost, shaping, refunds, headers, bodies) are the same on
+/// both.
+///
+/// ```
+/// use tollgate::http::{HeaderKey, HeaderName, HeaderStyle, Method, RateLimitLayer};
 /// use tollgate::Quota;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -88,14 +152,14 @@ where
 ///     .per_minute(600)                                         // every route: 600/min per key
 ///     .route("login", "POST /login", Quota::per_minute(5)?)    // stricter on one route
 ///     .route("search", "/search/*", Quota::per_second(2)?)     // and on a subtree
-///     .cost(|req| if req.method == http::Method::POST { 2 } else { 1 })
+///     .cost(|req| if req.method == Method::POST { 2 } else { 1 })
 ///     .headers(HeaderStyle::Ietf)
 ///     .problem_json()
 ///     .build()?;
 /// # Ok(()) }
 /// ```
 #[must_use = "call .build() to get the layer"]
-pub struct RateLimitLayerBuilder<E, B: Backend, R> {
+pub struct RateLimitLayerBuilder<E, B: Backend, R, S> {
     extractor: E,
     default: Option<Source<B>>,
     default_name: String,
@@ -112,6 +176,7 @@ pub struct RateLimitLayerBuilder<E, B: Backend, R> {
     grpc: bool,
     allow_unbounded_keys: bool,
     error: Option<BuildError>,
+    _from: PhantomData<S>,
 }
 
 impl<E> RateLimitLayer<E, KeyedRateLimiter<E::Key>, NoBody>
@@ -119,28 +184,38 @@ where
     E: KeyExtractor,
     E::Key: Hash + Eq + Clone,
 {
-    /// A builder whose limits are in-process [`KeyedRateLimiter`]s made from quotas, keyed by
-    /// what `extractor` returns. Each limiter the builder makes sweeps idle keys every
+    /// A builder for limits given as quotas, keyed by what `extractor` returns: for each, the
+    /// builder makes an in-process GCRA [`KeyedRateLimiter`] that sweeps idle keys every
     /// [`DEFAULT_SWEEP_INTERVAL`] on a background thread and tracks at most
-    /// [`DEFAULT_MAX_KEYS`] keys (see [`max_keys`](RateLimitLayerBuilder::max_keys)).
+    /// [`DEFAULT_MAX_KEYS`] keys (see [`sweep_interval`](RateLimitLayerBuilder::sweep_interval)
+    /// and [`max_keys`](RateLimitLayerBuilder::max_keys)). For limiters you made, see
+    /// [`with_limiters`](RateLimitLayer::with_limiters).
     ///
     /// ```
     /// use tollgate::http::{PeerIp, RateLimitLayer};
     /// let per_ip = RateLimitLayer::builder(PeerIp::new()).per_second(10).build().unwrap();
+    /// assert_eq!(per_ip.limiter("default").unwrap().len(), 0); // made by the builder
     /// ```
-    pub fn builder(extractor: E) -> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, NoBody> {
-        let mut b = RateLimitLayerBuilder::new(extractor);
+    pub fn builder(
+        extractor: E,
+    ) -> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, NoBody, FromQuotas> {
+        let mut b = RateLimitLayerBuilder::start(extractor);
         b.make = Some(make_keyed::<E::Key>);
         b
     }
 }
 
-impl<E, B: Backend> RateLimitLayerBuilder<E, B, NoBody> {
-    /// A builder for limiters you provide (any [`Backend`](super::Backend): a [`KeyedRateLimiter`] with your
-    /// own clock or settings, or another store), with [`limiter`](Self::limiter) and
-    /// [`route_limiter`](Self::route_limiter). A `KeyedRateLimiter` needs a
-    /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap (`build` refuses one
-    /// without, see [`allow_unbounded_keys`](Self::allow_unbounded_keys)), and a
+impl<E, B: Backend> RateLimitLayer<E, B, NoBody> {
+    /// A builder for limiters you made and share with the layer through `Arc`s, of any
+    /// [`Backend`](super::Backend) type (a [`KeyedRateLimiter`] with your own algorithm, clock
+    /// or settings; a `RedisRateLimiter`; another store): see
+    /// [`limiter`](RateLimitLayerBuilder::limiter) and
+    /// [`route_limiter`](RateLimitLayerBuilder::route_limiter). For limits given as quotas,
+    /// see [`builder`](RateLimitLayer::builder).
+    ///
+    /// A `KeyedRateLimiter` needs a [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap
+    /// (`build` refuses one without, see
+    /// [`allow_unbounded_keys`](RateLimitLayerBuilder::allow_unbounded_keys)), and a
     /// [`sweep_interval`](crate::KeyedRateLimiterBuilder::sweep_interval) keeps it from
     /// sitting at the cap.
     ///
@@ -149,7 +224,7 @@ impl<E, B: Backend> RateLimitLayerBuilder<E, B, NoBody> {
     /// use std::num::NonZeroUsize;
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use tollgate::http::{PeerIp, RateLimitLayerBuilder};
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
     /// use tollgate::{KeyedRateLimiter, Quota};
     ///
     /// let limiter: Arc<KeyedRateLimiter<IpAddr>> = Arc::new(
@@ -158,10 +233,17 @@ impl<E, B: Backend> RateLimitLayerBuilder<E, B, NoBody> {
     ///         .sweep_interval(Duration::from_secs(30))
     ///         .build(),
     /// );
-    /// let layer = RateLimitLayerBuilder::new(PeerIp::new()).limiter(limiter.clone()).build().unwrap();
-    /// assert!(limiter.is_empty()); // the layer and you share the limiter
+    /// let layer = RateLimitLayer::with_limiters(PeerIp::new()).limiter(limiter.clone()).build().unwrap();
+    /// assert!(Arc::ptr_eq(layer.limiter("default").unwrap(), &limiter)); // shared
     /// ```
-    pub fn new(extractor: E) -> Self {
+    pub fn with_limiters(extractor: E) -> RateLimitLayerBuilder<E, B, NoBody, FromLimiters> {
+        RateLimitLayerBuilder::start(extractor)
+    }
+}
+
+impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
+    /// The defaults, with no limit yet.
+    fn start(extractor: E) -> Self {
         RateLimitLayerBuilder {
             extractor,
             default: None,
@@ -179,12 +261,13 @@ impl<E, B: Backend> RateLimitLayerBuilder<E, B, NoBody> {
             grpc: true,
             allow_unbounded_keys: false,
             error: None,
+            _from: PhantomData,
         }
     }
 }
 
-/// Quotas, for the in-process limiters the builder makes.
-impl<E, R> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, R>
+/// Quotas, and the settings of the in-process limiters the builder makes from them.
+impl<E, R> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, R, FromQuotas>
 where
     E: KeyExtractor,
     E::Key: Hash + Eq + Clone,
@@ -238,7 +321,6 @@ where
     /// assert!(l.is_ok());
     /// ```
     pub fn quota(mut self, quota: Quota) -> Self {
-        self.make = Some(make_keyed::<E::Key>);
         self.default = Some(Source::Quota(quota));
         self
     }
@@ -284,50 +366,102 @@ where
     /// assert!(l.is_ok());
     /// ```
     pub fn route(mut self, name: &str, pattern: &str, quota: Quota) -> Self {
-        self.make = Some(make_keyed::<E::Key>);
         self.routes
             .push((name.to_owned(), pattern.to_owned(), Source::Quota(quota)));
         self
     }
 
-    /// How often the limiters the builder makes evict idle keys (default
-    /// [`DEFAULT_SWEEP_INTERVAL`]); `None` turns the background sweep off.
+    /// Evicts cold keys in the background every `interval` (at least 1 ms), from each
+    /// limiter the builder makes: see
+    /// [`KeyedRateLimiterBuilder::sweep_interval`](crate::KeyedRateLimiterBuilder::sweep_interval).
+    /// Default here: [`DEFAULT_SWEEP_INTERVAL`]; [`no_sweeper`](Self::no_sweeper) turns
+    /// background sweeping off.
     ///
     /// ```
     /// use std::time::Duration;
     /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
     ///     .per_second(5)
-    ///     .sweep_interval(Some(Duration::from_secs(5)))
+    ///     .sweep_interval(Duration::from_secs(5))
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn sweep_interval(mut self, interval: Option<Duration>) -> Self {
-        self.settings.sweep_interval = interval;
+    pub fn sweep_interval(mut self, interval: Duration) -> Self {
+        self.settings.sweep_interval = Some(interval);
         self
     }
 
-    /// The most keys each limiter the builder makes will track (default
-    /// [`DEFAULT_MAX_KEYS`]); `None` for no cap, which [`build`](Self::build) then refuses
-    /// unless [`allow_unbounded_keys`](Self::allow_unbounded_keys) (except for a key type with
-    /// one value, `GlobalKey`'s). The cap is what bounds memory under a flood
-    /// of distinct clients (IPv6 gives one client many /64s); at the cap, cold keys are
-    /// swept first, then [`when_full`](Self::when_full) decides.
+    /// No background sweeper: cold keys are evicted only by
+    /// [`sweep_now`](crate::KeyedRateLimiter::sweep_now) and by a new key at the
+    /// [`max_keys`](Self::max_keys) cap. See
+    /// [`KeyedRateLimiterBuilder::no_sweeper`](crate::KeyedRateLimiterBuilder::no_sweeper).
+    /// Default here: a sweeper every [`DEFAULT_SWEEP_INTERVAL`].
+    ///
+    /// ```
+    /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .per_second(5)
+    ///     .no_sweeper()
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn no_sweeper(mut self) -> Self {
+        self.settings.sweep_interval = None;
+        self
+    }
+
+    /// Caps the number of keys each limiter the builder makes tracks at `max_keys`: see
+    /// [`KeyedRateLimiterBuilder::max_keys`](crate::KeyedRateLimiterBuilder::max_keys).
+    /// Default here: [`DEFAULT_MAX_KEYS`]. The cap is what bounds memory under a flood of
+    /// distinct clients (IPv6 gives one client many /64s); at the cap, cold keys are swept
+    /// first, then [`when_full`](Self::when_full) decides. Zero is not a cap: the type rules
+    /// it out, and [`no_key_cap`](Self::no_key_cap) says "no cap".
     ///
     /// ```
     /// use std::num::NonZeroUsize;
     /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
     ///     .per_second(5)
-    ///     .max_keys(NonZeroUsize::new(100_000))
+    ///     .max_keys(NonZeroUsize::new(100_000).unwrap())
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn max_keys(mut self, max_keys: Option<NonZeroUsize>) -> Self {
-        self.settings.max_keys = max_keys;
+    ///
+    /// A count read from configuration cannot turn into "no cap" by being zero:
+    ///
+    /// ```compile_fail
+    /// let configured: usize = 0;
+    /// let _ = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .max_keys(std::num::NonZeroUsize::new(configured)); // an Option: does not compile
+    /// ```
+    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
+        self.settings.max_keys = Some(max_keys);
         self
     }
 
-    /// New keys at a full cap: [`WhenFull::Deny`] (the default: such clients get 429 until
-    /// keys go cold) or [`WhenFull::AllowUntracked`].
+    /// No cap on the keys each limiter the builder makes tracks: see
+    /// [`KeyedRateLimiterBuilder::no_key_cap`](crate::KeyedRateLimiterBuilder::no_key_cap).
+    /// Default here: [`DEFAULT_MAX_KEYS`]. Clients choose the keys, so [`build`](Self::build)
+    /// then refuses ([`BuildError::UnboundedKeys`]) unless
+    /// [`allow_unbounded_keys`](Self::allow_unbounded_keys) says you mean it (except for a
+    /// key type with one value, `GlobalKey`'s).
+    ///
+    /// ```
+    /// use tollgate::http::{BuildError, PeerIp, RateLimitLayer};
+    /// let refused = RateLimitLayer::builder(PeerIp::new()).per_second(5).no_key_cap().build();
+    /// assert!(matches!(refused, Err(BuildError::UnboundedKeys(_))));
+    /// let l = RateLimitLayer::builder(PeerIp::new())
+    ///     .per_second(5)
+    ///     .no_key_cap()
+    ///     .allow_unbounded_keys()
+    ///     .build();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn no_key_cap(mut self) -> Self {
+        self.settings.max_keys = None;
+        self
+    }
+
+    /// The policy for new keys when the [`max_keys`](Self::max_keys) cap is reached: see
+    /// [`KeyedRateLimiterBuilder::when_full`](crate::KeyedRateLimiterBuilder::when_full).
+    /// Default: [`WhenFull::Deny`] (such clients get 429 until keys go cold).
     ///
     /// ```
     /// use tollgate::WhenFull;
@@ -346,7 +480,8 @@ where
 /// The name of the default policy in headers.
 const DEFAULT_POLICY: &str = "default";
 
-impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
+/// Limiters you made.
+impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R, FromLimiters> {
     /// The default limit: a limiter you made (shared with you through the `Arc`).
     ///
     /// ```
@@ -357,7 +492,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// let limiter = KeyedRateLimiter::<()>::builder(Quota::per_second(1).unwrap())
     ///     .clock(ManualClock::new())
     ///     .build();
-    /// let l = RateLimitLayer::builder(GlobalKey).limiter(Arc::new(limiter)).build();
+    /// let l = RateLimitLayer::with_limiters(GlobalKey).limiter(Arc::new(limiter)).build();
     /// assert!(l.is_ok());
     /// ```
     pub fn limiter(mut self, backend: Arc<B>) -> Self {
@@ -371,7 +506,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// ```
     /// use std::num::NonZeroUsize;
     /// use std::sync::Arc;
-    /// use tollgate::http::{PeerIp, RateLimitLayerBuilder};
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
     /// use tollgate::{KeyedRateLimiter, Quota};
     ///
     /// let auth = Arc::new(
@@ -379,7 +514,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     ///         .max_keys(NonZeroUsize::new(100_000).unwrap())
     ///         .build(),
     /// );
-    /// let l = RateLimitLayerBuilder::new(PeerIp::new())
+    /// let l = RateLimitLayer::with_limiters(PeerIp::new())
     ///     .route_limiter("auth", "POST /login", auth.clone())
     ///     .route_limiter("auth", "POST /password-reset", auth)
     ///     .build();
@@ -393,23 +528,26 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
         ));
         self
     }
+}
 
+/// What a limited request gets, and `build`: the same whichever way the builder started.
+impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     /// Accepts limiters whose memory for keys has no bound ([`Backend::keys_bounded`] is
     /// false: a `KeyedRateLimiter` without a
-    /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap, or `max_keys(None)` on
-    /// this builder), which [`build`](Self::build) refuses otherwise: clients choose the keys,
+    /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap, or
+    /// [`no_key_cap`](Self::no_key_cap) on this builder), which [`build`](Self::build) refuses otherwise: clients choose the keys,
     /// so such a table grows as far as a flood of distinct keys takes it. For keys a client
     /// cannot invent (say, authenticated user IDs you bound elsewhere).
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tollgate::http::{BuildError, PeerIp, RateLimitLayerBuilder};
+    /// use tollgate::http::{BuildError, PeerIp, RateLimitLayer};
     /// use tollgate::{KeyedRateLimiter, Quota};
     ///
     /// let uncapped = Arc::new(KeyedRateLimiter::new(Quota::per_second(5).unwrap()));
-    /// let refused = RateLimitLayerBuilder::new(PeerIp::new()).limiter(uncapped.clone()).build();
+    /// let refused = RateLimitLayer::with_limiters(PeerIp::new()).limiter(uncapped.clone()).build();
     /// assert!(matches!(refused, Err(BuildError::UnboundedKeys(_))));
-    /// let l = RateLimitLayerBuilder::new(PeerIp::new())
+    /// let l = RateLimitLayer::with_limiters(PeerIp::new())
     ///     .limiter(uncapped)
     ///     .allow_unbounded_keys()
     ///     .build();
@@ -496,7 +634,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// ```
     /// let l = tollgate::http::RateLimitLayer::builder(tollgate::http::GlobalKey)
     ///     .per_second(5)
-    ///     .never_status(http::StatusCode::PAYLOAD_TOO_LARGE)
+    ///     .never_status(tollgate::http::StatusCode::PAYLOAD_TOO_LARGE)
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
@@ -508,10 +646,10 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// What to do when the key extractor fails (default [`OnKeyError::Reject`]).
     ///
     /// ```
-    /// use tollgate::http::{GlobalKey, OnKeyError, RateLimitLayer};
+    /// use tollgate::http::{GlobalKey, OnKeyError, RateLimitLayer, StatusCode};
     /// let l = RateLimitLayer::builder(GlobalKey)
     ///     .per_second(5)
-    ///     .on_key_error(OnKeyError::Status(http::StatusCode::UNAUTHORIZED))
+    ///     .on_key_error(OnKeyError::Status(StatusCode::UNAUTHORIZED))
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
@@ -546,7 +684,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn problem_json(self) -> RateLimitLayerBuilder<E, B, ProblemJson> {
+    pub fn problem_json(self) -> RateLimitLayerBuilder<E, B, ProblemJson, S> {
         self.reject_body(ProblemJson)
     }
 
@@ -558,7 +696,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
     /// let l = RateLimitLayer::builder(GlobalKey).per_second(5).reject_body(NoBody).build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn reject_body<R2>(self, body: R2) -> RateLimitLayerBuilder<E, B, R2> {
+    pub fn reject_body<R2>(self, body: R2) -> RateLimitLayerBuilder<E, B, R2, S> {
         RateLimitLayerBuilder {
             extractor: self.extractor,
             default: self.default,
@@ -576,6 +714,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
             grpc: self.grpc,
             allow_unbounded_keys: self.allow_unbounded_keys,
             error: self.error,
+            _from: PhantomData,
         }
     }
 
@@ -652,7 +791,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R> {
 }
 
 /// Response-aware limits, for the backends with reservations.
-impl<E, B: RefundBackend, R> RateLimitLayerBuilder<E, B, R> {
+impl<E, B: RefundBackend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     /// Response-aware limits: take the permits before the handler, and give them back when
     /// `refund_if` says so of the response head (status, headers, extensions). Counting only
     /// failed logins is `refund_if(|res| res.status.is_success())`. Only for backends that can
@@ -671,14 +810,14 @@ impl<E, B: RefundBackend, R> RateLimitLayerBuilder<E, B, R> {
     ///
     /// ```compile_fail
     /// use std::sync::Arc;
-    /// use tollgate::http::{GlobalKey, RateLimitLayerBuilder};
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
     /// use tollgate::{KeyedRateLimiter, Quota, SlidingLog};
     ///
     /// let log = KeyedRateLimiter::<()>::builder(Quota::per_minute(5).unwrap())
     ///     .algorithm(SlidingLog)
     ///     .unwrap()
     ///     .build();
-    /// let _ = RateLimitLayerBuilder::new(GlobalKey)
+    /// let _ = RateLimitLayer::with_limiters(GlobalKey)
     ///     .limiter(Arc::new(log))
     ///     .refund_if(|res| res.status.is_success()); // no RefundBackend for a sliding log
     /// ```
@@ -691,7 +830,7 @@ impl<E, B: RefundBackend, R> RateLimitLayerBuilder<E, B, R> {
     }
 }
 
-impl<E, B: Backend, R> fmt::Debug for RateLimitLayerBuilder<E, B, R> {
+impl<E, B: Backend, R, S> fmt::Debug for RateLimitLayerBuilder<E, B, R, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayerBuilder")
             .field("routes", &self.routes.len())

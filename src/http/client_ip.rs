@@ -199,7 +199,7 @@ impl Trust {
 ///
 /// // A byte that is not ASCII in the client's part changes nothing.
 /// let mut req = http::Request::get("/")
-///     .header("x-forwarded-for", http::HeaderValue::from_bytes(b"6.6.6.6\xff, 203.0.113.9").unwrap())
+///     .header("x-forwarded-for", tollgate::http::HeaderValue::from_bytes(b"6.6.6.6\xff, 203.0.113.9").unwrap())
 ///     .body(())
 ///     .unwrap();
 /// req.extensions_mut().insert("10.0.0.5:40000".parse::<SocketAddr>().unwrap());

@@ -200,6 +200,11 @@ impl PolicyLabel {
         &self.sf_name
     }
 
+    /// The policy's name as given to the builder (the sf-string without its quotes).
+    pub(crate) fn name(&self) -> &str {
+        &self.sf_name[1..self.sf_name.len() - 1]
+    }
+
     fn field(&self, policy: RatePolicy) -> Option<HeaderValue> {
         if policy == self.policy {
             self.field.clone()

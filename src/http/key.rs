@@ -16,7 +16,7 @@ use http::{HeaderName, StatusCode};
 /// request, before the inner service, and must not block.
 ///
 /// ```
-/// use http::request::Parts;
+/// use tollgate::http::request::Parts;
 /// use tollgate::http::{KeyError, KeyExtractor};
 ///
 /// /// One bucket per tenant, from a header set by an authentication layer in front.
@@ -53,7 +53,7 @@ pub trait KeyExtractor: Send + Sync + 'static {
 /// lacks what the extractor needs (a missing API-key header, a malformed `X-Forwarded-For`).
 ///
 /// ```
-/// use http::StatusCode;
+/// use tollgate::http::StatusCode;
 /// use tollgate::http::KeyError;
 ///
 /// let e = KeyError::bad_request("missing x-api-key header");
@@ -70,7 +70,7 @@ impl KeyError {
     /// An error answered with `status` (clamped to 400-599: a key error is never a success).
     ///
     /// ```
-    /// use http::StatusCode;
+    /// use tollgate::http::StatusCode;
     /// let e = tollgate::http::KeyError::new(StatusCode::UNAUTHORIZED, "no credentials");
     /// assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
     /// assert_eq!(tollgate::http::KeyError::new(StatusCode::OK, "x").status(), 500);
@@ -157,7 +157,7 @@ impl KeyExtractor for GlobalKey {
 /// [`DefaultKeyHasher`](crate::DefaultKeyHasher) on hash flooding.
 ///
 /// ```
-/// use http::HeaderName;
+/// use tollgate::http::HeaderName;
 /// use tollgate::http::{HeaderKey, KeyExtractor};
 ///
 /// let by_api_key = HeaderKey::new(HeaderName::from_static("x-api-key"));
@@ -177,7 +177,7 @@ impl HeaderKey {
     /// Keys requests by the value of header `name`.
     ///
     /// ```
-    /// use http::HeaderName;
+    /// use tollgate::http::HeaderName;
     /// let by_api_key = tollgate::http::HeaderKey::new(HeaderName::from_static("x-api-key"));
     /// let by_auth = tollgate::http::HeaderKey::new(http::header::AUTHORIZATION);
     /// ```
@@ -188,7 +188,7 @@ impl HeaderKey {
     /// Refuses values longer than `max_len` bytes (default 256) with `400`.
     ///
     /// ```
-    /// use http::HeaderName;
+    /// use tollgate::http::HeaderName;
     /// use tollgate::http::{HeaderKey, KeyExtractor};
     /// let k = HeaderKey::new(HeaderName::from_static("x-api-key")).max_len(4);
     /// let (parts, ()) = http::Request::get("/").header("x-api-key", "12345").body(()).unwrap().into_parts();
@@ -225,7 +225,7 @@ impl KeyExtractor for HeaderKey {
 /// Any closure from the request head to a key: `KeyFn(|req: &Parts| ...)`.
 ///
 /// ```
-/// use http::request::Parts;
+/// use tollgate::http::request::Parts;
 /// use tollgate::http::{KeyError, KeyExtractor, KeyFn};
 ///
 /// // Per (tenant, method): reads a header an authentication layer set.
@@ -234,7 +234,7 @@ impl KeyExtractor for HeaderKey {
 ///     Ok((tenant.as_bytes().to_vec(), req.method.clone()))
 /// });
 /// let (parts, ()) = http::Request::post("/").header("x-tenant", "t1").body(()).unwrap().into_parts();
-/// assert_eq!(per_tenant_method.extract(&parts).unwrap(), (b"t1".to_vec(), http::Method::POST));
+/// assert_eq!(per_tenant_method.extract(&parts).unwrap(), (b"t1".to_vec(), tollgate::http::Method::POST));
 /// ```
 #[derive(Clone, Copy)]
 pub struct KeyFn<F>(pub F);

@@ -35,6 +35,63 @@ impl<E, B: Backend, R> RateLimitLayer<E, B, R> {
             shared: Arc::new(shared),
         }
     }
+
+    /// The limiter of the policy named `name` (the first, if several share the name): the
+    /// very one the layer decides with, for monitoring ([`len`](crate::KeyedRateLimiter::len),
+    /// [`stats`](crate::KeyedRateLimiter::stats)) and upkeep
+    /// ([`sweep_now`](crate::KeyedRateLimiter::sweep_now)). The default policy is named
+    /// `"default"` unless [`policy_name`](super::RateLimitLayerBuilder::policy_name) renamed
+    /// it; a route's is the name given to [`route`](super::RateLimitLayerBuilder::route).
+    /// `None` if no policy has that name.
+    ///
+    /// ```
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
+    /// use tollgate::Quota;
+    ///
+    /// let layer = RateLimitLayer::builder(PeerIp::new())
+    ///     .per_second(10)
+    ///     .route("login", "POST /login", Quota::per_minute(5).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// let login = layer.limiter("login").unwrap();
+    /// assert_eq!(login.len(), 0); // no client seen yet
+    /// login.sweep_now();
+    /// assert!(layer.limiter("search").is_none());
+    /// ```
+    #[must_use]
+    pub fn limiter(&self, name: &str) -> Option<&Arc<B>> {
+        self.policies()
+            .find(|&(n, _)| n == name)
+            .map(|(_, limiter)| limiter)
+    }
+
+    /// Every policy's name and limiter, in the order the layer tries them: the routes in the
+    /// order added, then the default. Each route appears once, also where routes share one
+    /// limiter (the same `Arc` then appears under each).
+    ///
+    /// ```
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
+    /// use tollgate::Quota;
+    ///
+    /// let layer = RateLimitLayer::builder(PeerIp::new())
+    ///     .per_second(10)
+    ///     .route("login", "POST /login", Quota::per_minute(5).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// let names: Vec<&str> = layer.policies().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["login", "default"]);
+    /// let tracked: usize = layer.policies().map(|(_, limiter)| limiter.len()).sum();
+    /// assert_eq!(tracked, 0);
+    /// ```
+    pub fn policies(&self) -> impl Iterator<Item = (&str, &Arc<B>)> + '_ {
+        let table = &self.shared.table;
+        table
+            .routes
+            .iter()
+            .map(|(_, policy)| policy)
+            .chain(&table.default)
+            .map(|policy| (policy.label.name(), &policy.backend))
+    }
 }
 
 impl<E, B: Backend, R> Clone for RateLimitLayer<E, B, R> {

@@ -49,6 +49,30 @@
 //! instance `tower::ServiceBuilder::new().map_request(move |mut req: Request<_>| { req.extensions_mut().insert(peer); req })`)
 //! for the IP extractors. tonic inserts its own `TcpConnectInfo` instead: key by it with a
 //! [`KeyFn`].
+//!
+//! # The `http` types
+//!
+//! The `http` crate's types the API takes are re-exported here, so that using the
+//! layer needs no `http` dependency of your own (they are the very types axum re-exports as
+//! `axum::http`): [`request::Parts`] for [`KeyExtractor`]s and
+//! [`cost`](RateLimitLayerBuilder::cost), [`response::Parts`] for
+//! [`refund_if`](RateLimitLayerBuilder::refund_if), [`HeaderName`] for [`HeaderKey`],
+//! [`StatusCode`] for [`OnKeyError`], [`KeyError`] and
+//! [`never_status`](RateLimitLayerBuilder::never_status), [`HeaderValue`] for
+//! [`RejectBody`], [`Method`] for costs and keys by method. The paths are the `http` crate's
+//! with `tollgate::` in front (`tollgate::http::request::Parts` is `tollgate::http::request::Parts`).
+//!
+//! ```
+//! use tollgate::http::request::Parts;
+//! use tollgate::http::{HeaderKey, HeaderName, Method, OnKeyError, RateLimitLayer, StatusCode};
+//!
+//! let layer = RateLimitLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
+//!     .per_second(10)
+//!     .cost(|req: &Parts| if req.method == Method::POST { 2 } else { 1 })
+//!     .on_key_error(OnKeyError::Status(StatusCode::UNAUTHORIZED))
+//!     .build();
+//! assert!(layer.is_ok());
+//! ```
 
 mod backend;
 mod builder;
@@ -62,18 +86,23 @@ mod policy;
 mod redis_backend;
 mod refund;
 mod refunding;
-mod response;
+mod rejection;
 mod service;
 mod shaping;
 mod state;
 
 pub use backend::{Answer, Backend, RefundBackend};
-pub use builder::{RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
+pub use builder::{
+    FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
+};
 pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use error::{BuildError, RouteError};
 pub use headers::HeaderStyle;
 pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
-pub use response::{NoBody, Problem, ProblemJson, RejectBody};
+pub use rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::{RateLimit, ResponseFuture};
 pub use state::OnKeyError;
+
+// The `http` types the API takes (see the module docs, "The `http` types").
+pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};

@@ -15,7 +15,7 @@ use tower_service::Service;
 use super::backend::Backend;
 use super::headers::RateHeaders;
 use super::refund::Refunds;
-use super::response::RejectBody;
+use super::rejection::RejectBody;
 use super::state::{Shared, Verdict};
 
 /// Reserves `cost` permits, calls `inner`, and refunds them if the response head satisfies the

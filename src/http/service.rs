@@ -20,7 +20,7 @@ use tower_service::Service;
 use super::backend::{Answer, Backend};
 use super::headers::RateHeaders;
 use super::key::{KeyError, KeyExtractor};
-use super::response::{is_grpc, reject, Problem, RejectBody};
+use super::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 
 /// The rate-limiting service made by [`RateLimitLayer`](super::RateLimitLayer).
@@ -44,7 +44,7 @@ use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 ///     status.push((res.status().as_u16(), res.headers().get("retry-after").cloned()));
 /// }
 /// assert_eq!(status[0], (200, None));
-/// assert_eq!(status[1], (429, Some(http::HeaderValue::from_static("60"))));
+/// assert_eq!(status[1], (429, Some(tollgate::http::HeaderValue::from_static("60"))));
 /// # }
 /// ```
 pub struct RateLimit<S, E, B: Backend, R> {

@@ -16,7 +16,7 @@ use super::backend::Backend;
 use super::headers::{HeaderStyle, RateHeaders};
 use super::policy::{Policy, PolicyTable};
 use super::refund::Refunds;
-use super::response::{reject, Problem, RejectBody};
+use super::rejection::{reject, Problem, RejectBody};
 use crate::Decision;
 
 /// What the layer does when the key extractor fails (see [`KeyError`](super::KeyError)).

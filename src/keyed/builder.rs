@@ -54,8 +54,8 @@ where
 {
     /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock) (the TSC on
     /// most x86_64 machines, whose readings are not ordered across cores: see
-    /// [`Clock::max_skew`]; [`StdClock`](crate::StdClock) reads `Instant`, ordered across
-    /// threads, at a few times the cost). The sweeper judges coldness with this clock, allowing
+    /// [`Clock::max_skew`](crate::Clock::max_skew); [`StdClock`](crate::StdClock) reads
+    /// `Instant`, ordered across threads, at a few times the cost). The sweeper judges coldness with this clock, allowing
     /// for its `max_skew`; its interval is real time (tokio time for the tokio variant).
     ///
     /// ```
@@ -70,8 +70,9 @@ where
         self
     }
 
-    /// Runs `alg` for every key instead of the current algorithm, checking that it can run the
-    /// quota.
+    /// Runs `alg` instead of the current algorithm (GCRA unless chosen), checking at once that
+    /// it can run the builder's quota: the refusal comes from the call that causes it, and
+    /// `build` stays infallible. Every key runs it.
     ///
     /// # Errors
     /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.
@@ -142,7 +143,8 @@ where
         self
     }
 
-    /// Starts a background sweeper that evicts cold keys every `interval` (at least 1 ms). It
+    /// Evicts cold keys in the background every `interval` (at least 1 ms). Default here: no
+    /// sweeper; [`no_sweeper`](Self::no_sweeper) turns background sweeping off. The sweeper
     /// runs on its own thread (or a tokio task, see `sweep_on_tokio`), holds only a weak
     /// reference to the limiter and stops when the limiter is dropped.
     ///
@@ -161,6 +163,28 @@ where
     /// ```
     pub fn sweep_interval(mut self, interval: Duration) -> Self {
         self.sweep_interval = Some(interval);
+        self
+    }
+
+    /// No background sweeper: cold keys are evicted only by
+    /// [`sweep_now`](KeyedRateLimiter::sweep_now) and by a new key at the
+    /// [`max_keys`](Self::max_keys) cap. Default here: no sweeper (this undoes a
+    /// [`sweep_interval`](Self::sweep_interval)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let interval: Option<Duration> = None; // say, from configuration
+    /// let b = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap());
+    /// let b = match interval {
+    ///     Some(interval) => b.sweep_interval(interval),
+    ///     None => b.no_sweeper(),
+    /// };
+    /// let limiter = b.build();
+    /// assert!(limiter.try_acquire(&1));
+    /// ```
+    pub fn no_sweeper(mut self) -> Self {
+        self.sweep_interval = None;
         self
     }
 
@@ -187,10 +211,11 @@ where
     }
 
     /// Caps the number of tracked keys at `max_keys` (exactly: [`len`](KeyedRateLimiter::len)
-    /// never exceeds it, even under concurrency). A new key at the cap first triggers a sweep
-    /// of cold keys (skipped while none can be cold yet); if still full, the
-    /// [`when_full`](KeyedRateLimiterBuilder::when_full) policy decides. A cap of zero would
-    /// track nothing and so limit nothing; the type rules it out.
+    /// never exceeds it, even under concurrency). Default here: no cap. A new key at the cap
+    /// first triggers a sweep of cold keys (skipped while none can be cold yet); if still
+    /// full, the [`when_full`](Self::when_full) policy decides. Zero is not a cap (it would
+    /// track nothing and so limit nothing): the type rules it out, and
+    /// [`no_key_cap`](Self::no_key_cap) says "no cap".
     ///
     /// ```
     /// use std::num::NonZeroUsize;
@@ -202,19 +227,48 @@ where
     /// assert!(limiter.len() <= 2);
     /// ```
     ///
-    /// A cap of zero does not compile:
+    /// A cap of zero does not compile, nor does a count read from configuration that could
+    /// be zero (`NonZeroUsize::new` gives an `Option`, which `max_keys` does not take):
     ///
     /// ```compile_fail
     /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
     /// let _ = b.max_keys(0);
+    /// ```
+    ///
+    /// ```compile_fail
+    /// let configured: usize = 0;
+    /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
+    /// let _ = b.max_keys(std::num::NonZeroUsize::new(configured));
     /// ```
     pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
         self.max_keys = Some(max_keys);
         self
     }
 
-    /// The policy for new keys when the [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap is
-    /// reached (default [`WhenFull::Deny`]).
+    /// No cap on the number of tracked keys: memory grows with the distinct keys seen between
+    /// sweeps. Default here: no cap (this undoes a [`max_keys`](Self::max_keys)). For keys
+    /// a client cannot invent; the HTTP layer refuses such a limiter unless told otherwise.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let configured: usize = 0; // say, 0 meaning "no cap" in your configuration
+    /// let b = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap());
+    /// let b = match NonZeroUsize::new(configured) {
+    ///     Some(cap) => b.max_keys(cap),
+    ///     None => b.no_key_cap(), // said, not implied
+    /// };
+    /// let limiter = b.build();
+    /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
+    /// assert_eq!(limiter.len(), 10);
+    /// ```
+    pub fn no_key_cap(mut self) -> Self {
+        self.max_keys = None;
+        self
+    }
+
+    /// The policy for new keys when the [`max_keys`](Self::max_keys) cap is reached. Default:
+    /// [`WhenFull::Deny`].
     ///
     /// ```
     /// use std::num::NonZeroUsize;

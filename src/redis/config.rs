@@ -8,7 +8,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
 use ::redis::cluster_async::ClusterConnection;
 
-use crate::quota::Quota;
+use crate::quota::{Quota, QuotaError};
 
 use super::algorithm::{Params, RedisAlgorithm};
 use super::client::{Backend, Conn};
@@ -32,7 +32,7 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
 /// use tollgate::{Quota, SlidingLog};
 ///
 /// let limiter = RedisRateLimiter::builder(Quota::per_minute(100).unwrap())
-///     .algorithm(SlidingLog)
+///     .algorithm(SlidingLog)?
 ///     .prefix("myapp:rl")
 ///     .deadline(Duration::from_millis(20))
 ///     .on_failure(FailurePolicy::Open)
@@ -83,22 +83,43 @@ impl RedisRateLimiter {
 }
 
 impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
-    /// Runs `algorithm` instead of GCRA: one of the in-process algorithm types that have a
-    /// script ([`RedisAlgorithm`]). Whether it can run the quota is checked by
-    /// [`connect`](Self::connect) (a [`FixedWindow`](crate::FixedWindow) must be
-    /// [`epoch_aligned`](crate::FixedWindow::epoch_aligned); a
-    /// [`SlidingWindow`](crate::SlidingWindow)'s sub-windows whole microseconds). Choose it before
-    /// [`on_failure`](Self::on_failure): a [`FailurePolicy::Fallback`] limiter must run the
-    /// same algorithm, else `connect` returns [`RedisLimitError::Unsupported`].
+    /// Runs `alg` instead of the current algorithm (GCRA unless chosen), checking at once that
+    /// it can run the builder's quota: the refusal comes from the call that causes it. The
+    /// same check, error and signature as
+    /// [`RateLimiterBuilder::algorithm`](crate::RateLimiterBuilder::algorithm) and
+    /// [`KeyedRateLimiterBuilder::algorithm`](crate::KeyedRateLimiterBuilder::algorithm), where
+    /// checking here keeps `build` infallible; connecting is fallible anyway, but one name
+    /// fails alike on every builder. `alg` is one of the in-process algorithm types that have
+    /// a script ([`RedisAlgorithm`]). What only Redis refuses is checked by
+    /// [`connect`](Self::connect),
+    /// with the rest of the configuration: a quota outside the scripts' range, a
+    /// [`FixedWindow`](crate::FixedWindow) not
+    /// [`epoch_aligned`](crate::FixedWindow::epoch_aligned), a
+    /// [`SlidingWindow`](crate::SlidingWindow) whose sub-windows are not whole microseconds.
+    /// Choose it before [`on_failure`](Self::on_failure): a [`FailurePolicy::Fallback`]
+    /// limiter must run the same algorithm, else `connect` returns
+    /// [`RedisLimitError::Unsupported`].
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] if `alg` cannot run the builder's quota.
     ///
     /// ```
     /// use tollgate::redis::RedisRateLimiter;
-    /// use tollgate::{FixedWindow, Quota};
+    /// use tollgate::{FixedWindow, Quota, QuotaError, SlidingLog};
     /// let b = RedisRateLimiter::builder(Quota::per_hour(1000).unwrap())
-    ///     .algorithm(FixedWindow::epoch_aligned());
+    ///     .algorithm(FixedWindow::epoch_aligned())?;
     /// # let _ = b;
+    /// // A window's burst is its count: a burst of 10 in a window of 1000 is refused at once.
+    /// let q = Quota::per_hour(1000).unwrap().with_burst(10).unwrap();
+    /// let refused = RedisRateLimiter::builder(q).algorithm(SlidingLog);
+    /// assert!(matches!(refused, Err(QuotaError::Unsupported(_))));
+    /// # Ok::<(), QuotaError>(())
     /// ```
-    pub fn algorithm<B: RedisAlgorithm>(self, algorithm: B) -> RedisRateLimiterBuilder<B> {
+    pub fn algorithm<B: RedisAlgorithm>(
+        self,
+        alg: B,
+    ) -> Result<RedisRateLimiterBuilder<B>, QuotaError> {
+        alg.params(&self.quota, 0)?;
         let (policy, mismatch) = match self.policy.into_algorithm::<B>() {
             Ok(policy) => (policy, None),
             Err(_) => (
@@ -109,15 +130,15 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
                 )),
             ),
         };
-        RedisRateLimiterBuilder {
+        Ok(RedisRateLimiterBuilder {
             quota: self.quota,
             prefix: self.prefix,
             deadline: self.deadline,
             connect_timeout: self.connect_timeout,
             policy,
-            algorithm,
+            algorithm: alg,
             error: self.error.or(mismatch),
-        }
+        })
     }
 
     /// The first part of every key name (default `tollgate`). It may not contain `{` or `}`,
@@ -174,6 +195,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     ///     .build();
     /// let b = RedisRateLimiter::builder(Quota::per_second(5).unwrap())
     ///     .algorithm(WeightedWindow)
+    ///     .unwrap()
     ///     .on_failure(FailurePolicy::Fallback(Arc::new(local)));
     /// # let _ = b;
     /// ```

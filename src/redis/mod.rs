@@ -21,7 +21,7 @@
 //!     println!("429, retry after {:?}", d.retry_after);
 //! }
 //! let log: RedisRateLimiter<SlidingLog> = RedisRateLimiter::builder(Quota::per_minute(60).unwrap())
-//!     .algorithm(SlidingLog)
+//!     .algorithm(SlidingLog)?
 //!     .connect("redis://127.0.0.1:6379/")
 //!     .await?;
 //! # let _ = log;

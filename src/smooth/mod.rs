@@ -150,7 +150,10 @@ impl SmoothRateLimiterBuilder {
         self
     }
 
-    /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock).
+    /// Uses `clock` instead of the default [`DefaultClock`](crate::DefaultClock) (the TSC on
+    /// most x86_64 machines, whose readings are not ordered across cores: see
+    /// [`Clock::max_skew`](crate::Clock::max_skew); [`StdClock`](crate::StdClock) reads
+    /// `Instant`, ordered across threads, at a few times the cost).
     ///
     /// ```
     /// use std::time::Duration;

@@ -15,12 +15,11 @@ use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
-use http::{HeaderName, StatusCode};
 use http_support::{client, send, send_bytes, serve_axum, Got};
 use tokio::sync::Semaphore;
 use tollgate::http::{
-    ClientIp, ForwardedHeader, HeaderKey, HeaderStyle, IpNet, OnKeyError, PeerIp, RateLimitLayer,
-    RateLimitLayerBuilder,
+    ClientIp, ForwardedHeader, HeaderKey, HeaderName, HeaderStyle, IpNet, OnKeyError, PeerIp,
+    RateLimitLayer, StatusCode,
 };
 use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
 
@@ -125,7 +124,7 @@ async fn two_routes_of_a_thousand_concurrent_requests_admit_exactly_the_quota() 
     let qa = Quota::per_hour(100).unwrap();
     let qb = Quota::new(30, Duration::from_secs(100)).unwrap();
     let (la, lb) = (limiter(qa), limiter(qb));
-    let layer = RateLimitLayerBuilder::new(PeerIp::new())
+    let layer = RateLimitLayer::with_limiters(PeerIp::new())
         .route_limiter("a", "GET /a", la.clone())
         .route_limiter("b", "GET /b", lb.clone())
         .build()
@@ -148,7 +147,7 @@ async fn forwarded_for_rotation_does_not_bypass_but_proxy_appended_addresses_are
     let behind_proxy = limiter(q);
     let trusted: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
     let app = hello_routes().layer(
-        RateLimitLayerBuilder::new(ClientIp::trusted_proxies(trusted))
+        RateLimitLayer::with_limiters(ClientIp::trusted_proxies(trusted))
             .limiter(behind_proxy.clone())
             .build()
             .unwrap(),
@@ -195,7 +194,7 @@ async fn forwarded_for_rotation_does_not_bypass_but_proxy_appended_addresses_are
     let direct = limiter(q);
     let others: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
     let app = hello_routes().layer(
-        RateLimitLayerBuilder::new(ClientIp::trusted_proxies(others))
+        RateLimitLayer::with_limiters(ClientIp::trusted_proxies(others))
             .limiter(direct.clone())
             .build()
             .unwrap(),
@@ -259,7 +258,7 @@ async fn a_client_written_byte_left_of_the_trusted_entry_does_not_lift_the_limit
         };
         let client_ip = ClientIp::trusted_proxies(["127.0.0.1/32".parse().unwrap()]).header(header);
         let app = hello_routes().layer(
-            RateLimitLayerBuilder::new(client_ip)
+            RateLimitLayer::with_limiters(client_ip)
                 .limiter(limiter.clone())
                 .on_key_error(OnKeyError::Allow)
                 .build()
@@ -330,7 +329,7 @@ async fn a_flood_of_distinct_client_ips_stays_within_the_cap_and_is_swept_away()
     );
     let trusted: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
     let app = hello_routes().layer(
-        RateLimitLayerBuilder::new(ClientIp::trusted_proxies(trusted))
+        RateLimitLayer::with_limiters(ClientIp::trusted_proxies(trusted))
             .limiter(limiter.clone())
             .build()
             .unwrap(),
@@ -384,7 +383,7 @@ async fn legacy_and_x_headers_and_problem_json_bodies() {
     let q = Quota::per_minute(2).unwrap();
     for (style, prefix) in [(HeaderStyle::Legacy, ""), (HeaderStyle::XRateLimit, "x-")] {
         let app = hello_routes().layer(
-            RateLimitLayerBuilder::new(PeerIp::new())
+            RateLimitLayer::with_limiters(PeerIp::new())
                 .limiter(limiter(q))
                 .headers(style)
                 .problem_json()
@@ -425,11 +424,11 @@ async fn header_keys_and_key_error_policies() {
             .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
-    let strict = RateLimitLayerBuilder::new(api_key.clone())
+    let strict = RateLimitLayer::with_limiters(api_key.clone())
         .limiter(keys.clone())
         .build()
         .unwrap();
-    let lenient = RateLimitLayerBuilder::new(api_key)
+    let lenient = RateLimitLayer::with_limiters(api_key)
         .limiter(keys.clone())
         .on_key_error(OnKeyError::Allow)
         .build()
@@ -484,7 +483,7 @@ async fn response_aware_mode_takes_permits_before_the_handler() {
     // 50 simultaneous login attempts, burst 5: the permits are taken before the handler runs,
     // so only 5 reach it while they are all in flight.
     let limiter = limiter(Quota::per_minute(5).unwrap());
-    let layer = RateLimitLayerBuilder::new(PeerIp::new())
+    let layer = RateLimitLayer::with_limiters(PeerIp::new())
         .route_limiter("login", "POST /login", limiter.clone())
         .refund_if(|res| res.status.is_success())
         .build()
@@ -541,7 +540,7 @@ async fn response_aware_mode_counts_only_failed_logins() {
         login_app(layer, Arc::new(AtomicUsize::new(0)), gate, StatusCode::OK)
     };
     let layer = || {
-        RateLimitLayerBuilder::new(PeerIp::new())
+        RateLimitLayer::with_limiters(PeerIp::new())
             .route_limiter("login", "POST /login", limiter.clone())
             .refund_if(|res| res.status.is_success())
             .build()

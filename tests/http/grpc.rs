@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes};
-use http::request::Parts;
-use tollgate::http::{KeyError, KeyFn, RateLimitLayerBuilder};
+use tollgate::http::request::Parts;
+use tollgate::http::{KeyError, KeyFn, RateLimitLayer};
 use tollgate::{KeyedRateLimiter, ManualClock, Quota};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::{Grpc, NamedService, UnaryService};
@@ -115,7 +115,7 @@ async fn server(grpc: bool) -> (tonic::transport::Channel, Arc<KeyedRateLimiter<
             .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
-    let layer = RateLimitLayerBuilder::new(KeyFn(tonic_peer))
+    let layer = RateLimitLayer::with_limiters(KeyFn(tonic_peer))
         .limiter(limiter.clone())
         .grpc(grpc)
         .build()

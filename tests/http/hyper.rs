@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use http_support::{client, get, serve_hyper};
-use tollgate::http::{PeerIp, RateLimitLayerBuilder};
+use tollgate::http::{PeerIp, RateLimitLayer};
 use tollgate::{
     Algorithm, FixedWindow, KeyedRateLimiter, KeyedRateLimiterBuilder, ManualClock, Quota,
 };
@@ -30,7 +30,7 @@ async fn plain_hyper_is_limited_per_peer_with_problem_json() {
             .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
-    let layer = RateLimitLayerBuilder::new(PeerIp::new())
+    let layer = RateLimitLayer::with_limiters(PeerIp::new())
         .limiter(limiter.clone())
         .problem_json()
         .build()
@@ -95,7 +95,7 @@ async fn paced<A: Algorithm>(builder: KeyedRateLimiterBuilder<IpAddr, A>, policy
             .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
             .build(),
     );
-    let layer = RateLimitLayerBuilder::new(PeerIp::new())
+    let layer = RateLimitLayer::with_limiters(PeerIp::new())
         .limiter(limiter)
         .build()
         .unwrap();
@@ -120,7 +120,7 @@ async fn paced<A: Algorithm>(builder: KeyedRateLimiterBuilder<IpAddr, A>, policy
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_hyper_without_a_peer_address_is_a_server_error() {
-    let layer = RateLimitLayerBuilder::new(PeerIp::new())
+    let layer = RateLimitLayer::with_limiters(PeerIp::new())
         .limiter(Arc::new(
             KeyedRateLimiter::builder(Quota::per_minute(2).unwrap())
                 .max_keys(tollgate::http::DEFAULT_MAX_KEYS)

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderName, Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body_util::Full;
 use http_support::{client, send, serve_hyper};
 use redis_support::RedisServer;
-use tollgate::http::{Backend, HeaderKey, RateLimitLayerBuilder};
+use tollgate::http::{Backend, HeaderKey, HeaderName, RateLimitLayer, StatusCode};
 use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
 use tollgate::{Quota, SlidingLog};
 
@@ -47,7 +47,7 @@ fn api_key() -> HeaderKey {
 
 /// A plain hyper server limiting by `x-api-key` through `limiter`.
 async fn server(limiter: Arc<RedisRateLimiter>, refund: bool) -> std::net::SocketAddr {
-    let mut b = RateLimitLayerBuilder::new(api_key()).limiter(limiter);
+    let mut b = RateLimitLayer::with_limiters(api_key()).limiter(limiter);
     if refund {
         b = b.refund_if(|res| res.status.is_success());
     }
@@ -68,7 +68,7 @@ async fn serve_layer<B: Backend<Key = String>>(
 /// A plain hyper server limiting by `x-api-key` through `limiter`, waiting up to 2 s for a
 /// permit instead of refusing.
 async fn serve_shaping<B: Backend<Key = String>>(limiter: Arc<B>) -> std::net::SocketAddr {
-    let layer = RateLimitLayerBuilder::new(api_key())
+    let layer = RateLimitLayer::with_limiters(api_key())
         .limiter(limiter)
         .shape(Duration::from_secs(2))
         .build()
@@ -84,6 +84,7 @@ async fn window_limiter<A: RedisAlgorithm>(
 ) -> Arc<RedisRateLimiter<A>> {
     let l = RedisRateLimiter::builder(quota)
         .algorithm(alg)
+        .unwrap()
         .prefix(prefix)
         .deadline(Duration::from_millis(500))
         .connect(&server.url())
@@ -193,7 +194,7 @@ async fn a_sliding_log_on_redis_is_shared_and_sends_its_own_headers() {
     let p = prefix();
     let q = Quota::per_minute(3).unwrap();
     let layer = |l| {
-        RateLimitLayerBuilder::new(api_key())
+        RateLimitLayer::with_limiters(api_key())
             .limiter(l)
             .build()
             .unwrap()

@@ -18,12 +18,11 @@ use std::sync::Arc;
 
 use axum::routing::{get, post};
 use axum::Router;
-use http::HeaderName;
 use http_support::{client, send, serve_axum};
 use proptest::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tollgate::http::{
-    BuildError, GlobalKey, HeaderKey, PeerIp, RateLimitLayer, RateLimitLayerBuilder, RouteError,
+    BuildError, GlobalKey, HeaderKey, HeaderName, PeerIp, RateLimitLayer, RouteError, StatusCode,
 };
 use tollgate::{KeyedRateLimiter, Quota};
 
@@ -296,7 +295,7 @@ fn a_limiter_without_a_key_cap_is_refused_unless_allowed() {
             Quota::per_second(1).unwrap(),
         ))
     };
-    let err = RateLimitLayerBuilder::new(api_key())
+    let err = RateLimitLayer::with_limiters(api_key())
         .limiter(unbounded())
         .build()
         .unwrap_err();
@@ -304,7 +303,7 @@ fn a_limiter_without_a_key_cap_is_refused_unless_allowed() {
         matches!(err, BuildError::UnboundedKeys(ref name) if name == "default"),
         "{err}"
     );
-    let err = RateLimitLayerBuilder::new(api_key())
+    let err = RateLimitLayer::with_limiters(api_key())
         .route_limiter("search", "/search", unbounded())
         .build()
         .unwrap_err();
@@ -314,18 +313,18 @@ fn a_limiter_without_a_key_cap_is_refused_unless_allowed() {
     );
     let err = RateLimitLayer::builder(api_key())
         .per_second(1)
-        .max_keys(None)
+        .no_key_cap()
         .build()
         .unwrap_err();
     assert!(matches!(err, BuildError::UnboundedKeys(_)), "{err}");
-    assert!(RateLimitLayerBuilder::new(api_key())
+    assert!(RateLimitLayer::with_limiters(api_key())
         .limiter(unbounded())
         .allow_unbounded_keys()
         .build()
         .is_ok());
     // One key only (GlobalKey's `()`): nothing to bound.
     let global = Arc::new(KeyedRateLimiter::<()>::new(Quota::per_second(1).unwrap()));
-    assert!(RateLimitLayerBuilder::new(GlobalKey)
+    assert!(RateLimitLayer::with_limiters(GlobalKey)
         .limiter(global)
         .build()
         .is_ok());
@@ -341,7 +340,7 @@ async fn a_flood_of_distinct_keys_stays_within_a_passed_limiters_cap() {
             .build(),
     );
     let app = Router::new().route("/", get(|| async { "ok" })).layer(
-        RateLimitLayerBuilder::new(HeaderKey::new(HeaderName::from_static("x-api-key")))
+        RateLimitLayer::with_limiters(HeaderKey::new(HeaderName::from_static("x-api-key")))
             .limiter(limiter.clone())
             .build()
             .unwrap(),
@@ -411,7 +410,7 @@ fn routed_and_limited(
         .unwrap();
     let res = rt.block_on(service.oneshot(req)).unwrap();
     Some((
-        res.status() == http::StatusCode::OK,
+        res.status() == StatusCode::OK,
         res.headers().contains_key("ratelimit-policy"),
     ))
 }

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body_util::Full;
 use http_support::{burst, client, get, serve_hyper};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
-use tollgate::http::{GlobalKey, PeerIp, RateLimitLayerBuilder};
+use tollgate::http::{GlobalKey, PeerIp, RateLimitLayer, StatusCode};
 use tollgate::{KeyedRateLimiter, Quota, TokioClock};
 use tower::{Layer, ServiceExt};
 
@@ -36,7 +36,7 @@ fn paced<K: std::hash::Hash + Eq + Send + Sync + 'static>() -> Arc<KeyedRateLimi
 #[tokio::test(start_paused = true)]
 async fn requests_wait_for_their_slot_in_arrival_order_up_to_the_bound() {
     let limiter = paced::<()>();
-    let layer = RateLimitLayerBuilder::new(GlobalKey)
+    let layer = RateLimitLayer::with_limiters(GlobalKey)
         .limiter(limiter.clone())
         .shape(Duration::from_secs(1))
         .build()
@@ -83,7 +83,7 @@ async fn until(mut done: impl FnMut() -> bool) {
 #[tokio::test(start_paused = true)]
 async fn a_client_that_disconnects_while_waiting_gives_its_slot_to_the_next() {
     let limiter = paced::<IpAddr>();
-    let layer = RateLimitLayerBuilder::new(PeerIp::new())
+    let layer = RateLimitLayer::with_limiters(PeerIp::new())
         .limiter(limiter.clone())
         .shape(Duration::from_secs(5))
         .build()
@@ -121,7 +121,7 @@ async fn a_client_that_disconnects_while_waiting_gives_its_slot_to_the_next() {
 async fn a_cost_no_wait_within_the_bound_can_serve_is_refused_without_retry_after() {
     // Burst 1 at 10/s: 3 permits need 200 ms even from a full bucket.
     let service = |max: Duration| {
-        let layer = RateLimitLayerBuilder::new(GlobalKey)
+        let layer = RateLimitLayer::with_limiters(GlobalKey)
             .limiter(paced::<()>())
             .cost(|_| 3)
             .shape(max)

@@ -17,16 +17,15 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use http::StatusCode;
 use http_support::{burst, client, get as fetch, serve_axum};
-use tollgate::http::{Backend, GlobalKey, PeerIp, RateLimitLayerBuilder};
+use tollgate::http::{Backend, GlobalKey, PeerIp, RateLimitLayer, StatusCode};
 use tollgate::{FixedWindow, KeyedRateLimiter, ManualClock, Quota, SlidingLog, TokioClock};
 
 /// Serves `/` behind a layer over `limiter`, keyed by peer IP; returns the address.
 async fn serve<A: tollgate::Algorithm>(
     limiter: Arc<KeyedRateLimiter<IpAddr, A>>,
 ) -> std::net::SocketAddr {
-    let layer = RateLimitLayerBuilder::new(PeerIp::new())
+    let layer = RateLimitLayer::with_limiters(PeerIp::new())
         .limiter(limiter)
         .build()
         .unwrap();
@@ -133,7 +132,7 @@ async fn shaping_a_window_waits_at_most_the_bound() {
             .unwrap()
             .build(),
     );
-    let layer = RateLimitLayerBuilder::new(GlobalKey)
+    let layer = RateLimitLayer::with_limiters(GlobalKey)
         .limiter(limiter.clone())
         .shape(Duration::from_millis(250))
         .build()

@@ -18,7 +18,7 @@ use super::headers::RateHeaders;
 /// sentence (RFC 9457 problem details members).
 ///
 /// ```
-/// use http::StatusCode;
+/// use tollgate::http::StatusCode;
 /// use tollgate::http::Problem;
 /// let p = Problem::new(StatusCode::TOO_MANY_REQUESTS, "retry after 2 s");
 /// assert_eq!(p.title(), "Too Many Requests");
@@ -34,7 +34,7 @@ impl Problem {
     /// A problem with `status` and `detail`; the title is the status's reason phrase.
     ///
     /// ```
-    /// let p = tollgate::http::Problem::new(http::StatusCode::BAD_REQUEST, "no key");
+    /// let p = tollgate::http::Problem::new(tollgate::http::StatusCode::BAD_REQUEST, "no key");
     /// assert_eq!(p.status(), 400);
     /// ```
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Problem {
@@ -47,7 +47,7 @@ impl Problem {
     /// The HTTP status.
     ///
     /// ```
-    /// let p = tollgate::http::Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "");
+    /// let p = tollgate::http::Problem::new(tollgate::http::StatusCode::TOO_MANY_REQUESTS, "");
     /// assert_eq!(p.status().as_u16(), 429);
     /// ```
     pub fn status(&self) -> StatusCode {
@@ -57,7 +57,7 @@ impl Problem {
     /// The status's reason phrase (`"Too Many Requests"`).
     ///
     /// ```
-    /// let p = tollgate::http::Problem::new(http::StatusCode::SERVICE_UNAVAILABLE, "");
+    /// let p = tollgate::http::Problem::new(tollgate::http::StatusCode::SERVICE_UNAVAILABLE, "");
     /// assert_eq!(p.title(), "Service Unavailable");
     /// ```
     pub fn title(&self) -> &'static str {
@@ -67,7 +67,7 @@ impl Problem {
     /// One sentence on what happened.
     ///
     /// ```
-    /// let p = tollgate::http::Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "slow down");
+    /// let p = tollgate::http::Problem::new(tollgate::http::StatusCode::TOO_MANY_REQUESTS, "slow down");
     /// assert_eq!(p.detail(), "slow down");
     /// ```
     pub fn detail(&self) -> &str {
@@ -77,7 +77,7 @@ impl Problem {
     /// The problem as `application/problem+json` (RFC 9457).
     ///
     /// ```
-    /// let p = tollgate::http::Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "say \"when\"");
+    /// let p = tollgate::http::Problem::new(tollgate::http::StatusCode::TOO_MANY_REQUESTS, "say \"when\"");
     /// assert_eq!(
     ///     p.to_json(),
     ///     r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"say \"when\""}"#
@@ -118,7 +118,7 @@ fn json_string(out: &mut String, s: &str) {
 ///
 /// ```
 /// use bytes::Bytes;
-/// use http::HeaderValue;
+/// use tollgate::http::HeaderValue;
 /// use tollgate::http::{Problem, RejectBody};
 ///
 /// /// Plain-text bodies.
@@ -141,7 +141,7 @@ pub trait RejectBody<B>: Send + Sync + 'static {
 ///
 /// ```
 /// use tollgate::http::{NoBody, Problem, RejectBody};
-/// let (body, ctype): (String, _) = NoBody.body(&Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "x"));
+/// let (body, ctype): (String, _) = NoBody.body(&Problem::new(tollgate::http::StatusCode::TOO_MANY_REQUESTS, "x"));
 /// assert!(body.is_empty() && ctype.is_none());
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -161,7 +161,7 @@ impl<B: Default> RejectBody<B> for NoBody {
 /// ```
 /// use tollgate::http::{Problem, ProblemJson, RejectBody};
 /// let (body, ctype): (axum::body::Body, _) =
-///     ProblemJson.body(&Problem::new(http::StatusCode::TOO_MANY_REQUESTS, "x"));
+///     ProblemJson.body(&Problem::new(tollgate::http::StatusCode::TOO_MANY_REQUESTS, "x"));
 /// assert_eq!(ctype.unwrap(), "application/problem+json");
 /// ```
 #[derive(Clone, Copy, Debug, Default)]

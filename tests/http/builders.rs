@@ -1,0 +1,215 @@
+//! The layer's two ways in, over a real axum server on 127.0.0.1:0: limits given as quotas
+//! (`RateLimitLayer::builder`: the builder makes the limiters, and `limiter`/`policies` reach
+//! them) and limiters you made (`RateLimitLayer::with_limiters`: shared, not copied); and the
+//! limiter settings (`max_keys`, `no_key_cap`, `when_full`, `sweep_interval`, `no_sweeper`)
+//! reaching the limiters the builder makes.
+
+#[path = "support/mod.rs"]
+mod http_support;
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+use http_support::{client, send, serve_axum};
+use tollgate::http::{
+    BuildError, HeaderKey, HeaderName, NoBody, RateLimitLayer, StatusCode, DEFAULT_MAX_KEYS,
+};
+use tollgate::{KeyedRateLimiter, Quota, WhenFull};
+
+type Layer = RateLimitLayer<HeaderKey, KeyedRateLimiter<String>, NoBody>;
+
+fn api_key() -> HeaderKey {
+    HeaderKey::new(HeaderName::from_static("x-api-key"))
+}
+
+/// `GET /` and `POST /login` behind `layer`.
+async fn serve(layer: Layer) -> SocketAddr {
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/login", post(|| async { "ok" }))
+        .layer(layer);
+    serve_axum(app).await
+}
+
+/// The status of `method path` sent with `x-api-key: key`.
+async fn status(addr: SocketAddr, method: &str, path: &str, key: &str) -> StatusCode {
+    send(&client(), addr, method, path, &[("x-api-key", key)])
+        .await
+        .status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_limiters_the_builder_makes_are_the_ones_it_decides_with() {
+    let layer = RateLimitLayer::builder(api_key())
+        .per_minute(3)
+        .route("login", "POST /login", Quota::per_minute(1).unwrap())
+        .build()
+        .unwrap();
+    let names: Vec<&str> = layer.policies().map(|(name, _)| name).collect();
+    assert_eq!(names, ["login", "default"]);
+    let default = layer.limiter("default").unwrap().clone();
+    let login = layer.limiter("login").unwrap().clone();
+    for (name, limiter) in layer.policies() {
+        assert!(Arc::ptr_eq(limiter, layer.limiter(name).unwrap()));
+    }
+    assert!(!Arc::ptr_eq(&default, &login));
+    assert!(layer.limiter("nope").is_none());
+    assert_eq!((default.len(), login.len()), (0, 0));
+    assert_eq!(default.stats().keys, 0);
+
+    let addr = serve(layer).await;
+    // Requests take permits from the limiters the accessor returned...
+    assert_eq!(status(addr, "GET", "/", "a").await, StatusCode::OK);
+    assert_eq!(status(addr, "GET", "/", "a").await, StatusCode::OK);
+    assert_eq!(status(addr, "GET", "/", "b").await, StatusCode::OK);
+    assert_eq!((default.len(), login.len()), (2, 0));
+    assert_eq!(default.stats().keys, 2);
+    assert_eq!(default.peek("a").remaining, 1);
+    assert_eq!(default.peek("b").remaining, 2);
+    assert_eq!(status(addr, "POST", "/login", "a").await, StatusCode::OK);
+    assert_eq!(login.len(), 1);
+    assert_eq!(login.peek("a").remaining, 0);
+    assert_eq!(
+        status(addr, "POST", "/login", "a").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // ... and permits taken through them are gone for requests too.
+    default.try_acquire_n("b", 2).unwrap();
+    assert_eq!(
+        status(addr, "GET", "/", "b").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Upkeep reaches them: every key is hot, so a sweep evicts none, and counts.
+    let sweeps = default.stats().sweeps;
+    assert_eq!(default.sweep_now(), 0);
+    assert_eq!(default.stats().sweeps, sweeps + 1);
+    assert_eq!(default.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limiters_you_pass_are_shared_not_copied() {
+    let cap = NonZeroUsize::new(1_000).unwrap();
+    let mine = Arc::new(
+        KeyedRateLimiter::<String>::builder(Quota::per_minute(2).unwrap())
+            .max_keys(cap)
+            .build(),
+    );
+    let auth = Arc::new(
+        KeyedRateLimiter::<String>::builder(Quota::per_minute(1).unwrap())
+            .max_keys(cap)
+            .build(),
+    );
+    let layer = RateLimitLayer::with_limiters(api_key())
+        .limiter(mine.clone())
+        .route_limiter("auth", "POST /login", auth.clone())
+        .route_limiter("auth", "POST /reset", auth.clone())
+        .build()
+        .unwrap();
+    assert!(Arc::ptr_eq(layer.limiter("default").unwrap(), &mine));
+    assert!(Arc::ptr_eq(layer.limiter("auth").unwrap(), &auth));
+    let names: Vec<&str> = layer.policies().map(|(name, _)| name).collect();
+    assert_eq!(names, ["auth", "auth", "default"]);
+    assert!(layer
+        .policies()
+        .filter(|(name, _)| *name == "auth")
+        .all(|(_, l)| Arc::ptr_eq(l, &auth)));
+
+    let addr = serve(layer).await;
+    assert_eq!(status(addr, "GET", "/", "a").await, StatusCode::OK);
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine.peek("a").remaining, 1);
+    assert_eq!(status(addr, "POST", "/login", "a").await, StatusCode::OK);
+    assert_eq!(auth.len(), 1);
+    assert_eq!(mine.len(), 1);
+}
+
+#[test]
+fn the_key_cap_of_the_limiters_the_builder_makes() {
+    let cap = |b: tollgate::http::RateLimitLayerBuilder<_, _, _, _>| {
+        let layer: Layer = b.build().unwrap();
+        let cap = layer.limiter("default").unwrap().max_keys();
+        cap
+    };
+    let per_key = || RateLimitLayer::builder(api_key()).per_second(5);
+    assert_eq!(cap(per_key()), Some(DEFAULT_MAX_KEYS));
+    assert_eq!(
+        cap(per_key().max_keys(NonZeroUsize::MIN)),
+        Some(NonZeroUsize::MIN)
+    );
+    // "No cap" is said, not implied: `no_key_cap`, which `build` refuses unless allowed.
+    assert!(matches!(
+        per_key().no_key_cap().build(),
+        Err(BuildError::UnboundedKeys(ref name)) if name == "default"
+    ));
+    assert_eq!(cap(per_key().no_key_cap().allow_unbounded_keys()), None);
+    // The last call wins, as on KeyedRateLimiterBuilder.
+    assert_eq!(
+        cap(per_key().no_key_cap().max_keys(NonZeroUsize::MIN)),
+        Some(NonZeroUsize::MIN)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_keys_and_when_full_reach_the_limiters_over_http() {
+    let one_key = |policy| {
+        RateLimitLayer::builder(api_key())
+            .per_minute(10)
+            .max_keys(NonZeroUsize::MIN)
+            .when_full(policy)
+            .build()
+            .unwrap()
+    };
+    let deny = one_key(WhenFull::Deny);
+    let limiter = deny.limiter("default").unwrap().clone();
+    let addr = serve(deny).await;
+    assert_eq!(status(addr, "GET", "/", "a").await, StatusCode::OK);
+    assert_eq!(
+        status(addr, "GET", "/", "b").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(limiter.len(), 1);
+
+    let allow = one_key(WhenFull::AllowUntracked);
+    let limiter = allow.limiter("default").unwrap().clone();
+    let addr = serve(allow).await;
+    assert_eq!(status(addr, "GET", "/", "a").await, StatusCode::OK);
+    assert_eq!(status(addr, "GET", "/", "b").await, StatusCode::OK);
+    assert_eq!(limiter.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_interval_and_no_sweeper_reach_the_limiters() {
+    // One permit per millisecond, burst 1: a key is cold a millisecond after its request.
+    let q = Quota::new(1, Duration::from_millis(1)).unwrap();
+    let layer =
+        |b: tollgate::http::RateLimitLayerBuilder<_, _, _, _>| -> Layer { b.build().unwrap() };
+    let swept = layer(
+        RateLimitLayer::builder(api_key())
+            .quota(q)
+            .sweep_interval(Duration::from_millis(5)),
+    );
+    let unswept = layer(RateLimitLayer::builder(api_key()).quota(q).no_sweeper());
+    let (l_swept, l_unswept) = (
+        swept.limiter("default").unwrap().clone(),
+        unswept.limiter("default").unwrap().clone(),
+    );
+    let (a, b) = (serve(swept).await, serve(unswept).await);
+    assert_eq!(status(a, "GET", "/", "k").await, StatusCode::OK);
+    assert_eq!(status(b, "GET", "/", "k").await, StatusCode::OK);
+    // The sweeper evicts the cold key on its own (give a loaded machine two seconds).
+    let start = std::time::Instant::now();
+    while !l_swept.is_empty() && start.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(l_swept.len(), 0);
+    assert!(l_swept.stats().sweeps > 0);
+    // Without one, the cold key stays until a sweep is asked for.
+    assert_eq!(l_unswept.stats().sweeps, 0);
+    assert_eq!(l_unswept.len(), 1);
+    assert_eq!(l_unswept.sweep_now(), 1);
+    assert_eq!(l_unswept.len(), 0);
+}
