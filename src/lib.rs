@@ -86,7 +86,7 @@
 //! `redis::RedisRateLimiter` (feature `redis`) is keyed by `&str` and async by nature: every
 //! method returns a future for its round trip, and `_async` still marks exactly the methods
 //! that wait for permits (`acquire_async`, `acquire_n_async`, `try_acquire_for_async`,
-//! `try_acquire_n_for_async`); `peek`, `check(_n)(_with)`, `try_acquire(_n)`, `reserve(_n)`,
+//! `try_acquire_n_for_async`, `check_for_async`, `check_n_for_async`); `peek`, `check(_n)(_with)`, `try_acquire(_n)`, `reserve(_n)`,
 //! `try_reserve(_n)_for` and `throttle` are awaited too. Its results are wrapped in
 //! `Result<_, RedisLimitError>`, a refusal being `RedisLimitError::Limited(AcquireError)`
 //! (`try_acquire` is `Result<bool, _>`). It has no blocking forms (no blocking I/O) and no

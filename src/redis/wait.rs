@@ -77,7 +77,18 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         timeout: Duration,
     ) -> Result<Decision, RedisLimitError> {
-        let limit = self.quota().burst();
+        let quota = self.quota();
+        let limit = quota.burst();
+        // As in process: GCRA serves a count above the burst by waiting, `n * T - tau` even
+        // from a full bucket; beyond `timeout` retrying can never help, so say so (no
+        // retry-after) without a round trip. (The windows refuse such a count as
+        // `ExceedsBurst`.)
+        let least_wait = (quota.interval().as_nanos())
+            .saturating_mul(u128::from(n))
+            .saturating_sub(quota.tolerance().as_nanos());
+        if least_wait > timeout.as_nanos() {
+            return Ok(Decision::never(limit, 0, Duration::ZERO));
+        }
         match self.acquire_reporting(key, n, Some(timeout)).await {
             Ok((_, Some(granted))) => Ok(granted),
             Ok((_, None)) => self
