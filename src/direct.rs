@@ -461,7 +461,7 @@ impl RateLimiter<Gcra> {
         period_secs: u64,
         quantity: u64,
     ) -> Result<ThrottleReply, QuotaError> {
-        let quota = throttle_quota(max_burst, count, period_secs)?;
+        let quota = Quota::from_throttle(max_burst, count, period_secs)?;
         Ok(ThrottleReply::from_decision(
             &self.check_n_with(quantity, quota)?,
         ))
@@ -572,18 +572,6 @@ impl RateLimiter<Gcra> {
     fn cancel_ticket(&self, ticket: &Ticket) {
         self.engine.cancel(&self.slot(), ticket);
     }
-}
-
-/// The quota redis-cell derives from `max_burst count period`.
-pub(crate) fn throttle_quota(
-    max_burst: u64,
-    count: u64,
-    period_secs: u64,
-) -> Result<Quota, QuotaError> {
-    let burst = max_burst
-        .checked_add(1)
-        .ok_or(QuotaError::ToleranceOverflow)?;
-    Quota::new(count, crate::quota::secs(period_secs)?)?.with_burst(burst)
 }
 
 impl<A: Algorithm> fmt::Debug for RateLimiter<A> {
@@ -720,6 +708,53 @@ impl<A: Algorithm> RateLimiter<A> {
     ) -> Result<Duration, AcquireError> {
         self.engine
             .acquire_async(&self.slot(), n, Some(timeout))
+            .await
+    }
+
+    /// One permit; see [`check_n_for_async`](RateLimiter::check_n_for_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_minute(1).unwrap());
+    /// assert!(limiter.check_for_async(Duration::ZERO).await.allowed);
+    /// assert!(!limiter.check_for_async(Duration::from_millis(10)).await.allowed);
+    /// # }
+    /// ```
+    pub async fn check_for_async(&self, timeout: Duration) -> Decision {
+        self.check_n_for_async(1, timeout).await
+    }
+
+    /// A check that may wait up to `timeout`: takes `n` permits as
+    /// [`try_acquire_n_for_async`](RateLimiter::try_acquire_n_for_async) does, and reports the
+    /// outcome as a [`Decision`] (what rate-limit headers need, without a second look):
+    /// granted, `allowed` with the limiter's state as the grant left it; not grantable within
+    /// `timeout`, denied with the wait needed as `retry_after` (nothing taken); never
+    /// grantable within `timeout` (more than the burst, or past the end of the limiter's
+    /// time), denied with no `retry_after`. `n = 0` is granted at once.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](RateLimiter::acquire_n_async).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](RateLimiter::acquire_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_minute(2).unwrap());
+    /// let d = limiter.check_n_for_async(2, Duration::ZERO).await;
+    /// assert!(d.allowed && d.remaining == 0);
+    /// let d = limiter.check_n_for_async(1, Duration::from_millis(10)).await;
+    /// assert!(!d.allowed && d.retry_after.unwrap() > Duration::from_secs(29));
+    /// assert!(limiter.check_n_for_async(3, Duration::from_millis(10)).await.exceeds_burst());
+    /// # }
+    /// ```
+    pub async fn check_n_for_async(&self, n: u64, timeout: Duration) -> Decision {
+        self.engine
+            .check_n_for_async(&self.slot(), n, timeout)
             .await
     }
 }

@@ -452,6 +452,41 @@ impl<A: Algorithm> Engine<A> {
     }
 }
 
+#[cfg(feature = "tokio")]
+impl<A: Algorithm> Engine<A> {
+    /// `check_n_for_async`: takes `n` permits within `timeout` as
+    /// [`acquire_async`](Engine::acquire_async) does, and reports the outcome as a
+    /// [`Decision`]: granted, the slot's state as the grant left it; not within `timeout`, the
+    /// wait needed as `retry_after`; never within it, no `retry_after`.
+    pub(crate) async fn check_n_for_async(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        timeout: Duration,
+    ) -> Decision {
+        let quota = self.quota();
+        let never =
+            |state: Decision| Decision::never(quota.burst(), state.remaining, state.reset_after);
+        // GCRA serves a count above the burst by waiting: even from a full bucket `n` permits
+        // wait `n * T - tau`. Beyond `timeout`, retrying can never help, so say so instead of
+        // giving a retry-after. (The windows refuse such a count as `ExceedsBurst`.)
+        let least_wait = n.saturating_mul(quota.t()).saturating_sub(quota.tau());
+        if Duration::from_nanos(least_wait) > timeout {
+            return never(self.peek(slot));
+        }
+        match self.acquire_async(slot, n, Some(timeout)).await {
+            Ok(_) => {
+                let state = self.peek(slot);
+                Decision::allowed(state.limit, state.remaining, state.reset_after)
+            }
+            Err(AcquireError::RateLimited { retry_after }) => {
+                Decision::denied(quota.burst(), 0, retry_after, retry_after)
+            }
+            Err(_) => never(self.peek(slot)),
+        }
+    }
+}
+
 /// The decision reported when the key cap refuses a new key.
 fn full_decision(limit: u64, wait: Nanos) -> Decision {
     let wait = Duration::from_nanos(wait);

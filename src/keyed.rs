@@ -14,7 +14,6 @@ use std::time::Duration;
 use crate::algorithm::gcra::Ticket;
 use crate::algorithm::{Algorithm, Booking, Gcra};
 use crate::clock::duration_to_nanos;
-use crate::direct::throttle_quota;
 use crate::engine::{Engine, Placed};
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::{Quota, QuotaError};
@@ -548,7 +547,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let quota = throttle_quota(max_burst, count, period_secs)?;
+        let quota = Quota::from_throttle(max_burst, count, period_secs)?;
         Ok(ThrottleReply::from_decision(
             &self.check_n_with(key, quantity, quota)?,
         ))
@@ -864,6 +863,62 @@ where
     {
         self.engine()
             .acquire_async(&self.slot(key), n, Some(timeout))
+            .await
+    }
+
+    /// One permit; see [`check_n_for_async`](KeyedRateLimiter::check_n_for_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let l = tollgate::KeyedRateLimiter::<u8>::new(tollgate::Quota::per_minute(1).unwrap());
+    /// assert!(l.check_for_async(&1, Duration::ZERO).await.allowed);
+    /// assert!(!l.check_for_async(&1, Duration::from_millis(10)).await.allowed);
+    /// # }
+    /// ```
+    pub async fn check_for_async<Q>(&self, key: &Q, timeout: Duration) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    {
+        self.check_n_for_async(key, 1, timeout).await
+    }
+
+    /// A check that may wait up to `timeout`: takes `n` permits for `key` as
+    /// [`try_acquire_n_for_async`](KeyedRateLimiter::try_acquire_n_for_async) does, and
+    /// reports the outcome as a [`Decision`] (what rate-limit headers need, without a second
+    /// look): granted, `allowed` with the key's state as the grant left it; not grantable
+    /// within `timeout`, denied with the wait needed as `retry_after` (nothing taken); never
+    /// grantable within `timeout` (more than the burst, or past the end of the limiter's
+    /// time), denied with no `retry_after`. `n = 0` is granted at once. What the HTTP layer's
+    /// shaping (`Backend::acquire_within`) runs.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).
+    ///
+    /// # Panics
+    /// As [`acquire_async`](KeyedRateLimiter::acquire_async).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// let l = tollgate::KeyedRateLimiter::<u8>::new(tollgate::Quota::per_minute(2).unwrap());
+    /// let d = l.check_n_for_async(&1, 2, Duration::ZERO).await;
+    /// assert!(d.allowed && d.remaining == 0);
+    /// let d = l.check_n_for_async(&1, 1, Duration::from_millis(10)).await;
+    /// assert!(!d.allowed && d.retry_after.unwrap() > Duration::from_secs(29));
+    /// assert!(l.check_n_for_async(&1, 3, Duration::from_millis(10)).await.exceeds_burst());
+    /// # }
+    /// ```
+    pub async fn check_n_for_async<Q>(&self, key: &Q, n: u64, timeout: Duration) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + Sync + ?Sized,
+    {
+        self.engine()
+            .check_n_for_async(&self.slot(key), n, timeout)
             .await
     }
 }

@@ -56,6 +56,7 @@
 //! | block at most `timeout` | `try_acquire_for(timeout)` | `try_acquire_n_for(n, timeout)` | `Result<Duration, AcquireError>` |
 //! | await until granted (tokio) | `acquire_async()` | `acquire_n_async(n)` | `Result<Duration, AcquireError>` |
 //! | await at most `timeout` | `try_acquire_for_async(timeout)` | `try_acquire_n_for_async(n, timeout)` | `Result<Duration, AcquireError>` |
+//! | await at most `timeout`, full report | `check_for_async(timeout)` | `check_n_for_async(n, timeout)` | [`Decision`] (denied: the wait needed as `retry_after`, none if never within `timeout`) |
 //! | book ahead, use later (GCRA) | `reserve()` | `reserve_n(n)` | `Result<Reservation, AcquireError>` |
 //! | book only if ready within `max_wait` | `try_reserve_for(max_wait)` | `try_reserve_n_for(n, max_wait)` | `Result<Reservation, AcquireError>` |
 //! | the limit in force / change it live | `quota()` / `set_quota(q)` | | [`Quota`] / `Result<(), QuotaError>` |
@@ -85,7 +86,7 @@
 //! `redis::RedisRateLimiter` (feature `redis`) is keyed by `&str` and async by nature: every
 //! method returns a future for its round trip, and `_async` still marks exactly the methods
 //! that wait for permits (`acquire_async`, `acquire_n_async`, `try_acquire_for_async`,
-//! `try_acquire_n_for_async`); `peek`, `check(_n)(_with)`, `try_acquire(_n)`, `reserve(_n)`,
+//! `try_acquire_n_for_async`, `check_for_async`, `check_n_for_async`); `peek`, `check(_n)(_with)`, `try_acquire(_n)`, `reserve(_n)`,
 //! `try_reserve(_n)_for` and `throttle` are awaited too. Its results are wrapped in
 //! `Result<_, RedisLimitError>`, a refusal being `RedisLimitError::Limited(AcquireError)`
 //! (`try_acquire` is `Result<bool, _>`). It has no blocking forms (no blocking I/O) and no

@@ -41,6 +41,79 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// A grant: the permits were taken, `remaining` are left of `limit`, and the limiter is
+    /// back to full capacity after `reset_after`. For backends outside the crate (the fields
+    /// are public, but `Decision` is `#[non_exhaustive]`, so it is built with these).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Decision;
+    ///
+    /// let d = Decision::allowed(10, 9, Duration::from_millis(100));
+    /// assert!(d.allowed && d.retry_after.is_none());
+    /// assert_eq!((d.limit, d.remaining, d.reset_after), (10, 9, Duration::from_millis(100)));
+    /// ```
+    #[must_use]
+    pub const fn allowed(limit: u64, remaining: u64, reset_after: Duration) -> Decision {
+        Decision {
+            allowed: true,
+            limit,
+            remaining,
+            retry_after: None,
+            reset_after,
+        }
+    }
+
+    /// A refusal that retrying can cure: the same request would be allowed after
+    /// `retry_after`; nothing was taken.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Decision;
+    ///
+    /// let wait = Duration::from_secs(2);
+    /// let d = Decision::denied(10, 0, wait, wait);
+    /// assert!(!d.allowed && !d.exceeds_burst());
+    /// assert_eq!(d.retry_after, Some(wait));
+    /// ```
+    #[must_use]
+    pub const fn denied(
+        limit: u64,
+        remaining: u64,
+        retry_after: Duration,
+        reset_after: Duration,
+    ) -> Decision {
+        Decision {
+            allowed: false,
+            limit,
+            remaining,
+            retry_after: Some(retry_after),
+            reset_after,
+        }
+    }
+
+    /// A refusal that retrying cannot cure (more than the burst at once, or a grant past the
+    /// end of the limiter's time): no `retry_after` ([`exceeds_burst`](Decision::exceeds_burst)
+    /// is true); nothing was taken.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Decision;
+    ///
+    /// let d = Decision::never(10, 10, Duration::ZERO);
+    /// assert!(!d.allowed && d.exceeds_burst());
+    /// ```
+    #[must_use]
+    pub const fn never(limit: u64, remaining: u64, reset_after: Duration) -> Decision {
+        Decision {
+            allowed: false,
+            limit,
+            remaining,
+            retry_after: None,
+            reset_after,
+        }
+    }
+
     /// Denied because more permits were asked for than the burst holds.
     ///
     /// ```
@@ -175,7 +248,20 @@ impl ThrottleReply {
         ]
     }
 
-    pub(crate) fn from_decision(d: &Decision) -> ThrottleReply {
+    /// The reply for a decision, redis-cell's way: `limit`, `remaining` and the durations
+    /// saturate at `i64::MAX`; durations in whole seconds as above; `retry_after` `-1` when
+    /// there is none. (Here `limit` is the decision's, the burst: redis-cell's
+    /// `max_burst + 1`.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Decision, ThrottleReply};
+    ///
+    /// let d = Decision::denied(16, 0, Duration::from_millis(1500), Duration::from_secs(30));
+    /// assert_eq!(ThrottleReply::from_decision(&d).to_array(), [1, 16, 0, 2, 30]);
+    /// ```
+    #[must_use]
+    pub fn from_decision(d: &Decision) -> ThrottleReply {
         ThrottleReply {
             limited: i64::from(!d.allowed),
             limit: clamp_i64(d.limit),

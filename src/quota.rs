@@ -285,6 +285,61 @@ impl Quota {
         Duration::from_nanos(self.tau())
     }
 
+    /// redis-cell's `CL.THROTTLE` arguments as a quota: a burst of `max_burst + 1` (redis-cell
+    /// counts the burst beyond the first permit), and `count_per_period` permits per
+    /// `period_secs` seconds. What [`RateLimiter::throttle`](crate::RateLimiter::throttle)
+    /// decides under.
+    ///
+    /// # Errors
+    /// As [`Quota::new`] and [`Quota::with_burst`]; `max_burst = u64::MAX` is
+    /// [`QuotaError::ToleranceOverflow`], a period past [`MAX_NANOS`] is
+    /// [`QuotaError::PeriodTooLong`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// // CL.THROTTLE key 15 30 60: burst 16, 30 per minute.
+    /// let q = Quota::from_throttle(15, 30, 60).unwrap();
+    /// assert_eq!((q.burst(), q.count(), q.period()), (16, 30, Duration::from_secs(60)));
+    /// assert!(Quota::from_throttle(u64::MAX, 1, 1).is_err());
+    /// ```
+    pub fn from_throttle(
+        max_burst: u64,
+        count_per_period: u64,
+        period_secs: u64,
+    ) -> Result<Quota, QuotaError> {
+        let burst = max_burst
+            .checked_add(1)
+            .ok_or(QuotaError::ToleranceOverflow)?;
+        Quota::new(count_per_period, secs(period_secs)?)?.with_burst(burst)
+    }
+
+    /// The limit `L` a window algorithm ([`FixedWindow`](crate::FixedWindow),
+    /// [`SlidingWindow`](crate::SlidingWindow), [`WeightedWindow`](crate::WeightedWindow),
+    /// [`SlidingLog`](crate::SlidingLog)) admits per [`period`](Quota::period): the
+    /// [`count`](Quota::count). They admit `count` per `period` and nothing else, so a quota
+    /// whose burst differs from its count is refused, as their builders refuse it; a backend
+    /// running a window algorithm elsewhere refuses the same quotas with this.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] when `burst != count`.
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// assert_eq!(Quota::per_minute(100).unwrap().window_limit(), Ok(100));
+    /// assert!(Quota::per_minute(100).unwrap().with_burst(5).unwrap().window_limit().is_err());
+    /// ```
+    pub const fn window_limit(&self) -> Result<u64, QuotaError> {
+        if self.burst != self.count {
+            return Err(QuotaError::Unsupported(
+                "window algorithms admit `count` per `period`: a quota whose burst differs from \
+                 its count has no meaning for them",
+            ));
+        }
+        Ok(self.count)
+    }
+
     #[inline]
     pub(crate) const fn t(&self) -> Nanos {
         self.interval

@@ -127,6 +127,43 @@ macro_rules! refusals {
     }};
 }
 
+/// The "await at most `timeout`, full report" row on `RateLimiter` and `KeyedRateLimiter`
+/// (`$l` a limiter with a burst of 10 and nothing taken yet): `n = 0` granted at once and
+/// taking nothing; granted, the state as the grant left it; not within the timeout, the wait
+/// needed; never within it, no retry-after.
+#[cfg(feature = "tokio")]
+macro_rules! check_for_async_rows {
+    ($rt:expr, $l:expr $(, $key:expr)?) => {{
+        let l = &$l;
+        let zero = Duration::ZERO;
+        let d: Decision = $rt.block_on(l.check_n_for_async($($key,)? 0, zero));
+        assert!(d.allowed && d.remaining == 10);
+        let d: Decision = $rt.block_on(l.check_for_async($($key,)? zero));
+        assert!(d.allowed && d.remaining == 9);
+        let d: Decision = $rt.block_on(l.check_n_for_async($($key,)? 9, zero));
+        assert!(d.allowed && d.remaining == 0);
+        let d: Decision = $rt.block_on(l.check_for_async($($key,)? zero));
+        assert!(!d.allowed && d.retry_after.is_some());
+        let d: Decision = $rt.block_on(l.check_n_for_async($($key,)? 11, zero));
+        assert!(d.exceeds_burst());
+    }};
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn check_for_async_follows_the_grid_on_both_in_process_limiters() {
+    let rt = runtime();
+    let l = RateLimiter::builder(quota())
+        .clock(ManualClock::new())
+        .build();
+    check_for_async_rows!(rt, l);
+    let l = KeyedRateLimiter::<String>::builder(quota())
+        .clock(ManualClock::new())
+        .build();
+    check_for_async_rows!(rt, l, "k");
+    assert_eq!(l.peek("other").remaining, 10, "only the key's own state");
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -236,6 +273,8 @@ fn redis_rate_limiter_follows_the_grid_key_first_and_async() {
         assert_eq!(r.unwrap(), zero);
         let r: R<Duration> = l.try_acquire_n_for_async(k, 0, zero).await;
         assert_eq!(r.unwrap(), zero);
+        let d: R<Decision> = l.check_n_for_async(k, 0, zero).await;
+        assert!(d.unwrap().allowed);
         let r: R<RedisReservation> = l.reserve_n(k, 0).await;
         assert!(r.unwrap().delay().is_zero());
         let r: R<RedisReservation> = l.try_reserve_n_for(k, 0, zero).await;
@@ -287,6 +326,12 @@ fn redis_rate_limiter_follows_the_grid_key_first_and_async() {
             l.try_reserve_n_for(k, 1, zero).await,
             Err(RedisLimitError::Limited(AcquireError::RateLimited { .. }))
         ));
+        // The waiting check reports a refusal as a decision, not an error.
+        let d: R<Decision> = l.check_for_async(k, zero).await;
+        let d = d.unwrap();
+        assert!(!d.allowed && d.retry_after.is_some());
+        let d: R<Decision> = l.check_n_for_async(k, 11, zero).await;
+        assert!(d.unwrap().exceeds_burst());
     });
 }
 

@@ -325,9 +325,16 @@ pub(crate) fn cold_at((index, count): (u64, u64), p: &FixedParams) -> Nanos {
 impl FixedWindow {
     /// Whether windows line up with the Unix epoch ([`epoch_aligned`](Self::epoch_aligned),
     /// [`epoch_aligned_from`](Self::epoch_aligned_from)) rather than with the clock's origin:
-    /// the only windows a limiter shared through Redis can have.
-    #[cfg(feature = "redis")]
-    pub(crate) fn is_epoch_aligned(&self) -> bool {
+    /// the only windows a limiter shared between processes can have (a clock's origin is
+    /// per process).
+    ///
+    /// ```
+    /// use tollgate::FixedWindow;
+    /// assert!(FixedWindow::epoch_aligned().is_epoch_aligned());
+    /// assert!(!FixedWindow::new().is_epoch_aligned());
+    /// ```
+    #[must_use]
+    pub fn is_epoch_aligned(&self) -> bool {
         self.align != Align::Origin
     }
 

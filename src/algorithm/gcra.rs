@@ -136,7 +136,7 @@ impl Rules for Gcra {
 
     /// The tolerance ([`Quota::tolerance`]): a full burst comes back `burst * T` after it
     /// was used up.
-    fn window(quota: &Quota) -> Duration {
+    fn limit_window(quota: &Quota) -> Duration {
         quota.tolerance()
     }
 }

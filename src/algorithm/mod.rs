@@ -46,7 +46,28 @@ pub use weighted::WeightedWindow;
 /// let keyed: KeyedRateLimiter<u64, Gcra> = KeyedRateLimiter::new(Quota::per_second(5).unwrap());
 /// assert!(direct.try_acquire() && keyed.try_acquire(&1));
 /// ```
-pub trait Algorithm: rules::Rules {}
+pub trait Algorithm: rules::Rules {
+    /// The window `quota`'s limit refers to under this algorithm: how long a full limit takes
+    /// to come back after it was used up. [`Gcra`]: the tolerance `burst * T`
+    /// ([`Quota::tolerance`]); the window algorithms: their window `W` ([`Quota::period`]).
+    /// What a backend advertises as the limit's window (the HTTP layer's
+    /// `Backend::window`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, Gcra, Quota, SlidingLog};
+    ///
+    /// let q = Quota::per_minute(60).unwrap().with_burst(10).unwrap();
+    /// assert_eq!(Gcra::window(&q), Duration::from_secs(10)); // 10 permits, one a second
+    /// assert_eq!(SlidingLog::window(&q), Duration::from_secs(60));
+    /// ```
+    fn window(quota: &Quota) -> Duration
+    where
+        Self: Sized,
+    {
+        <Self as rules::Rules>::limit_window(quota)
+    }
+}
 
 impl<A: rules::Rules> Algorithm for A {}
 
@@ -182,9 +203,9 @@ pub(crate) mod rules {
         fn limit(p: &Self::Params) -> u64;
 
         /// The window `quota`'s limit refers to: how long a full limit takes to come back
-        /// after it was used up (`Backend::window` of the HTTP layer). The window algorithms'
-        /// window `W`; GCRA overrides it with the tolerance.
-        fn window(quota: &Quota) -> Duration {
+        /// after it was used up ([`Algorithm::window`], its public face). The window
+        /// algorithms' window `W`; GCRA overrides it with the tolerance.
+        fn limit_window(quota: &Quota) -> Duration {
             quota.period()
         }
     }

@@ -2,8 +2,10 @@
 //! (`super::sliding`), with grants stamped by the start of their sub-window.
 
 use super::sliding::Stamping;
-use crate::quota::QuotaError;
+use super::window::limit_and_window;
+use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
+use std::time::Duration;
 
 /// The sliding window with `k` sub-windows: the window `W` is split into `k` sub-windows of
 /// `W / k`, and a request is admitted iff the permits of the current sub-window and the
@@ -76,6 +78,29 @@ impl SlidingWindow {
     /// ```
     pub const fn sub_windows(&self) -> u32 {
         self.sub_windows
+    }
+
+    /// The length of each sub-window under `quota` (its window `W` over the number of
+    /// sub-windows), or why this sliding window cannot run `quota`: what the builders refuse,
+    /// for a backend running it elsewhere to refuse the same way.
+    ///
+    /// # Errors
+    /// [`QuotaError::Unsupported`] when the number of sub-windows is outside `2..=64`, when it
+    /// does not divide `W` exactly in nanoseconds, or when the quota's burst differs from its
+    /// count ([`Quota::window_limit`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Quota, SlidingWindow};
+    ///
+    /// let q = Quota::per_second(10).unwrap();
+    /// assert_eq!(SlidingWindow::new(4).sub_window(&q), Ok(Duration::from_millis(250)));
+    /// assert!(SlidingWindow::new(3).sub_window(&q).is_err()); // 1 s is not 3 whole-ns thirds
+    /// assert!(SlidingWindow::new(1).sub_window(&q).is_err());
+    /// ```
+    pub fn sub_window(&self, quota: &Quota) -> Result<Duration, QuotaError> {
+        let (_, window) = limit_and_window(quota)?;
+        Ok(Duration::from_nanos(self.granularity(window)?))
     }
 }
 

@@ -158,13 +158,7 @@ pub(crate) fn early(now: Nanos, n: u64, limit: u64) -> Option<Kind> {
 /// The limit and window of `quota` for a window algorithm: `(count, period)`, refusing a burst
 /// other than the count (module docs).
 pub(crate) fn limit_and_window(quota: &Quota) -> Result<(u64, Nanos), QuotaError> {
-    if quota.burst() != quota.count() {
-        return Err(QuotaError::Unsupported(
-            "window algorithms admit `count` per `period`: a quota whose burst differs from \
-             its count has no meaning for them",
-        ));
-    }
-    Ok((quota.count(), quota.period_nanos()))
+    Ok((quota.window_limit()?, quota.period_nanos()))
 }
 
 /// Where windows of length `w` start, as an offset `o < w` such that the window holding clock

@@ -178,26 +178,17 @@ pub trait RefundBackend: Backend {
 /// A denial for a backend that only reports a wait: no permit left, the wait as retry-after
 /// (and as reset, the next instant anything changes for this request).
 pub(crate) fn denied(quota: Quota, retry_after: Duration) -> Decision {
-    Decision {
-        allowed: false,
-        limit: quota.burst(),
-        remaining: 0,
-        retry_after: Some(retry_after),
-        reset_after: retry_after,
-    }
+    Decision::denied(quota.burst(), 0, retry_after, retry_after)
 }
 
 /// A request that can never be granted (over the burst, or past the end of time).
-pub(crate) fn never(quota: Quota, mut state: Decision) -> Decision {
-    state.allowed = false;
-    state.limit = quota.burst();
-    state.retry_after = None;
-    state
+pub(crate) fn never(quota: Quota, state: Decision) -> Decision {
+    Decision::never(quota.burst(), state.remaining, state.reset_after)
 }
 
 /// The in-process limiter, any algorithm. Everything is decided at once; `Error` is
 /// [`Infallible`]. `acquire_within` is
-/// [`try_acquire_n_for_async`](KeyedRateLimiter::try_acquire_n_for_async): with GCRA the slot is
+/// [`check_n_for_async`](KeyedRateLimiter::check_n_for_async): with GCRA the slot is
 /// reserved at the future's first poll, waiters are served in that order with one wake-up
 /// each, and dropping the future cancels the reservation (its slot goes to the next arrival);
 /// with a window algorithm it sleeps until the permits would fit and decides again, and a
@@ -216,7 +207,7 @@ where
     }
 
     fn window(&self) -> Duration {
-        A::window(&KeyedRateLimiter::quota(self))
+        <A as Algorithm>::window(&KeyedRateLimiter::quota(self))
     }
 
     fn keys_bounded(&self) -> bool {
@@ -242,20 +233,7 @@ where
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision, Infallible> {
-        let quota = KeyedRateLimiter::quota(self);
-        // GCRA serves a cost above the burst by waiting: even from a full bucket `cost`
-        // permits wait `cost * T - tau`. Beyond `max_wait`, retrying can never help, so say so
-        // instead of giving a retry-after. (The windows refuse such a cost as `ExceedsBurst`.)
-        let least_wait = cost.saturating_mul(quota.t()).saturating_sub(quota.tau());
-        if Duration::from_nanos(least_wait) > max_wait {
-            return Ok(never(quota, self.peek(key)));
-        }
-        let decided = match self.try_acquire_n_for_async(key, cost, max_wait).await {
-            Ok(_) => self.peek(key),
-            Err(AcquireError::RateLimited { retry_after }) => denied(quota, retry_after),
-            Err(_) => never(quota, self.peek(key)),
-        };
-        Ok(decided)
+        Ok(self.check_n_for_async(key, cost, max_wait).await)
     }
 }
 

@@ -130,7 +130,8 @@ impl RatePolicy {
         RatePolicy {
             limit: quota.burst(),
             count: quota.count(),
-            period: quota.period_nanos(),
+            // At most `MAX_NANOS` (a quota's period is validated), so it fits.
+            period: u64::try_from(quota.period().as_nanos()).unwrap_or(u64::MAX),
         }
     }
 
@@ -316,12 +317,11 @@ mod tests {
     use super::*;
 
     fn decision(allowed: bool, remaining: u64, retry: Option<u64>, reset_ms: u64) -> Decision {
-        Decision {
-            allowed,
-            limit: 100,
-            remaining,
-            retry_after: retry.map(Duration::from_millis),
-            reset_after: Duration::from_millis(reset_ms),
+        let reset = Duration::from_millis(reset_ms);
+        match (allowed, retry) {
+            (true, _) => Decision::allowed(100, remaining, reset),
+            (false, Some(r)) => Decision::denied(100, remaining, Duration::from_millis(r), reset),
+            (false, None) => Decision::never(100, remaining, reset),
         }
     }
 

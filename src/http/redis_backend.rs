@@ -23,19 +23,13 @@ fn decision(
             Ok(denied(quota, retry_after))
         }
         // Over the burst, or past the scripts' range: no state to report beyond the limit.
-        Err(RedisLimitError::Limited(_)) => Ok(Decision {
-            allowed: false,
-            limit: quota.burst(),
-            remaining: 0,
-            retry_after: None,
-            reset_after: Duration::ZERO,
-        }),
+        Err(RedisLimitError::Limited(_)) => Ok(Decision::never(quota.burst(), 0, Duration::ZERO)),
         other => other,
     }
 }
 
 /// The Redis limiter, any algorithm it runs, keyed by strings: one script call per decision.
-/// `acquire_within` is [`try_acquire_n_for_async`](RedisRateLimiter::try_acquire_n_for_async),
+/// `acquire_within` is [`check_n_for_async`](RedisRateLimiter::check_n_for_async),
 /// with the headers from the reply that granted it (no second call): with GCRA FIFO across
 /// processes, and dropping the wait cancels its reservation; with a window algorithm it
 /// decides again after each `retry_after` (not FIFO) and a dropped wait holds nothing.
@@ -48,7 +42,7 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
     }
 
     fn window(&self) -> Duration {
-        self.window()
+        RedisRateLimiter::window(self)
     }
 
     /// The state is in Redis, each key expiring once it holds nothing.
@@ -77,16 +71,7 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<Decision, RedisLimitError> {
-        let quota = RedisRateLimiter::quota(self);
-        match self.acquire_reporting(key, cost, Some(max_wait)).await {
-            Ok((_, Some(granted))) => Ok(granted),
-            // Granted by the failure policy: Redis's state is unknown, so ask.
-            Ok((_, None)) => self.peek(key).await.map(|mut d| {
-                d.allowed = true;
-                d
-            }),
-            Err(e) => decision(quota, Err(e)),
-        }
+        self.check_n_for_async(key, cost, max_wait).await
     }
 }
 

@@ -213,3 +213,56 @@ fn keys_moved_between_sweep_chunks_are_not_missed() {
     l.sweep_now();
     assert_eq!(l.len(), 0, "{all} keys inserted, all cold");
 }
+
+/// `check_n_for_async` reports what the HTTP layer used to assemble from
+/// `try_acquire_n_for_async` and a `peek` after it: the state after a grant, the wait needed,
+/// or no retry-after when the count can never be granted within the timeout. With a zero
+/// timeout (no sleeping) on a manual clock, against a second limiter driven the old way.
+#[cfg(feature = "tokio")]
+#[test]
+fn check_n_for_async_reports_what_acquire_then_peek_did() {
+    fn run<A: crate::Algorithm>(alg: A) {
+        let q = Quota::per_second(4).unwrap();
+        let clock = ManualClock::new();
+        let build = || {
+            KeyedRateLimiter::<u8>::builder(q)
+                .clock(clock.clone())
+                .algorithm(alg.clone())
+                .unwrap()
+                .build()
+        };
+        let (new, old) = (build(), build());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for (step, n) in [1u64, 2, 0, 1, 5, 1, 3, 1, 1, 1].into_iter().enumerate() {
+            if step == 6 {
+                clock.advance(Duration::from_millis(600));
+            }
+            let got = rt.block_on(new.check_n_for_async(&1, n, Duration::ZERO));
+            let least = n.saturating_mul(q.t()).saturating_sub(q.tau());
+            let want = if least > 0 {
+                let s = old.peek(&1);
+                Decision::never(q.burst(), s.remaining, s.reset_after)
+            } else {
+                match rt.block_on(old.try_acquire_n_for_async(&1, n, Duration::ZERO)) {
+                    Ok(_) => {
+                        let s = old.peek(&1);
+                        Decision::allowed(s.limit, s.remaining, s.reset_after)
+                    }
+                    Err(AcquireError::RateLimited { retry_after }) => {
+                        Decision::denied(q.burst(), 0, retry_after, retry_after)
+                    }
+                    Err(_) => {
+                        let s = old.peek(&1);
+                        Decision::never(q.burst(), s.remaining, s.reset_after)
+                    }
+                }
+            };
+            assert_eq!(got, want, "step {step}, n = {n}");
+        }
+    }
+    run(crate::Gcra);
+    run(crate::SlidingLog);
+    run(crate::FixedWindow::new());
+}

@@ -5,10 +5,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use crate::algorithm::window::limit_and_window;
-use crate::algorithm::Algorithm;
-use crate::outcome::{clamp_i64, Decision};
-use crate::quota::Quota;
+use crate::{Algorithm, Decision, Quota};
 
 use super::client::LuaScript;
 use super::error::RedisLimitError;
@@ -114,7 +111,9 @@ impl Params {
     /// the in-process window algorithms refuse (a burst other than the count) is refused the
     /// same way.
     pub(crate) fn window(q: Quota) -> Result<Params, RedisLimitError> {
-        let (limit, window) = limit_and_window(&q)?;
+        let limit = q.window_limit()?;
+        // At most `MAX_NANOS` (a quota's period is validated), so it fits.
+        let window = u64::try_from(q.period().as_nanos()).unwrap_or(u64::MAX);
         let w = micros_ceil(window);
         (w <= MAX_SPAN_US && limit <= MAX_SPAN_US)
             .then_some(Params {
@@ -142,6 +141,11 @@ impl Params {
         ];
         (args, if self.sub_windows.is_some() { 4 } else { 3 })
     }
+}
+
+/// An integer for a script's argument: Redis's integers are `i64`, so larger ones saturate.
+pub(crate) fn clamp_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 fn micros_ceil(ns: u64) -> u64 {
@@ -175,20 +179,16 @@ impl CheckReply {
             return Err(bad());
         };
         let us = |v: i64| u64::try_from(v).map_err(|_| bad());
-        let retry_after = match status {
-            1 | 2 => None,
-            0 => Some(Duration::from_micros(us(retry)?)),
+        let (remaining, reset) = (us(remaining)?, Duration::from_micros(us(reset)?));
+        let decision = match status {
+            1 => Decision::allowed(limit, remaining, reset),
+            2 => Decision::never(limit, remaining, reset),
+            0 => Decision::denied(limit, remaining, Duration::from_micros(us(retry)?), reset),
             _ => return Err(bad()),
         };
         Ok(CheckReply {
             now_us: us(now)?,
-            decision: Decision {
-                allowed: status == 1,
-                limit,
-                remaining: us(remaining)?,
-                retry_after,
-                reset_after: Duration::from_micros(us(reset)?),
-            },
+            decision,
         })
     }
 }
@@ -196,7 +196,7 @@ impl CheckReply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quota::QuotaError;
+    use crate::QuotaError;
 
     #[test]
     fn intervals_round_up_to_whole_microseconds() {

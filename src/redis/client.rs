@@ -9,7 +9,9 @@ use ::redis::aio::ConnectionManager;
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
 
-use crate::sync::{AtomicU64, Ordering};
+// Plain statistics counters (no protocol between them, `Relaxed`): std atomics, not the core
+// cells' loom facade.
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Lua script with its SHA1, computed once.
 pub(crate) struct LuaScript {

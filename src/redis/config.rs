@@ -8,7 +8,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
 use ::redis::cluster_async::ClusterConnection;
 
-use crate::quota::{Quota, QuotaError};
+use crate::{Quota, QuotaError};
 
 use super::algorithm::{Params, RedisAlgorithm};
 use super::client::{Backend, Conn};

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::outcome::AcquireError;
-use crate::quota::{Quota, QuotaError};
+use crate::AcquireError;
+use crate::{Quota, QuotaError};
 
 use super::client::Failure;
 

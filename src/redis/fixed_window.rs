@@ -3,8 +3,8 @@
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
-use crate::quota::Quota;
 use crate::FixedWindow;
+use crate::Quota;
 
 /// The fixed window aligned to the Unix epoch on the server's clock, as
 /// [`FixedWindow::epoch_aligned`] is in process. Windows counted from a clock's origin

@@ -4,8 +4,8 @@
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
-use crate::quota::Quota;
 use crate::Gcra;
+use crate::Quota;
 
 /// GCRA as the in-process limiter decides it, on the server's clock: the interval `T` rounded
 /// up to a whole microsecond, the burst. Its waits are reservations, so waiters across every

@@ -5,11 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::direct::throttle_quota;
-use crate::outcome::{AcquireError, Decision, ThrottleReply};
-use crate::quota::Quota;
-use crate::sync::Ordering;
 use crate::Gcra;
+use crate::Quota;
+use crate::{AcquireError, Decision, ThrottleReply};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::algorithm::{state_key, CheckReply, Params, RedisAlgorithm};
 use super::client::{Counters, Failure};
@@ -120,9 +119,16 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
 
     /// The window the limit refers to: how long a full limit takes to come back after it was
     /// used up, as the scripts run the quota: GCRA's tolerance (`burst * T`, with `T` in
-    /// whole µs), a window algorithm's `W`.
-    #[cfg(feature = "tower")]
-    pub(crate) fn window(&self) -> Duration {
+    /// whole µs), a window algorithm's `W` (rounded up to whole µs). The in-process
+    /// [`Algorithm::window`](crate::Algorithm::window) as Redis runs it.
+    ///
+    /// ```
+    /// # fn demo(limiter: &tollgate::redis::RedisRateLimiter) {
+    /// println!("the limit comes back in {:?}", limiter.window());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn window(&self) -> Duration {
         let p = self.shared.params;
         // GCRA (the algorithm that reserves) runs an interval; the windows a window.
         let window = if A::spec().reserves {
@@ -159,7 +165,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// ```
     pub fn stats(&self) -> RedisStats {
         let c = &self.shared.backend.counters;
-        let get = |a: &crate::sync::AtomicU64| a.load(Ordering::Relaxed);
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         RedisStats {
             replies: get(&c.replies),
             timeouts: get(&c.timeouts),
@@ -546,7 +552,7 @@ impl RedisRateLimiter<Gcra> {
         period_secs: u64,
         quantity: u64,
     ) -> Result<ThrottleReply, RedisLimitError> {
-        let quota = throttle_quota(max_burst, count, period_secs)?;
+        let quota = Quota::from_throttle(max_burst, count, period_secs)?;
         let d = self.check_n_with(key, quantity, quota).await?;
         Ok(ThrottleReply::from_decision(&d))
     }

@@ -5,9 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::keyed::KeyedRateLimiter;
-use crate::outcome::{AcquireError, Decision};
-use crate::quota::Quota;
+use crate::KeyedRateLimiter;
+use crate::Quota;
+use crate::{AcquireError, Decision};
 
 use super::algorithm::RedisAlgorithm;
 use super::client::Failure;
@@ -122,20 +122,14 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
     ) -> Result<Decision, RedisLimitError> {
         match self {
             FailurePolicy::Error => Err(RedisLimitError::from_failure(failure, deadline)),
-            FailurePolicy::Open => Ok(Decision {
-                allowed: n <= limit,
-                limit,
-                remaining: limit.saturating_sub(n),
-                retry_after: None,
-                reset_after: Duration::ZERO,
+            FailurePolicy::Open => Ok(if n <= limit {
+                Decision::allowed(limit, limit - n, Duration::ZERO)
+            } else {
+                Decision::never(limit, 0, Duration::ZERO)
             }),
-            FailurePolicy::Closed { retry_after } => Ok(Decision {
-                allowed: false,
-                limit,
-                remaining: 0,
-                retry_after: Some(*retry_after),
-                reset_after: Duration::ZERO,
-            }),
+            FailurePolicy::Closed { retry_after } => {
+                Ok(Decision::denied(limit, 0, *retry_after, Duration::ZERO))
+            }
             FailurePolicy::Fallback(local) => Ok(match quota {
                 Some(q) => local.check_n_with(redis_key, n, q)?,
                 None => local.check_n(redis_key, n),

@@ -16,14 +16,12 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::outcome::{AcquireError, Decision};
-use crate::wait::CancelOnDrop;
+use crate::{AcquireError, Decision};
 
-use super::algorithm::{Params, RedisAlgorithm};
+use super::algorithm::{clamp_i64, Params, RedisAlgorithm};
 use super::client::Failure;
 use super::error::RedisLimitError;
 use super::shared::Shared;
-use crate::outcome::clamp_i64;
 use crate::Gcra;
 
 /// A reservation as Redis stored it.
@@ -54,12 +52,37 @@ impl Ticket {
             .saturating_sub(us(self.server_time).saturating_add(us(self.wait)));
         let (b, t) = (self.params.limit, self.params.span_us.max(1));
         let tau = b.saturating_mul(t);
-        Decision {
-            allowed: true,
-            limit: b,
-            remaining: (tau.saturating_sub(debt) / t).min(b),
-            retry_after: None,
-            reset_after: Duration::from_micros(debt),
+        Decision::allowed(
+            b,
+            (tau.saturating_sub(debt) / t).min(b),
+            Duration::from_micros(debt),
+        )
+    }
+}
+
+/// Runs a cancel if dropped before [`disarm`](CancelOnDrop::disarm): what makes a dropped
+/// wait give its reservation back. (The in-process limiters have their own in `crate::wait`;
+/// this backend uses only the core's public API.)
+struct CancelOnDrop<F: FnMut()> {
+    cancel: Option<F>,
+}
+
+impl<F: FnMut()> CancelOnDrop<F> {
+    fn new(cancel: F) -> Self {
+        CancelOnDrop {
+            cancel: Some(cancel),
+        }
+    }
+
+    fn disarm(mut self) {
+        self.cancel = None;
+    }
+}
+
+impl<F: FnMut()> Drop for CancelOnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.cancel.as_mut() {
+            cancel();
         }
     }
 }
@@ -262,10 +285,21 @@ impl RedisReservation {
         self.ticket.server_time
     }
 
-    /// The decision as the key stands when this reservation is ready ([`Ticket::granted`]):
-    /// the HTTP layer's headers for a refundable request.
-    #[cfg(feature = "tower")]
-    pub(crate) fn granted(&self) -> Decision {
+    /// The decision as the key stands when this reservation is ready, counting it and every
+    /// reservation made on the key before it (later ones are not in Redis's reply): what the
+    /// script's `check` would report for this grant at its ready time, without a second round
+    /// trip (the HTTP layer's headers for a refundable request). `remaining` and
+    /// `reset_after` are in whole microseconds, like the scripts' state.
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let r = limiter.reserve("user:42").await?;
+    /// let d = r.granted();
+    /// assert!(d.allowed && d.remaining < d.limit);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn granted(&self) -> Decision {
         self.ticket.granted()
     }
 

@@ -1,7 +1,7 @@
 //! What every handle on one Redis limiter shares: the connection, the key prefix and the
 //! quota as the scripts run it.
 
-use crate::quota::Quota;
+use crate::Quota;
 
 use super::algorithm::Params;
 use super::client::Backend;

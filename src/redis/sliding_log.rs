@@ -6,7 +6,7 @@
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
-use crate::quota::Quota;
+use crate::Quota;
 use crate::SlidingLog;
 
 /// The sliding log, exact: one sorted-set member per permit.

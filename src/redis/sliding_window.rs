@@ -16,8 +16,7 @@
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
-use crate::algorithm::sliding::Stamping;
-use crate::quota::Quota;
+use crate::Quota;
 use crate::SlidingWindow;
 
 /// The sliding window with `k` sub-windows, aligned to the Unix epoch on the server's clock.
@@ -38,10 +37,10 @@ impl RedisAlgorithm for SlidingWindow {
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         let p = Params::window(quota)?;
-        let window_ns = quota.period_nanos();
-        self.granularity(window_ns)?;
+        // What the in-process sliding window refuses, refused the same way.
+        self.sub_window(&quota)?;
         let k = self.sub_windows();
-        if window_ns % 1000 != 0 || p.span_us % u64::from(k) != 0 {
+        if quota.period().as_nanos() % 1000 != 0 || p.span_us % u64::from(k) != 0 {
             return Err(RedisLimitError::Unsupported(
                 "a sliding window on Redis counts whole microseconds: its window must be a \
                  whole number of microseconds that the number of sub-windows divides",
@@ -59,7 +58,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::quota::QuotaError;
+    use crate::QuotaError;
 
     fn params(k: u32, q: Quota) -> Result<Params, RedisLimitError> {
         SlidingWindow::new(k).redis_params(q)

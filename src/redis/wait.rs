@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::outcome::{AcquireError, Decision};
+use crate::{AcquireError, Decision};
 
 use super::algorithm::{CheckReply, Params, RedisAlgorithm};
 use super::client::{Counters, Failure};
@@ -27,10 +27,87 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         Ok(self.acquire_reporting(key, n, timeout).await?.0)
     }
 
+    /// One permit; see [`check_n_for_async`](Self::check_n_for_async).
+    ///
+    /// # Errors
+    /// As [`check_n_for_async`](Self::check_n_for_async).
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: tollgate::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let d = limiter.check_for_async("user:42", std::time::Duration::from_millis(50)).await?;
+    /// println!("allowed: {}, retry after: {:?}", d.allowed, d.retry_after);
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_for_async(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Decision, RedisLimitError> {
+        self.check_n_for_async(key, 1, timeout).await
+    }
+
+    /// A check that may wait up to `timeout`, as the in-process
+    /// [`KeyedRateLimiter::check_n_for_async`](crate::KeyedRateLimiter::check_n_for_async):
+    /// takes `n` permits for `key` as [`try_acquire_n_for_async`](Self::try_acquire_n_for_async)
+    /// does, and reports the outcome as a [`Decision`]: granted, `allowed` with the key's state
+    /// from the reply that granted it (no second round trip); not grantable within `timeout`,
+    /// denied with the wait needed as `retry_after` (nothing taken); never grantable (more
+    /// than the burst, or past the scripts' range), denied with no `retry_after`. Granted by the
+    /// failure policy while Redis fails, the key's state is unknown: it is asked for
+    /// ([`peek`](Self::peek)), and that failing is the error.
+    ///
+    /// # Errors
+    /// [`RedisLimitError`] when Redis fails and the failure policy does not decide (never
+    /// [`RedisLimitError::Limited`]: a refusal is a denied decision).
+    ///
+    /// # Cancel safety
+    /// As [`try_acquire_n_for_async`](Self::try_acquire_n_for_async).
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: tollgate::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let d = limiter.check_n_for_async("user:42", 2, std::time::Duration::from_millis(50)).await?;
+    /// if !d.allowed {
+    ///     println!("retry after {:?}", d.retry_after);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_n_for_async(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Duration,
+    ) -> Result<Decision, RedisLimitError> {
+        let quota = self.quota();
+        let limit = quota.burst();
+        // As in process: GCRA serves a count above the burst by waiting, `n * T - tau` even
+        // from a full bucket; beyond `timeout` retrying can never help, so say so (no
+        // retry-after) without a round trip. (The windows refuse such a count as
+        // `ExceedsBurst`.)
+        let least_wait = (quota.interval().as_nanos())
+            .saturating_mul(u128::from(n))
+            .saturating_sub(quota.tolerance().as_nanos());
+        if least_wait > timeout.as_nanos() {
+            return Ok(Decision::never(limit, 0, Duration::ZERO));
+        }
+        match self.acquire_reporting(key, n, Some(timeout)).await {
+            Ok((_, Some(granted))) => Ok(granted),
+            Ok((_, None)) => self
+                .peek(key)
+                .await
+                .map(|d| Decision::allowed(d.limit, d.remaining, d.reset_after)),
+            Err(RedisLimitError::Limited(AcquireError::RateLimited { retry_after })) => {
+                Ok(Decision::denied(limit, 0, retry_after, retry_after))
+            }
+            // Over the burst, or past the scripts' range: no state to report beyond the limit.
+            Err(RedisLimitError::Limited(_)) => Ok(Decision::never(limit, 0, Duration::ZERO)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// As [`acquire_within`](Self::acquire_within), with the decision as the grant left the
-    /// key, from the same reply (`None` when the failure policy answered): the HTTP layer's
-    /// headers need it, and a `peek` after the wait would be a second round trip.
-    pub(crate) async fn acquire_reporting(
+    /// key, from the same reply (`None` when the failure policy answered): what
+    /// [`check_n_for_async`](Self::check_n_for_async) reports.
+    async fn acquire_reporting(
         &self,
         key: &str,
         n: u64,

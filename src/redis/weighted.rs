@@ -4,7 +4,7 @@
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
-use crate::quota::Quota;
+use crate::Quota;
 use crate::WeightedWindow;
 
 /// The weighted counter, its windows aligned to the Unix epoch on the server's clock.
