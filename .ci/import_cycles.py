@@ -18,6 +18,8 @@ import re
 import sys
 from collections import defaultdict
 
+from rust_source import strip
+
 ARGS = [a for a in sys.argv[1:] if a != "--tests"]
 TESTS = "--tests" in sys.argv[1:]
 SRC = ARGS[0] if ARGS else os.path.join(os.path.dirname(__file__), "..", "src")
@@ -33,51 +35,6 @@ def module_of(rel):
     if parts[-1] in ("mod", "lib"):
         parts = parts[:-1]
     return tuple(parts)
-
-
-def strip(text):
-    """Blank out comments, strings and char literals, keeping offsets and newlines."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif re.match(r'r#*"', text[i:i + 8]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            hashes = re.match(r'r(#*)"', text[i:]).group(1)
-            end = text.find('"' + hashes, i + 2 + len(hashes))
-            j = n if end < 0 else end + 1 + len(hashes)
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(re.sub(r"[^\n]", " ", text[i:j + 1]))
-            i = j + 1
-        elif c == "'" and re.match(r"'(\\.|[^\\'])'", text[i:i + 4]) or text.startswith("'\\", i):
-            m = re.match(r"'(\\[^']*|[^\\'])'", text[i:])
-            j = i + (len(m.group(0)) if m else 1)
-            out.append(" " * (j - i))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 def expand_use(tree):
