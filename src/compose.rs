@@ -1,12 +1,173 @@
 //! Taking permits from several limits together, or from none.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use crate::outcome::AcquireError;
 use crate::wait::Reservation;
 
+/// Permits one limit set aside for a request, which [`all_or_none_async`] keeps or gives back:
+/// the reservation abstraction every backend implements ([`Reservation`] in process,
+/// `RedisReservation` on Redis, or your own), so that one call can take from limits of
+/// different backends together.
+///
+/// `cancel` returns a future because giving back may need a round trip (Redis); a backend that
+/// gives back at once does it inside `cancel` and returns a ready future. A cancel that fails
+/// (a store that does not answer) keeps the permits taken: it can only under-admit.
+///
+/// ```
+/// use std::time::Duration;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use tollgate::{CancelFuture, Hold};
+///
+/// /// A counter of free slots; a hold is one slot taken.
+/// struct Slot<'a>(&'a AtomicU64);
+///
+/// impl Hold for Slot<'_> {
+///     fn delay(&self) -> Duration {
+///         Duration::ZERO // only ever made when a slot is free
+///     }
+///     fn cancel(self: Box<Self>) -> CancelFuture {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         Box::pin(std::future::ready(()))
+///     }
+/// }
+///
+/// let free = AtomicU64::new(0);
+/// let hold = Slot(&free).boxed();
+/// drop(hold.cancel()); // given back before the future is even polled
+/// assert_eq!(free.load(Ordering::Relaxed), 1);
+/// ```
+pub trait Hold: Send {
+    /// The wait until the permits are ready; zero when ready now. [`all_or_none_async`]
+    /// keeps only holds that are ready now.
+    fn delay(&self) -> Duration;
+
+    /// Gives the permits back; the future completes once they are back (ready at once for a
+    /// backend that gives back synchronously, as the in-process limiters do).
+    fn cancel(self: Box<Self>) -> CancelFuture;
+
+    /// `Box::new(self)` as a trait object, for
+    /// `limiter.try_reserve_for(..).map(Hold::boxed)`.
+    fn boxed<'a>(self) -> Box<dyn Hold + 'a>
+    where
+        Self: Sized + 'a,
+    {
+        Box::new(self)
+    }
+}
+
+/// What [`Hold::cancel`] returns: the rest of the giving back, if any, to await.
+pub type CancelFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+impl Hold for Reservation<'_> {
+    fn delay(&self) -> Duration {
+        Reservation::delay(self)
+    }
+
+    fn cancel(self: Box<Self>) -> CancelFuture {
+        Reservation::cancel(*self);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// A backend's refusal as [`all_or_none_async`] compares it: how long until retrying could
+/// succeed, or `None` when waiting would not help (a request that can never be admitted, a
+/// store that did not answer). Implemented by [`AcquireError`] and by the Redis backend's
+/// `RedisLimitError`; a refusal of your own backend implements it (or converts into one of
+/// those).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{AcquireError, Refusal};
+/// let e = AcquireError::RateLimited { retry_after: Duration::from_secs(1) };
+/// assert_eq!(Refusal::retry_after(&e), Some(Duration::from_secs(1)));
+/// ```
+pub trait Refusal {
+    /// The wait after which retrying could succeed; `None` if waiting would not help.
+    fn retry_after(&self) -> Option<Duration>;
+}
+
+impl Refusal for AcquireError {
+    fn retry_after(&self) -> Option<Duration> {
+        AcquireError::retry_after(self)
+    }
+}
+
+/// [`all_or_none`] for limits of any backends together (an in-process per-user limit and a
+/// Redis global limit, say): passes only if every hold is ready now, and otherwise gives
+/// every hold back, awaiting each cancel (latest first: on Redis only the latest reservation
+/// on a key can be undone exactly) before returning the refusal.
+///
+/// Give it one `Result<Box<dyn Hold>, E>` per limit, made as for [`all_or_none`] and boxed
+/// with [`Hold::boxed`]; the errors must share one type (for Redis,
+/// `RedisLimitError`, into which an [`AcquireError`] converts).
+///
+/// # Errors
+/// The refusal that says most: one after which waiting would not help (never admissible,
+/// store unavailable) before any wait, else the longest wait.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{all_or_none_async, AcquireError, Hold, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let clock = ManualClock::new();
+/// let global = RateLimiter::builder(Quota::per_second(100).unwrap()).clock(clock.clone()).build();
+/// let per_user = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+///     .clock(clock.clone())
+///     .build();
+/// let take = |user| all_or_none_async::<AcquireError, _>([
+///     per_user.try_reserve_for(&user, Duration::ZERO).map(Hold::boxed),
+///     global.try_reserve_for(Duration::ZERO).map(Hold::boxed),
+/// ]);
+/// assert!(take(7).await.is_ok());
+/// assert!(take(7).await.is_err());         // user 7 is limited...
+/// assert_eq!(global.peek().remaining, 99); // ...and the global limit was not charged
+/// # }
+/// ```
+pub async fn all_or_none_async<'a, E, I>(holds: I) -> Result<(), E>
+where
+    E: Refusal + From<AcquireError>,
+    I: IntoIterator<Item = Result<Box<dyn Hold + 'a>, E>>,
+{
+    let mut kept: Vec<Box<dyn Hold + 'a>> = Vec::new();
+    let mut refusal: Option<E> = None;
+    for h in holds {
+        let e = match h {
+            Ok(h) if h.delay().is_zero() => {
+                kept.push(h);
+                continue;
+            }
+            Ok(h) => {
+                let retry_after = h.delay();
+                h.cancel().await;
+                E::from(AcquireError::RateLimited { retry_after })
+            }
+            Err(e) => e,
+        };
+        refusal = Some(match refusal {
+            None => e,
+            Some(prev) => worse(prev, e),
+        });
+    }
+    match refusal {
+        None => Ok(()),
+        Some(e) => {
+            for h in kept.into_iter().rev() {
+                h.cancel().await;
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Passes a request only if *every* limit admits it now, and charges none of them otherwise:
 /// "one from this user's limit and one from the global limit, or neither".
+///
+/// For limits of other backends (Redis, your own) in the same call, see [`all_or_none_async`].
 ///
 /// Give it one reservation per limit, made with `try_reserve_for(Duration::ZERO)` or
 /// `try_reserve_n_for(n, Duration::ZERO)` (only what is available now) or plain `reserve` /
@@ -73,8 +234,8 @@ where
 }
 
 /// Of two refusals, the one that says more: a permanent one, else the longer wait.
-fn worse(a: AcquireError, b: AcquireError) -> AcquireError {
-    let wait = |e: &AcquireError| e.retry_after().unwrap_or(Duration::MAX);
+fn worse<E: Refusal>(a: E, b: E) -> E {
+    let wait = |e: &E| e.retry_after().unwrap_or(Duration::MAX);
     if wait(&b) > wait(&a) {
         b
     } else {

@@ -11,7 +11,8 @@
 //!   same method family taking the key first, per-call quotas, a background sweeper that evicts
 //!   keys whose state carries no information any more, and an exact
 //!   [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap.
-//! - [`all_or_none`]: take from several limits together (per user *and* global), or from none.
+//! - [`all_or_none`]: take from several limits together (per user *and* global), or from none;
+//!   [`all_or_none_async`] mixes backends (in-process, Redis, your own) through [`Hold`].
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
 //! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default (also the leaky and the token
 //!   bucket), or [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`], [`SlidingLog`] through
@@ -191,7 +192,7 @@ pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX_SKEW};
-pub use compose::all_or_none;
+pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
 pub use nanos::{Nanos, MAX_NANOS};

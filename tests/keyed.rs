@@ -501,6 +501,49 @@ fn all_or_none_charges_no_limit_unless_every_one_admits() {
     assert_eq!(per_user.peek(&3).remaining, 2);
 }
 
+/// The async form over boxed holds: the same all-or-none rule for in-process limits, and a
+/// hold that is not ready now counts as a refusal with its delay (and is given back).
+#[tokio::test]
+async fn all_or_none_async_charges_no_limit_unless_every_one_admits() {
+    use tollgate::{all_or_none_async, Hold, RateLimiter};
+    let clock = ManualClock::new();
+    let global = RateLimiter::builder(Quota::per_second(3).unwrap())
+        .clock(clock.clone())
+        .build();
+    let per_user = KeyedRateLimiter::<u8>::builder(Quota::per_second(2).unwrap())
+        .clock(clock.clone())
+        .build();
+    let take = |user: u8| {
+        all_or_none_async::<AcquireError, _>([
+            per_user
+                .try_reserve_n_for(&user, 1, Duration::ZERO)
+                .map(Hold::boxed),
+            global.try_reserve_n_for(1, Duration::ZERO).map(Hold::boxed),
+        ])
+    };
+    assert!(take(1).await.is_ok() && take(1).await.is_ok());
+    let e = take(1).await.unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_millis(500)));
+    assert_eq!(global.peek().remaining, 1);
+    assert!(take(2).await.is_ok());
+    assert!(take(3).await.is_err());
+    assert_eq!(per_user.peek(&3).remaining, 2);
+    // A reservation that is not ready now (plain `reserve_n`: 4 permits of a burst of 3, one interval ahead) is a refusal
+    // with its delay, and is given back together with the ready one.
+    clock.advance(Duration::from_secs(10));
+    let e = all_or_none_async::<AcquireError, _>([
+        per_user
+            .try_reserve_n_for(&4, 1, Duration::ZERO)
+            .map(Hold::boxed),
+        global.reserve_n(4).map(Hold::boxed),
+    ])
+    .await
+    .unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_nanos(333_333_334)));
+    assert_eq!(global.peek().remaining, 3);
+    assert_eq!(per_user.peek(&4).remaining, 2);
+}
+
 /// A manual clock that declares a cross-core skew, as the TSC does (`Clock::max_skew`).
 #[derive(Clone)]
 struct Skewed(ManualClock, u64);

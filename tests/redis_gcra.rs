@@ -314,3 +314,55 @@ async fn timeouts_never_reserve_what_they_cannot_wait_for() {
     assert_eq!(r.delay(), Duration::from_millis(200));
     assert!(r.cancel().await.unwrap());
 }
+
+/// `all_or_none_async` over an in-process per-user limit and a Redis global limit: a refusal
+/// by either charges neither (the Redis reservation taken is cancelled with its script call,
+/// awaited before the refusal is returned, so no polling is needed to see it back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_or_none_async_mixes_an_in_process_and_a_redis_limit() {
+    use tollgate::{all_or_none_async, Hold};
+    let server = RedisServer::start();
+    // Slow limits (one permit per minute), so that the real time the test takes refills nothing.
+    let global = limiter(
+        &server,
+        Quota::per_minute(1).unwrap().with_burst(2).unwrap(),
+    )
+    .await;
+    let per_user = KeyedRateLimiter::<u8>::builder(Quota::per_minute(1).unwrap())
+        .clock(ManualClock::new())
+        .build();
+    let take = |user: u8| {
+        let (global, per_user) = (&global, &per_user);
+        async move {
+            let g = global.try_reserve_for("all", Duration::ZERO).await;
+            all_or_none_async::<RedisLimitError, _>([
+                per_user
+                    .try_reserve_for(&user, Duration::ZERO)
+                    .map(Hold::boxed)
+                    .map_err(RedisLimitError::from),
+                g.map(Hold::boxed),
+            ])
+            .await
+        }
+    };
+    take(1).await.unwrap();
+    assert_eq!(global.peek("all").await.unwrap().remaining, 1);
+    // User 1 is out: the global permit Redis granted is given back.
+    let e = take(1).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RedisLimitError::Limited(AcquireError::RateLimited { .. })
+        ),
+        "{e:?}"
+    );
+    assert_eq!(global.peek("all").await.unwrap().remaining, 1);
+    take(2).await.unwrap();
+    // Now the global limit is out: user 3 is not charged.
+    let e = take(3).await.unwrap_err();
+    assert!(
+        e.retry_after().is_some_and(|w| w > Duration::from_secs(1)),
+        "{e:?}"
+    );
+    assert_eq!(per_user.peek(&3).remaining, 1);
+}

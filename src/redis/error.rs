@@ -83,6 +83,15 @@ impl RedisLimitError {
     }
 }
 
+/// For [`all_or_none_async`](crate::all_or_none_async): a wait when the limiter denied; `None`
+/// (waiting would not help, and this refusal wins) when the request can never be admitted or
+/// Redis did not answer.
+impl crate::Refusal for RedisLimitError {
+    fn retry_after(&self) -> Option<Duration> {
+        RedisLimitError::retry_after(self)
+    }
+}
+
 impl From<AcquireError> for RedisLimitError {
     fn from(e: AcquireError) -> Self {
         RedisLimitError::Limited(e)

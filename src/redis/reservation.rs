@@ -327,6 +327,21 @@ impl RedisReservation {
     }
 }
 
+/// Composes with in-process limits in [`all_or_none_async`](crate::all_or_none_async): the
+/// cancel is one script call, awaited; if Redis does not answer, the permits stay taken
+/// (which can only under-admit).
+impl crate::Hold for RedisReservation {
+    fn delay(&self) -> Duration {
+        self.ticket.wait
+    }
+
+    fn cancel(self: Box<Self>) -> crate::CancelFuture {
+        Box::pin(async move {
+            let _ = cancel(&self.shared, &self.ticket).await;
+        })
+    }
+}
+
 impl fmt::Debug for RedisReservation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisReservation")
