@@ -892,7 +892,7 @@ where
     /// within `timeout`, denied with the wait needed as `retry_after` (nothing taken); never
     /// grantable within `timeout` (more than the burst, or past the end of the limiter's
     /// time), denied with no `retry_after`. `n = 0` is granted at once. What the HTTP layer's
-    /// shaping (`Backend::acquire_within`) runs.
+    /// shaping (`Backend::check_n_for_async`) runs.
     ///
     /// # Cancel safety
     /// Cancel-safe, as [`acquire_n_async`](KeyedRateLimiter::acquire_n_async).

@@ -33,7 +33,11 @@ pub enum Answer<T, F> {
 /// A keyed limiter the HTTP layer can run: implemented for [`KeyedRateLimiter`] with every
 /// algorithm, and (feature `redis`) for `RedisRateLimiter` with every algorithm it runs.
 ///
-/// Every method decides `cost` permits for `key` under the backend's own quota.
+/// Every method decides `cost` permits for `key` under the backend's own quota. The names
+/// follow the crate's method grid ([`check_n`](Backend::check_n) now,
+/// [`check_n_for_async`](Backend::check_n_for_async) waiting up to a timeout,
+/// [`RefundBackend::try_reserve_n`] reserving what is available now), and the in-process and
+/// Redis limiters implement them with their own methods of the same names.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -41,7 +45,7 @@ pub enum Answer<T, F> {
 /// use tollgate::{KeyedRateLimiter, Quota};
 ///
 /// let limiter = KeyedRateLimiter::<String>::new(Quota::per_second(2).unwrap());
-/// match Backend::check(&limiter, &"client".to_string(), 1) {
+/// match Backend::check_n(&limiter, &"client".to_string(), 1) {
 ///     Answer::Now(Ok(d)) => assert!(d.allowed && d.remaining == 1),
 ///     _ => unreachable!("in-process limiters decide at once"),
 /// }
@@ -107,7 +111,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Decides `cost` permits for `key` now, taking them if allowed. `cost` above the burst
     /// is denied with no retry-after ([`Decision::exceeds_burst`]).
-    fn check(
+    fn check_n(
         &self,
         key: &Self::Key,
         cost: u64,
@@ -125,7 +129,7 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// Cancel safety: dropping the future before it completes takes nothing (a reservation
     /// is given back).
-    fn acquire_within<'a>(
+    fn check_n_for_async<'a>(
         &'a self,
         key: &'a Self::Key,
         cost: u64,
@@ -147,14 +151,14 @@ pub trait Backend: Send + Sync + 'static {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let limiter = KeyedRateLimiter::<u8>::new(Quota::per_second(1).unwrap());
-/// let (d, taken) = RefundBackend::reserve(&limiter, &7, 1).await.unwrap();
+/// let (d, taken) = RefundBackend::try_reserve_n(&limiter, &7, 1).await.unwrap();
 /// assert!(d.allowed && d.remaining == 0);
 /// limiter.refund(taken.unwrap()).await;
 /// assert_eq!(limiter.peek(&7).remaining, 1);
 /// # }
 /// ```
 pub trait RefundBackend: Backend {
-    /// Permits taken by [`reserve`](RefundBackend::reserve), which
+    /// Permits taken by [`try_reserve_n`](RefundBackend::try_reserve_n), which
     /// [`refund`](RefundBackend::refund) can give back.
     type Reservation<'a>: Send
     where
@@ -162,7 +166,7 @@ pub trait RefundBackend: Backend {
 
     /// Takes `cost` permits for `key` if they are available now, in a form
     /// [`refund`](RefundBackend::refund) can give back. Denied: nothing is kept.
-    fn reserve<'a>(
+    fn try_reserve_n<'a>(
         &'a self,
         key: &'a Self::Key,
         cost: u64,
@@ -187,8 +191,8 @@ pub(crate) fn never(quota: Quota, state: Decision) -> Decision {
 }
 
 /// The in-process limiter, any algorithm. Everything is decided at once; `Error` is
-/// [`Infallible`]. `acquire_within` is
-/// [`check_n_for_async`](KeyedRateLimiter::check_n_for_async): with GCRA the slot is
+/// [`Infallible`]. The trait's `check_n` and `check_n_for_async` are the limiter's methods of
+/// the same names ([`check_n_for_async`](KeyedRateLimiter::check_n_for_async)): with GCRA the slot is
 /// reserved at the future's first poll, waiters are served in that order with one wake-up
 /// each, and dropping the future cancels the reservation (its slot goes to the next arrival);
 /// with a window algorithm it sleeps until the permits would fit and decides again, and a
@@ -216,7 +220,7 @@ where
     }
 
     #[inline]
-    fn check(
+    fn check_n(
         &self,
         key: &K,
         cost: u64,
@@ -227,7 +231,7 @@ where
         Answer::<_, std::future::Ready<_>>::Now(Ok(self.check_n(key, cost)))
     }
 
-    async fn acquire_within<'a>(
+    async fn check_n_for_async<'a>(
         &'a self,
         key: &'a K,
         cost: u64,
@@ -237,7 +241,7 @@ where
     }
 }
 
-/// `reserve` is [`try_reserve_n_for`](KeyedRateLimiter::try_reserve_n_for) with no wait: the permits
+/// `try_reserve_n` is [`try_reserve_n_for`](KeyedRateLimiter::try_reserve_n_for) with no wait: the permits
 /// are taken only if available now. `refund` is [`Reservation::cancel`], which gives a
 /// reservation's capacity back even when it was ready at once and others followed it.
 impl<K, S> RefundBackend for KeyedRateLimiter<K, Gcra, S>
@@ -247,7 +251,7 @@ where
 {
     type Reservation<'a> = Reservation<'a>;
 
-    fn reserve<'a>(
+    fn try_reserve_n<'a>(
         &'a self,
         key: &'a K,
         cost: u64,

@@ -593,7 +593,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     /// Shaping: a request over its limit waits for its permits, up to `max_delay`, then
     /// proceeds; it is answered 429 when the wait would be longer, having taken nothing. Needs
     /// a tokio runtime. How it waits is the backend's
-    /// [`acquire_within`](super::Backend::acquire_within):
+    /// [`check_n_for_async`](super::Backend::check_n_for_async):
     ///
     /// - GCRA books the slot: waiters are served in arrival order, each woken once, a request
     ///   whose wait would exceed `max_delay` is refused at once, and a client that

@@ -29,7 +29,8 @@ fn decision(
 }
 
 /// The Redis limiter, any algorithm it runs, keyed by strings: one script call per decision.
-/// `acquire_within` is [`check_n_for_async`](RedisRateLimiter::check_n_for_async),
+/// The trait's `check_n_for_async` is the limiter's method of the same name
+/// ([`check_n_for_async`](RedisRateLimiter::check_n_for_async)),
 /// with the headers from the reply that granted it (no second call): with GCRA FIFO across
 /// processes, and dropping the wait cancels its reservation; with a window algorithm it
 /// decides again after each `retry_after` (not FIFO) and a dropped wait holds nothing.
@@ -50,7 +51,7 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
         true
     }
 
-    fn check(
+    fn check_n(
         &self,
         key: &String,
         cost: u64,
@@ -65,7 +66,7 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
         })
     }
 
-    async fn acquire_within<'a>(
+    async fn check_n_for_async<'a>(
         &'a self,
         key: &'a String,
         cost: u64,
@@ -75,7 +76,7 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
     }
 }
 
-/// `reserve` is one script call that reserves only if the permits are ready now (a denial
+/// `try_reserve_n` is one script call that reserves only if the permits are ready now (a denial
 /// writes nothing), with the headers from its reply; `refund` is
 /// [`RedisReservation::cancel`], which gives the permits back only while the reservation is
 /// still the latest on its key (Redis keeps no holes): under concurrent requests on one key
@@ -83,7 +84,7 @@ impl<A: RedisAlgorithm> Backend for RedisRateLimiter<A> {
 impl RefundBackend for RedisRateLimiter<Gcra> {
     type Reservation<'a> = RedisReservation;
 
-    async fn reserve<'a>(
+    async fn try_reserve_n<'a>(
         &'a self,
         key: &'a String,
         cost: u64,

@@ -63,7 +63,7 @@ fn take<'a, B: RefundBackend>(
     cost: u64,
 ) -> BoxFuture<'a, Taken<'a, B::Error>> {
     Box::pin(async move {
-        let (decided, reservation) = backend.reserve(key, cost).await?;
+        let (decided, reservation) = backend.try_reserve_n(key, cost).await?;
         let refund = reservation
             .map(|r| -> BoxFuture<'a, ()> { Box::pin(async move { backend.refund(r).await }) });
         Ok((decided, refund))

@@ -125,7 +125,7 @@ where
         let req = Request::from_parts(parts, body);
         let policy = shared.table.get(index);
         match &shared.mode {
-            Mode::Reject => match policy.backend.check(&key, cost) {
+            Mode::Reject => match policy.backend.check_n(&key, cost) {
                 Answer::Now(decided) => match shared.verdict(policy, decided, cost, grpc) {
                     Verdict::Proceed(headers) => {
                         ResponseFuture::inner(self.inner.call(req), headers)

@@ -1,7 +1,7 @@
 //! Shaping: a request over its limit waits for its permits (up to a maximum delay) instead of
 //! being refused.
 //!
-//! The wait is the backend's [`acquire_within`](super::Backend::acquire_within). With GCRA, a
+//! The wait is the backend's [`check_n_for_async`](super::Backend::check_n_for_async). With GCRA, a
 //! reservation taken at the response future's first poll and one timer sleep until it is
 //! ready, so waiters are served in arrival order, each woken once; a request whose wait would
 //! exceed the maximum takes nothing and is answered 429 at once. With a window algorithm
@@ -40,6 +40,9 @@ where
     R: RejectBody<ResBody>,
 {
     let policy = shared.table.get(index);
-    let decided = policy.backend.acquire_within(&key, cost, max_delay).await;
+    let decided = policy
+        .backend
+        .check_n_for_async(&key, cost, max_delay)
+        .await;
     proceed(shared.verdict(policy, decided, cost, grpc), inner, req).await
 }

@@ -127,7 +127,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> Backend for MutexBackend<K> {
         false // one entry per key ever seen: the layer needs `allow_unbounded_keys`
     }
 
-    fn check(
+    fn check_n(
         &self,
         key: &K,
         cost: u64,
@@ -138,7 +138,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> Backend for MutexBackend<K> {
         Answer::<_, std::future::Ready<_>>::Now(Ok(self.decide(key, cost)))
     }
 
-    async fn acquire_within(
+    async fn check_n_for_async(
         &self,
         key: &K,
         cost: u64,
