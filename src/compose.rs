@@ -171,9 +171,10 @@ where
 ///
 /// Give it one reservation per limit, made with `try_reserve_for(Duration::ZERO)` or
 /// `try_reserve_n_for(n, Duration::ZERO)` (only what is available now) or plain `reserve` /
-/// `reserve_n` (then any that is not ready at once counts as a refusal). If all are ready now, they are kept and `Ok(())` is returned; otherwise every
-/// reservation taken is cancelled (any cancel order gives everything back) and the error says
-/// how long until the most constrained limit could admit it.
+/// `reserve_n` (then any that is not ready at once counts as a refusal). If all are ready now,
+/// they are kept and `Ok(())` is returned; otherwise every reservation taken is cancelled (any
+/// cancel order gives everything back) and the error says how long until the most constrained
+/// limit could admit it.
 ///
 /// # Errors
 /// [`AcquireError::RateLimited`] with the longest wait among the limits that refused;
