@@ -12,11 +12,12 @@ use http::request::Parts;
 use http::StatusCode;
 
 use super::backend::{Backend, RefundBackend};
+use super::concurrency_backend::{ConcurrencyBackend, NoConcurrency};
 use super::error::BuildError;
 use super::headers::HeaderStyle;
 use super::key::KeyExtractor;
 use super::layer::RateLimitLayer;
-use super::policy::{Policy, PolicyTable, RoutePattern};
+use super::policy::{sf_name, Policy, PolicyTable, RoutePattern, SlotPolicy};
 use super::refund::Refunds;
 use super::rejection::{NoBody, ProblemJson};
 use super::state::{Mode, OnKeyError, Shared};
@@ -50,6 +51,26 @@ pub const DEFAULT_MAX_KEYS: NonZeroUsize = match NonZeroUsize::new(1_000_000) {
     Some(n) => n,
     None => unreachable!(),
 };
+
+/// A concurrency limit as given to the builder, with what `build` checks of its backend (read
+/// where the backend is known to be a [`ConcurrencyBackend`]).
+struct SlotSource<C> {
+    name: String,
+    backend: Arc<C>,
+    keys_bounded: bool,
+    limit: u32,
+}
+
+impl<C: ConcurrencyBackend> SlotSource<C> {
+    fn new(name: &str, backend: Arc<C>) -> Self {
+        SlotSource {
+            name: name.to_owned(),
+            keys_bounded: backend.keys_bounded(),
+            limit: backend.limit(),
+            backend,
+        }
+    }
+}
 
 /// A limit given as a quota (made into a limiter by `build`) or as a ready backend.
 enum Source<B> {
@@ -158,8 +179,12 @@ pub struct FromLimiters(());
 ///     .build()?;
 /// # Ok(()) }
 /// ```
+///
+/// `C` is the type of the concurrency limits ([`NoConcurrency`] until
+/// [`concurrency`](Self::concurrency) or [`route_concurrency`](Self::route_concurrency) sets
+/// one).
 #[must_use = "call .build() to get the layer"]
-pub struct RateLimitLayerBuilder<E, B: Backend, R, S> {
+pub struct RateLimitLayerBuilder<E, B: Backend, R, S, C = NoConcurrency> {
     extractor: E,
     default: Option<Source<B>>,
     default_name: String,
@@ -175,6 +200,9 @@ pub struct RateLimitLayerBuilder<E, B: Backend, R, S> {
     never_status: StatusCode,
     grpc: bool,
     allow_unbounded_keys: bool,
+    slot_default: Option<SlotSource<C>>,
+    slot_routes: Vec<(String, SlotSource<C>)>,
+    busy_status: StatusCode,
     error: Option<BuildError>,
     _from: PhantomData<S>,
 }
@@ -260,6 +288,9 @@ impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
             never_status: StatusCode::TOO_MANY_REQUESTS,
             grpc: true,
             allow_unbounded_keys: false,
+            slot_default: None,
+            slot_routes: Vec::new(),
+            busy_status: StatusCode::TOO_MANY_REQUESTS,
             error: None,
             _from: PhantomData,
         }
@@ -267,7 +298,7 @@ impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
 }
 
 /// Quotas, and the settings of the in-process limiters the builder makes from them.
-impl<E, R> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, R, FromQuotas>
+impl<E, R, C> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, R, FromQuotas, C>
 where
     E: KeyExtractor,
     E::Key: Hash + Eq + Clone,
@@ -481,7 +512,7 @@ where
 const DEFAULT_POLICY: &str = "default";
 
 /// Limiters you made.
-impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R, FromLimiters> {
+impl<E, B: Backend, R, C> RateLimitLayerBuilder<E, B, R, FromLimiters, C> {
     /// The default limit: a limiter you made (shared with you through the `Arc`).
     ///
     /// ```
@@ -531,7 +562,7 @@ impl<E, B: Backend, R> RateLimitLayerBuilder<E, B, R, FromLimiters> {
 }
 
 /// What a limited request gets, and `build`: the same whichever way the builder started.
-impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
+impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     /// Accepts limiters whose memory for keys has no bound ([`Backend::keys_bounded`] is
     /// false: a `KeyedRateLimiter` without a
     /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap, or
@@ -643,6 +674,27 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
         self
     }
 
+    /// The status of a request refused for its concurrency limit (see
+    /// [`concurrency`](RateLimitLayerBuilder::concurrency)). Default `429 Too Many
+    /// Requests`: the limit is the client's own (its key's), which it can keep to by waiting
+    /// for its other requests, so it is a client error, like a rate limit. `503 Service
+    /// Unavailable` suits a limit that protects the server (a global key), where proxies and
+    /// clients read it as "try another instance, or later". gRPC calls get
+    /// `RESOURCE_EXHAUSTED` for 429 and `UNAVAILABLE` for 503. `build` refuses a status that
+    /// is not an error (`4xx` or `5xx`,
+    /// [`BuildError::BusyStatus`](super::BuildError::BusyStatus)): a refusal a client would
+    /// take for success.
+    ///
+    /// ```
+    /// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer, StatusCode};
+    /// let l = RateLimitLayer::builder(GlobalKey).per_second(5).busy_status(StatusCode::OK).build();
+    /// assert_eq!(l.unwrap_err(), BuildError::BusyStatus(StatusCode::OK));
+    /// ```
+    pub fn busy_status(mut self, status: StatusCode) -> Self {
+        self.busy_status = status;
+        self
+    }
+
     /// What to do when the key extractor fails (default [`OnKeyError::Reject`]).
     ///
     /// ```
@@ -684,7 +736,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn problem_json(self) -> RateLimitLayerBuilder<E, B, ProblemJson, S> {
+    pub fn problem_json(self) -> RateLimitLayerBuilder<E, B, ProblemJson, S, C> {
         self.reject_body(ProblemJson)
     }
 
@@ -696,7 +748,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     /// let l = RateLimitLayer::builder(GlobalKey).per_second(5).reject_body(NoBody).build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn reject_body<R2>(self, body: R2) -> RateLimitLayerBuilder<E, B, R2, S> {
+    pub fn reject_body<R2>(self, body: R2) -> RateLimitLayerBuilder<E, B, R2, S, C> {
         RateLimitLayerBuilder {
             extractor: self.extractor,
             default: self.default,
@@ -713,6 +765,9 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
             never_status: self.never_status,
             grpc: self.grpc,
             allow_unbounded_keys: self.allow_unbounded_keys,
+            slot_default: self.slot_default,
+            slot_routes: self.slot_routes,
+            busy_status: self.busy_status,
             error: self.error,
             _from: PhantomData,
         }
@@ -734,7 +789,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     ///     .unwrap_err();
     /// assert!(matches!(err, BuildError::Route(RouteError::Path(_))));
     /// ```
-    pub fn build(self) -> Result<RateLimitLayer<E, B, R>, BuildError>
+    pub fn build(self) -> Result<RateLimitLayer<E, B, R, C>, BuildError>
     where
         E: KeyExtractor<Key = B::Key>,
     {
@@ -776,9 +831,36 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
             }
             None => None,
         };
+        let busy_status = self.busy_status;
+        if !(busy_status.is_client_error() || busy_status.is_server_error()) {
+            return Err(BuildError::BusyStatus(busy_status));
+        }
+        let slot = |source: SlotSource<C>| {
+            if !(allow_unbounded || source.keys_bounded) {
+                return Err(BuildError::UnboundedKeys(source.name));
+            }
+            if source.limit == 0 {
+                return Err(BuildError::ZeroConcurrency(source.name));
+            }
+            Ok(SlotPolicy {
+                sf_name: sf_name(&source.name)?,
+                backend: source.backend,
+            })
+        };
+        let mut slot_routes = Vec::with_capacity(self.slot_routes.len());
+        for (pattern, source) in self.slot_routes {
+            let pattern = RoutePattern::parse(&pattern)?;
+            slot_routes.push((pattern, slot(source)?));
+        }
+        let slot_default = self.slot_default.map(slot).transpose()?;
         Ok(RateLimitLayer::from_shared(Shared {
             extractor: self.extractor,
             table: PolicyTable { routes, default },
+            slots: PolicyTable {
+                routes: slot_routes,
+                default: slot_default,
+            },
+            busy_status,
             cost: self.cost,
             mode,
             style: self.style,
@@ -790,8 +872,178 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     }
 }
 
+/// Concurrency limits: the first one given sets the builder's concurrency type `C`.
+impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
+    /// The default concurrency limit: at most [`limit`](ConcurrencyBackend::limit) requests
+    /// in flight per key (the layer's key) for every request the layer sees, counted by
+    /// `backend` (shared with you through the `Arc`). A request is in flight from the layer's
+    /// call until its response body has been sent or dropped (a streaming download holds its
+    /// permit for its whole length; a client that goes away mid-body gives it back).
+    ///
+    /// A request over the limit is answered with the [`busy_status`](Self::busy_status)
+    /// (default `429 Too Many Requests`) and the layer's body (empty, or
+    /// [`problem_json`](Self::problem_json)), without `Retry-After`; gRPC calls get
+    /// `RESOURCE_EXHAUSTED`. Rate limits of the same layer apply too: the concurrency permit is
+    /// taken first, so a request refused for concurrency spends no rate permit, and one the rate
+    /// limit refuses gives its permit back at once (a shaped request holds it while it waits).
+    /// `name` identifies the policy in rejections and in
+    /// [`RateLimitLayer::concurrency_limiter`].
+    ///
+    /// The service's response body becomes the inner one in a
+    /// [`PermitBody`](super::PermitBody), which holds the permit. `build` refuses a backend
+    /// whose limit is 0 and (unless [`allow_unbounded_keys`](Self::allow_unbounded_keys)) one
+    /// whose keys are unbounded.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tollgate::http::{Busy, ConcurrencyBackend};
+    /// # struct PerUser;
+    /// # impl ConcurrencyBackend for PerUser {
+    /// #     type Key = String;
+    /// #     type Permit = ();
+    /// #     fn limit(&self) -> u32 { 2 }
+    /// #     fn keys_bounded(&self) -> bool { true }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &Self::Key, _: u32) -> Result<(), Busy> { Ok(()) }
+    /// # }
+    /// use tollgate::http::{HeaderKey, HeaderName, RateLimitLayer};
+    ///
+    /// let per_user = Arc::new(PerUser); // any ConcurrencyBackend, limit 2
+    /// let layer = RateLimitLayer::builder(HeaderKey::new(HeaderName::from_static("x-user")))
+    ///     .per_second(10)                      // a rate limit, and
+    ///     .concurrency("in-flight", per_user)  // at most 2 in flight per user
+    ///     .problem_json()
+    ///     .build();
+    /// assert!(layer.is_ok());
+    /// ```
+    pub fn concurrency<C: ConcurrencyBackend<Key = B::Key>>(
+        self,
+        name: &str,
+        backend: Arc<C>,
+    ) -> RateLimitLayerBuilder<E, B, R, S, C> {
+        RateLimitLayerBuilder::<E, B, R, S, C>::concurrency(self.with_slots(), name, backend)
+    }
+
+    /// A route with its own concurrency limit (first match wins, as for
+    /// [`route`](Self::route), whose pattern syntax this takes; requests matching no
+    /// concurrency route get the default concurrency limit, or none). See
+    /// [`concurrency`](Self::concurrency) for what is counted and what a refused request gets.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tollgate::http::{Busy, ConcurrencyBackend};
+    /// # struct PerIp;
+    /// # impl ConcurrencyBackend for PerIp {
+    /// #     type Key = std::net::IpAddr;
+    /// #     type Permit = ();
+    /// #     fn limit(&self) -> u32 { 2 }
+    /// #     fn keys_bounded(&self) -> bool { true }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &Self::Key, _: u32) -> Result<(), Busy> { Ok(()) }
+    /// # }
+    /// use tollgate::http::{PeerIp, RateLimitLayer, StatusCode};
+    ///
+    /// let layer = RateLimitLayer::builder(PeerIp::new())
+    ///     .route_concurrency("exports", "GET /export/*", Arc::new(PerIp)) // 2 exports per IP
+    ///     .busy_status(StatusCode::SERVICE_UNAVAILABLE)
+    ///     .build();
+    /// assert!(layer.is_ok());
+    /// ```
+    pub fn route_concurrency<C: ConcurrencyBackend<Key = B::Key>>(
+        self,
+        name: &str,
+        pattern: &str,
+        backend: Arc<C>,
+    ) -> RateLimitLayerBuilder<E, B, R, S, C> {
+        RateLimitLayerBuilder::<E, B, R, S, C>::route_concurrency(self.with_slots(), name, pattern, backend)
+    }
+
+    /// The same builder with concurrency type `C` (there is no concurrency limit yet to carry
+    /// over: `NoConcurrency` has no values).
+    fn with_slots<C>(self) -> RateLimitLayerBuilder<E, B, R, S, C> {
+        RateLimitLayerBuilder {
+            extractor: self.extractor,
+            default: self.default,
+            default_name: self.default_name,
+            routes: self.routes,
+            make: self.make,
+            settings: self.settings,
+            cost: self.cost,
+            shape: self.shape,
+            refund: self.refund,
+            style: self.style,
+            body: self.body,
+            on_key_error: self.on_key_error,
+            never_status: self.never_status,
+            grpc: self.grpc,
+            allow_unbounded_keys: self.allow_unbounded_keys,
+            slot_default: None,
+            slot_routes: Vec::new(),
+            busy_status: self.busy_status,
+            error: self.error,
+            _from: PhantomData,
+        }
+    }
+}
+
+/// More concurrency limits, of the type the first one set.
+impl<E, B: Backend, R, S, C: ConcurrencyBackend<Key = B::Key>> RateLimitLayerBuilder<E, B, R, S, C> {
+    /// Sets (or replaces) the default concurrency limit: see the first call's
+    /// [`concurrency`](RateLimitLayerBuilder::concurrency).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tollgate::http::{Busy, ConcurrencyBackend};
+    /// # struct Slots(u32);
+    /// # impl ConcurrencyBackend for Slots {
+    /// #     type Key = ();
+    /// #     type Permit = ();
+    /// #     fn limit(&self) -> u32 { self.0 }
+    /// #     fn keys_bounded(&self) -> bool { true }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<(), Busy> { Ok(()) }
+    /// # }
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    /// let layer = RateLimitLayer::builder(GlobalKey)
+    ///     .route_concurrency("exports", "/export/*", Arc::new(Slots(2)))
+    ///     .concurrency("everything", Arc::new(Slots(100)))
+    ///     .build();
+    /// assert!(layer.is_ok());
+    /// ```
+    pub fn concurrency(mut self, name: &str, backend: Arc<C>) -> Self {
+        self.slot_default = Some(SlotSource::new(name, backend));
+        self
+    }
+
+    /// Adds a route with its own concurrency limit: see the first call's
+    /// [`route_concurrency`](RateLimitLayerBuilder::route_concurrency). Several routes may
+    /// share one backend (and then should share a name).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tollgate::http::{Busy, ConcurrencyBackend};
+    /// # struct Slots(u32);
+    /// # impl ConcurrencyBackend for Slots {
+    /// #     type Key = ();
+    /// #     type Permit = ();
+    /// #     fn limit(&self) -> u32 { self.0 }
+    /// #     fn keys_bounded(&self) -> bool { true }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<(), Busy> { Ok(()) }
+    /// # }
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    /// let heavy = Arc::new(Slots(2));
+    /// let layer = RateLimitLayer::builder(GlobalKey)
+    ///     .route_concurrency("heavy", "/export/*", heavy.clone())
+    ///     .route_concurrency("heavy", "POST /import", heavy)
+    ///     .build();
+    /// assert!(layer.is_ok());
+    /// ```
+    pub fn route_concurrency(mut self, name: &str, pattern: &str, backend: Arc<C>) -> Self {
+        self.slot_routes
+            .push((pattern.to_owned(), SlotSource::new(name, backend)));
+        self
+    }
+}
+
 /// Response-aware limits, for the backends with reservations.
-impl<E, B: RefundBackend, R, S> RateLimitLayerBuilder<E, B, R, S> {
+impl<E, B: RefundBackend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     /// Response-aware limits: take the permits before the handler, and give them back when
     /// `refund_if` says so of the response head (status, headers, extensions). Counting only
     /// failed logins is `refund_if(|res| res.status.is_success())`. Only for backends that can
@@ -830,7 +1082,7 @@ impl<E, B: RefundBackend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     }
 }
 
-impl<E, B: Backend, R, S> fmt::Debug for RateLimitLayerBuilder<E, B, R, S> {
+impl<E, B: Backend, R, S, C> fmt::Debug for RateLimitLayerBuilder<E, B, R, S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayerBuilder")
             .field("routes", &self.routes.len())

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use http::StatusCode;
+
 use crate::QuotaError;
 
 /// Why [`build`](super::RateLimitLayerBuilder::build) refused a configuration.
@@ -34,6 +36,12 @@ pub enum BuildError {
     /// name. Give it a cap, or call
     /// [`allow_unbounded_keys`](super::RateLimitLayerBuilder::allow_unbounded_keys).
     UnboundedKeys(String),
+    /// A concurrency limiter whose [`limit`](super::ConcurrencyBackend::limit) is 0, for the
+    /// concurrency policy of this name: it would refuse every request.
+    ZeroConcurrency(String),
+    /// A [`busy_status`](super::RateLimitLayerBuilder::busy_status) that is not an error
+    /// status (`4xx` or `5xx`): clients would take a refused request for a success.
+    BusyStatus(StatusCode),
 }
 
 impl fmt::Display for BuildError {
@@ -46,6 +54,16 @@ impl fmt::Display for BuildError {
                 f,
                 "the limiter of policy {name:?} tracks keys without a cap: build it with \
                  max_keys, or call allow_unbounded_keys()"
+            ),
+            BuildError::ZeroConcurrency(name) => write!(
+                f,
+                "the concurrency limiter of policy {name:?} has a limit of 0: it would refuse \
+                 every request"
+            ),
+            BuildError::BusyStatus(status) => write!(
+                f,
+                "busy_status {status} is not an error status (4xx or 5xx): clients would take \
+                 a refused request for a success"
             ),
             BuildError::ShapeAndRefund => {
                 f.write_str("shape() and refund_if() cannot be combined on one layer")

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use super::backend::Backend;
+use super::concurrency_backend::NoConcurrency;
 use super::service::RateLimit;
 use super::state::Shared;
 
@@ -15,6 +16,10 @@ use super::state::Shared;
 ///
 /// Cloning is cheap (one `Arc`), and every clone and every service it makes share the same
 /// limiters.
+///
+/// `C` is the type of its concurrency limits ([`NoConcurrency`] without any; see
+/// [`concurrency`](super::RateLimitLayerBuilder::concurrency)): with them, the service's
+/// response body is the inner one wrapped in a [`PermitBody`](super::PermitBody).
 ///
 /// ```
 /// use tollgate::http::{GlobalKey, RateLimitLayer};
@@ -25,12 +30,12 @@ use super::state::Shared;
 /// let service = layer.layer(hello);
 /// # let _ = service;
 /// ```
-pub struct RateLimitLayer<E, B: Backend, R> {
-    shared: Arc<Shared<E, B, R>>,
+pub struct RateLimitLayer<E, B: Backend, R, C = NoConcurrency> {
+    shared: Arc<Shared<E, B, R, C>>,
 }
 
-impl<E, B: Backend, R> RateLimitLayer<E, B, R> {
-    pub(crate) fn from_shared(shared: Shared<E, B, R>) -> Self {
+impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
+    pub(crate) fn from_shared(shared: Shared<E, B, R, C>) -> Self {
         RateLimitLayer {
             shared: Arc::new(shared),
         }
@@ -92,9 +97,47 @@ impl<E, B: Backend, R> RateLimitLayer<E, B, R> {
             .chain(&table.default)
             .map(|policy| (policy.label.name(), &policy.backend))
     }
+
+    /// The concurrency limiter of the concurrency policy named `name` (the first, if several
+    /// share the name), for monitoring: the very one the layer takes permits from. `None` if
+    /// no concurrency policy has that name. See
+    /// [`concurrency`](super::RateLimitLayerBuilder::concurrency).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tollgate::http::{Busy, ConcurrencyBackend};
+    /// # struct Slots;
+    /// # impl ConcurrencyBackend for Slots {
+    /// #     type Key = ();
+    /// #     type Permit = ();
+    /// #     fn limit(&self) -> u32 { 2 }
+    /// #     fn keys_bounded(&self) -> bool { true }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<(), Busy> { Ok(()) }
+    /// # }
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    ///
+    /// let exports = Arc::new(Slots); // any ConcurrencyBackend
+    /// let layer = RateLimitLayer::builder(GlobalKey)
+    ///     .route_concurrency("exports", "GET /export", exports.clone())
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(Arc::ptr_eq(layer.concurrency_limiter("exports").unwrap(), &exports));
+    /// assert!(layer.concurrency_limiter("default").is_none());
+    /// ```
+    #[must_use]
+    pub fn concurrency_limiter(&self, name: &str) -> Option<&Arc<C>> {
+        let slots = &self.shared.slots;
+        slots
+            .routes
+            .iter()
+            .map(|(_, policy)| policy)
+            .chain(&slots.default)
+            .find(|policy| policy.name() == name)
+            .map(|policy| &policy.backend)
+    }
 }
 
-impl<E, B: Backend, R> Clone for RateLimitLayer<E, B, R> {
+impl<E, B: Backend, R, C> Clone for RateLimitLayer<E, B, R, C> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             shared: Arc::clone(&self.shared),
@@ -102,18 +145,20 @@ impl<E, B: Backend, R> Clone for RateLimitLayer<E, B, R> {
     }
 }
 
-impl<E, B: Backend, R> fmt::Debug for RateLimitLayer<E, B, R> {
+impl<E, B: Backend, R, C> fmt::Debug for RateLimitLayer<E, B, R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("routes", &self.shared.table.routes.len())
             .field("default", &self.shared.table.default.is_some())
+            .field("concurrency_routes", &self.shared.slots.routes.len())
+            .field("concurrency_default", &self.shared.slots.default.is_some())
             .field("style", &self.shared.style)
             .finish_non_exhaustive()
     }
 }
 
-impl<S, E, B: Backend, R> Layer<S> for RateLimitLayer<E, B, R> {
-    type Service = RateLimit<S, E, B, R>;
+impl<S, E, B: Backend, R, C> Layer<S> for RateLimitLayer<E, B, R, C> {
+    type Service = RateLimit<S, E, B, R, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit::new(inner, Arc::clone(&self.shared))

@@ -77,10 +77,13 @@
 mod backend;
 mod builder;
 mod client_ip;
+mod concurrency_backend;
+mod concurrent;
 mod error;
 mod headers;
 mod key;
 mod layer;
+mod permit_body;
 mod policy;
 #[cfg(feature = "redis")]
 mod redis_backend;
@@ -96,10 +99,13 @@ pub use builder::{
     FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
 };
 pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
+pub use concurrency_backend::{Busy, ConcurrencyBackend, NoConcurrency};
+pub use concurrent::PermitFuture;
 pub use error::{BuildError, RouteError};
 pub use headers::HeaderStyle;
 pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
+pub use permit_body::PermitBody;
 pub use rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::{RateLimit, ResponseFuture};
 pub use state::OnKeyError;

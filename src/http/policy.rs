@@ -21,24 +21,42 @@ pub(crate) struct Policy<B> {
 impl<B: Backend> Policy<B> {
     /// A policy named `name` over `backend`.
     pub(crate) fn new(name: &str, backend: Arc<B>) -> Result<Policy<B>, BuildError> {
-        // An sf-string without escapes: printable ASCII except `"` and `\`, so the name can go
-        // verbatim into headers and JSON.
-        let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
-        if !valid {
-            return Err(BuildError::PolicyName(format!(
-                "policy name {name:?}: expected printable ASCII without '\"' or '\\\\'"
-            )));
-        }
-        let label = PolicyLabel::new(format!("\"{name}\"").into(), rate(&*backend));
+        let label = PolicyLabel::new(sf_name(name)?, rate(&*backend));
         Ok(Policy { label, backend })
     }
 
     /// What the `RateLimit-Policy` header says of the backend now.
     pub(crate) fn rate(&self) -> RatePolicy {
         rate(&*self.backend)
+    }
+}
+
+/// A policy name as an sf-string (in quotes), checked to need no escapes: printable ASCII
+/// except `"` and `\`, so the name can go verbatim into headers and JSON.
+pub(crate) fn sf_name(name: &str) -> Result<Box<str>, BuildError> {
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+    if !valid {
+        return Err(BuildError::PolicyName(format!(
+            "policy name {name:?}: expected printable ASCII without '\"' or '\\\\'"
+        )));
+    }
+    Ok(format!("\"{name}\"").into())
+}
+
+/// A named concurrency limit (the layer's concurrency mode): the name appears in its
+/// rejections.
+pub(crate) struct SlotPolicy<C> {
+    pub(crate) sf_name: Box<str>,
+    pub(crate) backend: Arc<C>,
+}
+
+impl<C> SlotPolicy<C> {
+    /// The name as given to the builder (without the sf-string's quotes).
+    pub(crate) fn name(&self) -> &str {
+        &self.sf_name[1..self.sf_name.len() - 1]
     }
 }
 
@@ -235,13 +253,14 @@ fn is_template_wildcard(seg: &str) -> bool {
     seg.starts_with("{*") && seg.ends_with('}') && !seg.ends_with("}}")
 }
 
-/// Routes in order, then the default.
-pub(crate) struct PolicyTable<B> {
-    pub(crate) routes: Vec<(RoutePattern, Policy<B>)>,
-    pub(crate) default: Option<Policy<B>>,
+/// Routes in order, then the default: of rate policies ([`Policy`]) or of concurrency
+/// policies ([`SlotPolicy`]).
+pub(crate) struct PolicyTable<P> {
+    pub(crate) routes: Vec<(RoutePattern, P)>,
+    pub(crate) default: Option<P>,
 }
 
-impl<B> PolicyTable<B> {
+impl<P> PolicyTable<P> {
     /// The index of the policy for a request, if any applies: a route's position, or
     /// `routes.len()` for the default. Async paths carry the index instead of a borrow.
     /// `path` is the request's full path, `template` the route template the router matched,
@@ -265,7 +284,7 @@ impl<B> PolicyTable<B> {
 
     /// The policy at an index [`find`](PolicyTable::find) returned.
     #[inline]
-    pub(crate) fn get(&self, index: usize) -> &Policy<B> {
+    pub(crate) fn get(&self, index: usize) -> &P {
         match self.routes.get(index) {
             Some((_, policy)) => policy,
             None => self

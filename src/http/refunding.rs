@@ -21,8 +21,8 @@ use super::state::{Shared, Verdict};
 /// Reserves `cost` permits, calls `inner`, and refunds them if the response head satisfies the
 /// layer's refund predicate. An inner service error keeps the permits.
 #[allow(clippy::too_many_arguments)] // one call site, each argument a different thing
-pub(crate) async fn refunding<S, E, B, R, ReqBody, ResBody>(
-    shared: Arc<Shared<E, B, R>>,
+pub(crate) async fn refunding<S, E, B, R, C, ReqBody, ResBody>(
+    shared: Arc<Shared<E, B, R, C>>,
     refunds: Refunds<B>,
     index: usize,
     key: B::Key,

@@ -6,6 +6,7 @@
 //! `call`, never reserved by readiness. Shaping and refunds wait, so they run as boxed futures
 //! ([`shaping`](super::shaping), [`refunding`](super::refunding)).
 
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -18,8 +19,10 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::backend::{Answer, Backend};
+use super::concurrency_backend::NoConcurrency;
 use super::headers::RateHeaders;
 use super::key::{KeyError, KeyExtractor};
+use super::policy::SlotPolicy;
 use super::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 
@@ -47,12 +50,12 @@ use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 /// assert_eq!(status[1], (429, Some(tollgate::http::HeaderValue::from_static("60"))));
 /// # }
 /// ```
-pub struct RateLimit<S, E, B: Backend, R> {
+pub struct RateLimit<S, E, B: Backend, R, C = NoConcurrency> {
     inner: S,
-    shared: Arc<Shared<E, B, R>>,
+    shared: Arc<Shared<E, B, R, C>>,
 }
 
-impl<S: Clone, E, B: Backend, R> Clone for RateLimit<S, E, B, R> {
+impl<S: Clone, E, B: Backend, R, C> Clone for RateLimit<S, E, B, R, C> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
@@ -61,7 +64,7 @@ impl<S: Clone, E, B: Backend, R> Clone for RateLimit<S, E, B, R> {
     }
 }
 
-impl<S: fmt::Debug, E, B: Backend, R> fmt::Debug for RateLimit<S, E, B, R> {
+impl<S: fmt::Debug, E, B: Backend, R, C> fmt::Debug for RateLimit<S, E, B, R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
@@ -69,9 +72,14 @@ impl<S: fmt::Debug, E, B: Backend, R> fmt::Debug for RateLimit<S, E, B, R> {
     }
 }
 
-impl<S, E, B: Backend, R> RateLimit<S, E, B, R> {
-    pub(super) fn new(inner: S, shared: Arc<Shared<E, B, R>>) -> Self {
+impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
+    pub(super) fn new(inner: S, shared: Arc<Shared<E, B, R, C>>) -> Self {
         RateLimit { inner, shared }
+    }
+
+    /// The inner service (for the concurrency mode's `poll_ready`).
+    pub(super) fn inner_mut(&mut self) -> &mut S {
+        &mut self.inner
     }
 }
 
@@ -79,6 +87,8 @@ impl<S, E, B: Backend, R> RateLimit<S, E, B, R> {
 pub(crate) type BoxResponse<B, Err> =
     Pin<Box<dyn Future<Output = Result<Response<B>, Err>> + Send + 'static>>;
 
+/// Without concurrency limits: the response is the inner service's, with the rate-limit
+/// headers added.
 impl<S, E, B, R, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, B, R>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
@@ -99,38 +109,90 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        // The table of concurrency policies is empty: `admit` is never called (and could not
+        // be: there is no `NoConcurrency` value for a policy to hold).
+        let admit = |_: &Shared<E, B, R>,
+                     policy: &SlotPolicy<NoConcurrency>,
+                     _: &B::Key,
+                     _: bool|
+         -> Result<Infallible, Response<ResBody>> { match *policy.backend {} };
+        self.start(req, admit).0
+    }
+}
+
+impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
+    /// Decides a request: the concurrency policy first (`admit` takes its permit, or answers
+    /// for the request: a request refused for concurrency spends no rate permit), then the
+    /// rate policy. Returns the response future and the permit, if one was taken and the
+    /// request was not refused at once.
+    pub(crate) fn start<ReqBody, ResBody, P>(
+        &mut self,
+        req: Request<ReqBody>,
+        admit: impl FnOnce(
+            &Shared<E, B, R, C>,
+            &SlotPolicy<C>,
+            &B::Key,
+            bool,
+        ) -> Result<P, Response<ResBody>>,
+    ) -> (ResponseFuture<S::Future, ResBody, S::Error>, Option<P>)
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        E: KeyExtractor<Key = B::Key>,
+        R: RejectBody<ResBody>,
+        C: Send + Sync + 'static,
+        ReqBody: Send + 'static,
+        ResBody: Send + 'static,
+    {
         let (parts, body) = req.into_parts();
         let shared = &*self.shared;
-        // Without route rules only the default applies: no path to look up.
-        let (path, template) = if shared.table.routes.is_empty() {
+        // Without route rules only the defaults apply: no path to look up.
+        let (path, template) = if shared.table.routes.is_empty() && shared.slots.routes.is_empty()
+        {
             ("", None)
         } else {
             request_paths(&parts)
         };
-        let Some(index) = shared.table.find(&parts.method, path, template) else {
-            return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), None);
-        };
+        let index = shared.table.find(&parts.method, path, template);
+        let slot = shared.slots.find(&parts.method, path, template);
+        if index.is_none() && slot.is_none() {
+            let req = Request::from_parts(parts, body);
+            return (ResponseFuture::inner(self.inner.call(req), None), None);
+        }
         let grpc = shared.grpc && is_grpc(&parts);
         let key = match shared.extractor.extract(&parts) {
             Ok(key) => key,
             Err(e) => match key_error(shared, &e, grpc) {
-                Some(res) => return ResponseFuture::ready(res),
+                Some(res) => return (ResponseFuture::ready(res), None),
                 None => {
                     let req = Request::from_parts(parts, body);
-                    return ResponseFuture::inner(self.inner.call(req), None);
+                    return (ResponseFuture::inner(self.inner.call(req), None), None);
                 }
             },
+        };
+        let permit = match slot {
+            Some(i) => match admit(shared, shared.slots.get(i), &key, grpc) {
+                Ok(permit) => Some(permit),
+                Err(res) => return (ResponseFuture::ready(res), None),
+            },
+            None => None,
+        };
+        let Some(index) = index else {
+            let req = Request::from_parts(parts, body);
+            return (ResponseFuture::inner(self.inner.call(req), None), permit);
         };
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
         let req = Request::from_parts(parts, body);
         let policy = shared.table.get(index);
-        match &shared.mode {
+        let fut = match &shared.mode {
             Mode::Reject => match policy.backend.check_n(&key, cost) {
                 Answer::Now(decided) => match shared.verdict(policy, decided, cost, grpc) {
                     Verdict::Proceed(headers) => {
                         ResponseFuture::inner(self.inner.call(req), headers)
                     }
-                    Verdict::Reject(res) => ResponseFuture::ready(res),
+                    // Refused at once: the concurrency permit goes back now, not after the
+                    // 429 is sent.
+                    Verdict::Reject(res) => return (ResponseFuture::ready(res), None),
                 },
                 Answer::Later(decision) => {
                     let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
@@ -154,7 +216,8 @@ where
                     shared, refunds, index, key, cost, grpc, inner, req,
                 )))
             }
-        }
+        };
+        (fut, permit)
     }
 }
 
@@ -184,8 +247,8 @@ fn request_paths(parts: &Parts) -> (&str, Option<&str>) {
 }
 
 /// The response for a key error, or `None` to let the request through.
-fn key_error<E, B: Backend, R, ResBody>(
-    shared: &Shared<E, B, R>,
+fn key_error<E, B: Backend, R, C, ResBody>(
+    shared: &Shared<E, B, R, C>,
     e: &KeyError,
     grpc: bool,
 ) -> Option<Response<ResBody>>

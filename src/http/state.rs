@@ -14,7 +14,8 @@ use tower_service::Service;
 
 use super::backend::Backend;
 use super::headers::{HeaderStyle, RateHeaders};
-use super::policy::{Policy, PolicyTable};
+use super::concurrency_backend::NoConcurrency;
+use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::refund::Refunds;
 use super::rejection::{reject, Problem, RejectBody};
 use crate::Decision;
@@ -57,9 +58,13 @@ pub(crate) enum Mode<B: Backend> {
 }
 
 /// Everything the layer and its services share.
-pub(crate) struct Shared<E, B: Backend, R> {
+pub(crate) struct Shared<E, B: Backend, R, C = NoConcurrency> {
     pub(crate) extractor: E,
-    pub(crate) table: PolicyTable<B>,
+    pub(crate) table: PolicyTable<Policy<B>>,
+    /// The concurrency policies (always empty with [`NoConcurrency`]).
+    pub(crate) slots: PolicyTable<SlotPolicy<C>>,
+    /// The status of a request refused for its concurrency limit.
+    pub(crate) busy_status: StatusCode,
     pub(crate) cost: Option<CostFn>,
     pub(crate) mode: Mode<B>,
     pub(crate) style: HeaderStyle,
@@ -77,7 +82,7 @@ pub(crate) enum Verdict<ResBody> {
     Reject(Response<ResBody>),
 }
 
-impl<E, B: Backend, R> Shared<E, B, R> {
+impl<E, B: Backend, R, C> Shared<E, B, R, C> {
     /// The verdict for `policy`'s decision on a request of `cost`.
     pub(crate) fn verdict<ResBody>(
         &self,
