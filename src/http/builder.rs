@@ -953,7 +953,12 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
         pattern: &str,
         backend: Arc<C>,
     ) -> RateLimitLayerBuilder<E, B, R, S, C> {
-        RateLimitLayerBuilder::<E, B, R, S, C>::route_concurrency(self.with_slots(), name, pattern, backend)
+        RateLimitLayerBuilder::<E, B, R, S, C>::route_concurrency(
+            self.with_slots(),
+            name,
+            pattern,
+            backend,
+        )
     }
 
     /// The same builder with concurrency type `C` (there is no concurrency limit yet to carry
@@ -985,7 +990,9 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
 }
 
 /// More concurrency limits, of the type the first one set.
-impl<E, B: Backend, R, S, C: ConcurrencyBackend<Key = B::Key>> RateLimitLayerBuilder<E, B, R, S, C> {
+impl<E, B: Backend, R, S, C: ConcurrencyBackend<Key = B::Key>>
+    RateLimitLayerBuilder<E, B, R, S, C>
+{
     /// Sets (or replaces) the default concurrency limit: see the first call's
     /// [`concurrency`](RateLimitLayerBuilder::concurrency).
     ///

@@ -147,8 +147,7 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
         let (parts, body) = req.into_parts();
         let shared = &*self.shared;
         // Without route rules only the defaults apply: no path to look up.
-        let (path, template) = if shared.table.routes.is_empty() && shared.slots.routes.is_empty()
-        {
+        let (path, template) = if shared.table.routes.is_empty() && shared.slots.routes.is_empty() {
             ("", None)
         } else {
             request_paths(&parts)

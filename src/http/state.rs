@@ -13,8 +13,8 @@ use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
 use super::backend::Backend;
-use super::headers::{HeaderStyle, RateHeaders};
 use super::concurrency_backend::NoConcurrency;
+use super::headers::{HeaderStyle, RateHeaders};
 use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::refund::Refunds;
 use super::rejection::{reject, Problem, RejectBody};
