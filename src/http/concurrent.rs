@@ -85,6 +85,57 @@ pin_project! {
     /// The response future of a [`RateLimit`] with concurrency limits: the inner response
     /// future, holding the request's permit while the handler runs (a client that goes away
     /// before the response drops it), then moving it into the response's [`PermitBody`].
+    ///
+    /// ```
+    /// # use std::sync::atomic::{AtomicU32, Ordering};
+    /// # use std::sync::Arc;
+    /// # use tollgate::http::{Busy, ConcurrencyBackend};
+    /// # /// One slot in all.
+    /// # #[derive(Default)]
+    /// # struct One(AtomicU32);
+    /// # struct Slot(Arc<One>);
+    /// # impl Drop for Slot {
+    /// #     fn drop(&mut self) { self.0 .0.store(0, Ordering::SeqCst); }
+    /// # }
+    /// # impl ConcurrencyBackend for One {
+    /// #     type Key = ();
+    /// #     type Permit = Slot;
+    /// #     fn limit(&self) -> u32 { 1 }
+    /// #     fn keys_bounded(&self) -> bool { true }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<Slot, Busy> {
+    /// #         match self.0.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst) {
+    /// #             Ok(_) => Ok(Slot(Arc::clone(self))),
+    /// #             Err(_) => Err(Busy::new(1)),
+    /// #         }
+    /// #     }
+    /// # }
+    /// use std::future::poll_fn;
+    /// use axum::body::Body;
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = RateLimitLayer::builder(GlobalKey)
+    ///     .concurrency("one-at-a-time", Arc::new(One::default())) // limit 1
+    ///     .build()
+    ///     .unwrap();
+    /// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+    /// let mut service = layer.layer(hello);
+    /// let (mut status, mut first) = (Vec::new(), None);
+    /// for i in 0..3 {
+    ///     if i == 2 {
+    ///         drop(first.take()); // the first body, dropped unread: its permit goes back
+    ///     }
+    ///     poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+    ///     let res = service.call(http::Request::new(Body::empty())).await.unwrap();
+    ///     status.push(res.status().as_u16());
+    ///     first.get_or_insert(res); // the first response's body holds the permit
+    /// }
+    /// assert_eq!(status, [200, 429, 200]);
+    /// # }
+    /// ```
     pub struct PermitFuture<F, P> {
         #[pin]
         fut: F,
