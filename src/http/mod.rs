@@ -19,6 +19,12 @@
 //!   [response-aware refunds](RateLimitLayerBuilder::refund_if) (GCRA backends:
 //!   [`RefundBackend`]). A request that can never pass (cost above the burst) gets 429
 //!   without `Retry-After`. gRPC calls get `RESOURCE_EXHAUSTED`.
+//! - **Concurrency** ([`concurrency`](RateLimitLayerBuilder::concurrency),
+//!   [`route_concurrency`](RateLimitLayerBuilder::route_concurrency)): at most N requests in
+//!   flight per key, counted by any [`ConcurrencyBackend`]; a request holds its permit until its
+//!   response body has been sent or dropped ([`PermitBody`]), so a streaming download holds it
+//!   for its whole length. Over the limit: 429 (or [`busy_status`](RateLimitLayerBuilder::busy_status)).
+//!   Stacks with the rate limits of the same layer (the permit is taken first) or of another.
 //! - **Headers** ([`HeaderStyle`]): the IETF draft's `RateLimit-Policy` / `RateLimit` (default),
 //!   `RateLimit-Limit/-Remaining/-Reset`, `X-RateLimit-*`, or none; optional
 //!   `application/problem+json` bodies.
