@@ -121,6 +121,17 @@ where
         &self.store.engine
     }
 
+    /// The name given with the builder's [`name`](KeyedRateLimiterBuilder::name), if any.
+    ///
+    /// ```
+    /// let limiter = tollgate::KeyedRateLimiter::<u64>::new(tollgate::Quota::per_second(1).unwrap());
+    /// assert_eq!(limiter.name(), None);
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.engine().meter.name()
+    }
+
     /// The quota in force for every key (per-call quotas aside).
     ///
     /// ```

@@ -171,6 +171,7 @@ pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;
 mod keyed;
+mod meter;
 mod nanos;
 mod outcome;
 mod quota;
@@ -195,6 +196,7 @@ pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX
 pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
+pub use meter::names as metric_names;
 pub use nanos::{Nanos, MAX_NANOS};
 pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
