@@ -387,7 +387,7 @@ impl<A: Algorithm> Engine<A> {
     ) -> Result<Duration, AcquireError> {
         let mut wait = self.meter.waiting(n);
         let r = self.acquire_loop(slot, n, timeout, &mut wait);
-        wait.finish(&r);
+        wait.record_end(&r);
         r
     }
 
@@ -465,7 +465,7 @@ impl<A: Algorithm> Engine<A> {
         // Dropped while sleeping, the meter counts a cancelled wait.
         let mut wait = self.meter.waiting(n);
         let r = self.acquire_async_loop(slot, n, timeout, &mut wait).await;
-        wait.finish(&r);
+        wait.record_end(&r);
         r
     }
 

@@ -125,6 +125,9 @@
 //!   adds the small `http`, `tower-layer`, `tower-service`, `bytes`, `pin-project-lite`).
 //! - `axum`: axum's `ConnectInfo<SocketAddr>` as the peer address of the HTTP key extractors
 //!   (adds axum without default features; MSRV of current hyper-util: 1.85).
+//! - `metrics`: every limiter reports decisions, permits, waits and sweeps through the
+//!   `metrics` facade, labelled with its builder's `name` ([guide](guide::operations)); adds
+//!   the `metrics` crate. Without it the hooks compile to nothing.
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds since the clock's origin, up to [`MAX_NANOS`] (about 146 years);
@@ -159,6 +162,7 @@ macro_rules! guide_links {
          [semantics]: crate::guide::semantics\n\
          [clocks]: crate::guide::clocks\n\
          [testing]: crate::guide::testing\n\
+         [operations]: crate::guide::operations\n\
          [design]: crate::guide::design\n\n"
     };
 }

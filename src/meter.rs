@@ -208,7 +208,7 @@ impl WaitMeter<'_> {
     }
 
     /// The call ended with `result`.
-    pub(crate) fn finish(mut self, result: &Result<Duration, crate::AcquireError>) {
+    pub(crate) fn record_end(mut self, result: &Result<Duration, crate::AcquireError>) {
         self.done = true;
         if self.slept {
             self.meter.wait_ended(result, self.n);

@@ -550,7 +550,7 @@ impl SmoothRateLimiter {
             meter.sleeping();
         }
         self.clock.sleep(wait);
-        meter.finish(&Ok(wait));
+        meter.record_end(&Ok(wait));
         wait
     }
 }
@@ -694,7 +694,7 @@ impl SmoothRateLimiter {
             tokio::time::sleep(wait).await;
             guard.disarm();
         }
-        meter.finish(&Ok(wait));
+        meter.record_end(&Ok(wait));
         wait
     }
 }
