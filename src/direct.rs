@@ -589,6 +589,12 @@ impl RateLimiter<Gcra> {
         n: u64,
         max_wait: Option<Nanos>,
     ) -> Result<Reservation<'_>, AcquireError> {
+        let r = self.book_upto(n, max_wait);
+        self.engine.meter.decided_result(&r, n);
+        r
+    }
+
+    fn book_upto(&self, n: u64, max_wait: Option<Nanos>) -> Result<Reservation<'_>, AcquireError> {
         let now = self.engine.clock.now();
         let src = self.engine.src();
         let ticket = match self.cell.reserve(now, n, &src, max_wait)? {

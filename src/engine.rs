@@ -188,11 +188,7 @@ impl<A: Algorithm> Engine<A> {
             Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
             Placed::Full(wait) => Err(full_error(wait)),
         };
-        self.meter.decided(
-            r.as_ref()
-                .map_or_else(Outcome::of_error, |()| Outcome::Allowed),
-            n,
-        );
+        self.meter.decided_result(&r, n);
         r
     }
 

@@ -681,6 +681,21 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let r = self.book_upto(key, n, max_wait);
+        self.engine().meter.decided_result(&r, n);
+        r
+    }
+
+    fn book_upto<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+        max_wait: Option<Nanos>,
+    ) -> Result<Reservation<'_>, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let engine = self.engine();
         let src = engine.src();
         let placed = self

@@ -131,6 +131,15 @@ impl Meter {
         let _ = (outcome, n);
     }
 
+    /// Counts a decision on `n` permits that ended with `result`.
+    #[inline(always)]
+    pub(crate) fn decided_result<T>(&self, result: &Result<T, crate::AcquireError>, n: u64) {
+        let outcome = result
+            .as_ref()
+            .map_or_else(Outcome::of_error, |_| Outcome::Allowed);
+        self.decided(outcome, n);
+    }
+
     /// Counts a decision of `try_acquire` (one permit).
     #[inline(always)]
     pub(crate) fn decided_one(&self, allowed: bool) {
@@ -213,10 +222,7 @@ impl WaitMeter<'_> {
         if self.slept {
             self.meter.wait_ended(result, self.n);
         } else {
-            let outcome = result
-                .as_ref()
-                .map_or_else(Outcome::of_error, |_| Outcome::Allowed);
-            self.meter.decided(outcome, self.n);
+            self.meter.decided_result(result, self.n);
         }
     }
 }

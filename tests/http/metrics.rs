@@ -215,3 +215,27 @@ fn an_unnamed_limiter_is_labelled_unnamed() {
     let seen = Seen::take(&snap);
     assert_eq!(seen.decisions(names::UNNAMED, names::OUTCOME_ALLOWED), 1);
 }
+
+#[test]
+fn reservations_are_decisions() {
+    let (recorder, snap) = recorder();
+    let clock = ManualClock::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        KeyedRateLimiter::<&str>::builder(Quota::per_second(2).unwrap())
+            .clock(clock.clone())
+            .name("booked")
+            .build()
+    });
+    let r = limiter.reserve_n(&"k", 2).unwrap();
+    assert!(limiter
+        .try_reserve_for(&"k", Duration::from_millis(1))
+        .is_err());
+    r.cancel();
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions("booked", names::OUTCOME_ALLOWED), 1);
+    assert_eq!(seen.decisions("booked", names::OUTCOME_DENIED), 1);
+    assert_eq!(
+        seen.counter(names::PERMITS, &[(names::LIMITER, "booked")]),
+        2
+    );
+}
