@@ -128,6 +128,8 @@
 //! - `metrics`: every limiter reports decisions, permits, waits and sweeps through the
 //!   `metrics` facade, labelled with its builder's `name` ([guide](guide::operations)); adds
 //!   the `metrics` crate. Without it the hooks compile to nothing.
+//! - `tracing`: a debug event per refusal (target `tollgate`, the limiter's name, never its
+//!   key) and a `tollgate.wait` span per wait ([guide](guide::operations)); adds `tracing`.
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds since the clock's origin, up to [`MAX_NANOS`] (about 146 years);

@@ -1,7 +1,8 @@
 //! What a limiter reports to the [`metrics`](https://docs.rs/metrics) facade (feature
 //! `metrics`): decisions by outcome, permits granted, waits, keys tracked and sweeps, each
-//! labelled with the limiter's name. Without the feature a [`Meter`] is empty and every call
-//! compiles to nothing.
+//! labelled with the limiter's name; and to [`tracing`](https://docs.rs/tracing) (feature
+//! `tracing`): a debug event per refusal and a span per wait. Without the features a
+//! [`Meter`] holds only the name and every call compiles to nothing.
 //!
 //! Handles are registered once, when the limiter is built, with the recorder installed at that
 //! moment (the `metrics` convention: install the exporter first); a decision then costs one
@@ -62,6 +63,16 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// The `outcome` label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Outcome::Allowed => names::OUTCOME_ALLOWED,
+            Outcome::Denied => names::OUTCOME_DENIED,
+            Outcome::ExceedsBurst => names::OUTCOME_EXCEEDS_BURST,
+            Outcome::Unrepresentable => names::OUTCOME_UNREPRESENTABLE,
+        }
+    }
+
     /// The outcome of a refusal.
     pub(crate) fn of_error(e: &crate::AcquireError) -> Outcome {
         match e {
@@ -120,6 +131,12 @@ impl Meter {
         self.name.as_deref()
     }
 
+    /// The `limiter` label: the name, or [`UNNAMED`](names::UNNAMED).
+    #[cfg(feature = "tracing")]
+    fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or(names::UNNAMED)
+    }
+
     /// Counts one decision on `n` permits.
     #[inline(always)]
     pub(crate) fn decided(&self, outcome: Outcome, n: u64) {
@@ -127,7 +144,19 @@ impl Meter {
         if let Some(h) = &self.handles {
             h.decided(outcome, n);
         }
-        #[cfg(not(feature = "metrics"))]
+        #[cfg(feature = "tracing")]
+        if outcome != Outcome::Allowed {
+            // Keys are not logged here: they may be personal data (the HTTP layer and the
+            // Redis backend log theirs only when asked).
+            tracing::debug!(
+                target: "tollgate",
+                limiter = self.label(),
+                outcome = outcome.label(),
+                permits = n,
+                "refused"
+            );
+        }
+        #[cfg(not(any(feature = "metrics", feature = "tracing")))]
         let _ = (outcome, n);
     }
 
@@ -183,6 +212,8 @@ impl Meter {
             n,
             slept: false,
             done: false,
+            #[cfg(feature = "tracing")]
+            span: None,
         }
     }
 
@@ -204,6 +235,9 @@ pub(crate) struct WaitMeter<'a> {
     n: u64,
     slept: bool,
     done: bool,
+    /// The wait's span, from its first sleep to its end (a drop closes it as cancelled).
+    #[cfg(feature = "tracing")]
+    span: Option<tracing::Span>,
 }
 
 impl WaitMeter<'_> {
@@ -213,12 +247,29 @@ impl WaitMeter<'_> {
         if !self.slept {
             self.slept = true;
             self.meter.wait(WaitEvent::Started, Duration::ZERO);
+            #[cfg(feature = "tracing")]
+            {
+                self.span = Some(tracing::debug_span!(
+                    target: "tollgate",
+                    "tollgate.wait",
+                    limiter = self.meter.label(),
+                    permits = self.n,
+                    outcome = "cancelled",
+                ));
+            }
         }
     }
 
     /// The call ended with `result`.
     pub(crate) fn record_end(mut self, result: &Result<Duration, crate::AcquireError>) {
         self.done = true;
+        #[cfg(feature = "tracing")]
+        if let Some(span) = &self.span {
+            let outcome = result
+                .as_ref()
+                .map_or_else(Outcome::of_error, |_| Outcome::Allowed);
+            span.record("outcome", outcome.label());
+        }
         if self.slept {
             self.meter.wait_ended(result, self.n);
         } else {
