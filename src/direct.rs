@@ -1,6 +1,7 @@
 //! [`RateLimiter`]: one cell shared by every caller (a global or per-resource limit).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -9,6 +10,7 @@ use crate::algorithm::gcra::Ticket;
 use crate::algorithm::{Algorithm, Booking, Gcra};
 use crate::clock::{duration_to_nanos, AnyClock, Clock};
 use crate::engine::{Engine, Find, Found, Placed, Slot};
+use crate::meter::Meter;
 use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::{Quota, QuotaError};
 use crate::wait::Reservation;
@@ -53,6 +55,7 @@ pub struct RateLimiterBuilder<A: Algorithm = Gcra> {
     clock: AnyClock,
     alg: A,
     start_empty: bool,
+    name: Option<Arc<str>>,
 }
 
 impl<A: Algorithm> RateLimiterBuilder<A> {
@@ -91,6 +94,7 @@ impl<A: Algorithm> RateLimiterBuilder<A> {
             clock: self.clock,
             alg,
             start_empty: self.start_empty,
+            name: self.name,
         })
     }
 
@@ -117,10 +121,24 @@ impl<A: Algorithm> RateLimiterBuilder<A> {
         self
     }
 
+    /// Names the limiter: the `limiter` label of its metrics (feature `metrics`; unnamed
+    /// limiters are labelled `unnamed`) and its name in logs.
+    ///
+    /// ```
+    /// use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::builder(Quota::per_second(1).unwrap()).name("api").build();
+    /// assert_eq!(limiter.name(), Some("api"));
+    /// ```
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Builds the limiter.
     pub fn build(self) -> RateLimiter<A> {
         let engine = Engine::new(self.alg, self.quota, self.clock)
-            .expect("the algorithm accepted this quota when it was chosen");
+            .expect("the algorithm accepted this quota when it was chosen")
+            .with_meter(Meter::new(self.name));
         let limiter = RateLimiter {
             cell: CachePadded::new(A::Cell::default()),
             engine,
@@ -192,11 +210,23 @@ impl RateLimiter<Gcra> {
             clock: AnyClock::default(),
             alg: Gcra,
             start_empty: false,
+            name: None,
         }
     }
 }
 
 impl<A: Algorithm> RateLimiter<A> {
+    /// The name given with the builder's [`name`](RateLimiterBuilder::name), if any.
+    ///
+    /// ```
+    /// let limiter = tollgate::RateLimiter::new(tollgate::Quota::per_second(1).unwrap());
+    /// assert_eq!(limiter.name(), None);
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.engine.meter.name()
+    }
+
     /// The quota in force.
     ///
     /// ```
@@ -559,6 +589,12 @@ impl RateLimiter<Gcra> {
         n: u64,
         max_wait: Option<Nanos>,
     ) -> Result<Reservation<'_>, AcquireError> {
+        let r = self.book_upto(n, max_wait);
+        self.engine.meter.decided_result(&r, n);
+        r
+    }
+
+    fn book_upto(&self, n: u64, max_wait: Option<Nanos>) -> Result<Reservation<'_>, AcquireError> {
         let now = self.engine.clock.now();
         let src = self.engine.src();
         let ticket = match self.cell.reserve(now, n, &src, max_wait)? {

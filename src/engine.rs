@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::algorithm::{Algorithm, Booking, ParamSource};
 use crate::cell::params::Live;
 use crate::clock::{duration_to_nanos, AnyClock};
+use crate::meter::{Meter, Outcome, WaitMeter};
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::sync::Mutex;
@@ -74,6 +75,8 @@ pub(crate) struct Engine<A: Algorithm> {
     /// The quota in force; its lock also serialises quota changes, so each migrates every
     /// cell before the next begins (the GCRA cell relies on that).
     quota: Mutex<Quota>,
+    /// The limiter's name and its metrics (empty without the `metrics` feature).
+    pub(crate) meter: Meter,
 }
 
 /// The parameters of a call made under its own quota (`check_n_with`): the limiter's, with the
@@ -129,7 +132,14 @@ impl<A: Algorithm> Engine<A> {
             params: crate::cell::params::ParamsCell::new(params),
             clock,
             quota: Mutex::new(quota),
+            meter: Meter::default(),
         })
+    }
+
+    /// The engine reporting to `meter` (builders name it).
+    pub(crate) fn with_meter(mut self, meter: Meter) -> Engine<A> {
+        self.meter = meter;
+        self
     }
 
     /// The parameters, loaded afresh on every call (what cells re-read on each CAS retry).
@@ -171,25 +181,29 @@ impl<A: Algorithm> Engine<A> {
     #[inline]
     pub(crate) fn try_acquire_n(&self, slot: &impl Slot<A>, n: u64) -> Result<(), AcquireError> {
         let src = self.src();
-        match slot.decide(
+        let r = match slot.decide(
             #[inline(always)]
             |cell, now| self.alg.check(cell, now, n, &src),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
             Placed::Full(wait) => Err(full_error(wait)),
-        }
+        };
+        self.meter.decided_result(&r, n);
+        r
     }
 
     #[inline(always)]
     pub(crate) fn try_acquire(&self, slot: &impl Slot<A>) -> bool {
         let src = self.src();
-        match slot.decide(
+        let allowed = match slot.decide(
             #[inline(always)]
             |cell, now| A::allowed(&self.alg.check(cell, now, 1, &src)),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => v,
             Placed::Full(_) => false,
-        }
+        };
+        self.meter.decided_one(allowed);
+        allowed
     }
 
     /// `check_n(1)`, with the one permit a literal in the step (as `try_acquire` has it). A
@@ -202,6 +216,7 @@ impl<A: Algorithm> Engine<A> {
         self.decide_full(
             slot,
             &src,
+            1,
             #[inline(always)]
             |cell, now| self.alg.check(cell, now, 1, &src),
         )
@@ -239,6 +254,7 @@ impl<A: Algorithm> Engine<A> {
         self.decide_full(
             slot,
             src,
+            n,
             #[inline(always)]
             |cell, now| self.alg.check(cell, now, n, src),
         )
@@ -250,15 +266,20 @@ impl<A: Algorithm> Engine<A> {
         &self,
         slot: &impl Slot<A>,
         src: &impl ParamSource<A::Params>,
+        n: u64,
         step: impl Fn(&A::Cell, Nanos) -> A::Verdict,
     ) -> Decision {
         slot.decide_then(
             #[inline(always)]
             |cell, now| (step(cell, now), now),
             #[inline(always)]
-            |placed| match placed {
-                Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
-                Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
+            |placed| {
+                let d = match placed {
+                    Placed::Tracked((v, now)) | Placed::Untracked((v, now)) => A::decision(&v, now),
+                    Placed::Full(wait) => full_decision(A::limit(&src.load()), wait),
+                };
+                self.meter.decided(Outcome::of_decision(&d), n);
+                d
             },
         )
     }
@@ -360,6 +381,19 @@ impl<A: Algorithm> Engine<A> {
         n: u64,
         timeout: Option<Duration>,
     ) -> Result<Duration, AcquireError> {
+        let mut wait = self.meter.waiting(n);
+        let r = self.acquire_loop(slot, n, timeout, &mut wait);
+        wait.record_end(&r);
+        r
+    }
+
+    fn acquire_loop(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        timeout: Option<Duration>,
+        meter: &mut WaitMeter<'_>,
+    ) -> Result<Duration, AcquireError> {
         let deadline = self.deadline(timeout);
         let mut waited = Duration::ZERO;
         loop {
@@ -368,6 +402,7 @@ impl<A: Algorithm> Engine<A> {
                 Next::Sleep { wait, then } => {
                     let wait = Duration::from_nanos(wait);
                     if !wait.is_zero() {
+                        meter.sleeping();
                         self.clock.sleep(wait);
                     }
                     waited = waited.saturating_add(wait);
@@ -423,6 +458,20 @@ impl<A: Algorithm> Engine<A> {
         n: u64,
         timeout: Option<Duration>,
     ) -> Result<Duration, AcquireError> {
+        // Dropped while sleeping, the meter counts a cancelled wait.
+        let mut wait = self.meter.waiting(n);
+        let r = self.acquire_async_loop(slot, n, timeout, &mut wait).await;
+        wait.record_end(&r);
+        r
+    }
+
+    async fn acquire_async_loop(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        timeout: Option<Duration>,
+        meter: &mut WaitMeter<'_>,
+    ) -> Result<Duration, AcquireError> {
         let deadline = self.deadline(timeout);
         let mut waited = Duration::ZERO;
         loop {
@@ -430,6 +479,9 @@ impl<A: Algorithm> Engine<A> {
                 Next::Done => return Ok(waited),
                 Next::Sleep { wait, then } => {
                     let wait = Duration::from_nanos(wait);
+                    if !wait.is_zero() {
+                        meter.sleeping();
+                    }
                     match then {
                         Then::Granted(ticket) => {
                             let guard = crate::wait::CancelOnDrop::new(|| {

@@ -26,4 +26,5 @@ page!(guava, "guide/guava.md");
 page!(semantics, "guide/semantics.md");
 page!(clocks, "guide/clocks.md");
 page!(testing, "guide/testing.md");
+page!(operations, "guide/operations.md");
 page!(design, "design.md");

@@ -121,6 +121,17 @@ where
         &self.store.engine
     }
 
+    /// The name given with the builder's [`name`](KeyedRateLimiterBuilder::name), if any.
+    ///
+    /// ```
+    /// let limiter = tollgate::KeyedRateLimiter::<u64>::new(tollgate::Quota::per_second(1).unwrap());
+    /// assert_eq!(limiter.name(), None);
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.engine().meter.name()
+    }
+
     /// The quota in force for every key (per-call quotas aside).
     ///
     /// ```
@@ -661,6 +672,21 @@ where
     }
 
     fn reserve_upto<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+        max_wait: Option<Nanos>,
+    ) -> Result<Reservation<'_>, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let r = self.book_upto(key, n, max_wait);
+        self.engine().meter.decided_result(&r, n);
+        r
+    }
+
+    fn book_upto<Q>(
         &self,
         key: &Q,
         n: u64,

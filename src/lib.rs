@@ -125,6 +125,11 @@
 //!   adds the small `http`, `tower-layer`, `tower-service`, `bytes`, `pin-project-lite`).
 //! - `axum`: axum's `ConnectInfo<SocketAddr>` as the peer address of the HTTP key extractors
 //!   (adds axum without default features; MSRV of current hyper-util: 1.85).
+//! - `metrics`: every limiter reports decisions, permits, waits and sweeps through the
+//!   `metrics` facade, labelled with its builder's `name` ([guide](guide::operations)); adds
+//!   the `metrics` crate. Without it the hooks compile to nothing.
+//! - `tracing`: a debug event per refusal (target `tollgate`, the limiter's name, never its
+//!   key) and a `tollgate.wait` span per wait ([guide](guide::operations)); adds `tracing`.
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds since the clock's origin, up to [`MAX_NANOS`] (about 146 years);
@@ -159,6 +164,7 @@ macro_rules! guide_links {
          [semantics]: crate::guide::semantics\n\
          [clocks]: crate::guide::clocks\n\
          [testing]: crate::guide::testing\n\
+         [operations]: crate::guide::operations\n\
          [design]: crate::guide::design\n\n"
     };
 }
@@ -171,6 +177,7 @@ pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;
 mod keyed;
+mod meter;
 mod nanos;
 mod outcome;
 mod quota;
@@ -195,6 +202,7 @@ pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX
 pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
+pub use meter::names as metric_names;
 pub use nanos::{Nanos, MAX_NANOS};
 pub use outcome::{AcquireError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};

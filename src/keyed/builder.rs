@@ -12,6 +12,7 @@ use super::{DefaultKeyHasher, KeyedRateLimiter, DEFAULT_SHARDS};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{AnyClock, Clock};
 use crate::engine::Engine;
+use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
 use crate::store::keyed::{KeyedStore, WhenFull};
 use crate::sweeper::{Sweep, Sweeper};
@@ -43,6 +44,7 @@ pub struct KeyedRateLimiterBuilder<K, A = Gcra, S = DefaultKeyHasher> {
     sweep_on_tokio: bool,
     max_keys: Option<NonZeroUsize>,
     when_full: WhenFull,
+    name: Option<Arc<str>>,
     _keys: PhantomData<fn() -> K>,
 }
 
@@ -105,6 +107,7 @@ where
             sweep_on_tokio: self.sweep_on_tokio,
             max_keys: self.max_keys,
             when_full: self.when_full,
+            name: self.name,
             _keys: PhantomData,
         }
     }
@@ -287,12 +290,28 @@ where
         self
     }
 
+    /// Names the limiter: the `limiter` label of its metrics (feature `metrics`; unnamed
+    /// limiters are labelled `unnamed`) and its name in logs.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+    ///     .name("login")
+    ///     .build();
+    /// assert_eq!(limiter.name(), Some("login"));
+    /// ```
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Builds the limiter (every key starts fresh: a full bucket) and starts the sweeper if
     /// configured. If the OS refuses a sweeper thread, the limiter works without background
     /// sweeping; `sweep_now` and the key cap's reclaim still evict.
     pub fn build(self) -> KeyedRateLimiter<K, A, S> {
         let engine = Engine::new(self.alg, self.quota, self.clock)
-            .expect("the algorithm accepted this quota when it was chosen");
+            .expect("the algorithm accepted this quota when it was chosen")
+            .with_meter(Meter::new(self.name));
         let max_keys = self.max_keys.map_or(usize::MAX, NonZeroUsize::get);
         let store = Arc::new(KeyedStore::new(
             engine,
@@ -331,6 +350,7 @@ where
             sweep_on_tokio: false,
             max_keys: None,
             when_full: WhenFull::default(),
+            name: None,
             _keys: PhantomData,
         }
     }
@@ -346,6 +366,7 @@ impl<K, A: fmt::Debug, S> fmt::Debug for KeyedRateLimiterBuilder<K, A, S> {
             .field("sweep_interval", &self.sweep_interval)
             .field("max_keys", &self.max_keys)
             .field("when_full", &self.when_full)
+            .field("name", &self.name)
             .finish()
     }
 }

@@ -12,12 +12,14 @@ mod rules;
 
 use std::convert::Infallible;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use self::cell::{SmoothCell, Ticket};
 pub use self::error::SmoothConfigError;
 use self::rules::{Micros, Shape};
 use crate::clock::{AnyClock, Clock};
+use crate::meter::{Meter, Outcome};
 use crate::outcome::AcquireError;
 use crate::Nanos;
 
@@ -56,6 +58,7 @@ pub struct SmoothRateLimiter {
     clock: AnyClock,
     /// The clock's reading when the limiter was built: Guava's stopwatch starts at creation.
     origin: Nanos,
+    meter: Meter,
 }
 
 /// Configures a [`SmoothRateLimiter`]: bursty (default, with an optional maximum burst) or
@@ -84,9 +87,22 @@ pub struct SmoothRateLimiterBuilder {
     warmup: Option<Duration>,
     cold_factor: Option<f64>,
     clock: AnyClock,
+    name: Option<Arc<str>>,
 }
 
 impl SmoothRateLimiterBuilder {
+    /// Names the limiter: the `limiter` label of its metrics (feature `metrics`; unnamed
+    /// limiters are labelled `unnamed`) and its name in logs.
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::builder(5.0).name("export").build().unwrap();
+    /// assert_eq!(limiter.name(), Some("export"));
+    /// ```
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Bursty only: how many seconds of unused rate can be saved up (default 1.0, Guava's).
     /// Must be finite and `> 0`.
     ///
@@ -220,6 +236,7 @@ impl SmoothRateLimiterBuilder {
             cell: SmoothCell::new(shape, self.permits_per_second),
             origin: self.clock.now(),
             clock: self.clock,
+            meter: Meter::new(self.name),
         })
     }
 }
@@ -293,8 +310,20 @@ impl SmoothRateLimiter {
             max_burst_seconds: None,
             warmup: None,
             cold_factor: None,
+            name: None,
             clock: AnyClock::default(),
         }
+    }
+
+    /// The name given with the builder's [`name`](SmoothRateLimiterBuilder::name), if any.
+    ///
+    /// ```
+    /// let limiter = tollgate::SmoothRateLimiter::bursty(5.0).unwrap();
+    /// assert_eq!(limiter.name(), None);
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.meter.name()
     }
 
     /// The limit in force, as a rate in permits per second (Guava's `getRate()`:
@@ -353,7 +382,7 @@ impl SmoothRateLimiter {
         // The wait is measured from the reservation's own reading: an earlier one would
         // charge a ready ticket the microseconds between the two reads.
         let (now, ticket) = self.reserve_now(1);
-        Ok(self.block(now, ticket))
+        Ok(self.block(now, ticket, 1))
     }
 
     /// Takes `n` permits at once, blocking until the earlier requests are paid for (not this
@@ -380,7 +409,7 @@ impl SmoothRateLimiter {
             return Ok(Duration::ZERO);
         }
         let (now, ticket) = self.reserve_now(n);
-        Ok(self.block(now, ticket))
+        Ok(self.block(now, ticket, n))
     }
 
     /// Takes one permit if it is available now (Guava's `tryAcquire()`). Never waits.
@@ -399,7 +428,9 @@ impl SmoothRateLimiter {
                 .then_some(())
                 .ok_or(())
         };
-        self.cell.reserve(now, 1, admit).is_ok()
+        let allowed = self.cell.reserve(now, 1, admit).is_ok();
+        self.meter.decided_one(allowed);
+        allowed
     }
 
     /// Takes `n` permits if they are available now (Guava's `tryAcquire(permits)`): they are
@@ -422,7 +453,8 @@ impl SmoothRateLimiter {
         if n == 0 {
             return Ok(());
         }
-        self.try_reserve(n, 0).map(|_| ())
+        self.try_reserve(n, 0)
+            .map(|_| self.meter.decided(Outcome::Allowed, n))
     }
 
     /// Takes one permit if it can be had within `timeout`, blocking at most that long; see
@@ -464,7 +496,7 @@ impl SmoothRateLimiter {
             return Ok(Duration::ZERO);
         }
         let (now, ticket) = self.try_reserve(n, micros_of(timeout))?;
-        Ok(self.block(now, ticket))
+        Ok(self.block(now, ticket, n))
     }
 
     /// Guava's `readMicros()`: microseconds since the limiter was built.
@@ -500,13 +532,25 @@ impl SmoothRateLimiter {
                 })
             }
         };
-        Ok((now, self.cell.reserve(now, permits, admit)?))
+        match self.cell.reserve(now, permits, admit) {
+            Ok(ticket) => Ok((now, ticket)),
+            Err(e) => {
+                self.meter.decided(Outcome::of_error(&e), permits);
+                Err(e)
+            }
+        }
     }
 
-    /// Sleeps (through the clock, always, as Guava does) until the ticket's moment.
-    fn block(&self, now: Micros, ticket: Ticket) -> Duration {
+    /// Sleeps (through the clock, always, as Guava does) until the ticket's moment: a grant
+    /// of `n` permits, counted as a wait if it slept.
+    fn block(&self, now: Micros, ticket: Ticket, n: u64) -> Duration {
         let wait = micros(rules::wait_micros(ticket.moment, now));
+        let mut meter = self.meter.waiting(n);
+        if !wait.is_zero() {
+            meter.sleeping();
+        }
         self.clock.sleep(wait);
+        meter.record_end(&Ok(wait));
         wait
     }
 }
@@ -583,7 +627,7 @@ impl SmoothRateLimiter {
             return Ok(Duration::ZERO);
         }
         let (now, ticket) = self.reserve_now(n);
-        Ok(self.sleep_async(now, ticket).await)
+        Ok(self.sleep_async(now, ticket, n).await)
     }
 
     /// Takes one permit if it can be had within `timeout`, waiting asynchronously; see
@@ -637,16 +681,20 @@ impl SmoothRateLimiter {
             return Ok(Duration::ZERO);
         }
         let (now, ticket) = self.try_reserve(n, micros_of(timeout))?;
-        Ok(self.sleep_async(now, ticket).await)
+        Ok(self.sleep_async(now, ticket, n).await)
     }
 
-    async fn sleep_async(&self, now: Micros, ticket: Ticket) -> Duration {
+    async fn sleep_async(&self, now: Micros, ticket: Ticket, n: u64) -> Duration {
         let wait = micros(rules::wait_micros(ticket.moment, now));
+        // Dropped while sleeping, the meter counts a cancelled wait.
+        let mut meter = self.meter.waiting(n);
         if !wait.is_zero() {
+            meter.sleeping();
             let guard = crate::wait::CancelOnDrop::new(|| self.cell.cancel(&ticket));
             tokio::time::sleep(wait).await;
             guard.disarm();
         }
+        meter.record_end(&Ok(wait));
         wait
     }
 }

@@ -127,6 +127,7 @@ where
             self.earliest.store(0, Ordering::Release);
         }
         self.counters.record(evicted, started.elapsed(), longest);
+        self.engine.meter.swept(evicted, self.len(), longest);
         evicted
     }
 }

@@ -1,0 +1,378 @@
+//! What a limiter reports to the [`metrics`](https://docs.rs/metrics) facade (feature
+//! `metrics`): decisions by outcome, permits granted, waits, keys tracked and sweeps, each
+//! labelled with the limiter's name; and to [`tracing`](https://docs.rs/tracing) (feature
+//! `tracing`): a debug event per refusal and a span per wait. Without the features a
+//! [`Meter`] holds only the name and every call compiles to nothing.
+//!
+//! Handles are registered once, when the limiter is built, with the recorder installed at that
+//! moment (the `metrics` convention: install the exporter first); a decision then costs one
+//! branch per counter when no recorder is installed, and the recorder's own increment when one
+//! is.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Metric names and label keys, shared by the core, the HTTP layer and the Redis backend (the
+/// guide's [Operations](crate::guide::operations) page lists what each one counts).
+pub mod names {
+    /// Counter: decisions, labelled `limiter` and `outcome` (one of the `OUTCOME_` values).
+    pub const DECISIONS: &str = "tollgate_decisions_total";
+    /// Counter: permits granted (a grant of `n` adds `n`), labelled `limiter`.
+    pub const PERMITS: &str = "tollgate_permits_granted_total";
+    /// Counter: waits by `event` (`started`, `granted`, `refused`, `cancelled`), labelled
+    /// `limiter`.
+    pub const WAITS: &str = "tollgate_waits_total";
+    /// Histogram: seconds a granted wait slept, labelled `limiter`.
+    pub const WAIT_SECONDS: &str = "tollgate_wait_seconds";
+    /// Gauge: keys a keyed limiter tracks, labelled `limiter` (set by each sweep).
+    pub const KEYS: &str = "tollgate_keys";
+    /// Counter: sweeps run, labelled `limiter`.
+    pub const SWEEPS: &str = "tollgate_sweeps_total";
+    /// Counter: keys evicted by sweeps, labelled `limiter`.
+    pub const EVICTED: &str = "tollgate_evicted_total";
+    /// Histogram: the longest time one sweep held a shard's write lock, in seconds, labelled
+    /// `limiter`.
+    pub const SWEEP_PAUSE_SECONDS: &str = "tollgate_sweep_pause_seconds";
+
+    /// Label key: the limiter's name (`unnamed` when none was given).
+    pub const LIMITER: &str = "limiter";
+    /// Label key: a decision's outcome.
+    pub const OUTCOME: &str = "outcome";
+    /// Label key: a wait's event.
+    pub const EVENT: &str = "event";
+
+    /// Outcome: granted.
+    pub const OUTCOME_ALLOWED: &str = "allowed";
+    /// Outcome: refused for now (a retry later could succeed).
+    pub const OUTCOME_DENIED: &str = "denied";
+    /// Outcome: more permits than the burst, never grantable at once.
+    pub const OUTCOME_EXCEEDS_BURST: &str = "exceeds_burst";
+    /// Outcome: refused because granting would pass the end of the limiter's time.
+    pub const OUTCOME_UNREPRESENTABLE: &str = "unrepresentable";
+    /// The `limiter` label of a limiter built without a name.
+    pub const UNNAMED: &str = "unnamed";
+}
+
+/// A decision's outcome, as counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Allowed,
+    Denied,
+    ExceedsBurst,
+    Unrepresentable,
+}
+
+impl Outcome {
+    /// The `outcome` label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Outcome::Allowed => names::OUTCOME_ALLOWED,
+            Outcome::Denied => names::OUTCOME_DENIED,
+            Outcome::ExceedsBurst => names::OUTCOME_EXCEEDS_BURST,
+            Outcome::Unrepresentable => names::OUTCOME_UNREPRESENTABLE,
+        }
+    }
+
+    /// The outcome of a refusal.
+    pub(crate) fn of_error(e: &crate::AcquireError) -> Outcome {
+        match e {
+            crate::AcquireError::ExceedsBurst { .. } => Outcome::ExceedsBurst,
+            crate::AcquireError::Unrepresentable { .. } => Outcome::Unrepresentable,
+            _ => Outcome::Denied,
+        }
+    }
+
+    /// The outcome a full [`Decision`](crate::Decision) reports.
+    pub(crate) fn of_decision(d: &crate::Decision) -> Outcome {
+        if d.allowed {
+            Outcome::Allowed
+        } else if d.exceeds_burst() {
+            Outcome::ExceedsBurst
+        } else if d.retry_after.is_none() {
+            Outcome::Unrepresentable
+        } else {
+            Outcome::Denied
+        }
+    }
+}
+
+/// A wait's event, as counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitEvent {
+    Started,
+    Granted,
+    Refused,
+    Cancelled,
+}
+
+/// A limiter's name and (with the feature) its registered handles.
+#[derive(Clone, Default)]
+pub(crate) struct Meter {
+    name: Option<Arc<str>>,
+    #[cfg(feature = "metrics")]
+    handles: Option<Arc<handles::Handles>>,
+}
+
+impl Meter {
+    /// A meter labelled `name` (or [`UNNAMED`](names::UNNAMED)), registering its handles with
+    /// the recorder installed now.
+    pub(crate) fn new(name: Option<Arc<str>>) -> Meter {
+        Meter {
+            #[cfg(feature = "metrics")]
+            handles: Some(Arc::new(handles::Handles::register(
+                name.as_deref().unwrap_or(names::UNNAMED),
+            ))),
+            name,
+        }
+    }
+
+    /// The limiter's name, if it was given one.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The `limiter` label: the name, or [`UNNAMED`](names::UNNAMED).
+    #[cfg(feature = "tracing")]
+    fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or(names::UNNAMED)
+    }
+
+    /// Counts one decision on `n` permits.
+    #[inline(always)]
+    pub(crate) fn decided(&self, outcome: Outcome, n: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(h) = &self.handles {
+            h.decided(outcome, n);
+        }
+        #[cfg(feature = "tracing")]
+        if outcome != Outcome::Allowed {
+            // Keys are not logged here: they may be personal data (the HTTP layer and the
+            // Redis backend log theirs only when asked).
+            tracing::debug!(
+                target: "tollgate",
+                limiter = self.label(),
+                outcome = outcome.label(),
+                permits = n,
+                "refused"
+            );
+        }
+        #[cfg(not(any(feature = "metrics", feature = "tracing")))]
+        let _ = (outcome, n);
+    }
+
+    /// Counts a decision on `n` permits that ended with `result`.
+    #[inline(always)]
+    pub(crate) fn decided_result<T>(&self, result: &Result<T, crate::AcquireError>, n: u64) {
+        let outcome = result
+            .as_ref()
+            .map_or_else(Outcome::of_error, |_| Outcome::Allowed);
+        self.decided(outcome, n);
+    }
+
+    /// Counts a decision of `try_acquire` (one permit).
+    #[inline(always)]
+    pub(crate) fn decided_one(&self, allowed: bool) {
+        let outcome = if allowed {
+            Outcome::Allowed
+        } else {
+            Outcome::Denied
+        };
+        self.decided(outcome, 1);
+    }
+
+    /// Counts a wait's event; `waited` is the time slept by a granted wait.
+    pub(crate) fn wait(&self, event: WaitEvent, waited: Duration) {
+        #[cfg(feature = "metrics")]
+        if let Some(h) = &self.handles {
+            h.wait(event, waited);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (event, waited);
+    }
+
+    /// Counts a wait that ended with `result` (granted after the time slept, or refused),
+    /// and its `n` permits when granted.
+    pub(crate) fn wait_ended(&self, result: &Result<Duration, crate::AcquireError>, n: u64) {
+        match result {
+            Ok(waited) => {
+                self.wait(WaitEvent::Granted, *waited);
+                self.decided(Outcome::Allowed, n);
+            }
+            Err(e) => {
+                self.wait(WaitEvent::Refused, Duration::ZERO);
+                self.decided(Outcome::of_error(e), n);
+            }
+        }
+    }
+
+    /// A waiting call on `n` permits, about to start.
+    pub(crate) fn waiting(&self, n: u64) -> WaitMeter<'_> {
+        WaitMeter {
+            meter: self,
+            n,
+            slept: false,
+            done: false,
+            #[cfg(feature = "tracing")]
+            span: None,
+        }
+    }
+
+    /// Reports one sweep: keys evicted, keys left, and its longest lock hold.
+    pub(crate) fn swept(&self, evicted: usize, keys: usize, longest_pause: Duration) {
+        #[cfg(feature = "metrics")]
+        if let Some(h) = &self.handles {
+            h.swept(evicted, keys, longest_pause);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (evicted, keys, longest_pause);
+    }
+}
+
+/// One waiting call: a decision if it never slept, a wait (started, then granted, refused, or
+/// cancelled by a drop) if it did.
+pub(crate) struct WaitMeter<'a> {
+    meter: &'a Meter,
+    n: u64,
+    slept: bool,
+    done: bool,
+    /// The wait's span, from its first sleep to its end (a drop closes it as cancelled).
+    #[cfg(feature = "tracing")]
+    span: Option<tracing::Span>,
+}
+
+impl WaitMeter<'_> {
+    /// The call is about to sleep (counted once).
+    #[inline]
+    pub(crate) fn sleeping(&mut self) {
+        if !self.slept {
+            self.slept = true;
+            self.meter.wait(WaitEvent::Started, Duration::ZERO);
+            #[cfg(feature = "tracing")]
+            {
+                self.span = Some(tracing::debug_span!(
+                    target: "tollgate",
+                    "tollgate.wait",
+                    limiter = self.meter.label(),
+                    permits = self.n,
+                    outcome = "cancelled",
+                ));
+            }
+        }
+    }
+
+    /// The call ended with `result`.
+    pub(crate) fn record_end(mut self, result: &Result<Duration, crate::AcquireError>) {
+        self.done = true;
+        #[cfg(feature = "tracing")]
+        if let Some(span) = &self.span {
+            let outcome = result
+                .as_ref()
+                .map_or_else(Outcome::of_error, |_| Outcome::Allowed);
+            span.record("outcome", outcome.label());
+        }
+        if self.slept {
+            self.meter.wait_ended(result, self.n);
+        } else {
+            self.meter.decided_result(result, self.n);
+        }
+    }
+}
+
+impl Drop for WaitMeter<'_> {
+    fn drop(&mut self) {
+        if self.slept && !self.done {
+            self.meter.wait(WaitEvent::Cancelled, Duration::ZERO);
+        }
+    }
+}
+
+impl std::fmt::Debug for Meter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meter").field("name", &self.name).finish()
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod handles {
+    use std::time::Duration;
+
+    use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+
+    use super::names::*;
+    use super::{Outcome, WaitEvent};
+
+    /// One handle per series, registered once.
+    pub(super) struct Handles {
+        allowed: Counter,
+        denied: Counter,
+        exceeds_burst: Counter,
+        unrepresentable: Counter,
+        permits: Counter,
+        waits: [Counter; 4],
+        wait_seconds: Histogram,
+        keys: Gauge,
+        sweeps: Counter,
+        evicted: Counter,
+        sweep_pause: Histogram,
+    }
+
+    impl Handles {
+        pub(super) fn register(name: &str) -> Handles {
+            let name = name.to_owned();
+            let decision = |outcome: &'static str| counter!(DECISIONS, LIMITER => name.clone(), OUTCOME => outcome);
+            let wait =
+                |event: &'static str| counter!(WAITS, LIMITER => name.clone(), EVENT => event);
+            Handles {
+                allowed: decision(OUTCOME_ALLOWED),
+                denied: decision(OUTCOME_DENIED),
+                exceeds_burst: decision(OUTCOME_EXCEEDS_BURST),
+                unrepresentable: decision(OUTCOME_UNREPRESENTABLE),
+                permits: counter!(PERMITS, LIMITER => name.clone()),
+                waits: [
+                    wait("started"),
+                    wait("granted"),
+                    wait("refused"),
+                    wait("cancelled"),
+                ],
+                wait_seconds: histogram!(WAIT_SECONDS, LIMITER => name.clone()),
+                keys: gauge!(KEYS, LIMITER => name.clone()),
+                sweeps: counter!(SWEEPS, LIMITER => name.clone()),
+                evicted: counter!(EVICTED, LIMITER => name.clone()),
+                sweep_pause: histogram!(SWEEP_PAUSE_SECONDS, LIMITER => name),
+            }
+        }
+
+        #[inline]
+        pub(super) fn decided(&self, outcome: Outcome, n: u64) {
+            match outcome {
+                Outcome::Allowed => {
+                    self.allowed.increment(1);
+                    self.permits.increment(n);
+                }
+                Outcome::Denied => self.denied.increment(1),
+                Outcome::ExceedsBurst => self.exceeds_burst.increment(1),
+                Outcome::Unrepresentable => self.unrepresentable.increment(1),
+            }
+        }
+
+        pub(super) fn wait(&self, event: WaitEvent, waited: Duration) {
+            let i = match event {
+                WaitEvent::Started => 0,
+                WaitEvent::Granted => 1,
+                WaitEvent::Refused => 2,
+                WaitEvent::Cancelled => 3,
+            };
+            self.waits[i].increment(1);
+            if event == WaitEvent::Granted {
+                self.wait_seconds.record(waited.as_secs_f64());
+            }
+        }
+
+        pub(super) fn swept(&self, evicted: usize, keys: usize, longest_pause: Duration) {
+            self.sweeps.increment(1);
+            self.evicted.increment(evicted as u64);
+            self.keys.set(keys as f64);
+            self.sweep_pause.record(longest_pause.as_secs_f64());
+        }
+    }
+}

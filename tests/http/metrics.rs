@@ -1,0 +1,241 @@
+//! Feature `metrics`: what the limiters report, read back through `metrics-util`'s debugging
+//! recorder on scripted scenarios (a manual clock, so every count is known in advance).
+//!
+//! Each test installs its own recorder *locally* while it builds its limiters: handles are
+//! registered at build time, so the limiter keeps reporting to that recorder afterwards, and
+//! tests running in parallel never see each other's counts.
+
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use tollgate::metric_names as names;
+use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter, SmoothRateLimiter};
+
+/// What the recorder holds at one moment (a snapshot drains it, so each test takes one).
+struct Seen(Vec<(metrics_util::CompositeKey, DebugValue)>);
+
+impl Seen {
+    fn take(snap: &Snapshotter) -> Seen {
+        Seen(
+            snap.snapshot()
+                .into_vec()
+                .into_iter()
+                .map(|(k, _, _, v)| (k, v))
+                .collect(),
+        )
+    }
+
+    /// The value of the series `name` whose labels include every pair of `labels`.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<&DebugValue> {
+        self.0
+            .iter()
+            .find(|(key, _)| {
+                let key = key.key();
+                key.name() == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| key.labels().any(|l| l.key() == *k && l.value() == *v))
+            })
+            .map(|(_, v)| v)
+    }
+
+    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        match self.value(name, labels) {
+            Some(DebugValue::Counter(n)) => *n,
+            None => 0,
+            other => panic!("{name} {labels:?} is not a counter: {other:?}"),
+        }
+    }
+
+    fn decisions(&self, limiter: &str, outcome: &str) -> u64 {
+        self.counter(
+            names::DECISIONS,
+            &[(names::LIMITER, limiter), (names::OUTCOME, outcome)],
+        )
+    }
+
+    fn waits(&self, limiter: &str, event: &str) -> u64 {
+        self.counter(
+            names::WAITS,
+            &[(names::LIMITER, limiter), (names::EVENT, event)],
+        )
+    }
+}
+
+fn recorder() -> (DebuggingRecorder, Snapshotter) {
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    (recorder, snap)
+}
+
+#[test]
+fn direct_limiter_counts_every_outcome_and_permit() {
+    let (recorder, snap) = recorder();
+    let clock = ManualClock::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        RateLimiter::builder(Quota::per_second(3).unwrap())
+            .clock(clock.clone())
+            .name("api")
+            .build()
+    });
+    let granted = (0..5).filter(|_| limiter.try_acquire()).count();
+    assert_eq!(granted, 3);
+    assert!(limiter.try_acquire_n(10).is_err()); // more than the burst
+    assert!(!limiter.check().allowed);
+    assert!(limiter.try_acquire_n(0).is_ok()); // nothing asked: allowed, no permit
+    clock.advance(Duration::from_secs(1));
+    assert!(limiter.check_n(2).allowed);
+    let _ = limiter.peek(); // a look, not a decision
+
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions("api", names::OUTCOME_ALLOWED), 3 + 1 + 1);
+    assert_eq!(seen.decisions("api", names::OUTCOME_DENIED), 2 + 1);
+    assert_eq!(seen.decisions("api", names::OUTCOME_EXCEEDS_BURST), 1);
+    assert_eq!(
+        seen.counter(names::PERMITS, &[(names::LIMITER, "api")]),
+        3 + 2
+    );
+}
+
+#[test]
+fn blocking_waits_are_counted_with_their_time() {
+    let (recorder, snap) = recorder();
+    let clock = ManualClock::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        RateLimiter::builder(Quota::per_second(10).unwrap().with_burst(1).unwrap())
+            .clock(clock.clone())
+            .name("paced")
+            .build()
+    });
+    assert_eq!(limiter.acquire(), Ok(Duration::ZERO)); // no wait: a plain decision
+    assert_eq!(limiter.acquire(), Ok(Duration::from_millis(100)));
+    assert!(limiter.try_acquire_for(Duration::from_millis(1)).is_err());
+
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.waits("paced", "started"), 1);
+    assert_eq!(seen.waits("paced", "granted"), 1);
+    assert_eq!(seen.decisions("paced", names::OUTCOME_ALLOWED), 2);
+    assert_eq!(seen.decisions("paced", names::OUTCOME_DENIED), 1);
+    match seen.value(names::WAIT_SECONDS, &[(names::LIMITER, "paced")]) {
+        Some(DebugValue::Histogram(v)) => {
+            assert_eq!(v.len(), 1);
+            assert!((v[0].into_inner() - 0.1).abs() < 1e-9, "{v:?}");
+        }
+        other => panic!("no wait histogram: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_async_wait_is_counted_as_cancelled() {
+    let (recorder, snap) = recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        RateLimiter::builder(Quota::per_second(1).unwrap())
+            .clock(tollgate::TokioClock::new())
+            .name("async")
+            .build()
+    });
+    assert!(limiter.try_acquire());
+    let waited = tokio::time::timeout(Duration::from_millis(10), limiter.acquire_async()).await;
+    assert!(waited.is_err(), "the wait was abandoned");
+    // The abandoned booking was given back: 10 ms of the second have passed.
+    assert_eq!(
+        limiter.acquire_async().await,
+        Ok(Duration::from_millis(990))
+    );
+
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.waits("async", "started"), 2);
+    assert_eq!(seen.waits("async", "cancelled"), 1);
+    assert_eq!(seen.waits("async", "granted"), 1);
+}
+
+#[test]
+fn sweeps_report_evictions_and_keys() {
+    let (recorder, snap) = recorder();
+    let clock = ManualClock::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        KeyedRateLimiter::<u32>::builder(Quota::per_second(5).unwrap())
+            .clock(clock.clone())
+            .name("per-user")
+            .build()
+    });
+    for user in 0..4 {
+        assert!(limiter.try_acquire(&user));
+    }
+    assert!(limiter.try_acquire_n(&9, 5).is_ok()); // user 9 drained: still tracked later
+    clock.advance(Duration::from_millis(300)); // users 0..4 full again, 9 not
+    assert_eq!(limiter.sweep_now(), 4);
+
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions("per-user", names::OUTCOME_ALLOWED), 5);
+    assert_eq!(
+        seen.counter(names::SWEEPS, &[(names::LIMITER, "per-user")]),
+        1
+    );
+    assert_eq!(
+        seen.counter(names::EVICTED, &[(names::LIMITER, "per-user")]),
+        4
+    );
+    assert_eq!(
+        seen.value(names::KEYS, &[(names::LIMITER, "per-user")]),
+        Some(&DebugValue::Gauge(1.0.into()))
+    );
+}
+
+#[test]
+fn smooth_limiter_counts_decisions_and_waits() {
+    let (recorder, snap) = recorder();
+    let clock = ManualClock::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        SmoothRateLimiter::builder(5.0)
+            .clock(clock.clone())
+            .name("guava")
+            .build()
+            .unwrap()
+    });
+    assert!(limiter.try_acquire()); // pays later: the next one must wait 200 ms
+    assert!(!limiter.try_acquire());
+    assert_eq!(limiter.acquire(), Ok(Duration::from_millis(200)));
+
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions("guava", names::OUTCOME_ALLOWED), 2);
+    assert_eq!(seen.decisions("guava", names::OUTCOME_DENIED), 1);
+    assert_eq!(seen.waits("guava", "granted"), 1);
+}
+
+#[test]
+fn an_unnamed_limiter_is_labelled_unnamed() {
+    let (recorder, snap) = recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        RateLimiter::builder(Quota::per_second(1).unwrap())
+            .clock(ManualClock::new())
+            .build()
+    });
+    assert!(limiter.try_acquire());
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions(names::UNNAMED, names::OUTCOME_ALLOWED), 1);
+}
+
+#[test]
+fn reservations_are_decisions() {
+    let (recorder, snap) = recorder();
+    let clock = ManualClock::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        KeyedRateLimiter::<&str>::builder(Quota::per_second(2).unwrap())
+            .clock(clock.clone())
+            .name("booked")
+            .build()
+    });
+    let r = limiter.reserve_n(&"k", 2).unwrap();
+    assert!(limiter
+        .try_reserve_for(&"k", Duration::from_millis(1))
+        .is_err());
+    r.cancel();
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions("booked", names::OUTCOME_ALLOWED), 1);
+    assert_eq!(seen.decisions("booked", names::OUTCOME_DENIED), 1);
+    assert_eq!(
+        seen.counter(names::PERMITS, &[(names::LIMITER, "booked")]),
+        2
+    );
+}
