@@ -22,6 +22,8 @@ use super::rejection::{NoBody, ProblemJson};
 use super::state::{Mode, OnKeyError, Shared};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 
+mod ops_settings;
+
 /// How the builder makes the in-process limiters it creates from quotas.
 #[derive(Clone, Copy, Debug)]
 struct LimiterSettings {
@@ -176,6 +178,8 @@ pub struct RateLimitLayerBuilder<E, B: Backend, R, S> {
     grpc: bool,
     allow_unbounded_keys: bool,
     error: Option<BuildError>,
+    /// Allow and deny lists, shadow mode (`ops_settings.rs`).
+    ops: ops_settings::OpsSettings<B::Key>,
     _from: PhantomData<S>,
 }
 
@@ -261,6 +265,7 @@ impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
             grpc: true,
             allow_unbounded_keys: false,
             error: None,
+            ops: ops_settings::OpsSettings::default(),
             _from: PhantomData,
         }
     }
@@ -714,6 +719,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
             grpc: self.grpc,
             allow_unbounded_keys: self.allow_unbounded_keys,
             error: self.error,
+            ops: self.ops,
             _from: PhantomData,
         }
     }
@@ -723,7 +729,8 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
     /// # Errors
     /// The first [`BuildError`] found: an invalid quota, route pattern or policy name, a
     /// limiter without a key cap (unless [`allow_unbounded_keys`](Self::allow_unbounded_keys)),
-    /// or shaping combined with refunds.
+    /// shaping combined with refunds, or lists or shadow settings that cannot work (an allow
+    /// list of every address, networks without a client address, an unknown policy name).
     ///
     /// ```
     /// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer, RouteError};
@@ -776,6 +783,15 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
             }
             None => None,
         };
+        let names: Vec<&str> = routes
+            .iter()
+            .map(|(_, p)| p)
+            .chain(&default)
+            .map(|p| p.label.name())
+            .collect();
+        let ops = self
+            .ops
+            .build(&names, self.extractor.addr_source().is_some())?;
         Ok(RateLimitLayer::from_shared(Shared {
             extractor: self.extractor,
             table: PolicyTable { routes, default },
@@ -786,6 +802,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S> {
             on_key_error: self.on_key_error,
             never_status: self.never_status,
             grpc: self.grpc,
+            ops,
         }))
     }
 }

@@ -34,6 +34,20 @@ pub enum BuildError {
     /// name. Give it a cap, or call
     /// [`allow_unbounded_keys`](super::RateLimitLayerBuilder::allow_unbounded_keys).
     UnboundedKeys(String),
+    /// An allow list whose networks cover every IPv4 or every IPv6 address (`0.0.0.0/0`,
+    /// `::/0`, or networks adding up to one), of the layer (`"layer"`) or of the policy of
+    /// this name: every such client would bypass every limit. Confirm with
+    /// [`AccessList::confirm_allow_all`](super::AccessList::confirm_allow_all) if you mean
+    /// it.
+    AllowsEveryAddress(String),
+    /// Allow or deny networks, but no client address to match them against: the key
+    /// extractor does not key by address (it is not `PeerIp` or `ClientIp`) and no
+    /// [`access_addr`](super::RateLimitLayerBuilder::access_addr) was given.
+    NoClientAddr,
+    /// [`policy_access`](super::RateLimitLayerBuilder::policy_access) or
+    /// [`shadow_policy`](super::RateLimitLayerBuilder::shadow_policy) named no policy of the
+    /// layer.
+    UnknownPolicy(String),
 }
 
 impl fmt::Display for BuildError {
@@ -47,6 +61,16 @@ impl fmt::Display for BuildError {
                 "the limiter of policy {name:?} tracks keys without a cap: build it with \
                  max_keys, or call allow_unbounded_keys()"
             ),
+            BuildError::AllowsEveryAddress(owner) => write!(
+                f,
+                "the allow list of {owner} covers every IPv4 or every IPv6 address, which \
+                 disables every limit for them: call confirm_allow_all() if you mean it"
+            ),
+            BuildError::NoClientAddr => f.write_str(
+                "allow or deny networks need a client address: key by PeerIp or ClientIp, \
+                 or give one with access_addr()",
+            ),
+            BuildError::UnknownPolicy(name) => write!(f, "no policy is named {name:?}"),
             BuildError::ShapeAndRefund => {
                 f.write_str("shape() and refund_if() cannot be combined on one layer")
             }

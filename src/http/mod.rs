@@ -19,6 +19,12 @@
 //!   [response-aware refunds](RateLimitLayerBuilder::refund_if) (GCRA backends:
 //!   [`RefundBackend`]). A request that can never pass (cost above the burst) gets 429
 //!   without `Retry-After`. gRPC calls get `RESOURCE_EXHAUSTED`.
+//! - **Allow and deny lists** ([`AccessList`]): client networks (the same trusted client
+//!   address the IP keys use), request rules and key rules, checked before any limiter: allow
+//!   bypasses every limit, deny answers `403`; deny wins over allow.
+//! - **Shadow mode** ([`Enforcement`]): a policy that decides and counts but never refuses,
+//!   switchable at run time ([`set_enforcement`](RateLimitLayer::set_enforcement)), with
+//!   per-policy counts of what enforcing would have refused ([`stats`](RateLimitLayer::stats)).
 //! - **Headers** ([`HeaderStyle`]): the IETF draft's `RateLimit-Policy` / `RateLimit` (default),
 //!   `RateLimit-Limit/-Remaining/-Reset`, `X-RateLimit-*`, or none; optional
 //!   `application/problem+json` bodies.
@@ -74,13 +80,16 @@
 //! assert!(layer.is_ok());
 //! ```
 
+mod access;
 mod backend;
 mod builder;
 mod client_ip;
 mod error;
 mod headers;
+mod ip_set;
 mod key;
 mod layer;
+mod ops;
 mod policy;
 #[cfg(feature = "redis")]
 mod redis_backend;
@@ -88,9 +97,12 @@ mod refund;
 mod refunding;
 mod rejection;
 mod service;
+mod shadow;
 mod shaping;
 mod state;
+mod stats;
 
+pub use access::AccessList;
 pub use backend::{Answer, Backend, RefundBackend};
 pub use builder::{
     FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
@@ -98,11 +110,13 @@ pub use builder::{
 pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use error::{BuildError, RouteError};
 pub use headers::HeaderStyle;
-pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
+pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
 pub use rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::{RateLimit, ResponseFuture};
+pub use shadow::Enforcement;
 pub use state::OnKeyError;
+pub use stats::PolicyStats;
 
 // The `http` types the API takes (see the module docs, "The `http` types").
 pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};

@@ -13,15 +13,17 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::access::Screen;
 use super::backend::{Answer, Backend};
 use super::headers::RateHeaders;
 use super::key::{KeyError, KeyExtractor};
 use super::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
+use super::stats::Outcome;
 
 /// The rate-limiting service made by [`RateLimitLayer`](super::RateLimitLayer).
 ///
@@ -107,26 +109,63 @@ where
         } else {
             request_paths(&parts)
         };
-        let Some(index) = shared.table.find(&parts.method, path, template) else {
-            return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), None);
-        };
+        let found = shared.table.find(&parts.method, path, template);
         let grpc = shared.grpc && is_grpc(&parts);
-        let key = match shared.extractor.extract(&parts) {
-            Ok(key) => key,
-            Err(e) => match key_error(shared, &e, grpc) {
-                Some(res) => return ResponseFuture::ready(res),
-                None => {
-                    let req = Request::from_parts(parts, body);
-                    return ResponseFuture::inner(self.inner.call(req), None);
+        // The allow and deny lists, before any limiter; one outcome counted per request.
+        let counters = shared.ops.counters(found);
+        let (index, key) = match shared.ops.screen(&shared.extractor, found, &parts) {
+            Screen::Limit(index, key) => (index, key),
+            Screen::Pass | Screen::Bypass => {
+                let outcome = match found {
+                    Some(_) => Outcome::Bypassed,
+                    None => Outcome::Allowed,
+                };
+                counters.record(outcome);
+                return ResponseFuture::inner(
+                    self.inner.call(Request::from_parts(parts, body)),
+                    None,
+                );
+            }
+            Screen::Deny => {
+                counters.record(Outcome::Denied);
+                let p = Problem::new(
+                    StatusCode::FORBIDDEN,
+                    "the request is refused by the rate limiter's deny list",
+                );
+                return ResponseFuture::ready(reject(&shared.body, &p, grpc, None));
+            }
+            Screen::KeyError(e) => {
+                counters.record(Outcome::KeyError);
+                match key_error(shared, &e, grpc) {
+                    Some(res) => return ResponseFuture::ready(res),
+                    None => {
+                        let req = Request::from_parts(parts, body);
+                        return ResponseFuture::inner(self.inner.call(req), None);
+                    }
                 }
-            },
+            }
         };
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
         let req = Request::from_parts(parts, body);
         let policy = shared.table.get(index);
-        match &shared.mode {
-            Mode::Reject => match policy.backend.check_n(&key, cost) {
-                Answer::Now(decided) => match shared.verdict(policy, decided, cost, grpc) {
+        let shadow = shared.is_shadow(index);
+        match (&shared.mode, shadow) {
+            (Mode::Shape(max_delay), false) => {
+                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                ResponseFuture::boxed(Box::pin(super::shaping::shaped(
+                    shared, index, key, cost, *max_delay, grpc, inner, req,
+                )))
+            }
+            (Mode::Refund(refunds), _) => {
+                let refunds = refunds.clone();
+                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                ResponseFuture::boxed(Box::pin(super::refunding::refunding(
+                    shared, refunds, index, key, cost, grpc, shadow, inner, req,
+                )))
+            }
+            // Refusing, or shaping in shadow (nothing waits in shadow): decide now.
+            (Mode::Reject | Mode::Shape(_), _) => match policy.backend.check_n(&key, cost) {
+                Answer::Now(decided) => match shared.verdict(index, decided, cost, grpc, shadow) {
                     Verdict::Proceed(headers) => {
                         ResponseFuture::inner(self.inner.call(req), headers)
                     }
@@ -136,24 +175,11 @@ where
                     let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
                     ResponseFuture::boxed(Box::pin(async move {
                         let decided = decision.await;
-                        let policy = shared.table.get(index);
-                        proceed(shared.verdict(policy, decided, cost, grpc), inner, req).await
+                        let verdict = shared.verdict(index, decided, cost, grpc, shadow);
+                        proceed(verdict, inner, req).await
                     }))
                 }
             },
-            Mode::Shape(max_delay) => {
-                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::shaping::shaped(
-                    shared, index, key, cost, *max_delay, grpc, inner, req,
-                )))
-            }
-            Mode::Refund(refunds) => {
-                let refunds = refunds.clone();
-                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::refunding::refunding(
-                    shared, refunds, index, key, cost, grpc, inner, req,
-                )))
-            }
         }
     }
 }

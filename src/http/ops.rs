@@ -1,0 +1,66 @@
+//! The layer's running state beside its limiters: allow and deny lists
+//! ([`access`](super::access)), each policy's [`Enforcement`](super::Enforcement) switch
+//! ([`shadow`](super::shadow)) and outcome counters ([`stats`](super::stats)). Indexed like
+//! the policy table (routes in order, then the default), plus counters for requests no policy
+//! applies to.
+
+use std::sync::Arc;
+
+use http::request::Parts;
+
+use super::access::{screen, Lists, Screen};
+use super::key::{AddrSource, KeyExtractor};
+use super::shadow::EnforcementFlag;
+use super::stats::Counters;
+
+/// One policy's running state.
+pub(crate) struct PolicyOps<K> {
+    /// Shared by the policies of one name (routes sharing a limiter).
+    pub(crate) lists: Option<Arc<Lists<K>>>,
+    pub(crate) enforcement: EnforcementFlag,
+    pub(crate) counters: Counters,
+}
+
+/// Everything beside the limiters.
+pub(crate) struct Ops<K> {
+    /// The layer's lists, for every request.
+    pub(crate) lists: Option<Lists<K>>,
+    /// Per policy, in the policy table's order.
+    pub(crate) policies: Box<[PolicyOps<K>]>,
+    /// Requests no policy applies to.
+    pub(crate) unmatched: Counters,
+    /// The client address for the lists' networks, if given to the builder (else the
+    /// extractor's).
+    pub(crate) addr: Option<Box<dyn AddrSource>>,
+    /// Whether policies in shadow send rate-limit headers.
+    pub(crate) shadow_headers: bool,
+}
+
+impl<K> Ops<K> {
+    /// The state of the policy at a policy-table index.
+    #[inline]
+    pub(crate) fn policy(&self, index: usize) -> &PolicyOps<K> {
+        &self.policies[index]
+    }
+
+    /// The counters for a request to the policy at `index` (`None`: no policy applies).
+    #[inline]
+    pub(crate) fn counters(&self, index: Option<usize>) -> &Counters {
+        match index {
+            Some(i) => &self.policy(i).counters,
+            None => &self.unmatched,
+        }
+    }
+
+    /// The lists' verdict on a request to the policy at `index`, with its key when a limiter
+    /// is to decide.
+    #[inline]
+    pub(crate) fn screen<E>(&self, extractor: &E, index: Option<usize>, req: &Parts) -> Screen<K>
+    where
+        E: KeyExtractor<Key = K>,
+    {
+        let policy = index.and_then(|i| self.policy(i).lists.as_deref());
+        let addr = self.addr.as_deref().or_else(|| extractor.addr_source());
+        screen([self.lists.as_ref(), policy], addr, extractor, index, req)
+    }
+}
