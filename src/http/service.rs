@@ -115,10 +115,10 @@ where
         let counters = shared.ops.counters(found);
         let (index, key) = match shared.ops.screen(&shared.extractor, found, &parts) {
             Screen::Limit(index, key) => (index, key),
-            Screen::Pass | Screen::Bypass => {
-                let outcome = match found {
-                    Some(_) => Outcome::Bypassed,
-                    None => Outcome::Allowed,
+            screen @ (Screen::Pass | Screen::Bypass) => {
+                let outcome = match screen {
+                    Screen::Bypass => Outcome::Bypassed,
+                    _ => Outcome::Allowed,
                 };
                 counters.record(outcome);
                 return ResponseFuture::inner(
