@@ -103,15 +103,11 @@ impl<E, B: Backend, R> RateLimitLayer<E, B, R> {
 impl<E, B: Backend, R> RateLimitLayer<E, B, R> {
     /// The running state of every policy named `name`, in table order.
     fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a PolicyOps<B::Key>> + 'a {
-        let table = &self.shared.table;
-        table
-            .routes
+        self.shared
+            .ops
+            .policies
             .iter()
-            .map(|(_, policy)| policy)
-            .chain(&table.default)
-            .zip(self.shared.ops.policies.iter())
-            .filter(move |(policy, _)| policy.label.name() == name)
-            .map(|(_, ops)| ops)
+            .filter(move |ops| *ops.name == *name)
     }
 
     /// What happened to the requests of the policies named `name` so far (see

@@ -11,10 +11,12 @@ use http::request::Parts;
 use super::access::{screen, Lists, Screen};
 use super::key::{AddrSource, KeyExtractor};
 use super::shadow::EnforcementFlag;
-use super::stats::Counters;
+use super::stats::{Counters, Outcome};
 
 /// One policy's running state.
 pub(crate) struct PolicyOps<K> {
+    /// The policy's name (as in the headers, unquoted).
+    pub(crate) name: Box<str>,
     /// Shared by the policies of one name (routes sharing a limiter).
     pub(crate) lists: Option<Arc<Lists<K>>>,
     pub(crate) enforcement: EnforcementFlag,
@@ -43,13 +45,16 @@ impl<K> Ops<K> {
         &self.policies[index]
     }
 
-    /// The counters for a request to the policy at `index` (`None`: no policy applies).
+    /// Counts what became of a request to the policy at `index` (`None`: no policy applies).
+    /// Every request passes here exactly once, with its policy and outcome: the hook for a
+    /// metrics recorder (the policy's name is `self.policy(i).name`).
     #[inline]
-    pub(crate) fn counters(&self, index: Option<usize>) -> &Counters {
-        match index {
+    pub(crate) fn record(&self, index: Option<usize>, outcome: Outcome) {
+        let counters = match index {
             Some(i) => &self.policy(i).counters,
             None => &self.unmatched,
-        }
+        };
+        counters.record(outcome);
     }
 
     /// The lists' verdict on a request to the policy at `index`, with its key when a limiter

@@ -112,7 +112,6 @@ where
         let found = shared.table.find(&parts.method, path, template);
         let grpc = shared.grpc && is_grpc(&parts);
         // The allow and deny lists, before any limiter; one outcome counted per request.
-        let counters = shared.ops.counters(found);
         let (index, key) = match shared.ops.screen(&shared.extractor, found, &parts) {
             Screen::Limit(index, key) => (index, key),
             screen @ (Screen::Pass | Screen::Bypass) => {
@@ -120,14 +119,14 @@ where
                     Screen::Bypass => Outcome::Bypassed,
                     _ => Outcome::Allowed,
                 };
-                counters.record(outcome);
+                shared.ops.record(found, outcome);
                 return ResponseFuture::inner(
                     self.inner.call(Request::from_parts(parts, body)),
                     None,
                 );
             }
             Screen::Deny => {
-                counters.record(Outcome::Denied);
+                shared.ops.record(found, Outcome::Denied);
                 let p = Problem::new(
                     StatusCode::FORBIDDEN,
                     "the request is refused by the rate limiter's deny list",
@@ -135,7 +134,7 @@ where
                 return ResponseFuture::ready(reject(&shared.body, &p, grpc, None));
             }
             Screen::KeyError(e) => {
-                counters.record(Outcome::KeyError);
+                shared.ops.record(found, Outcome::KeyError);
                 match key_error(shared, &e, grpc) {
                     Some(res) => return ResponseFuture::ready(res),
                     None => {

@@ -105,11 +105,11 @@ impl<E, B: Backend, R> Shared<E, B, R> {
         R: RejectBody<ResBody>,
     {
         let policy = self.table.get(index);
-        let counters = &self.ops.policy(index).counters;
+        let record = |outcome| self.ops.record(Some(index), outcome);
         let d = match decided {
             Ok(d) => d,
             Err(_) => {
-                counters.record(Outcome::Unavailable);
+                record(Outcome::Unavailable);
                 if shadow {
                     return Verdict::Proceed(None);
                 }
@@ -124,7 +124,7 @@ impl<E, B: Backend, R> Shared<E, B, R> {
         let headers = (show && (self.style != HeaderStyle::None || !d.allowed))
             .then(|| RateHeaders::new(self.style, &policy.label, policy.rate(), &d));
         if d.allowed {
-            counters.record(Outcome::Allowed);
+            record(Outcome::Allowed);
             return Verdict::Proceed(headers);
         }
         if shadow {
@@ -132,14 +132,14 @@ impl<E, B: Backend, R> Shared<E, B, R> {
                 (Mode::Shape(max), Some(wait)) => wait <= *max,
                 _ => false,
             };
-            counters.record(if delayed {
+            record(if delayed {
                 Outcome::WouldDelay
             } else {
                 Outcome::WouldRefuse
             });
             return Verdict::Proceed(headers.map(RateHeaders::without_retry_after));
         }
-        counters.record(Outcome::Refused);
+        record(Outcome::Refused);
         let p = match d.retry_after {
             Some(_) => Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,

@@ -61,6 +61,7 @@ impl<K> OpsSettings<K> {
             .map(|name| {
                 let shadow = self.shadow_all || self.shadow.iter().any(|s| s == name);
                 PolicyOps {
+                    name: (*name).into(),
                     // The last list given for a name wins (as with other settings).
                     lists: policy_lists
                         .iter()
