@@ -23,6 +23,8 @@ use super::rejection::{NoBody, ProblemJson};
 use super::state::{Mode, OnKeyError, Shared};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 
+mod ops_settings;
+
 /// How the builder makes the in-process limiters it creates from quotas.
 #[derive(Clone, Copy, Debug)]
 struct LimiterSettings {
@@ -204,6 +206,8 @@ pub struct RateLimitLayerBuilder<E, B: Backend, R, S, C = NoConcurrency> {
     slot_routes: Vec<(String, SlotSource<C>)>,
     busy_status: StatusCode,
     error: Option<BuildError>,
+    /// Allow and deny lists, shadow mode (`ops_settings.rs`).
+    ops: ops_settings::OpsSettings<B::Key>,
     _from: PhantomData<S>,
 }
 
@@ -292,6 +296,7 @@ impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
             slot_routes: Vec::new(),
             busy_status: StatusCode::TOO_MANY_REQUESTS,
             error: None,
+            ops: ops_settings::OpsSettings::default(),
             _from: PhantomData,
         }
     }
@@ -769,6 +774,7 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
             slot_routes: self.slot_routes,
             busy_status: self.busy_status,
             error: self.error,
+            ops: self.ops,
             _from: PhantomData,
         }
     }
@@ -778,7 +784,8 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     /// # Errors
     /// The first [`BuildError`] found: an invalid quota, route pattern or policy name, a
     /// limiter without a key cap (unless [`allow_unbounded_keys`](Self::allow_unbounded_keys)),
-    /// or shaping combined with refunds.
+    /// shaping combined with refunds, or lists or shadow settings that cannot work (an allow
+    /// list of every address, networks without a client address, an unknown policy name).
     ///
     /// ```
     /// use tollgate::http::{BuildError, GlobalKey, RateLimitLayer, RouteError};
@@ -853,6 +860,15 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
             slot_routes.push((pattern, slot(source)?));
         }
         let slot_default = self.slot_default.map(slot).transpose()?;
+        let names: Vec<&str> = routes
+            .iter()
+            .map(|(_, p)| p)
+            .chain(&default)
+            .map(|p| p.label.name())
+            .collect();
+        let ops = self
+            .ops
+            .build(&names, self.extractor.addr_source().is_some())?;
         Ok(RateLimitLayer::from_shared(Shared {
             extractor: self.extractor,
             table: PolicyTable { routes, default },
@@ -868,6 +884,7 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
             on_key_error: self.on_key_error,
             never_status: self.never_status,
             grpc: self.grpc,
+            ops,
         }))
     }
 }
@@ -984,6 +1001,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
             slot_routes: Vec::new(),
             busy_status: self.busy_status,
             error: self.error,
+            ops: self.ops,
             _from: PhantomData,
         }
     }

@@ -19,8 +19,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::request::Parts;
 
-use super::key::{KeyError, KeyExtractor};
-use cidr::{canonical, mask};
+use super::key::{AddrSource, KeyError, KeyExtractor};
+pub(crate) use cidr::canonical;
+use cidr::mask;
 pub use cidr::{IpNet, IpNetError};
 pub use forwarded::ForwardedHeader;
 use forwarded::{entries_from_right, Entry};
@@ -125,6 +126,17 @@ impl KeyExtractor for PeerIp {
 
     fn extract(&self, req: &Parts) -> Result<IpAddr, KeyError> {
         peer_addr(req).map(|ip| self.prefix.key(ip))
+    }
+
+    fn addr_source(&self) -> Option<&dyn AddrSource> {
+        Some(self)
+    }
+}
+
+/// The peer's full address (IPv4-mapped IPv6 as IPv4), not masked to the key's prefix.
+impl AddrSource for PeerIp {
+    fn client_addr(&self, req: &Parts) -> Result<IpAddr, KeyError> {
+        peer_addr(req).map(canonical)
     }
 }
 
@@ -349,6 +361,18 @@ impl KeyExtractor for ClientIp {
 
     fn extract(&self, req: &Parts) -> Result<IpAddr, KeyError> {
         self.client_ip(req).map(|ip| self.prefix.key(ip))
+    }
+
+    fn addr_source(&self) -> Option<&dyn AddrSource> {
+        Some(self)
+    }
+}
+
+/// [`client_ip`](ClientIp::client_ip): the client behind your trusted proxies, the very
+/// address the key is taken from, not masked to the key's prefix.
+impl AddrSource for ClientIp {
+    fn client_addr(&self, req: &Parts) -> Result<IpAddr, KeyError> {
+        self.client_ip(req)
     }
 }
 

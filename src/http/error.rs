@@ -42,6 +42,20 @@ pub enum BuildError {
     /// A [`busy_status`](super::RateLimitLayerBuilder::busy_status) that is not an error
     /// status (`4xx` or `5xx`): clients would take a refused request for a success.
     BusyStatus(StatusCode),
+    /// An allow list whose networks cover every IPv4 or every IPv6 address (`0.0.0.0/0`,
+    /// `::/0`, or networks adding up to one), of the layer (`"layer"`) or of the policy of
+    /// this name: every such client would bypass every limit. Confirm with
+    /// [`AccessList::confirm_allow_all`](super::AccessList::confirm_allow_all) if you mean
+    /// it.
+    AllowsEveryAddress(String),
+    /// Allow or deny networks, but no client address to match them against: the key
+    /// extractor does not key by address (it is not `PeerIp` or `ClientIp`) and no
+    /// [`access_addr`](super::RateLimitLayerBuilder::access_addr) was given.
+    NoClientAddr,
+    /// [`policy_access`](super::RateLimitLayerBuilder::policy_access) or
+    /// [`shadow_policy`](super::RateLimitLayerBuilder::shadow_policy) named no policy of the
+    /// layer.
+    UnknownPolicy(String),
 }
 
 impl fmt::Display for BuildError {
@@ -65,6 +79,16 @@ impl fmt::Display for BuildError {
                 "busy_status {status} is not an error status (4xx or 5xx): clients would take \
                  a refused request for a success"
             ),
+            BuildError::AllowsEveryAddress(owner) => write!(
+                f,
+                "the allow list of {owner} covers every IPv4 or every IPv6 address, which \
+                 disables every limit for them: call confirm_allow_all() if you mean it"
+            ),
+            BuildError::NoClientAddr => f.write_str(
+                "allow or deny networks need a client address: key by PeerIp or ClientIp, \
+                 or give one with access_addr()",
+            ),
+            BuildError::UnknownPolicy(name) => write!(f, "no policy is named {name:?}"),
             BuildError::ShapeAndRefund => {
                 f.write_str("shape() and refund_if() cannot be combined on one layer")
             }

@@ -306,6 +306,13 @@ impl RateHeaders {
         }
     }
 
+    /// The same headers without `Retry-After` (a shadow policy's: the response is no
+    /// refusal).
+    pub(crate) fn without_retry_after(mut self) -> Self {
+        self.retry_after = None;
+        self
+    }
+
     /// The `Retry-After` value, if any.
     pub(crate) fn retry_after(&self) -> Option<u64> {
         self.retry_after

@@ -5,6 +5,7 @@
 //! [`OnKeyError`](super::OnKeyError) policy. The client-IP extractors live in `client_ip.rs`.
 
 use std::fmt;
+use std::net::IpAddr;
 
 use http::request::Parts;
 use http::{HeaderName, StatusCode};
@@ -43,6 +44,58 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// # Errors
     /// A [`KeyError`] when the request carries no usable key.
     fn extract(&self, req: &Parts) -> Result<Self::Key, KeyError>;
+
+    /// Where this extractor finds the client's address, if it keys by address: the layer's
+    /// network lists ([`AccessList::allow_networks`](super::AccessList::allow_networks))
+    /// then match the very address the key comes from. [`PeerIp`](super::PeerIp) and
+    /// [`ClientIp`](super::ClientIp) return themselves; the default is `None` (then give the
+    /// layer a source with [`access_addr`](super::RateLimitLayerBuilder::access_addr)).
+    ///
+    /// ```
+    /// use tollgate::http::{ClientIp, GlobalKey, KeyExtractor};
+    /// assert!(ClientIp::trusted_hops(1).addr_source().is_some());
+    /// assert!(GlobalKey.addr_source().is_none());
+    /// ```
+    fn addr_source(&self) -> Option<&dyn AddrSource> {
+        None
+    }
+}
+
+/// How the layer finds a request's client address for its network lists (see
+/// [`AccessList`](super::AccessList)): implemented by [`PeerIp`](super::PeerIp) (the TCP
+/// peer) and [`ClientIp`](super::ClientIp) (the client behind proxies you trust, read from
+/// the right), each returning the full address (IPv4-mapped IPv6 as IPv4), not the key's
+/// prefix. Never read a forwarding header a client can write without that trust logic: an
+/// allow list matched against a spoofable address lets anyone bypass every limit.
+///
+/// ```
+/// use std::net::{IpAddr, SocketAddr};
+/// use tollgate::http::request::Parts;
+/// use tollgate::http::{AddrSource, KeyError};
+///
+/// /// tonic's connection info, which is not a `SocketAddr` extension.
+/// struct TonicPeer;
+/// impl AddrSource for TonicPeer {
+///     fn client_addr(&self, req: &Parts) -> Result<IpAddr, KeyError> {
+///         req.extensions
+///             .get::<SocketAddr>() // stands for tonic's `TcpConnectInfo` here
+///             .map(|a| a.ip())
+///             .ok_or(KeyError::misconfigured("no peer address"))
+///     }
+/// }
+///
+/// let mut req = http::Request::get("/").body(()).unwrap();
+/// req.extensions_mut().insert("192.0.2.1:5".parse::<SocketAddr>().unwrap());
+/// let (parts, ()) = req.into_parts();
+/// assert_eq!(TonicPeer.client_addr(&parts).unwrap(), "192.0.2.1".parse::<IpAddr>().unwrap());
+/// ```
+pub trait AddrSource: Send + Sync + 'static {
+    /// The client's address.
+    ///
+    /// # Errors
+    /// A [`KeyError`] when the request carries no usable address (as the IP extractors'
+    /// errors: `500` no peer address, `400` a forwarding entry that is not an address).
+    fn client_addr(&self, req: &Parts) -> Result<IpAddr, KeyError>;
 }
 
 /// Why no key could be taken from a request, and the status the layer answers with under the

@@ -8,8 +8,11 @@ use tower_layer::Layer;
 
 use super::backend::Backend;
 use super::concurrency_backend::NoConcurrency;
+use super::ops::PolicyOps;
 use super::service::RateLimit;
+use super::shadow::Enforcement;
 use super::state::Shared;
+use super::stats::PolicyStats;
 
 /// A tower [`Layer`] that rate-limits requests: see the [module docs](super) and
 /// [`RateLimitLayer::builder`].
@@ -134,6 +137,110 @@ impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
             .chain(&slots.default)
             .find(|policy| policy.name() == name)
             .map(|policy| &policy.backend)
+    }
+}
+
+/// Shadow mode and counters, per policy name (every policy of that name: routes sharing a
+/// limiter share a name). Every clone of the layer, and every service it made, sees the same
+/// switches and counters, so an admin endpoint holding a clone can switch them.
+impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
+    /// The running state of every policy named `name`, in table order.
+    fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a PolicyOps<B::Key>> + 'a {
+        self.shared
+            .ops
+            .policies
+            .iter()
+            .filter(move |ops| *ops.name == *name)
+    }
+
+    /// What happened to the requests of the policies named `name` so far (see
+    /// [`PolicyStats`]), or `None` if no policy has that name. In shadow mode,
+    /// `would_refuse` is what enforcing would have refused.
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use axum::body::Body;
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = RateLimitLayer::builder(GlobalKey).per_minute(2).shadow().build().unwrap();
+    /// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+    /// let mut service = layer.layer(hello);
+    /// for _ in 0..5 {
+    ///     poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+    ///     let res = service.call(http::Request::new(Body::empty())).await.unwrap();
+    ///     assert_eq!(res.status(), 200); // shadow: never refused
+    /// }
+    /// let stats = layer.stats("default").unwrap();
+    /// assert_eq!((stats.allowed, stats.would_refuse, stats.refused), (2, 3, 0));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn stats(&self, name: &str) -> Option<PolicyStats> {
+        self.named(name)
+            .map(|ops| ops.counters.snapshot())
+            .reduce(PolicyStats::add)
+    }
+
+    /// What happened to requests no policy applies to (no route matched and no default):
+    /// `allowed` counts those that went through, `denied` and `bypassed` those the layer's
+    /// [lists](super::RateLimitLayerBuilder::access) refused or allowed.
+    ///
+    /// ```
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
+    /// use tollgate::Quota;
+    /// let layer = RateLimitLayer::builder(PeerIp::new())
+    ///     .route("login", "POST /login", Quota::per_minute(5).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(layer.unmatched_stats().total(), 0);
+    /// ```
+    #[must_use]
+    pub fn unmatched_stats(&self) -> PolicyStats {
+        self.shared.ops.unmatched.snapshot()
+    }
+
+    /// Whether the policies named `name` enforce or run in shadow, or `None` if no policy
+    /// has that name (of several with the name, the first's).
+    ///
+    /// ```
+    /// use tollgate::http::{Enforcement, GlobalKey, RateLimitLayer};
+    /// let layer = RateLimitLayer::builder(GlobalKey).per_second(5).build().unwrap();
+    /// assert_eq!(layer.enforcement("default"), Some(Enforcement::Enforce));
+    /// assert_eq!(layer.enforcement("other"), None);
+    /// ```
+    #[must_use]
+    pub fn enforcement(&self, name: &str) -> Option<Enforcement> {
+        self.named(name).next().map(|ops| ops.enforcement.get())
+    }
+
+    /// Switches the policies named `name` to `enforcement`, for the requests decided from
+    /// now on (a request already deciding finishes under the mode it started with). Returns
+    /// `false` if no policy has that name. The shadow rollout: build with
+    /// [`shadow`](super::RateLimitLayerBuilder::shadow), watch
+    /// [`stats`](Self::stats)`.would_refuse`, then switch to
+    /// [`Enforce`](Enforcement::Enforce); the limiter kept counting all along, so the next
+    /// request over the limit is refused.
+    ///
+    /// ```
+    /// use tollgate::http::{Enforcement, GlobalKey, RateLimitLayer};
+    /// let layer = RateLimitLayer::builder(GlobalKey).per_second(5).shadow().build().unwrap();
+    /// let admin = layer.clone(); // say, in an admin endpoint
+    /// assert!(admin.set_enforcement("default", Enforcement::Enforce));
+    /// assert_eq!(layer.enforcement("default"), Some(Enforcement::Enforce));
+    /// assert!(!admin.set_enforcement("nope", Enforcement::Shadow));
+    /// ```
+    #[must_use = "false means no policy has that name"]
+    pub fn set_enforcement(&self, name: &str, enforcement: Enforcement) -> bool {
+        let mut found = false;
+        for ops in self.named(name) {
+            ops.enforcement.set(enforcement);
+            found = true;
+        }
+        found
     }
 }
 

@@ -25,6 +25,12 @@
 //!   response body has been sent or dropped ([`PermitBody`]), so a streaming download holds it
 //!   for its whole length. Over the limit: 429 (or [`busy_status`](RateLimitLayerBuilder::busy_status)).
 //!   Stacks with the rate limits of the same layer (the permit is taken first) or of another.
+//! - **Allow and deny lists** ([`AccessList`]): client networks (the same trusted client
+//!   address the IP keys use), request rules and key rules, checked before any limiter: allow
+//!   bypasses every limit, deny answers `403`; deny wins over allow.
+//! - **Shadow mode** ([`Enforcement`]): a policy that decides and counts but never refuses,
+//!   switchable at run time ([`set_enforcement`](RateLimitLayer::set_enforcement)), with
+//!   per-policy counts of what enforcing would have refused ([`stats`](RateLimitLayer::stats)).
 //! - **Headers** ([`HeaderStyle`]): the IETF draft's `RateLimit-Policy` / `RateLimit` (default),
 //!   `RateLimit-Limit/-Remaining/-Reset`, `X-RateLimit-*`, or none; optional
 //!   `application/problem+json` bodies.
@@ -80,6 +86,7 @@
 //! assert!(layer.is_ok());
 //! ```
 
+mod access;
 mod backend;
 mod builder;
 mod client_ip;
@@ -87,8 +94,10 @@ mod concurrency_backend;
 mod concurrent;
 mod error;
 mod headers;
+mod ip_set;
 mod key;
 mod layer;
+mod ops;
 mod permit_body;
 mod policy;
 #[cfg(feature = "redis")]
@@ -97,9 +106,12 @@ mod refund;
 mod refunding;
 mod rejection;
 mod service;
+mod shadow;
 mod shaping;
 mod state;
+mod stats;
 
+pub use access::AccessList;
 pub use backend::{Answer, Backend, RefundBackend};
 pub use builder::{
     FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
@@ -109,12 +121,14 @@ pub use concurrency_backend::{Busy, ConcurrencyBackend, NoConcurrency};
 pub use concurrent::PermitFuture;
 pub use error::{BuildError, RouteError};
 pub use headers::HeaderStyle;
-pub use key::{GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
+pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
 pub use permit_body::PermitBody;
 pub use rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::{RateLimit, ResponseFuture};
+pub use shadow::Enforcement;
 pub use state::OnKeyError;
+pub use stats::PolicyStats;
 
 // The `http` types the API takes (see the module docs, "The `http` types").
 pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};

@@ -19,7 +19,8 @@ use super::rejection::RejectBody;
 use super::state::{Shared, Verdict};
 
 /// Reserves `cost` permits, calls `inner`, and refunds them if the response head satisfies the
-/// layer's refund predicate. An inner service error keeps the permits.
+/// layer's refund predicate. An inner service error keeps the permits. In `shadow`, a refused
+/// request is called too (holding nothing).
 #[allow(clippy::too_many_arguments)] // one call site, each argument a different thing
 pub(crate) async fn refunding<S, E, B, R, C, ReqBody, ResBody>(
     shared: Arc<Shared<E, B, R, C>>,
@@ -28,6 +29,7 @@ pub(crate) async fn refunding<S, E, B, R, C, ReqBody, ResBody>(
     key: B::Key,
     cost: u64,
     grpc: bool,
+    shadow: bool,
     mut inner: S,
     req: Request<ReqBody>,
 ) -> Result<Response<ResBody>, S::Error>
@@ -41,7 +43,8 @@ where
         Ok((d, r)) => (Ok(d), r),
         Err(e) => (Err(e), None),
     };
-    let headers: Option<RateHeaders> = match shared.verdict(policy, decided, cost, grpc) {
+    // In shadow a refused request proceeds holding nothing (there is nothing to refund).
+    let headers: Option<RateHeaders> = match shared.verdict(index, decided, cost, grpc, shadow) {
         Verdict::Proceed(headers) => headers,
         Verdict::Reject(res) => return Ok(res),
     };

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::access::Screen;
 use super::backend::{Answer, Backend};
 use super::concurrency_backend::NoConcurrency;
 use super::headers::RateHeaders;
@@ -25,6 +26,7 @@ use super::key::{KeyError, KeyExtractor};
 use super::policy::SlotPolicy;
 use super::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
+use super::stats::Outcome;
 
 /// The rate-limiting service made by [`RateLimitLayer`](super::RateLimitLayer).
 ///
@@ -154,20 +156,39 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
         };
         let index = shared.table.find(&parts.method, path, template);
         let slot = shared.slots.find(&parts.method, path, template);
-        if index.is_none() && slot.is_none() {
-            let req = Request::from_parts(parts, body);
-            return (ResponseFuture::inner(self.inner.call(req), None), None);
-        }
         let grpc = shared.grpc && is_grpc(&parts);
-        let key = match shared.extractor.extract(&parts) {
-            Ok(key) => key,
-            Err(e) => match key_error(shared, &e, grpc) {
-                Some(res) => return (ResponseFuture::ready(res), None),
-                None => {
-                    let req = Request::from_parts(parts, body);
-                    return (ResponseFuture::inner(self.inner.call(req), None), None);
+        // The allow and deny lists, before any limiter; one outcome counted per request.
+        let limited = index.is_some() || slot.is_some();
+        let key = match shared.ops.screen(&shared.extractor, index, limited, &parts) {
+            Screen::Limit(key) => key,
+            screen @ (Screen::Pass | Screen::Bypass) => {
+                let outcome = match screen {
+                    Screen::Bypass => Outcome::Bypassed,
+                    _ => Outcome::Allowed,
+                };
+                shared.ops.record(index, outcome);
+                let req = Request::from_parts(parts, body);
+                return (ResponseFuture::inner(self.inner.call(req), None), None);
+            }
+            Screen::Deny => {
+                shared.ops.record(index, Outcome::Denied);
+                let p = Problem::new(
+                    StatusCode::FORBIDDEN,
+                    "the request is refused by the rate limiter's deny list",
+                );
+                let res = reject(&shared.body, &p, grpc, None);
+                return (ResponseFuture::ready(res), None);
+            }
+            Screen::KeyError(e) => {
+                shared.ops.record(index, Outcome::KeyError);
+                match key_error(shared, &e, grpc) {
+                    Some(res) => return (ResponseFuture::ready(res), None),
+                    None => {
+                        let req = Request::from_parts(parts, body);
+                        return (ResponseFuture::inner(self.inner.call(req), None), None);
+                    }
                 }
-            },
+            }
         };
         let permit = match slot {
             Some(i) => match admit(shared, shared.slots.get(i), &key, grpc) {
@@ -177,15 +198,32 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
             None => None,
         };
         let Some(index) = index else {
+            // A concurrency limit only: no rate policy counts the request.
+            shared.ops.record(None, Outcome::Allowed);
             let req = Request::from_parts(parts, body);
             return (ResponseFuture::inner(self.inner.call(req), None), permit);
         };
         let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
         let req = Request::from_parts(parts, body);
         let policy = shared.table.get(index);
-        let fut = match &shared.mode {
-            Mode::Reject => match policy.backend.check_n(&key, cost) {
-                Answer::Now(decided) => match shared.verdict(policy, decided, cost, grpc) {
+        let shadow = shared.is_shadow(index);
+        let fut = match (&shared.mode, shadow) {
+            (Mode::Shape(max_delay), false) => {
+                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                ResponseFuture::boxed(Box::pin(super::shaping::shaped(
+                    shared, index, key, cost, *max_delay, grpc, inner, req,
+                )))
+            }
+            (Mode::Refund(refunds), _) => {
+                let refunds = refunds.clone();
+                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                ResponseFuture::boxed(Box::pin(super::refunding::refunding(
+                    shared, refunds, index, key, cost, grpc, shadow, inner, req,
+                )))
+            }
+            // Refusing, or shaping in shadow (nothing waits in shadow): decide now.
+            (Mode::Reject | Mode::Shape(_), _) => match policy.backend.check_n(&key, cost) {
+                Answer::Now(decided) => match shared.verdict(index, decided, cost, grpc, shadow) {
                     Verdict::Proceed(headers) => {
                         ResponseFuture::inner(self.inner.call(req), headers)
                     }
@@ -197,24 +235,11 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
                     let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
                     ResponseFuture::boxed(Box::pin(async move {
                         let decided = decision.await;
-                        let policy = shared.table.get(index);
-                        proceed(shared.verdict(policy, decided, cost, grpc), inner, req).await
+                        let verdict = shared.verdict(index, decided, cost, grpc, shadow);
+                        proceed(verdict, inner, req).await
                     }))
                 }
             },
-            Mode::Shape(max_delay) => {
-                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::shaping::shaped(
-                    shared, index, key, cost, *max_delay, grpc, inner, req,
-                )))
-            }
-            Mode::Refund(refunds) => {
-                let refunds = refunds.clone();
-                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::refunding::refunding(
-                    shared, refunds, index, key, cost, grpc, inner, req,
-                )))
-            }
         };
         (fut, permit)
     }

@@ -44,5 +44,11 @@ where
         .backend
         .check_n_for_async(&key, cost, max_delay)
         .await;
-    proceed(shared.verdict(policy, decided, cost, grpc), inner, req).await
+    // Shadow policies never wait: `call` decides them without shaping.
+    proceed(
+        shared.verdict(index, decided, cost, grpc, false),
+        inner,
+        req,
+    )
+    .await
 }

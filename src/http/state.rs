@@ -15,9 +15,11 @@ use tower_service::Service;
 use super::backend::Backend;
 use super::concurrency_backend::NoConcurrency;
 use super::headers::{HeaderStyle, RateHeaders};
+use super::ops::Ops;
 use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::refund::Refunds;
 use super::rejection::{reject, Problem, RejectBody};
+use super::stats::Outcome;
 use crate::Decision;
 
 /// What the layer does when the key extractor fails (see [`KeyError`](super::KeyError)).
@@ -72,6 +74,8 @@ pub(crate) struct Shared<E, B: Backend, R, C = NoConcurrency> {
     pub(crate) on_key_error: OnKeyError,
     pub(crate) never_status: StatusCode,
     pub(crate) grpc: bool,
+    /// Allow and deny lists, shadow switches, outcome counters.
+    pub(crate) ops: Ops<B::Key>,
 }
 
 /// What to do with a request once its decision is known.
@@ -83,20 +87,37 @@ pub(crate) enum Verdict<ResBody> {
 }
 
 impl<E, B: Backend, R, C> Shared<E, B, R, C> {
-    /// The verdict for `policy`'s decision on a request of `cost`.
+    /// Whether the policy at `index` is in shadow now: read once per request, in `call`, so
+    /// that a request is decided and answered under one mode even while it is switched.
+    #[inline]
+    pub(crate) fn is_shadow(&self, index: usize) -> bool {
+        self.ops.policy(index).enforcement.is_shadow()
+    }
+
+    /// The verdict for the decision of the policy at `index` on a request of `cost`, and its
+    /// count. In `shadow`, every decision proceeds: a refusal counts as `would_refuse` (with
+    /// shaping, as `would_delay` when the wait would have fitted the maximum delay), and the
+    /// headers are sent only if `shadow_headers` is on, without `Retry-After`.
     pub(crate) fn verdict<ResBody>(
         &self,
-        policy: &Policy<B>,
+        index: usize,
         decided: Result<Decision, B::Error>,
         cost: u64,
         grpc: bool,
+        shadow: bool,
     ) -> Verdict<ResBody>
     where
         R: RejectBody<ResBody>,
     {
+        let policy = self.table.get(index);
+        let record = |outcome| self.ops.record(Some(index), outcome);
         let d = match decided {
             Ok(d) => d,
             Err(_) => {
+                record(Outcome::Unavailable);
+                if shadow {
+                    return Verdict::Proceed(None);
+                }
                 let p = Problem::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!("rate limit {} could not be checked", policy.label.sf_name()),
@@ -104,11 +125,26 @@ impl<E, B: Backend, R, C> Shared<E, B, R, C> {
                 return Verdict::Reject(reject(&self.body, &p, grpc, None));
             }
         };
-        let headers = (self.style != HeaderStyle::None || !d.allowed)
+        let show = !shadow || self.ops.shadow_headers;
+        let headers = (show && (self.style != HeaderStyle::None || !d.allowed))
             .then(|| RateHeaders::new(self.style, &policy.label, policy.rate(), &d));
         if d.allowed {
+            record(Outcome::Allowed);
             return Verdict::Proceed(headers);
         }
+        if shadow {
+            let delayed = match (&self.mode, d.retry_after) {
+                (Mode::Shape(max), Some(wait)) => wait <= *max,
+                _ => false,
+            };
+            record(if delayed {
+                Outcome::WouldDelay
+            } else {
+                Outcome::WouldRefuse
+            });
+            return Verdict::Proceed(headers.map(RateHeaders::without_retry_after));
+        }
+        record(Outcome::Refused);
         let p = match d.retry_after {
             Some(_) => Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,

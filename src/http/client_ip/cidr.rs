@@ -64,6 +64,16 @@ impl IpNet {
         })
     }
 
+    /// The network's address (host bits cleared).
+    pub(crate) fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    /// The prefix length in bits.
+    pub(crate) fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
     /// Whether `ip` is in this network (IPv4-mapped IPv6 addresses count as IPv4).
     ///
     /// ```
@@ -107,7 +117,7 @@ impl fmt::Display for IpNet {
 }
 
 /// `::ffff:a.b.c.d` as `a.b.c.d`: one client, one key, whichever socket family saw it.
-pub(super) fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,

@@ -1,0 +1,204 @@
+//! What happened to each request, per policy: one [`Outcome`] per request that reaches a
+//! policy (or the layer's lists), counted in the policy's [`Counters`] and read as
+//! [`PolicyStats`] through [`RateLimitLayer::stats`](super::RateLimitLayer::stats).
+//!
+//! [`Counters::record`] is the one place every outcome passes through, so a metrics recorder
+//! hooks in there, with the policy's name beside it.
+
+// Independent monotonic counters, read only for monitoring: no protocol between them, so
+// they use std's atomics with `Relaxed` ordering. The loom facade (`crate::sync`) is for the
+// core's lock-free protocols; src/http may use only the crate's public API anyway.
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What the layer did with one request, as the policy that applied to it saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The limiter allowed it (enforced or in shadow), or no policy applied.
+    Allowed,
+    /// The limiter refused it, and the policy enforces: `429` (or `never_status`).
+    Refused,
+    /// The limiter refused it, but the policy is in shadow: it went through.
+    WouldRefuse,
+    /// The limiter would have made it wait (shaping), but the policy is in shadow: it went
+    /// through at once.
+    WouldDelay,
+    /// An allow list matched: no limiter ran.
+    Bypassed,
+    /// A deny list matched: `403`, no limiter ran.
+    Denied,
+    /// No key (or no client address for a deny list): answered per
+    /// [`OnKeyError`](super::OnKeyError).
+    KeyError,
+    /// The backend failed (Redis down): `503` when enforcing, through in shadow.
+    Unavailable,
+}
+
+/// The counters of one policy (and one for requests no policy applies to).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    allowed: AtomicU64,
+    refused: AtomicU64,
+    would_refuse: AtomicU64,
+    would_delay: AtomicU64,
+    bypassed: AtomicU64,
+    denied: AtomicU64,
+    key_errors: AtomicU64,
+    unavailable: AtomicU64,
+}
+
+impl Counters {
+    /// Counts one request's outcome.
+    #[inline]
+    pub(crate) fn record(&self, outcome: Outcome) {
+        let counter = match outcome {
+            Outcome::Allowed => &self.allowed,
+            Outcome::Refused => &self.refused,
+            Outcome::WouldRefuse => &self.would_refuse,
+            Outcome::WouldDelay => &self.would_delay,
+            Outcome::Bypassed => &self.bypassed,
+            Outcome::Denied => &self.denied,
+            Outcome::KeyError => &self.key_errors,
+            Outcome::Unavailable => &self.unavailable,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A snapshot (each counter read once; they may be mid-update relative to each other).
+    pub(crate) fn snapshot(&self) -> PolicyStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        PolicyStats {
+            allowed: get(&self.allowed),
+            refused: get(&self.refused),
+            would_refuse: get(&self.would_refuse),
+            would_delay: get(&self.would_delay),
+            bypassed: get(&self.bypassed),
+            denied: get(&self.denied),
+            key_errors: get(&self.key_errors),
+            unavailable: get(&self.unavailable),
+        }
+    }
+}
+
+/// How many requests of a policy ended which way, since the layer was built: read with
+/// [`RateLimitLayer::stats`](super::RateLimitLayer::stats) (and
+/// [`unmatched_stats`](super::RateLimitLayer::unmatched_stats) for requests no policy
+/// applies to). Each request counts once. Counters only grow (wrapping after 2^64).
+///
+/// During a shadow rollout, `would_refuse` (and with shaping `would_delay`) is what
+/// enforcing would have changed: see [`Enforcement`](super::Enforcement).
+///
+/// ```
+/// use tollgate::http::{GlobalKey, PolicyStats, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::builder(GlobalKey).per_second(5).build().unwrap();
+/// let stats: PolicyStats = layer.stats("default").unwrap();
+/// assert_eq!(stats, PolicyStats::default()); // nothing seen yet
+/// assert_eq!(stats.total(), 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct PolicyStats {
+    /// Allowed by the limiter (enforcing or in shadow). For
+    /// [`unmatched_stats`](super::RateLimitLayer::unmatched_stats): requests that passed
+    /// the lists, unlimited.
+    pub allowed: u64,
+    /// Refused by the limiter while enforcing: `429` (or the
+    /// [`never_status`](super::RateLimitLayerBuilder::never_status)), a gRPC
+    /// `RESOURCE_EXHAUSTED`.
+    pub refused: u64,
+    /// Refused by the limiter while in shadow: let through; enforcing would have refused
+    /// them.
+    pub would_refuse: u64,
+    /// In shadow with [shaping](super::RateLimitLayerBuilder::shape): let through at once;
+    /// enforcing would have made them wait (at most the maximum delay).
+    pub would_delay: u64,
+    /// Matched an allow list: no limiter ran.
+    pub bypassed: u64,
+    /// Matched a deny list: `403`, no limiter ran.
+    pub denied: u64,
+    /// Had no usable key (or no client address for a deny list): answered per
+    /// [`OnKeyError`](super::OnKeyError).
+    pub key_errors: u64,
+    /// The limiter could not decide (a Redis failure): `503` while enforcing, let through
+    /// in shadow.
+    pub unavailable: u64,
+}
+
+impl PolicyStats {
+    /// Every request counted.
+    ///
+    /// ```
+    /// let s = tollgate::http::PolicyStats::default();
+    /// assert_eq!(s.total(), 0);
+    /// ```
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        [
+            self.allowed,
+            self.refused,
+            self.would_refuse,
+            self.would_delay,
+            self.bypassed,
+            self.denied,
+            self.key_errors,
+            self.unavailable,
+        ]
+        .iter()
+        .fold(0u64, |sum, n| sum.wrapping_add(*n))
+    }
+
+    /// Adds another policy's counts (for policies sharing a name).
+    pub(crate) fn add(mut self, o: PolicyStats) -> PolicyStats {
+        self.allowed = self.allowed.wrapping_add(o.allowed);
+        self.refused = self.refused.wrapping_add(o.refused);
+        self.would_refuse = self.would_refuse.wrapping_add(o.would_refuse);
+        self.would_delay = self.would_delay.wrapping_add(o.would_delay);
+        self.bypassed = self.bypassed.wrapping_add(o.bypassed);
+        self.denied = self.denied.wrapping_add(o.denied);
+        self.key_errors = self.key_errors.wrapping_add(o.key_errors);
+        self.unavailable = self.unavailable.wrapping_add(o.unavailable);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_outcome_counts_in_its_own_field() {
+        let all = [
+            Outcome::Allowed,
+            Outcome::Refused,
+            Outcome::WouldRefuse,
+            Outcome::WouldDelay,
+            Outcome::Bypassed,
+            Outcome::Denied,
+            Outcome::KeyError,
+            Outcome::Unavailable,
+        ];
+        for (i, o) in all.iter().enumerate() {
+            let c = Counters::default();
+            for _ in 0..=i {
+                c.record(*o);
+            }
+            let s = c.snapshot();
+            let fields = [
+                s.allowed,
+                s.refused,
+                s.would_refuse,
+                s.would_delay,
+                s.bypassed,
+                s.denied,
+                s.key_errors,
+                s.unavailable,
+            ];
+            let want: Vec<u64> = (0..all.len())
+                .map(|j| if j == i { i as u64 + 1 } else { 0 })
+                .collect();
+            assert_eq!(fields.to_vec(), want, "{o:?}");
+            assert_eq!(s.total(), i as u64 + 1);
+            assert_eq!(s.add(s).total(), 2 * (i as u64 + 1));
+        }
+    }
+}
