@@ -34,6 +34,17 @@ pub mod names {
     /// `limiter`.
     pub const SWEEP_PAUSE_SECONDS: &str = "tollgate_sweep_pause_seconds";
 
+    /// Counter: requests through the HTTP layer, labelled `policy` (the policy's name, or
+    /// [`HTTP_NO_POLICY`]) and `outcome`: `allowed`, `refused`, `would_refuse`,
+    /// `would_delay` (shadow mode), `bypassed` (an allow list), `denied` (a deny list),
+    /// `key_error`, `unavailable` (the backend failed). The same counts as
+    /// `RateLimitLayer::stats`.
+    pub const HTTP_REQUESTS: &str = "tollgate_http_requests_total";
+    /// The `policy` label of requests no policy applies to.
+    pub const HTTP_NO_POLICY: &str = "none";
+    /// Label key: an HTTP policy's name.
+    pub const POLICY: &str = "policy";
+
     /// Label key: the limiter's name (`unnamed` when none was given).
     pub const LIMITER: &str = "limiter";
     /// Label key: a decision's outcome.
@@ -64,6 +75,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// The `outcome` label.
+    #[cfg(feature = "tracing")]
     pub(crate) fn label(self) -> &'static str {
         match self {
             Outcome::Allowed => names::OUTCOME_ALLOWED,

@@ -80,14 +80,16 @@ enum Source<B> {
     Backend(Arc<B>),
 }
 
-/// Makes an in-process limiter for a quota.
-type MakeFn<B> = fn(Quota, &LimiterSettings) -> B;
+/// Makes an in-process limiter for a quota, named after its policy.
+type MakeFn<B> = fn(Quota, &LimiterSettings, &str) -> B;
 
-fn make_keyed<K>(quota: Quota, s: &LimiterSettings) -> KeyedRateLimiter<K>
+fn make_keyed<K>(quota: Quota, s: &LimiterSettings, name: &str) -> KeyedRateLimiter<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    let b = KeyedRateLimiter::builder(quota).when_full(s.when_full);
+    let b = KeyedRateLimiter::builder(quota)
+        .when_full(s.when_full)
+        .name(name);
     let b = match s.sweep_interval {
         Some(interval) => b.sweep_interval(interval),
         None => b.no_sweeper(),
@@ -810,12 +812,12 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
             (None, None) => Mode::Reject,
         };
         let (make, settings) = (self.make, self.settings);
-        let backend = |source: Source<B>| match source {
+        let backend = |source: Source<B>, name: &str| match source {
             Source::Backend(b) => b,
             // Quotas are only accepted by methods that also set `make`.
-            Source::Quota(q) => {
-                Arc::new(make.expect("quota sources come with a maker")(q, &settings))
-            }
+            Source::Quota(q) => Arc::new(make.expect("quota sources come with a maker")(
+                q, &settings, name,
+            )),
         };
         let allow_unbounded = self.allow_unbounded_keys;
         let bounded = |name: &str, b: Arc<B>| {
@@ -828,12 +830,12 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
         let mut routes = Vec::with_capacity(self.routes.len());
         for (name, pattern, source) in self.routes {
             let pattern = RoutePattern::parse(&pattern)?;
-            let b = bounded(&name, backend(source))?;
+            let b = bounded(&name, backend(source, &name))?;
             routes.push((pattern, Policy::new(&name, b)?));
         }
         let default = match self.default {
             Some(source) => {
-                let b = bounded(&self.default_name, backend(source))?;
+                let b = bounded(&self.default_name, backend(source, &self.default_name))?;
                 Some(Policy::new(&self.default_name, b)?)
             }
             None => None,

@@ -33,9 +33,43 @@ pub(crate) enum Outcome {
     Unavailable,
 }
 
+impl Outcome {
+    /// Every outcome, in the order of [`Outcome::label`]'s labels.
+    #[cfg(feature = "metrics")]
+    const ALL: [Outcome; 8] = [
+        Outcome::Allowed,
+        Outcome::Refused,
+        Outcome::WouldRefuse,
+        Outcome::WouldDelay,
+        Outcome::Bypassed,
+        Outcome::Denied,
+        Outcome::KeyError,
+        Outcome::Unavailable,
+    ];
+
+    /// The `outcome` label of `tollgate_http_requests_total`.
+    #[cfg(feature = "metrics")]
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Refused => "refused",
+            Outcome::WouldRefuse => "would_refuse",
+            Outcome::WouldDelay => "would_delay",
+            Outcome::Bypassed => "bypassed",
+            Outcome::Denied => "denied",
+            Outcome::KeyError => "key_error",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+}
+
 /// The counters of one policy (and one for requests no policy applies to).
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
+    /// Feature `metrics`: the same counts as `tollgate_http_requests_total{policy, outcome}`,
+    /// one handle per outcome, registered when the layer is built.
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<[metrics::Counter; 8]>>,
     allowed: AtomicU64,
     refused: AtomicU64,
     would_refuse: AtomicU64,
@@ -47,9 +81,39 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// Counters for the policy named `policy` (`None`: requests no policy applies to), also
+    /// reported to the `metrics` recorder installed now (feature `metrics`).
+    pub(crate) fn new(policy: Option<&str>) -> Counters {
+        #[cfg(feature = "metrics")]
+        {
+            use crate::metric_names as names;
+            let policy = policy.unwrap_or(names::HTTP_NO_POLICY).to_owned();
+            let handles = Outcome::ALL.map(|o| {
+                metrics::counter!(
+                    names::HTTP_REQUESTS,
+                    names::POLICY => policy.clone(),
+                    names::OUTCOME => o.label()
+                )
+            });
+            Counters {
+                metrics: Some(Box::new(handles)),
+                ..Counters::default()
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = policy;
+            Counters::default()
+        }
+    }
+
     /// Counts one request's outcome.
     #[inline]
     pub(crate) fn record(&self, outcome: Outcome) {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m[outcome as usize].increment(1);
+        }
         let counter = match outcome {
             Outcome::Allowed => &self.allowed,
             Outcome::Refused => &self.refused,
@@ -163,6 +227,14 @@ impl PolicyStats {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn metric_handles_are_indexed_by_outcome() {
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i, "{o:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -7,6 +7,9 @@
 
 use std::time::Duration;
 
+#[path = "support/mod.rs"]
+mod http_support;
+
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tollgate::metric_names as names;
 use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter, SmoothRateLimiter};
@@ -238,4 +241,54 @@ fn reservations_are_decisions() {
         seen.counter(names::PERMITS, &[(names::LIMITER, "booked")]),
         2
     );
+}
+
+/// The HTTP layer over a real socket: per policy and outcome, the same counts as
+/// `RateLimitLayer::stats`, and the limiter the layer built from a quota is named after its
+/// policy. A shadow rollout seen from the metrics: 10 requests over a limit of 4 in shadow
+/// are all served and 6 counted as `would_refuse`; enforced, the next one is `refused`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_layer_counts_each_request_once_by_policy_and_outcome() {
+    use tollgate::http::{Enforcement, GlobalKey, RateLimitLayer};
+
+    let (recorder, snap) = recorder();
+    let layer = metrics::with_local_recorder(&recorder, || {
+        RateLimitLayer::builder(GlobalKey)
+            .per_hour(4)
+            .policy_name("api")
+            .shadow()
+            .build()
+            .unwrap()
+    });
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = http_support::serve_axum(app).await;
+    let client = http_support::client();
+    for _ in 0..10 {
+        let got = http_support::get(&client, addr, "/").await;
+        assert_eq!(got.status, 200);
+    }
+    assert!(layer.set_enforcement("api", Enforcement::Enforce));
+    assert_eq!(http_support::get(&client, addr, "/").await.status, 429);
+
+    let seen = Seen::take(&snap);
+    let http = |outcome| {
+        seen.counter(
+            names::HTTP_REQUESTS,
+            &[(names::POLICY, "api"), (names::OUTCOME, outcome)],
+        )
+    };
+    assert_eq!(
+        (http("allowed"), http("would_refuse"), http("refused")),
+        (4, 6, 1)
+    );
+    let stats = layer.stats("api").unwrap();
+    assert_eq!(
+        (stats.allowed, stats.would_refuse, stats.refused),
+        (4, 6, 1)
+    );
+    // The layer's own limiter reports under the policy's name.
+    assert_eq!(seen.decisions("api", names::OUTCOME_ALLOWED), 4);
+    assert_eq!(seen.decisions("api", names::OUTCOME_DENIED), 7);
 }

@@ -73,14 +73,14 @@ impl<K> OpsSettings<K> {
                     } else {
                         Enforcement::Enforce
                     }),
-                    counters: Counters::default(),
+                    counters: Counters::new(Some(name)),
                 }
             })
             .collect();
         Ok(Ops {
             lists,
             policies,
-            unmatched: Counters::default(),
+            unmatched: Counters::new(None),
             addr: self.addr,
             shadow_headers: self.shadow_headers,
         })
