@@ -73,8 +73,10 @@
 
 mod algorithm;
 mod client;
+mod cluster;
 mod config;
 mod error;
+mod failure;
 mod fixed_window;
 mod gcra;
 mod limiter;
@@ -89,6 +91,7 @@ mod weighted;
 pub use algorithm::RedisAlgorithm;
 pub use config::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
 pub use error::RedisLimitError;
+pub use failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
 pub use limiter::{RedisDecision, RedisRateLimiter, RedisStats};
 pub use policy::FailurePolicy;
 pub use reservation::RedisReservation;
