@@ -301,3 +301,73 @@ async fn a_hot_key_migrated_under_load_sees_no_error_under_any_policy() {
         eprintln!("{name}: {allowed} granted (bound {bound}), {s:?}");
     }
 }
+
+/// One primary killed (no replicas) and restarted under a running limiter: keys on the other
+/// primaries keep getting Redis's decisions throughout; the restarted node's keys get them
+/// again once it serves. What bounds that: the restarted primary answers `CLUSTERDOWN` for
+/// its first 2 s (Redis's `CLUSTER_WRITABLE_DELAY`, a constant of the server), then the
+/// client's reconnect to it (redis-rs retries 50 ms, doubling to 1 s) and slot refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_primary_leaves_the_others_alone_and_its_keys_come_back() {
+    let mut cluster = RedisCluster::start(3);
+    let limiter = RedisRateLimiter::builder(Quota::per_second(1_000_000).unwrap())
+        .deadline(Duration::from_millis(200))
+        .connect_cluster(cluster.urls())
+        .await
+        .unwrap();
+    let mut by_node: Vec<Vec<String>> = vec![Vec::new(); 3];
+    for i in 0..60 {
+        let key = format!("{{u{i}}}");
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(limiter.state_key(&key))
+            .query(&mut cluster.nodes[0].conn())
+            .unwrap();
+        by_node[owner(&cluster, slot)].push(key);
+    }
+    assert!(by_node.iter().all(|keys| keys.len() >= 3), "{by_node:?}");
+    let victim = 1;
+    let others: Vec<&String> = [0, 2].iter().flat_map(|&n| &by_node[n]).collect();
+    for k in by_node.iter().flatten() {
+        assert!(limiter.decide(k).await.unwrap().server_time.is_some());
+    }
+
+    cluster.nodes[victim].kill();
+    for _ in 0..5 {
+        for k in &others {
+            let d = limiter.decide(k).await.unwrap();
+            assert!(d.server_time.is_some(), "{k} during the outage");
+        }
+        let e = limiter.decide(&by_node[victim][0]).await.unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+    }
+
+    cluster.nodes[victim].restart();
+    let restarted = std::time::Instant::now();
+    let (mut server_ok, mut back) = (None, None);
+    for _ in 0..400 {
+        for k in &others {
+            let d = limiter.decide(k).await.unwrap();
+            assert!(d.server_time.is_some(), "{k} while the primary restarts");
+        }
+        if server_ok.is_none() {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut cluster.nodes[victim].conn())
+                .unwrap();
+            if info.contains("cluster_state:ok") {
+                server_ok = Some(restarted.elapsed());
+            }
+        }
+        if matches!(limiter.decide(&by_node[victim][0]).await, Ok(d) if d.server_time.is_some()) {
+            back = Some(restarted.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let back = back.expect("the restarted primary's keys never came back");
+    for k in &by_node[victim] {
+        assert!(limiter.decide(k).await.unwrap().server_time.is_some());
+    }
+    eprintln!("restarted primary: serving after {server_ok:?}, its keys back after {back:?}");
+}
