@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use ::redis::aio::ConnectionManager;
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
+use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::cluster;
+use super::command::command;
 use super::failure::{classify, Failure};
 
 // Plain statistics counters (no protocol between them, `Relaxed`): std atomics, not the core
@@ -20,10 +21,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A Lua script with its SHA1, computed once.
 pub(crate) struct LuaScript {
     pub(crate) body: &'static str,
-    pub(crate) sha: String,
+    sha: String,
 }
 
 impl LuaScript {
+    pub(crate) fn sha(&self) -> &str {
+        &self.sha
+    }
+
     pub(crate) fn new(body: &'static str) -> LuaScript {
         LuaScript {
             body,
@@ -91,7 +96,16 @@ impl Backend {
             match &self.conn {
                 Conn::Single(c) => single(c.clone(), script, key, op, args, &self.counters).await,
                 Conn::Cluster(c) => {
-                    cluster::eval(c.clone(), script, key, op, args, &self.counters).await
+                    cluster::eval(
+                        c.clone(),
+                        script.sha(),
+                        script.body,
+                        key,
+                        op,
+                        args,
+                        &self.counters.script_loads,
+                    )
+                    .await
                 }
             }
         };
@@ -120,7 +134,7 @@ async fn single(
     args: &[i64],
     counters: &Counters,
 ) -> Result<Vec<i64>, RedisError> {
-    let reply = command("EVALSHA", &script.sha, key, op, args)
+    let reply = command("EVALSHA", script.sha(), key, op, args)
         .query_async(&mut conn)
         .await;
     match reply {
@@ -133,15 +147,6 @@ async fn single(
         }
         other => other,
     }
-}
-
-pub(crate) fn command(name: &str, script: &str, key: &str, op: &str, args: &[i64]) -> Cmd {
-    let mut cmd = ::redis::cmd(name);
-    cmd.arg(script).arg(1).arg(key).arg(op);
-    for a in args {
-        cmd.arg(*a);
-    }
-    cmd
 }
 
 impl fmt::Debug for Backend {

@@ -10,13 +10,14 @@
 //! (`retries(0)`, see `config.rs`), so every redirect comes back to this loop; on `MOVED`
 //! redis-rs still refreshes its slot map, and the next try routes by the new map.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::cluster_routing::SingleNodeRoutingInfo;
 use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
-use super::client::{command, Counters, LuaScript};
+use super::command::command;
 
 /// Where the next try goes.
 enum Target {
@@ -26,24 +27,25 @@ enum Target {
     Asking { host: String, port: u16 },
 }
 
-/// Runs `script` on `key` (`EVALSHA`, `EVAL` after `NOSCRIPT`), following redirects until a
-/// reply or another error; the caller's deadline bounds the loop.
+/// Runs the script (`sha`, `body`) on `key` (`EVALSHA`, `EVAL` after `NOSCRIPT`), following
+/// redirects until a reply or another error; the caller's deadline bounds the loop.
 pub(crate) async fn eval(
     mut conn: ClusterConnection,
-    script: &LuaScript,
+    sha: &str,
+    body: &str,
     key: &str,
     op: &str,
     args: &[i64],
-    counters: &Counters,
+    script_loads: &AtomicU64,
 ) -> Result<Vec<i64>, RedisError> {
     let mut target = Target::Slot;
-    let mut body = false;
+    let mut send_body = false;
     let mut redirects = 0u32;
     loop {
-        let cmd = if body {
-            command("EVAL", script.body, key, op, args)
+        let cmd = if send_body {
+            command("EVAL", body, key, op, args)
         } else {
-            command("EVALSHA", &script.sha, key, op, args)
+            command("EVALSHA", sha, key, op, args)
         };
         let reply = match &target {
             Target::Slot => cmd.query_async::<Value>(&mut conn).await,
@@ -54,10 +56,10 @@ pub(crate) async fn eval(
             Err(e) => e,
         };
         match e.kind() {
-            ErrorKind::Server(ServerErrorKind::NoScript) if !body => {
+            ErrorKind::Server(ServerErrorKind::NoScript) if !send_body => {
                 // EVAL also caches the script on that node, so the next call is EVALSHA.
-                Counters::bump(&counters.script_loads);
-                body = true;
+                script_loads.fetch_add(1, Ordering::Relaxed);
+                send_body = true;
                 continue;
             }
             ErrorKind::Server(ServerErrorKind::Ask) => match e.redirect_node().and_then(node) {

@@ -167,7 +167,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         self
     }
 
-    /// The most each connection attempt waits (default 1 s).
+    /// The most each connection attempt waits, and [`connect`](Self::connect) waits for the
+    /// first connection (default 1 s).
     ///
     /// ```
     /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
@@ -208,10 +209,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// features) through a reconnecting, multiplexed connection: every task shares one socket,
     /// and after a disconnect the next calls reconnect in the background.
     ///
-    /// Succeeds while the server is unreachable: the connection is made in the background
-    /// (each attempt bounded by [`connect_timeout`](Self::connect_timeout), retried every
-    /// 10 ms to 100 ms), and until it is made every call is decided by the
-    /// [`FailurePolicy`] within its deadline. A service restarted during an outage starts.
+    /// Succeeds while the server is unreachable: it waits for the first connection at most
+    /// [`connect_timeout`](Self::connect_timeout) (less when connections are refused), then
+    /// the connection is made in the background (attempts 10 ms to 100 ms apart), and until it
+    /// is made every call is decided by the [`FailurePolicy`] within its deadline. A service
+    /// restarted during an outage starts.
     ///
     /// # Errors
     /// [`RedisLimitError::Server`] (kind [`Client`](super::ServerErrorKind::Client)) for a URL
@@ -239,12 +241,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             .set_max_delay(Duration::from_millis(100));
         let manager = ConnectionManager::new_lazy_with_config(client, config)
             .map_err(RedisLimitError::from_redis)?;
-        // Start connecting now rather than on the first call; a failure here is only the
-        // first attempt (the next call retries), so it is not waited for.
         let mut first = manager.clone();
-        tokio::spawn(async move {
+        self.first_connection(async move {
             let _ = ::redis::cmd("PING").query_async::<()>(&mut first).await;
-        });
+        })
+        .await;
         Ok(self.build(Conn::Single(manager), params))
     }
 
@@ -253,8 +254,9 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// call's deadline, with `ASKING` and the script sent to the named node as one pipeline so
     /// that no other command can take the `ASKING` flag (a reshard costs no errors).
     ///
-    /// Like [`connect`](Self::connect), succeeds while no node is reachable: the connection
-    /// is made in the background, and the failure policy decides meanwhile.
+    /// Like [`connect`](Self::connect), succeeds while no node is reachable (after waiting for
+    /// the first connection at most the connect timeout): the connection is made in the
+    /// background, and the failure policy decides meanwhile.
     ///
     /// # Errors
     /// As [`connect`](Self::connect).
@@ -287,6 +289,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             .set_connection_timeout(self.connect_timeout)
             .set_response_timeout(self.deadline);
         let conn = client.get_pending_async_connection_with_config(config);
+        let mut first = conn.clone();
+        self.first_connection(async move {
+            let _ = ::redis::cmd("PING").query_async::<()>(&mut first).await;
+        })
+        .await;
         Ok(self.build(Conn::Cluster(conn), params))
     }
 
@@ -340,6 +347,15 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
         Ok(self.build(Conn::Cluster(conn), params))
+    }
+
+    /// Waits for `ping` (the first connection's first use) at most the connect timeout, so
+    /// that the first calls of a normal start find a connection rather than spend their
+    /// deadline making one; what it answers does not matter (the policy decides until the
+    /// background connection is made). The ping goes on in the background past the bound.
+    async fn first_connection(&self, ping: impl std::future::Future<Output = ()> + Send + 'static) {
+        let ping = tokio::spawn(ping);
+        let _ = tokio::time::timeout(self.connect_timeout, ping).await;
     }
 
     /// The configuration's first mistake, checked before connecting; else the scripts'

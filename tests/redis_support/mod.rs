@@ -95,7 +95,7 @@ impl RedisServer {
         let mut cmd = Command::new(server_binary());
         cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--enable-debug-command", "yes", "--logfile", ""])
+            .args(["--enable-debug-command", "local", "--logfile", ""])
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra)
