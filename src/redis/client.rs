@@ -4,6 +4,7 @@
 //! Failures are classified in `failure.rs`.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::aio::ConnectionManager;
@@ -13,6 +14,7 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 use super::cluster;
 use super::command::command;
 use super::failure::{classify, Failure};
+use super::sentinel::SentinelConn;
 
 // Plain statistics counters (no protocol between them, `Relaxed`): std atomics, not the core
 // cells' loom facade.
@@ -44,6 +46,8 @@ impl LuaScript {
 pub(crate) enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The primary named by Redis Sentinel, found again after a failover.
+    Sentinel(Arc<SentinelConn>),
 }
 
 /// Counters of what happened to calls, for metrics and for the fault tests.
@@ -95,6 +99,13 @@ impl Backend {
         let call = async {
             match &self.conn {
                 Conn::Single(c) => single(c.clone(), script, key, op, args, &self.counters).await,
+                Conn::Sentinel(s) => match s.current() {
+                    Some(c) => single(c, script, key, op, args, &self.counters).await,
+                    None => Err(RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        "no primary found through sentinel yet",
+                    ))),
+                },
                 Conn::Cluster(c) => {
                     cluster::eval(
                         c.clone(),
@@ -121,6 +132,10 @@ impl Backend {
             Failure::Timeout => &self.counters.timeouts,
             _ => &self.counters.errors,
         });
+        if let (Conn::Sentinel(s), true) = (&self.conn, result.policy_decides()) {
+            // The primary may have moved: ask the sentinels, in the background.
+            s.resolve_soon();
+        }
         Err(result)
     }
 }
@@ -157,6 +172,7 @@ impl fmt::Debug for Backend {
                 &match self.conn {
                     Conn::Single(_) => "single server",
                     Conn::Cluster(_) => "cluster",
+                    Conn::Sentinel(_) => "sentinel",
                 },
             )
             .field("deadline", &self.deadline)

@@ -7,6 +7,7 @@ use std::time::Duration;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::{ClusterClient, ClusterConfig};
 use ::redis::cluster_async::ClusterConnection;
+use ::redis::sentinel::{SentinelClient, SentinelServerType};
 
 use crate::{Quota, QuotaError};
 
@@ -15,6 +16,7 @@ use super::client::{Backend, Conn};
 use super::error::RedisLimitError;
 use super::limiter::RedisRateLimiter;
 use super::policy::FailurePolicy;
+use super::sentinel::SentinelConn;
 use super::shared::Shared;
 use crate::Gcra;
 
@@ -231,15 +233,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     pub async fn connect(mut self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
         let client = ::redis::Client::open(url).map_err(RedisLimitError::from_redis)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            // The deadline bounds every call; no second, longer timeout underneath.
-            .set_response_timeout(None)
-            // The reconnect delay bounds recovery after an outage (issue 20 measured 250 ms
-            // with 200 ms); a connect attempt to a loopback or LAN server costs little.
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(100));
-        let manager = ConnectionManager::new_lazy_with_config(client, config)
+        let manager = ConnectionManager::new_lazy_with_config(client, self.manager_config())
             .map_err(RedisLimitError::from_redis)?;
         let mut first = manager.clone();
         self.first_connection(async move {
@@ -295,6 +289,72 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         })
         .await;
         Ok(self.build(Conn::Cluster(conn), params))
+    }
+
+    /// Connects to the primary that Redis Sentinel names `primary_name`, asking the
+    /// `sentinels` (`redis://host:26379/`), and follows it through failovers: when a call
+    /// finds Redis unavailable (the primary gone, or demoted and answering `READONLY`), the
+    /// sentinels are asked again in the background (at most ten times a second) and calls go
+    /// to the new primary once it is found; meanwhile the [`FailurePolicy`] decides each call
+    /// within its deadline. Like [`connect`](Self::connect), succeeds while nothing answers.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect) (an empty list of sentinels, or a URL that does not
+    /// parse).
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let limiter = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .connect_sentinel(["redis://127.0.0.1:26379/"], "mymaster")
+    ///     .await?;
+    /// # let _ = limiter;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_sentinel<I, S>(
+        mut self,
+        sentinels: I,
+        primary_name: &str,
+    ) -> Result<RedisRateLimiter<A>, RedisLimitError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let params = self.validate()?;
+        let urls: Vec<String> = sentinels
+            .into_iter()
+            .map(|n| n.as_ref().to_owned())
+            .collect();
+        let client = SentinelClient::build(
+            urls,
+            primary_name.to_owned(),
+            None,
+            SentinelServerType::Master,
+        )
+        .map_err(RedisLimitError::from_redis)?;
+        let conn = SentinelConn::new(client, self.manager_config());
+        let first = conn.clone();
+        self.first_connection(async move {
+            if first.resolve().await.is_ok() {
+                if let Some(mut m) = first.current() {
+                    let _ = ::redis::cmd("PING").query_async::<()>(&mut m).await;
+                }
+            }
+        })
+        .await;
+        Ok(self.build(Conn::Sentinel(conn), params))
+    }
+
+    /// The reconnecting connection's settings: each attempt bounded by the connect timeout,
+    /// attempts 10 ms to 100 ms apart.
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            // The deadline bounds every call; no second, longer timeout underneath.
+            .set_response_timeout(None)
+            // The reconnect delay bounds recovery after an outage (issue 20 measured 250 ms
+            // with 200 ms); a connect attempt to a loopback or LAN server costs little.
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(100))
     }
 
     /// Uses a connection manager you configured yourself (TLS, credentials, retries).

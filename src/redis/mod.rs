@@ -88,6 +88,7 @@ mod gcra;
 mod limiter;
 mod policy;
 mod reservation;
+mod sentinel;
 mod shared;
 mod sliding_log;
 mod sliding_window;
