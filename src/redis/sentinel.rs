@@ -9,7 +9,7 @@
 // A flag and locks around a connection handle (no lock-free protocol): std's, not the core
 // cells' loom facade.
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -25,7 +25,7 @@ pub(crate) struct SentinelConn {
     client: tokio::sync::Mutex<SentinelClient>,
     config: ConnectionManagerConfig,
     /// The primary's address and a connection to it, once found.
-    current: RwLock<Option<(String, ConnectionManager)>>,
+    current: Mutex<Option<(String, ConnectionManager)>>,
     resolving: AtomicBool,
     last_start: Mutex<Option<Instant>>,
 }
@@ -35,7 +35,7 @@ impl SentinelConn {
         Arc::new(SentinelConn {
             client: tokio::sync::Mutex::new(client),
             config,
-            current: RwLock::new(None),
+            current: Mutex::new(None),
             resolving: AtomicBool::new(false),
             last_start: Mutex::new(None),
         })
@@ -43,7 +43,7 @@ impl SentinelConn {
 
     /// The connection to the primary as last found; `None` before the first is found.
     pub(crate) fn current(&self) -> Option<ConnectionManager> {
-        let guard = self.current.read().unwrap_or_else(|p| p.into_inner());
+        let guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
         guard.as_ref().map(|(_, c)| c.clone())
     }
 
@@ -63,7 +63,7 @@ impl SentinelConn {
         let this = self.clone();
         tokio::spawn(async move {
             let _ = this.resolve().await;
-            this.resolving.store(false, Ordering::Release);
+            this.resolving.swap(false, Ordering::AcqRel);
         });
     }
 
@@ -73,12 +73,12 @@ impl SentinelConn {
         let client = self.client.lock().await.async_get_client().await?;
         let addr = client.get_connection_info().addr().to_string();
         let same = {
-            let guard = self.current.read().unwrap_or_else(|p| p.into_inner());
+            let guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
             guard.as_ref().is_some_and(|(a, _)| *a == addr)
         };
         if !same {
             let manager = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
-            let mut guard = self.current.write().unwrap_or_else(|p| p.into_inner());
+            let mut guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
             *guard = Some((addr, manager));
         }
         Ok(())
