@@ -236,3 +236,107 @@ impl std::error::Error for ServerError {
         Some(&self.source)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error a server reply line (`-CODE detail`) becomes in the redis client.
+    fn reply(line: &str) -> RedisError {
+        ::redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+            .and_then(|v| v.extract_error())
+            .expect_err("an error reply")
+    }
+
+    fn unavailable(e: RedisError) -> Option<UnavailableKind> {
+        match classify(e) {
+            Failure::Unavailable(u) => Some(u.kind()),
+            _ => None,
+        }
+    }
+
+    fn server(e: RedisError) -> Option<ServerErrorKind> {
+        match classify(e) {
+            Failure::Server(s) => Some(s.kind()),
+            _ => None,
+        }
+    }
+
+    /// Every row of the guide's table, including those no test server produces reliably
+    /// (`LOADING`, `TRYAGAIN`, `NOSCRIPT` after `EVAL`).
+    #[test]
+    fn every_row_of_the_table() {
+        use std::io::{Error, ErrorKind as Io};
+        use UnavailableKind as U;
+        for io in [
+            Io::ConnectionRefused,
+            Io::ConnectionReset,
+            Io::UnexpectedEof,
+            Io::TimedOut,
+        ] {
+            assert_eq!(unavailable(Error::new(io, "x").into()), Some(U::Connection));
+        }
+        let rows = [
+            ("CLUSTERDOWN Hash slot not served", U::ClusterDown),
+            ("LOADING Redis is loading the dataset in memory", U::Loading),
+            (
+                "TRYAGAIN Multiple keys request during rehashing of slot",
+                U::TryAgain,
+            ),
+            ("ASK 3999 127.0.0.1:6381", U::TryAgain),
+            ("MOVED 3999 127.0.0.1:6381", U::TryAgain),
+            ("MASTERDOWN Link with MASTER is down", U::MasterDown),
+            (
+                "READONLY You can't write against a read only replica.",
+                U::ReadOnly,
+            ),
+            ("BUSY Redis is busy running a script.", U::Busy),
+        ];
+        for (line, kind) in rows {
+            assert_eq!(unavailable(reply(line)), Some(kind), "{line}");
+        }
+        let rows = [
+            (
+                "WRONGTYPE Operation against a key holding the wrong kind of value script: x",
+                ServerErrorKind::WrongType,
+            ),
+            (
+                "ERR user_script:19: attempt to perform arithmetic on a nil value script: x",
+                ServerErrorKind::Script,
+            ),
+            ("NOSCRIPT No matching script.", ServerErrorKind::NoScript),
+            ("ERR unknown command", ServerErrorKind::Other),
+            (
+                "NOPERM this user has no permissions",
+                ServerErrorKind::Other,
+            ),
+            (
+                "OOM command not allowed when used memory > 'maxmemory'.",
+                ServerErrorKind::Other,
+            ),
+            (
+                "CROSSSLOT Keys in request don't hash to the same slot",
+                ServerErrorKind::Other,
+            ),
+        ];
+        for (line, kind) in rows {
+            assert_eq!(server(reply(line)), Some(kind), "{line}");
+        }
+        let bad_url = ::redis::Client::open("redis://[nope/").unwrap_err();
+        assert_eq!(server(bad_url), Some(ServerErrorKind::Client));
+        let parse = ::redis::from_redis_value::<Vec<i64>>(::redis::Value::Okay).unwrap_err();
+        assert_eq!(server(parse.into()), Some(ServerErrorKind::Client));
+    }
+
+    /// The redis client's error is the source, the codes and kinds are ours.
+    #[test]
+    fn the_client_error_is_the_source() {
+        let Failure::Server(s) = classify(reply("WRONGTYPE Operation against a key")) else {
+            panic!("not a server error");
+        };
+        assert_eq!(s.code(), Some("WRONGTYPE"));
+        let source = std::error::Error::source(&s).expect("a source");
+        assert!(source.to_string().contains("WRONGTYPE"), "{source}");
+        assert!(s.to_string().contains("WRONGTYPE"), "{s}");
+    }
+}
