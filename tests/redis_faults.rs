@@ -301,12 +301,17 @@ async fn the_fallback_runs_the_same_algorithm() {
         .await;
     assert!(matches!(e, Err(RedisLimitError::Unsupported(_))), "{e:?}");
     // The same algorithm chosen again keeps its fallback.
-    let e = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
-        .on_failure(FailurePolicy::Fallback(gcra))
+    // The same algorithm chosen again keeps its fallback: with nothing listening, the limiter
+    // is built and the fallback decides.
+    let l = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
+        .on_failure(FailurePolicy::Fallback(gcra.clone()))
         .algorithm(Gcra)
         .unwrap()
-        .connect_timeout(Duration::from_millis(200))
+        .deadline(DEADLINE)
         .connect("redis://127.0.0.1:1/")
-        .await;
-    assert!(e.is_err_and(|e| e.is_unavailable()));
+        .await
+        .unwrap();
+    let d = l.decide("k").await.unwrap();
+    assert!(d.server_time.is_none() && d.decision.allowed);
+    assert_eq!(gcra.peek(&l.state_key("k")).remaining, 1);
 }

@@ -8,7 +8,7 @@ mod redis_support;
 use std::time::Duration;
 
 use redis_support::{eventually, RedisServer};
-use tollgate::redis::{RedisAlgorithm, RedisLimitError, RedisRateLimiter};
+use tollgate::redis::{RedisAlgorithm, RedisLimitError, RedisRateLimiter, ServerErrorKind};
 use tollgate::{FixedWindow, Gcra, Quota, QuotaError, SlidingLog, SlidingWindow, WeightedWindow};
 
 async fn connect<A: RedisAlgorithm>(server: &RedisServer, alg: A, q: Quota) -> RedisRateLimiter<A> {
@@ -315,9 +315,19 @@ async fn bad_configuration_is_a_typed_error() {
     // Nobody listens on the server's port once it is gone.
     let url = server.url();
     drop(server);
-    let e = RedisRateLimiter::builder(q)
+    // The limiter is built all the same (it connects in the background), and a call says
+    // Redis is unavailable.
+    let l = RedisRateLimiter::builder(q)
         .connect_timeout(Duration::from_millis(300))
         .connect(&url)
-        .await;
-    assert!(e.is_err_and(|e| e.is_unavailable()));
+        .await
+        .unwrap();
+    let e = l.check("k").await.unwrap_err();
+    assert!(e.is_unavailable(), "{e:?}");
+    // A URL that does not parse is the client's refusal, at once.
+    let e = RedisRateLimiter::builder(q).connect("redis://[nope/").await;
+    assert!(
+        matches!(&e, Err(RedisLimitError::Server(s)) if s.kind() == ServerErrorKind::Client),
+        "{e:?}"
+    );
 }

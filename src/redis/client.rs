@@ -1,13 +1,20 @@
 //! The connection (one server or a cluster), the per-call deadline, and script invocation:
 //! `EVALSHA`, and `EVAL` when the server answers `NOSCRIPT` (its script cache is empty after a
 //! restart, a failover or `SCRIPT FLUSH`). Either way one decision is one script run.
+//! Failures are classified in `failure.rs`.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::aio::ConnectionManager;
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
+use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use super::cluster;
+use super::command::command;
+use super::failure::{classify, Failure};
+use super::sentinel::SentinelConn;
 
 // Plain statistics counters (no protocol between them, `Relaxed`): std atomics, not the core
 // cells' loom facade.
@@ -15,11 +22,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Lua script with its SHA1, computed once.
 pub(crate) struct LuaScript {
-    body: &'static str,
+    pub(crate) body: &'static str,
     sha: String,
 }
 
 impl LuaScript {
+    pub(crate) fn sha(&self) -> &str {
+        &self.sha
+    }
+
     pub(crate) fn new(body: &'static str) -> LuaScript {
         LuaScript {
             body,
@@ -29,30 +40,14 @@ impl LuaScript {
 }
 
 /// Where the scripts run: a reconnecting multiplexed connection to one server, or a cluster
-/// connection (which follows `MOVED`/`ASK` and routes each call by its one key). Both are
-/// cheap handles over one shared socket per node, so every task clones them.
+/// connection (routing each call by its one key; redirects are followed in `cluster.rs`).
+/// Both are cheap handles over one shared socket per node, so every task clones them.
 #[derive(Clone)]
 pub(crate) enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
-}
-
-impl Conn {
-    async fn query(&self, cmd: &Cmd) -> Result<Vec<i64>, RedisError> {
-        match self.clone() {
-            Conn::Single(mut c) => cmd.query_async(&mut c).await,
-            Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
-        }
-    }
-}
-
-/// Why a call to Redis produced no reply.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// No reply within the deadline. The script may still have run.
-    Timeout,
-    /// The connection failed, or Redis answered with an error.
-    Redis(RedisError),
+    /// The primary named by Redis Sentinel, found again after a failover.
+    Sentinel(Arc<SentinelConn>),
 }
 
 /// Counters of what happened to calls, for metrics and for the fault tests.
@@ -92,7 +87,8 @@ impl Backend {
     }
 
     /// Runs `script` on `key` with `ARGV = [op, args...]`, within the deadline (which covers
-    /// the `NOSCRIPT` fallback too). The reply is a list of integers.
+    /// a connection still being made, the `NOSCRIPT` fallback and cluster redirects). The
+    /// reply is a list of integers; a failure is classified ([`classify`]).
     pub(crate) async fn eval(
         &self,
         script: &LuaScript,
@@ -101,19 +97,27 @@ impl Backend {
         args: &[i64],
     ) -> Result<Vec<i64>, Failure> {
         let call = async {
-            let reply = self
-                .conn
-                .query(&command("EVALSHA", &script.sha, key, op, args))
-                .await;
-            match reply {
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    // EVAL also caches the script on that node, so the next call is EVALSHA.
-                    Counters::bump(&self.counters.script_loads);
-                    self.conn
-                        .query(&command("EVAL", script.body, key, op, args))
-                        .await
+            match &self.conn {
+                Conn::Single(c) => single(c.clone(), script, key, op, args, &self.counters).await,
+                Conn::Sentinel(s) => match s.current() {
+                    Some(c) => single(c, script, key, op, args, &self.counters).await,
+                    None => Err(RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        "no primary found through sentinel yet",
+                    ))),
+                },
+                Conn::Cluster(c) => {
+                    cluster::eval(
+                        c.clone(),
+                        script.sha(),
+                        script.body,
+                        key,
+                        op,
+                        args,
+                        &self.counters.script_loads,
+                    )
+                    .await
                 }
-                other => other,
             }
         };
         let result = match tokio::time::timeout(self.deadline, call).await {
@@ -121,24 +125,43 @@ impl Backend {
                 Counters::bump(&self.counters.replies);
                 return Ok(reply);
             }
-            Ok(Err(e)) => Failure::Redis(e),
+            Ok(Err(e)) => classify(e),
             Err(_) => Failure::Timeout,
         };
         Counters::bump(match result {
             Failure::Timeout => &self.counters.timeouts,
-            Failure::Redis(_) => &self.counters.errors,
+            _ => &self.counters.errors,
         });
+        if let (Conn::Sentinel(s), true) = (&self.conn, result.policy_decides()) {
+            // The primary may have moved: ask the sentinels, in the background.
+            s.resolve_soon();
+        }
         Err(result)
     }
 }
 
-fn command(name: &str, script: &str, key: &str, op: &str, args: &[i64]) -> Cmd {
-    let mut cmd = ::redis::cmd(name);
-    cmd.arg(script).arg(1).arg(key).arg(op);
-    for a in args {
-        cmd.arg(*a);
+/// `EVALSHA`, and `EVAL` when the server answers `NOSCRIPT`, on one server.
+async fn single(
+    mut conn: ConnectionManager,
+    script: &LuaScript,
+    key: &str,
+    op: &str,
+    args: &[i64],
+    counters: &Counters,
+) -> Result<Vec<i64>, RedisError> {
+    let reply = command("EVALSHA", script.sha(), key, op, args)
+        .query_async(&mut conn)
+        .await;
+    match reply {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            // EVAL also caches the script on that node, so the next call is EVALSHA.
+            Counters::bump(&counters.script_loads);
+            command("EVAL", script.body, key, op, args)
+                .query_async(&mut conn)
+                .await
+        }
+        other => other,
     }
-    cmd
 }
 
 impl fmt::Debug for Backend {
@@ -149,6 +172,7 @@ impl fmt::Debug for Backend {
                 &match self.conn {
                     Conn::Single(_) => "single server",
                     Conn::Cluster(_) => "cluster",
+                    Conn::Sentinel(_) => "sentinel",
                 },
             )
             .field("deadline", &self.deadline)

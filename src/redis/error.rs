@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::AcquireError;
 use crate::{Quota, QuotaError};
 
-use super::client::Failure;
+use super::failure::{Failure, ServerError, UnavailableError};
 
 /// Why the Redis limiter did not grant permits or could not decide.
 ///
@@ -20,6 +20,13 @@ use super::client::Failure;
 /// assert!(!e.is_unavailable());
 /// assert!(RedisLimitError::Timeout { deadline: Duration::from_millis(50) }.is_unavailable());
 /// ```
+///
+/// Redis errors come in two kinds: [`Unavailable`](Self::Unavailable) (Redis could not
+/// answer: the [`FailurePolicy`](super::FailurePolicy) decides, and only
+/// [`FailurePolicy::Error`](super::FailurePolicy::Error) returns it) and
+/// [`Server`](Self::Server) (Redis answered with an error: returned under every policy).
+/// Neither exposes the redis client's error type; it is their
+/// [`source`](std::error::Error::source).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisLimitError {
@@ -33,9 +40,14 @@ pub enum RedisLimitError {
         /// The per-call deadline in force.
         deadline: Duration,
     },
-    /// The connection failed or Redis answered with an error
-    /// ([`FailurePolicy::Error`](super::FailurePolicy::Error), or connecting).
-    Redis(::redis::RedisError),
+    /// Redis could not answer: no connection, the cluster down for the key's slot, loading,
+    /// a slot migration that did not settle within the deadline
+    /// ([`FailurePolicy::Error`](super::FailurePolicy::Error) only; the other policies decide).
+    Unavailable(UnavailableError),
+    /// Redis answered with an error, or the client refused the call (a wrong-type or
+    /// foreign value at a state key, a script error, a bad URL): under every policy, since
+    /// admitting or refusing would hide a bug.
+    Server(ServerError),
     /// A quota whose interval, window or limit does not fit the scripts' exact integer range:
     /// intervals times bursts and windows up to 2^51 µs (about 71 years), limits up to 2^51.
     QuotaOutOfRange(Quota),
@@ -61,8 +73,14 @@ impl RedisLimitError {
     pub(crate) fn from_failure(failure: Failure, deadline: Duration) -> RedisLimitError {
         match failure {
             Failure::Timeout => RedisLimitError::Timeout { deadline },
-            Failure::Redis(e) => RedisLimitError::Redis(e),
+            Failure::Unavailable(e) => RedisLimitError::Unavailable(e),
+            Failure::Server(e) => RedisLimitError::Server(e),
         }
+    }
+
+    /// A redis client error, classified ([`classify`](super::failure::classify)).
+    pub(crate) fn from_redis(e: ::redis::RedisError) -> RedisLimitError {
+        RedisLimitError::from_failure(super::failure::classify(e), Duration::ZERO)
     }
 
     /// Whether Redis could not be reached or did not answer (as opposed to a decision or bad
@@ -70,7 +88,7 @@ impl RedisLimitError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            RedisLimitError::Timeout { .. } | RedisLimitError::Redis(_)
+            RedisLimitError::Timeout { .. } | RedisLimitError::Unavailable(_)
         )
     }
 
@@ -104,12 +122,6 @@ impl From<QuotaError> for RedisLimitError {
     }
 }
 
-impl From<::redis::RedisError> for RedisLimitError {
-    fn from(e: ::redis::RedisError) -> Self {
-        RedisLimitError::Redis(e)
-    }
-}
-
 impl fmt::Display for RedisLimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -117,7 +129,8 @@ impl fmt::Display for RedisLimitError {
             RedisLimitError::Timeout { deadline } => {
                 write!(f, "redis did not answer within the {deadline:?} deadline")
             }
-            RedisLimitError::Redis(e) => write!(f, "redis failed: {e}"),
+            RedisLimitError::Unavailable(e) => e.fmt(f),
+            RedisLimitError::Server(e) => e.fmt(f),
             RedisLimitError::QuotaOutOfRange(q) => write!(
                 f,
                 "{q:?} does not fit the redis scripts' integer range (2^51 us, 2^51 permits)"
@@ -139,7 +152,8 @@ impl std::error::Error for RedisLimitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RedisLimitError::Limited(e) => Some(e),
-            RedisLimitError::Redis(e) => Some(e),
+            RedisLimitError::Unavailable(e) => Some(e),
+            RedisLimitError::Server(e) => Some(e),
             RedisLimitError::InvalidQuota(e) => Some(e),
             _ => None,
         }

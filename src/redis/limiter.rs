@@ -11,8 +11,9 @@ use crate::{AcquireError, Decision, ThrottleReply};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::algorithm::{state_key, CheckReply, Params, RedisAlgorithm};
-use super::client::{Counters, Failure};
+use super::client::Counters;
 use super::error::RedisLimitError;
+use super::failure::Failure;
 use super::policy::FailurePolicy;
 use super::reservation::{self, RedisReservation};
 use super::shared::Shared;

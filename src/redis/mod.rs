@@ -61,11 +61,16 @@
 //! sweeper. A denial or a peek writes nothing.
 //!
 //! # Failures
-//! Every call has a deadline (default 50 ms, [`RedisRateLimiterBuilder::deadline`]); a call
-//! that times out, or whose connection fails, is decided by the [`FailurePolicy`]. The
-//! connection reconnects in the background, and scripts missing from the server's cache
-//! (`NOSCRIPT` after a restart, a failover or `SCRIPT FLUSH`) are sent again within the same
-//! call. [`RedisRateLimiter::stats`] counts what happened.
+//! Every call has a deadline (default 50 ms, [`RedisRateLimiterBuilder::deadline`]). When Redis
+//! could not answer (no reply in time, no connection, the cluster down for the key's slot,
+//! loading, busy), the [`FailurePolicy`] decides; when it answered with an error (a wrong-type
+//! or foreign value at a state key, a script error), every policy returns it as a typed error
+//! ([`RedisLimitError::Server`]): an admission would hide a bug. The connection is made in the
+//! background, so a limiter can be built while Redis is down, and reconnects in the
+//! background; scripts missing from the server's cache (`NOSCRIPT` after a restart, a
+//! failover or `SCRIPT FLUSH`) are sent again within the same call, and on a cluster `MOVED`
+//! and `ASK` are followed within it (`ASKING` and the script as one pipeline).
+//! [`RedisRateLimiter::stats`] counts what happened.
 //!
 //! # Requirements
 //! Redis 7.0 or later (or a compatible server): the scripts call `TIME` before writing, which
@@ -73,13 +78,17 @@
 
 mod algorithm;
 mod client;
+mod cluster;
+mod command;
 mod config;
 mod error;
+mod failure;
 mod fixed_window;
 mod gcra;
 mod limiter;
 mod policy;
 mod reservation;
+mod sentinel;
 mod shared;
 mod sliding_log;
 mod sliding_window;
@@ -89,6 +98,7 @@ mod weighted;
 pub use algorithm::RedisAlgorithm;
 pub use config::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
 pub use error::RedisLimitError;
+pub use failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
 pub use limiter::{RedisDecision, RedisRateLimiter, RedisStats};
 pub use policy::FailurePolicy;
 pub use reservation::RedisReservation;

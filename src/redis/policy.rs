@@ -1,4 +1,4 @@
-//! What a decision is when Redis does not answer in time: [`FailurePolicy`].
+//! What a decision is when Redis could not answer: [`FailurePolicy`].
 
 use std::any::Any;
 use std::fmt;
@@ -10,12 +10,19 @@ use crate::Quota;
 use crate::{AcquireError, Decision};
 
 use super::algorithm::RedisAlgorithm;
-use super::client::Failure;
 use super::error::RedisLimitError;
+use super::failure::Failure;
 use crate::Gcra;
 
-/// What the limiter does when Redis fails: no reply within the deadline, a broken connection,
-/// or an error reply.
+/// What the limiter does when Redis could not answer: no reply within the deadline, no
+/// connection (refused, lost, not made yet), the cluster down for the key's slot, a server
+/// loading or busy, a slot migration that did not settle within the deadline.
+///
+/// The policy decides nothing else: when Redis answers with an error (a wrong-type or foreign
+/// value at a state key, a script error) or an unexpected reply, every policy returns that
+/// typed error ([`RedisLimitError::Server`], [`RedisLimitError::UnexpectedReply`]), since
+/// admitting or refusing would hide a bug. The table of which failure is which is in the guide
+/// (`tollgate::guide`, "Across machines: Redis").
 ///
 /// Every policy answers within the deadline; none of them hides the failure from metrics
 /// (see [`RedisStats`](super::RedisStats)), and [`RedisDecision::server_time`] is `None` for a
@@ -42,7 +49,7 @@ use crate::Gcra;
 #[derive(Default)]
 #[non_exhaustive]
 pub enum FailurePolicy<A: RedisAlgorithm = Gcra> {
-    /// Return the failure as [`RedisLimitError::Timeout`] or [`RedisLimitError::Redis`]: the
+    /// Return the failure as [`RedisLimitError::Timeout`] or [`RedisLimitError::Unavailable`]: the
     /// caller decides. The default, so that nothing is admitted or refused silently.
     #[default]
     Error,
@@ -110,7 +117,7 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
     }
 
     /// The decision this policy makes for `n` permits on `redis_key` when Redis failed, or the
-    /// error to return. `quota` is the call's own quota, if it carried one.
+    /// error to return (always, for a failure the policy does not decide). `quota` is the call's own quota, if it carried one.
     pub(crate) fn decide(
         &self,
         failure: Failure,
@@ -120,6 +127,9 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
         limit: u64,
         quota: Option<Quota>,
     ) -> Result<Decision, RedisLimitError> {
+        if !failure.policy_decides() {
+            return Err(RedisLimitError::from_failure(failure, deadline));
+        }
         match self {
             FailurePolicy::Error => Err(RedisLimitError::from_failure(failure, deadline)),
             FailurePolicy::Open => Ok(if n <= limit {
@@ -147,6 +157,9 @@ impl<A: RedisAlgorithm> FailurePolicy<A> {
         n: u64,
         timeout: Option<Duration>,
     ) -> Result<Duration, RedisLimitError> {
+        if !failure.policy_decides() {
+            return Err(RedisLimitError::from_failure(failure, deadline));
+        }
         match self {
             FailurePolicy::Error => Err(RedisLimitError::from_failure(failure, deadline)),
             FailurePolicy::Open => Ok(Duration::ZERO),

@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use crate::{AcquireError, Decision};
 
 use super::algorithm::{clamp_i64, Params, RedisAlgorithm};
-use super::client::Failure;
 use super::error::RedisLimitError;
+use super::failure::Failure;
 use super::shared::Shared;
 use crate::Gcra;
 
@@ -318,7 +318,7 @@ impl RedisReservation {
     /// clock), gives nothing back. Returns whether the permits were given back.
     ///
     /// # Errors
-    /// [`RedisLimitError::Timeout`] or [`RedisLimitError::Redis`] if Redis did not answer (the
+    /// [`RedisLimitError::Timeout`] or [`RedisLimitError::Unavailable`] if Redis did not answer (the
     /// permits then stay taken).
     pub async fn cancel(self) -> Result<bool, RedisLimitError> {
         cancel(&self.shared, &self.ticket)

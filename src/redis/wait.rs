@@ -7,8 +7,9 @@ use std::time::Duration;
 use crate::{AcquireError, Decision};
 
 use super::algorithm::{CheckReply, Params, RedisAlgorithm};
-use super::client::{Counters, Failure};
+use super::client::Counters;
 use super::error::RedisLimitError;
+use super::failure::Failure;
 use super::limiter::{admitted, RedisRateLimiter};
 use super::policy::FailurePolicy;
 use super::reservation;
@@ -133,11 +134,13 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             Ok((waited, granted)) => Ok((waited, Some(granted))),
             Err((failure, timeout_left)) => {
                 let s = &self.shared;
+                let decides =
+                    failure.policy_decides() && !matches!(self.policy, FailurePolicy::Error);
                 let r = self
                     .policy
                     .acquire(failure, s.backend.deadline(), &state, n, timeout_left)
                     .await;
-                if !matches!(self.policy, FailurePolicy::Error) {
+                if decides {
                     Counters::bump(&s.backend.counters.policy_decisions);
                 }
                 Ok((r?, None))

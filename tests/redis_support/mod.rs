@@ -95,7 +95,7 @@ impl RedisServer {
         let mut cmd = Command::new(server_binary());
         cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--enable-debug-command", "yes", "--logfile", ""])
+            .args(["--enable-debug-command", "local", "--logfile", ""])
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra)
@@ -257,4 +257,88 @@ pub async fn eventually(tries: u32, every: Duration, mut f: impl AsyncFnMut() ->
         tokio::time::sleep(every).await;
     }
     false
+}
+
+/// A `redis-server --sentinel` on 127.0.0.1 monitoring one primary (quorum 1, down after
+/// 300 ms), stopped on drop. Its configuration file is in its scratch directory (a sentinel
+/// rewrites it).
+pub struct RedisSentinel {
+    port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+impl RedisSentinel {
+    pub fn start(primary_name: &str, primary_port: u16) -> RedisSentinel {
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = scratch_dir(port);
+            let conf = dir.join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndaemonize no\nlogfile \"\"\ndir {}\n\
+                     sentinel monitor {primary_name} 127.0.0.1 {primary_port} 1\n\
+                     sentinel down-after-milliseconds {primary_name} 300\n\
+                     sentinel failover-timeout {primary_name} 2000\n",
+                    dir.display()
+                ),
+            )
+            .expect("write the sentinel's configuration");
+            let child = Command::new(server_binary())
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!("cannot run redis-server --sentinel: {e}; {INSTALL_HINT}")
+                });
+            let mut s = RedisSentinel {
+                port,
+                child: Some(child),
+                dir,
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Some(Ok(Some(_))) = s.child.as_mut().map(|c| c.try_wait()) {
+                    break;
+                }
+                let pid = s.child.as_ref().map(Child::id).unwrap_or(0);
+                let ours = redis::Client::open(s.url())
+                    .and_then(|c| c.get_connection())
+                    .is_ok_and(|mut c| {
+                        redis::cmd("INFO")
+                            .arg("server")
+                            .query::<String>(&mut c)
+                            .is_ok_and(|info| info.contains(&format!("process_id:{pid}\r\n")))
+                    });
+                if ours {
+                    return s;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        panic!("redis-server --sentinel did not start in 5 tries");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to the test sentinel")
+    }
+}
+
+impl Drop for RedisSentinel {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

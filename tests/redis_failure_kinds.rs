@@ -1,0 +1,259 @@
+//! The failure policy decides only when Redis could not answer (issue 20.2), and a limiter
+//! starts while Redis is down (issue 20.3). Real servers on loopback, each put in the state
+//! that produces one row of the guide's table; every loop is bounded.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis_support::{eventually, RedisCluster, RedisServer};
+use tollgate::redis::{
+    FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter, ServerErrorKind,
+    UnavailableKind,
+};
+use tollgate::{Gcra, KeyedRateLimiter, Quota, SlidingLog};
+
+const DEADLINE: Duration = Duration::from_millis(200);
+
+fn policies<A: RedisAlgorithm>(alg: A) -> Vec<FailurePolicy<A>> {
+    let local = KeyedRateLimiter::<String>::builder(Quota::per_second(5).unwrap())
+        .algorithm(alg)
+        .unwrap()
+        .build();
+    vec![
+        FailurePolicy::Error,
+        FailurePolicy::Open,
+        FailurePolicy::Closed {
+            retry_after: Duration::from_secs(1),
+        },
+        FailurePolicy::Fallback(Arc::new(local)),
+    ]
+}
+
+async fn limiter<A: RedisAlgorithm>(
+    url: &str,
+    alg: A,
+    policy: FailurePolicy<A>,
+) -> RedisRateLimiter<A> {
+    RedisRateLimiter::builder(Quota::per_second(10).unwrap())
+        .algorithm(alg)
+        .unwrap()
+        .deadline(DEADLINE)
+        .on_failure(policy)
+        .connect(url)
+        .await
+        .unwrap()
+}
+
+fn set(server: &RedisServer, args: &[&str]) {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let _: redis::Value = cmd.query(&mut server.conn()).unwrap();
+}
+
+/// A foreign value at a state key is a typed error under every policy: never admitted,
+/// refused or handed to the fallback.
+async fn foreign_values<A: RedisAlgorithm>(server: &RedisServer, alg: A) {
+    for policy in policies(alg) {
+        let name = format!("{policy:?}");
+        let l = limiter(&server.url(), alg, policy).await;
+        let key = l.state_key("k");
+        let values: [(&[&str], Option<ServerErrorKind>); 4] = [
+            (&["SET", &key, "hello"], None),
+            (&["SET", &key, "1e300"], None),
+            (&["SET", &key, "-5"], None),
+            (&["RPUSH", &key, "x"], Some(ServerErrorKind::WrongType)),
+        ];
+        for (write, kind) in values {
+            let _: () = redis::cmd("DEL")
+                .arg(&key)
+                .query(&mut server.conn())
+                .unwrap();
+            set(server, write);
+            for call in 0..2 {
+                let r = if call == 0 {
+                    l.check("k").await
+                } else {
+                    l.peek("k").await
+                };
+                let e = match r {
+                    // A value the script can read as a state (the negative number: a time
+                    // long past) may decide; it must be Redis's decision, then.
+                    Ok(d) if write[2] == "-5" => {
+                        let _ = d;
+                        continue;
+                    }
+                    Ok(d) => panic!("{} {name} {write:?}: decided {d:?}", A::NAME),
+                    Err(e) => e,
+                };
+                assert!(!e.is_unavailable(), "{} {name} {write:?}: {e}", A::NAME);
+                assert!(
+                    matches!(
+                        &e,
+                        RedisLimitError::Server(_) | RedisLimitError::UnexpectedReply(_)
+                    ),
+                    "{} {name} {write:?}: {e:?}",
+                    A::NAME
+                );
+                if let (Some(kind), RedisLimitError::Server(s)) = (kind, &e) {
+                    assert_eq!(s.kind(), kind, "{e}");
+                    assert_eq!(s.code(), Some("WRONGTYPE"));
+                    // The redis client's error is reachable, not a public field.
+                    let source = std::error::Error::source(s).unwrap();
+                    assert!(source.to_string().contains("WRONGTYPE"), "{source}");
+                }
+            }
+        }
+        assert_eq!(l.stats().policy_decisions, 0, "{} {name}", A::NAME);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_value_at_a_state_key_is_an_error_under_every_policy() {
+    let server = RedisServer::start();
+    foreign_values(&server, Gcra).await;
+    foreign_values(&server, SlidingLog).await;
+}
+
+/// Under `Error`, the failure's kind; under `Open`, an admission that says the policy decided.
+async fn decided_by_policy(url: &str, kind: UnavailableKind) {
+    let error = limiter(url, Gcra, FailurePolicy::Error).await;
+    let open = limiter(url, Gcra, FailurePolicy::Open).await;
+    let e = error.check("k").await.unwrap_err();
+    match &e {
+        RedisLimitError::Unavailable(u) => {
+            assert_eq!(u.kind(), kind, "{e}");
+            assert!(std::error::Error::source(u).is_some());
+        }
+        // A refused connection is retried (10 ms to 100 ms apart) until the deadline.
+        RedisLimitError::Timeout { .. } => assert_eq!(kind, UnavailableKind::Connection),
+        _ => panic!("{kind:?}: {e:?}"),
+    }
+    let d = open.decide("k").await.unwrap();
+    assert!(
+        d.decision.allowed && d.server_time.is_none(),
+        "{kind:?}: {d:?}"
+    );
+    assert_eq!(open.stats().policy_decisions, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outages_of_every_kind_are_decided_by_the_policy() {
+    // Connection refused.
+    let mut gone = RedisServer::start();
+    gone.kill();
+    decided_by_policy(&gone.url(), UnavailableKind::Connection).await;
+
+    // A cluster node serving no slots: CLUSTERDOWN.
+    let lone = RedisServer::start_with(&["--cluster-enabled", "yes"]);
+    decided_by_policy(&lone.url(), UnavailableKind::ClusterDown).await;
+
+    // A replica of a primary that is gone, told not to serve stale data: MASTERDOWN.
+    let port = gone.port().to_string();
+    let stale = RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--replica-serve-stale-data",
+        "no",
+    ]);
+    decided_by_policy(&stale.url(), UnavailableKind::MasterDown).await;
+
+    // A replica (a failover demoted the server): the script's write is refused, READONLY.
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    decided_by_policy(&replica.url(), UnavailableKind::ReadOnly).await;
+
+    // A script running past the busy threshold: BUSY, until it is killed.
+    let busy = RedisServer::start_with(&["--busy-reply-threshold", "10"]);
+    let mut runner = busy.conn();
+    let spin = std::thread::spawn(move || {
+        redis::cmd("EVAL")
+            .arg("while true do end")
+            .arg(0)
+            .query::<redis::Value>(&mut runner)
+    });
+    let mut admin = busy.conn();
+    let busy_now = eventually(200, Duration::from_millis(10), async || {
+        redis::cmd("PING")
+            .query::<String>(&mut admin)
+            .is_err_and(|e| e.code() == Some("BUSY"))
+    })
+    .await;
+    assert!(busy_now, "the script never made the server busy");
+    decided_by_policy(&busy.url(), UnavailableKind::Busy).await;
+    let _: () = redis::cmd("SCRIPT").arg("KILL").query(&mut admin).unwrap();
+    assert!(spin.join().unwrap().is_err());
+}
+
+/// Built while nothing listens on the port: the policy decides each call within its deadline;
+/// once the server starts on that port, the same limiter gets Redis's decisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limiter_built_during_an_outage_follows_the_server_when_it_starts() {
+    let mut server = RedisServer::start();
+    server.kill();
+    let error = limiter(&server.url(), Gcra, FailurePolicy::Error).await;
+    let closed = limiter(
+        &server.url(),
+        Gcra,
+        FailurePolicy::Closed {
+            retry_after: Duration::from_secs(2),
+        },
+    )
+    .await;
+    for _ in 0..5 {
+        let e = error.check("k").await.unwrap_err();
+        assert!(e.is_unavailable(), "{e:?}");
+        let d = closed.decide("k").await.unwrap();
+        assert!(!d.decision.allowed && d.server_time.is_none());
+        assert_eq!(d.decision.retry_after, Some(Duration::from_secs(2)));
+    }
+    assert_eq!(closed.stats().policy_decisions, 5);
+
+    server.restart();
+    for l in [&error, &closed] {
+        let back = eventually(
+            200,
+            Duration::from_millis(10),
+            async || matches!(l.decide("k").await, Ok(d) if d.server_time.is_some()),
+        )
+        .await;
+        assert!(back, "no Redis decision after the server started");
+    }
+    // The two limiters share the key: 10 per second, two taken by Redis so far at least.
+    assert!(error.peek("k").await.unwrap().remaining <= 8);
+}
+
+/// The same on a cluster: built with every node down, decided by the policy, then Redis's
+/// decisions once the nodes are back (a restarted primary serves after the cluster's own
+/// delay, about 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_limiter_built_during_an_outage_follows_the_cluster_when_it_starts() {
+    let mut cluster = RedisCluster::start(3);
+    for n in &mut cluster.nodes {
+        n.kill();
+    }
+    let open = RedisRateLimiter::builder(Quota::per_second(10).unwrap())
+        .deadline(DEADLINE)
+        .on_failure(FailurePolicy::Open)
+        .connect_cluster(cluster.urls())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let d = open.decide("{user1}:k").await.unwrap();
+        assert!(d.decision.allowed && d.server_time.is_none());
+    }
+    for n in &mut cluster.nodes {
+        n.restart();
+    }
+    let back = eventually(
+        500,
+        Duration::from_millis(20),
+        async || matches!(open.decide("{user1}:k").await, Ok(d) if d.server_time.is_some()),
+    )
+    .await;
+    assert!(back, "no Redis decision after the cluster came back");
+}
