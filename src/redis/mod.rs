@@ -80,6 +80,7 @@ mod gcra;
 mod limiter;
 mod policy;
 mod reservation;
+mod semaphore;
 mod shared;
 mod sliding_log;
 mod sliding_window;
@@ -92,3 +93,6 @@ pub use error::RedisLimitError;
 pub use limiter::{RedisDecision, RedisRateLimiter, RedisStats};
 pub use policy::FailurePolicy;
 pub use reservation::RedisReservation;
+pub use semaphore::{
+    KeepAlive, Lease, LeaseId, RedisSemaphore, RedisSemaphoreBuilder, Released, DEFAULT_LEASE,
+};
