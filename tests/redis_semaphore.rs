@@ -156,9 +156,10 @@ async fn hammer(url: &str) {
     }
 }
 
-/// Takes every permit of `victim` on a 1 s lease, says so, and waits to be killed.
+/// Takes the 2 permits left of `victim` (limit 3) on a 1 s lease, says so, and waits to be
+/// killed.
 async fn hold(url: &str) {
-    let sem = semaphore(url, 2, Duration::from_secs(1)).await;
+    let sem = semaphore(url, 3, Duration::from_secs(1)).await;
     let lease = sem.try_acquire_n("victim", 2).await.unwrap();
     println!("SEM held {} {}", lease.token(), us(lease.expires_at()));
     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -209,6 +210,16 @@ async fn four_processes_of_eight_tasks_never_hold_more_than_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_killed_with_sigkill_gives_its_permits_back_when_its_lease_ends() {
     let server = RedisServer::start();
+    // A bystander holds the third permit throughout, so the key never expires: the dead
+    // lease's permits must come back through the scripts' own bookkeeping.
+    let lease = Duration::from_secs(1);
+    let sem = semaphore(&server.url(), 3, lease).await;
+    let bystander = sem
+        .try_acquire("victim")
+        .await
+        .unwrap()
+        .unwrap()
+        .keep_alive();
     let mut child = spawn_child("holder", &server.url());
     let line = sem_lines(&mut child, |l| l.starts_with("held"))
         .pop()
@@ -219,15 +230,13 @@ async fn a_holder_killed_with_sigkill_gives_its_permits_back_when_its_lease_ends
     child.wait().unwrap();
     let killed = Instant::now();
 
-    let lease = Duration::from_secs(1);
-    let sem = semaphore(&server.url(), 2, lease).await;
     let mut refused = 0;
     let granted = loop {
         assert!(
             killed.elapsed() < Duration::from_secs(10),
             "permits never came back"
         );
-        if let Some(l) = sem.try_acquire("victim").await.unwrap() {
+        if let Ok(l) = sem.try_acquire_n("victim", 2).await {
             break l;
         }
         refused += 1;
@@ -248,15 +257,21 @@ async fn a_holder_killed_with_sigkill_gives_its_permits_back_when_its_lease_ends
     assert!(!sem.check_token("victim", dead_token).await.unwrap());
     assert!(sem.check_token("victim", granted.token()).await.unwrap());
     assert_eq!(granted.release().await.unwrap(), Released::Returned);
+    assert!(bystander.is_held());
+    assert_eq!(bystander.release().await.unwrap(), Released::Returned);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_holder_is_refused_on_release_and_by_the_fencing_check() {
     let server = RedisServer::start();
-    let sem = semaphore(&server.url(), 1, Duration::from_millis(50)).await;
+    // A bystander on a long lease holds one of the 2 permits throughout, so the key never
+    // expires: the stale lease must end through the scripts' own bookkeeping.
+    let long = semaphore(&server.url(), 2, Duration::from_secs(10)).await;
+    let bystander = long.try_acquire("k").await.unwrap().unwrap();
+    let sem = semaphore(&server.url(), 2, Duration::from_millis(50)).await;
     let stale = sem.try_acquire("k").await.unwrap().unwrap();
     assert!(sem.check_token("k", stale.token()).await.unwrap());
-    assert!(sem.try_acquire("k").await.unwrap().is_none(), "limit 1");
+    assert!(sem.try_acquire("k").await.unwrap().is_none(), "limit 2");
     // The holder stalls past its lease; a newer holder gets the permit.
     let fresh = loop {
         if let Some(l) = sem.try_acquire("k").await.unwrap() {
@@ -272,8 +287,9 @@ async fn an_expired_holder_is_refused_on_release_and_by_the_fencing_check() {
     assert!(!stale.renew().await.unwrap(), "an ended lease stays ended");
     assert_eq!(stale.release().await.unwrap(), Released::NotHeld);
     // The stale release took nothing from the fresh holder.
-    assert_eq!(sem.in_flight("k").await.unwrap(), 1);
+    assert_eq!(sem.in_flight("k").await.unwrap(), 2);
     assert_eq!(fresh.release().await.unwrap(), Released::Returned);
+    assert_eq!(bystander.release().await.unwrap(), Released::Returned);
     assert!(!sem.check_token("k", 0).await.unwrap());
 }
 
