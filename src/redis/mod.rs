@@ -28,6 +28,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`RedisSemaphore`] bounds how many at once instead of how often: at most `limit` permits per
+//! key held across every process, each grant a [`Lease`] with an expiry on the server's clock
+//! (a crashed holder's permits come back when it ends), renewal, exactly-once release and a
+//! fencing token ([guide](crate::guide::redis)).
+//!
 //! # Exactness
 //! Lua numbers are doubles, exact for integers below 2^53. The scripts work in integer
 //! microseconds since the Unix epoch (about 2^50.7 today), keep every time and count at most
