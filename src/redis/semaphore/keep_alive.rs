@@ -37,8 +37,31 @@ pub struct KeepAlive {
     task: JoinHandle<()>,
 }
 
+// Here rather than beside the lease: the guard is what it starts.
+impl Lease {
+    /// Renews the lease every third of its length in a tokio task while the returned guard
+    /// lives; dropping the guard stops the renewals and releases the lease in the background.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (as `tokio::spawn`).
+    ///
+    /// ```
+    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let held = sem.try_acquire_n("{acct9}:migration", 1).await?.keep_alive();
+    /// // ... long work, checking now and then that the lease was not lost:
+    /// if !held.is_held() {
+    ///     return Ok(()); // stop: another holder may run
+    /// }
+    /// let _ = held.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn keep_alive(self) -> KeepAlive {
+        KeepAlive::start(self)
+    }
+}
+
 impl KeepAlive {
-    pub(super) fn start(lease: Lease) -> KeepAlive {
+    fn start(lease: Lease) -> KeepAlive {
         let renewal = Arc::new(Mutex::new(Renewal {
             expires_at: lease.expires_at,
             held: true,

@@ -5,7 +5,6 @@ use std::fmt;
 use std::time::Duration;
 
 use super::super::error::RedisLimitError;
-use super::keep_alive::KeepAlive;
 use super::RedisSemaphore;
 
 /// What names a lease on its key: its fencing token, a random nonce of the process that took
@@ -112,7 +111,7 @@ pub struct Lease {
     pub(super) state: String,
     pub(super) id: LeaseId,
     pub(super) expires_at: Duration,
-    /// Released already, or handed to a [`KeepAlive`] that releases it.
+    /// Released already.
     pub(super) done: bool,
 }
 
@@ -211,26 +210,6 @@ impl Lease {
     pub async fn release(mut self) -> Result<Released, RedisLimitError> {
         self.done = true;
         self.sem.release_state(&self.state, &self.id).await
-    }
-
-    /// Renews the lease every third of its length in a tokio task while the returned guard
-    /// lives; dropping the guard stops the renewals and releases the lease in the background.
-    ///
-    /// # Panics
-    /// Outside a tokio runtime (as `tokio::spawn`).
-    ///
-    /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
-    /// let held = sem.try_acquire_n("{acct9}:migration", 1).await?.keep_alive();
-    /// // ... long work, checking now and then that the lease was not lost:
-    /// if !held.is_held() {
-    ///     return Ok(()); // stop: another holder may run
-    /// }
-    /// let _ = held.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn keep_alive(self) -> KeepAlive {
-        KeepAlive::start(self)
     }
 }
 
