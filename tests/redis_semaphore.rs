@@ -432,6 +432,40 @@ async fn refusals_are_typed_and_waiting_is_bounded_and_cancel_safe() {
             == 0)
         .await
     );
+
+    // A waiter dropped while its call is in flight: the grant it never saw is released. (A
+    // bystander keeps the key, so the last token shows that the grant happened.)
+    let bystander = sem.try_acquire("c").await.unwrap().unwrap();
+    let state = sem.state_key("c");
+    let last_token = || -> u64 {
+        let s: f64 = redis::cmd("ZSCORE")
+            .arg(&state)
+            .arg("#")
+            .query(&mut server.conn())
+            .unwrap();
+        -s as u64
+    };
+    // Polled once (which starts the call), then dropped.
+    let finished = tokio::select! {
+        biased;
+        r = sem.try_acquire("c") => Some(r),
+        () = std::future::ready(()) => None,
+    };
+    assert!(finished.is_none(), "dropped after one poll");
+    let granted = eventually(200, Duration::from_millis(10), async || {
+        last_token() > bystander.token()
+    })
+    .await;
+    assert!(granted, "the dropped call was granted on the server");
+    assert!(
+        eventually(200, Duration::from_millis(10), async || sem
+            .in_flight("c")
+            .await
+            .unwrap()
+            == 1)
+        .await
+    );
+    assert_eq!(bystander.release().await.unwrap(), Released::Returned);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
