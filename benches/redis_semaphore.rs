@@ -161,11 +161,23 @@ async fn reset(m: &mut ConnectionManager) {
 
 /// Server µs per call of each operation on its own: 10 leases on each of 1000 keys, renewed,
 /// checked, released; `rounds` times, medians.
-async fn server_cost(sem: &RedisSemaphore, m: &mut ConnectionManager, out: &mut String) {
+async fn server_cost(
+    sem: &RedisSemaphore,
+    gcra: &RedisRateLimiter,
+    m: &mut ConnectionManager,
+    out: &mut String,
+) {
     const PER_KEY: usize = 10;
-    let mut cost: [Vec<f64>; 4] = Default::default();
-    let mut calls = [0u64; 4];
+    let mut cost: [Vec<f64>; 5] = Default::default();
+    let mut calls = [0u64; 5];
     for _ in 0..ROUNDS {
+        reset(m).await;
+        for i in 0..PER_KEY as u64 * KEYS {
+            let _ = gcra.check(&format!("{{g{}}}", i % KEYS)).await.unwrap();
+        }
+        let (n, us) = evalsha_stats(m).await;
+        cost[4].push(us);
+        calls[4] = n;
         reset(m).await;
         let mut leases = Vec::new();
         for i in 0..PER_KEY as u64 * KEYS {
@@ -210,10 +222,14 @@ async fn server_cost(sem: &RedisSemaphore, m: &mut ConnectionManager, out: &mut 
         "| operation | calls per round | server µs per call |\n|---|---:|---:|"
     )
     .unwrap();
-    for (i, op) in ["acquire", "renew", "check_token", "release"]
-        .iter()
-        .enumerate()
-    {
+    let ops = [
+        "acquire",
+        "renew",
+        "check_token",
+        "release",
+        "(scale) a GCRA check",
+    ];
+    for (i, op) in ops.iter().enumerate() {
         writeln!(
             out,
             "| {op} | {} | {:.2} |",
@@ -244,7 +260,7 @@ fn main() {
         let workloads = [
             Workload::Naive(manager.clone()),
             Workload::Semaphore(sem.clone()),
-            Workload::Gcra(gcra),
+            Workload::Gcra(gcra.clone()),
         ];
         // samples[workload][concurrency][round]
         let mut samples: Vec<Vec<Vec<Sample>>> = workloads
@@ -291,7 +307,7 @@ fn main() {
                 .unwrap();
             }
         }
-        server_cost(&sem, &mut manager, &mut out).await;
+        server_cost(&sem, &gcra, &mut manager, &mut out).await;
         out
     });
     println!("{out}");

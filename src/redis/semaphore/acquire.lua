@@ -22,8 +22,6 @@ end
 local token = math.max(book('#') + 1, now + 1)
 local expiry = now + ttl
 held = held + n
-redis.call('ZADD', K, -token, '#')
-redis.call('ZADD', K, -held, '=')
-redis.call('ZADD', K, expiry, fmt(token) .. ':' .. ARGV[5] .. ':' .. ARGV[3])
+redis.call('ZADD', K, -token, '#', -held, '=', expiry, fmt(token) .. ':' .. ARGV[5] .. ':' .. ARGV[3])
 expire(token)
 return {now, 1, token, expiry, held}
