@@ -28,6 +28,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`RedisSemaphore`] bounds how many at once instead of how often: at most `limit` permits per
+//! key held across every process, each grant a [`Lease`] with an expiry on the server's clock
+//! (a crashed holder's permits come back when it ends), renewal, exactly-once release and a
+//! fencing token ([guide](crate::guide::redis)).
+//!
 //! # Exactness
 //! Lua numbers are doubles, exact for integers below 2^53. The scripts work in integer
 //! microseconds since the Unix epoch (about 2^50.7 today), keep every time and count at most
@@ -88,6 +93,7 @@ mod gcra;
 mod limiter;
 mod policy;
 mod reservation;
+mod semaphore;
 mod sentinel;
 mod shared;
 mod sliding_log;
@@ -102,3 +108,6 @@ pub use failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKin
 pub use limiter::{RedisDecision, RedisRateLimiter, RedisStats};
 pub use policy::FailurePolicy;
 pub use reservation::RedisReservation;
+pub use semaphore::{
+    KeepAlive, Lease, LeaseId, RedisSemaphore, RedisSemaphoreBuilder, Released, DEFAULT_LEASE,
+};
