@@ -45,6 +45,21 @@ pub mod names {
     /// Label key: an HTTP policy's name.
     pub const POLICY: &str = "policy";
 
+    /// Counter: Redis script calls that got a reply, labelled `limiter`.
+    pub const REDIS_REPLIES: &str = "tollgate_redis_replies_total";
+    /// Counter: Redis script calls that failed, labelled `limiter` and `kind`: `timeout`;
+    /// Redis could not answer (`connection`, `cluster_down`, `loading`, `try_again`,
+    /// `master_down`, `read_only`, `busy`: the failure policy decides); or it answered with an
+    /// error (`wrong_type`, `script`, `no_script`, `other`, `client`: a typed error).
+    pub const REDIS_ERRORS: &str = "tollgate_redis_errors_total";
+    /// Counter: scripts sent again after `NOSCRIPT`, labelled `limiter`.
+    pub const REDIS_SCRIPT_LOADS: &str = "tollgate_redis_script_loads_total";
+    /// Counter: decisions and waits the failure policy answered instead of Redis, labelled
+    /// `limiter`.
+    pub const REDIS_POLICY_DECISIONS: &str = "tollgate_redis_policy_decisions_total";
+    /// Label key: a Redis failure's kind.
+    pub const KIND: &str = "kind";
+
     /// Label key: the limiter's name (`unnamed` when none was given).
     pub const LIMITER: &str = "limiter";
     /// Label key: a decision's outcome.

@@ -14,11 +14,11 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 use super::cluster;
 use super::command::command;
 use super::failure::{classify, Failure};
+use super::meter::Counters;
 use super::sentinel::SentinelConn;
 
 // Plain statistics counters (no protocol between them, `Relaxed`): std atomics, not the core
 // cells' loom facade.
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Lua script with its SHA1, computed once.
 pub(crate) struct LuaScript {
@@ -50,22 +50,6 @@ pub(crate) enum Conn {
     Sentinel(Arc<SentinelConn>),
 }
 
-/// Counters of what happened to calls, for metrics and for the fault tests.
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) replies: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) errors: AtomicU64,
-    pub(crate) script_loads: AtomicU64,
-    pub(crate) policy_decisions: AtomicU64,
-}
-
-impl Counters {
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// The connection, its deadline, and the counters.
 pub(crate) struct Backend {
     conn: Conn,
@@ -74,11 +58,11 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    pub(crate) fn new(conn: Conn, deadline: Duration) -> Backend {
+    pub(crate) fn new(conn: Conn, deadline: Duration, name: Option<&str>) -> Backend {
         Backend {
             conn,
             deadline,
-            counters: Counters::default(),
+            counters: Counters::new(name),
         }
     }
 
@@ -114,7 +98,7 @@ impl Backend {
                         key,
                         op,
                         args,
-                        &self.counters.script_loads,
+                        &self.counters,
                     )
                     .await
                 }
@@ -122,16 +106,13 @@ impl Backend {
         };
         let result = match tokio::time::timeout(self.deadline, call).await {
             Ok(Ok(reply)) => {
-                Counters::bump(&self.counters.replies);
+                self.counters.reply();
                 return Ok(reply);
             }
             Ok(Err(e)) => classify(e),
             Err(_) => Failure::Timeout,
         };
-        Counters::bump(match result {
-            Failure::Timeout => &self.counters.timeouts,
-            _ => &self.counters.errors,
-        });
+        self.counters.failed(&result);
         if let (Conn::Sentinel(s), true) = (&self.conn, result.policy_decides()) {
             // The primary may have moved: ask the sentinels, in the background.
             s.resolve_soon();
@@ -155,7 +136,7 @@ async fn single(
     match reply {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // EVAL also caches the script on that node, so the next call is EVALSHA.
-            Counters::bump(&counters.script_loads);
+            counters.script_loaded();
             command("EVAL", script.body, key, op, args)
                 .query_async(&mut conn)
                 .await

@@ -10,7 +10,6 @@
 //! (`retries(0)`, see `config.rs`), so every redirect comes back to this loop; on `MOVED`
 //! redis-rs still refreshes its slot map, and the next try routes by the new map.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ::redis::cluster_async::ClusterConnection;
@@ -18,6 +17,7 @@ use ::redis::cluster_routing::SingleNodeRoutingInfo;
 use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::command::command;
+use super::meter::Counters;
 
 /// Where the next try goes.
 enum Target {
@@ -36,7 +36,7 @@ pub(crate) async fn eval(
     key: &str,
     op: &str,
     args: &[i64],
-    script_loads: &AtomicU64,
+    counters: &Counters,
 ) -> Result<Vec<i64>, RedisError> {
     let mut target = Target::Slot;
     let mut send_body = false;
@@ -58,7 +58,7 @@ pub(crate) async fn eval(
         match e.kind() {
             ErrorKind::Server(ServerErrorKind::NoScript) if !send_body => {
                 // EVAL also caches the script on that node, so the next call is EVALSHA.
-                script_loads.fetch_add(1, Ordering::Relaxed);
+                counters.script_loaded();
                 send_body = true;
                 continue;
             }

@@ -52,6 +52,8 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     connect_timeout: Duration,
     policy: FailurePolicy<A>,
     algorithm: A,
+    /// The `limiter` label of its metrics and its name in logs.
+    name: Option<String>,
     /// A mistake found while configuring, reported by `connect`.
     error: Option<RedisLimitError>,
 }
@@ -65,6 +67,7 @@ impl RedisRateLimiterBuilder<Gcra> {
             connect_timeout: Duration::from_secs(1),
             policy: FailurePolicy::Error,
             algorithm: Gcra,
+            name: None,
             error: None,
         }
     }
@@ -139,8 +142,23 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             connect_timeout: self.connect_timeout,
             policy,
             algorithm: alg,
+            name: self.name,
             error: self.error.or(mismatch),
         })
+    }
+
+    /// Names the limiter: the `limiter` label of its metrics (feature `metrics`: replies,
+    /// errors by kind, script reloads, policy decisions; unnamed limiters are labelled
+    /// `unnamed`) and its name in the warnings of feature `tracing`.
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .name("api");
+    /// # let _ = b;
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
     }
 
     /// The first part of every key name (default `tollgate`). It may not contain `{` or `}`,
@@ -432,7 +450,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
 
     fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
         let shared = Arc::new(Shared {
-            backend: Backend::new(conn, self.deadline),
+            backend: Backend::new(conn, self.deadline, self.name.as_deref()),
             prefix: self.prefix,
             quota: self.quota,
             params,

@@ -8,12 +8,11 @@ use std::time::Duration;
 use crate::Gcra;
 use crate::Quota;
 use crate::{AcquireError, Decision, ThrottleReply};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::algorithm::{state_key, CheckReply, Params, RedisAlgorithm};
-use super::client::Counters;
 use super::error::RedisLimitError;
 use super::failure::Failure;
+use super::meter::Counters;
 use super::policy::FailurePolicy;
 use super::reservation::{self, RedisReservation};
 use super::shared::Shared;
@@ -166,7 +165,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// ```
     pub fn stats(&self) -> RedisStats {
         let c = &self.shared.backend.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let get = Counters::get;
         RedisStats {
             replies: get(&c.replies),
             timeouts: get(&c.timeouts),
@@ -284,7 +283,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                     params.limit,
                     quota,
                 )?;
-                Counters::bump(&s.backend.counters.policy_decisions);
+                s.backend.counters.policy_decided();
                 Ok(RedisDecision {
                     decision,
                     server_time: None,

@@ -91,6 +91,7 @@ mod failure;
 mod fixed_window;
 mod gcra;
 mod limiter;
+mod meter;
 mod policy;
 mod reservation;
 mod semaphore;

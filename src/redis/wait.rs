@@ -7,7 +7,6 @@ use std::time::Duration;
 use crate::{AcquireError, Decision};
 
 use super::algorithm::{CheckReply, Params, RedisAlgorithm};
-use super::client::Counters;
 use super::error::RedisLimitError;
 use super::failure::Failure;
 use super::limiter::{admitted, RedisRateLimiter};
@@ -141,7 +140,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                     .acquire(failure, s.backend.deadline(), &state, n, timeout_left)
                     .await;
                 if decides {
-                    Counters::bump(&s.backend.counters.policy_decisions);
+                    s.backend.counters.policy_decided();
                 }
                 Ok((r?, None))
             }

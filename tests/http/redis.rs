@@ -244,3 +244,65 @@ async fn shaping_waits_for_a_window_on_redis() {
         start.elapsed()
     );
 }
+
+/// Feature `metrics`: a Redis limiter reports its replies, its failures by kind and the
+/// failure policy's decisions under its name (a real server, then the same server killed).
+#[tokio::test(flavor = "current_thread")]
+async fn a_redis_limiter_reports_replies_failures_and_policy_decisions() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use tollgate::metric_names as names;
+    use tollgate::redis::FailurePolicy;
+
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    let mut redis = RedisServer::start();
+    let limiter = {
+        let _scope = metrics::set_default_local_recorder(&recorder);
+        RedisRateLimiter::builder(Quota::per_minute(2).unwrap())
+            .prefix(prefix())
+            .name("edge")
+            .deadline(Duration::from_millis(200))
+            .on_failure(FailurePolicy::Open)
+            .connect(&redis.url())
+            .await
+            .unwrap()
+    };
+    for _ in 0..3 {
+        let _ = limiter.check("k").await.unwrap();
+    }
+    redis.kill();
+    let during_outage = limiter.check("k").await.unwrap();
+    assert!(
+        during_outage.allowed,
+        "Open admits while Redis cannot answer"
+    );
+
+    let seen: Vec<_> = snap.snapshot().into_vec();
+    let counter = |name: &str, labels: &[(&str, &str)]| -> u64 {
+        seen.iter()
+            .filter(|(k, ..)| {
+                let key = k.key();
+                key.name() == name
+                    && labels
+                        .iter()
+                        .all(|(lk, lv)| key.labels().any(|l| l.key() == *lk && l.value() == *lv))
+            })
+            .map(|(.., v)| match v {
+                DebugValue::Counter(n) => *n,
+                other => panic!("{name} is not a counter: {other:?}"),
+            })
+            .sum()
+    };
+    let edge = [(names::LIMITER, "edge")];
+    assert_eq!(counter(names::REDIS_REPLIES, &edge), 3);
+    assert_eq!(counter(names::REDIS_POLICY_DECISIONS, &edge), 1);
+    let failures = counter(names::REDIS_ERRORS, &edge);
+    let unavailable = counter(
+        names::REDIS_ERRORS,
+        &[(names::LIMITER, "edge"), (names::KIND, "connection")],
+    ) + counter(
+        names::REDIS_ERRORS,
+        &[(names::LIMITER, "edge"), (names::KIND, "timeout")],
+    );
+    assert_eq!((failures, unavailable), (1, 1), "{seen:?}");
+}

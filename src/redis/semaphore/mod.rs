@@ -15,9 +15,8 @@ use tokio::task::JoinHandle;
 
 use crate::AcquireError;
 
-use super::client::Counters;
-use super::failure::Failure;
 use super::error::RedisLimitError;
+use super::failure::Failure;
 use super::limiter::{RedisRateLimiter, RedisStats};
 use super::policy::FailurePolicy;
 use script::{AcquireReply, InspectReply};
@@ -472,9 +471,7 @@ impl RedisSemaphore {
                         Err(RedisLimitError::from_failure(failure, deadline))
                     }
                     FailurePolicy::Closed { retry_after } => {
-                        Counters::bump(
-                            &self.inner.carrier.shared.backend.counters.policy_decisions,
-                        );
+                        self.inner.carrier.shared.backend.counters.policy_decided();
                         Err(AcquireError::RateLimited {
                             retry_after: *retry_after,
                         }

@@ -1,0 +1,214 @@
+//! What a Redis limiter reports beyond its decisions (feature `metrics`: the series in
+//! `tollgate::metric_names`; feature `tracing`: failures as warnings, at most one a second per
+//! limiter, so an outage cannot flood the logs). Without the features only the counters of
+//! `stats()` remain.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::failure::{Failure, ServerErrorKind, UnavailableKind};
+
+/// The counters behind `RedisRateLimiter::stats` (and `RedisSemaphore::stats`), and the
+/// same events reported to `metrics` and `tracing`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) replies: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) script_loads: AtomicU64,
+    pub(crate) policy_decisions: AtomicU64,
+    #[cfg(feature = "metrics")]
+    metrics: Option<Box<handles::Handles>>,
+    #[cfg(feature = "tracing")]
+    warn: Option<Box<Warn>>,
+}
+
+/// The name to log failures under, and the crate's own limiter that keeps them to one a
+/// second.
+#[cfg(feature = "tracing")]
+struct Warn {
+    name: String,
+    limiter: crate::RateLimiter,
+}
+
+impl Counters {
+    /// Counters for the limiter named `name` (`None`: unnamed), registering its series with
+    /// the `metrics` recorder installed now.
+    pub(crate) fn new(name: Option<&str>) -> Counters {
+        let label = name.unwrap_or(crate::metric_names::UNNAMED);
+        #[cfg(not(any(feature = "metrics", feature = "tracing")))]
+        let _ = label;
+        Counters {
+            #[cfg(feature = "metrics")]
+            metrics: Some(Box::new(handles::Handles::register(label))),
+            #[cfg(feature = "tracing")]
+            warn: Some(Box::new(Warn {
+                name: label.to_owned(),
+                limiter: crate::RateLimiter::builder(
+                    crate::Quota::per_second(1).expect("1 per second is a valid quota"),
+                )
+                .build(),
+            })),
+            ..Counters::default()
+        }
+    }
+
+    /// A script call got a reply.
+    #[inline]
+    pub(crate) fn reply(&self) {
+        self.replies.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.replies.increment(1);
+        }
+    }
+
+    /// A script call failed with `failure`.
+    pub(crate) fn failed(&self, failure: &Failure) {
+        let counter = match failure {
+            Failure::Timeout => &self.timeouts,
+            _ => &self.errors,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.failed(failure);
+        }
+        #[cfg(feature = "tracing")]
+        if let Some(w) = &self.warn {
+            if w.limiter.try_acquire() {
+                tracing::warn!(
+                    target: "tollgate",
+                    limiter = %w.name,
+                    kind = kind_label(failure),
+                    error = ?failure,
+                    "a Redis call failed"
+                );
+            }
+        }
+    }
+
+    /// A script was sent again after `NOSCRIPT`.
+    pub(crate) fn script_loaded(&self) {
+        self.script_loads.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.script_loads.increment(1);
+        }
+    }
+
+    /// The failure policy answered instead of Redis.
+    pub(crate) fn policy_decided(&self) {
+        self.policy_decisions.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.policy_decisions.increment(1);
+        }
+    }
+
+    /// A counter's value now.
+    pub(crate) fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// The `kind` label of a failure: `timeout`, or the kind of an unavailable or server error.
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+fn kind_label(failure: &Failure) -> &'static str {
+    match failure {
+        Failure::Timeout => "timeout",
+        Failure::Unavailable(e) => unavailable_label(e.kind()),
+        Failure::Server(e) => server_label(e.kind()),
+    }
+}
+
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+fn unavailable_label(kind: UnavailableKind) -> &'static str {
+    match kind {
+        UnavailableKind::Connection => "connection",
+        UnavailableKind::ClusterDown => "cluster_down",
+        UnavailableKind::Loading => "loading",
+        UnavailableKind::TryAgain => "try_again",
+        UnavailableKind::MasterDown => "master_down",
+        UnavailableKind::ReadOnly => "read_only",
+        UnavailableKind::Busy => "busy",
+    }
+}
+
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+fn server_label(kind: ServerErrorKind) -> &'static str {
+    match kind {
+        ServerErrorKind::WrongType => "wrong_type",
+        ServerErrorKind::Script => "script",
+        ServerErrorKind::NoScript => "no_script",
+        ServerErrorKind::Other => "other",
+        ServerErrorKind::Client => "client",
+    }
+}
+
+#[cfg(not(any(feature = "metrics", feature = "tracing")))]
+const _: fn(UnavailableKind, ServerErrorKind) = |_, _| {};
+
+#[cfg(feature = "metrics")]
+mod handles {
+    use metrics::{counter, Counter};
+
+    use super::super::failure::Failure;
+    use super::kind_label;
+    use crate::metric_names as names;
+
+    pub(super) struct Handles {
+        pub(super) replies: Counter,
+        pub(super) script_loads: Counter,
+        pub(super) policy_decisions: Counter,
+        /// `tollgate_redis_errors_total` by kind, registered on first use of each kind
+        /// against the recorder of the build (kept so tests with a local recorder see them).
+        errors: Vec<(&'static str, Counter)>,
+    }
+
+    impl Handles {
+        pub(super) fn register(name: &str) -> Handles {
+            let name = name.to_owned();
+            let kinds = [
+                "timeout",
+                "connection",
+                "cluster_down",
+                "loading",
+                "try_again",
+                "master_down",
+                "read_only",
+                "busy",
+                "wrong_type",
+                "script",
+                "no_script",
+                "other",
+                "client",
+            ];
+            Handles {
+                replies: counter!(names::REDIS_REPLIES, names::LIMITER => name.clone()),
+                script_loads: counter!(names::REDIS_SCRIPT_LOADS, names::LIMITER => name.clone()),
+                policy_decisions: counter!(
+                    names::REDIS_POLICY_DECISIONS,
+                    names::LIMITER => name.clone()
+                ),
+                errors: kinds
+                    .into_iter()
+                    .map(|k| {
+                        let c = counter!(
+                            names::REDIS_ERRORS,
+                            names::LIMITER => name.clone(),
+                            names::KIND => k
+                        );
+                        (k, c)
+                    })
+                    .collect(),
+            }
+        }
+
+        pub(super) fn failed(&self, failure: &Failure) {
+            let kind = kind_label(failure);
+            if let Some((_, c)) = self.errors.iter().find(|(k, _)| *k == kind) {
+                c.increment(1);
+            }
+        }
+    }
+}
