@@ -142,6 +142,7 @@ mod algorithm;
 mod cell;
 mod clock;
 mod compose;
+mod concurrency;
 mod direct;
 mod engine;
 /// Where the user guide's reference links lead in rustdoc (`src/guide.rs` says why).
@@ -193,6 +194,10 @@ pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
 pub use clock::TokioClock;
 pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX_SKEW};
 pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
+pub use concurrency::{
+    ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedConcurrencyLimiterBuilder,
+    OwnedPermit, Permit,
+};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
 pub use nanos::{Nanos, MAX_NANOS};
