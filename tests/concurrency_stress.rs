@@ -98,7 +98,10 @@ fn tasks_with_random_cancels_never_hold_more_than_the_limit() {
                         // A dropped future: cancelled wherever it stands.
                         0 => tokio::time::timeout(wait, l.acquire_n_owned_async(n))
                             .await
-                            .unwrap_or(Err(AcquireError::AtCapacity { in_flight: 0, limit: 0 })),
+                            .unwrap_or(Err(AcquireError::AtCapacity {
+                                in_flight: 0,
+                                limit: 0,
+                            })),
                         1 => l.try_acquire_n_owned(n),
                         _ => match l.try_acquire_n_for_async(n, wait).await {
                             Ok(p) => {
@@ -201,7 +204,11 @@ fn ten_thousand_keys_with_eviction_racing_never_exceed_the_limit() {
                 let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ (t + 1));
                 for _ in 0..2_000 {
                     // Half the traffic on 8 hot keys (contended, queued), half spread.
-                    let key = if rng.next() % 2 == 0 { rng.next() % 8 } else { rng.next() % KEYS };
+                    let key = if rng.next() % 2 == 0 {
+                        rng.next() % 8
+                    } else {
+                        rng.next() % KEYS
+                    };
                     let wait = Duration::from_micros(rng.next() % 100);
                     match tokio::time::timeout(wait, l.acquire_async(&key)).await {
                         Ok(Ok(p)) => {

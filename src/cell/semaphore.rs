@@ -167,12 +167,10 @@ impl SemCell {
                 _ => (0, false),
             };
             s.queued = queued;
-            match self.word.compare_exchange_weak(
-                w,
-                s.pack(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self
+                .word
+                .compare_exchange_weak(w, s.pack(), Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => {
                     if let Some(q) = slow.queue.as_mut() {
                         q.serve(k, wakers);

@@ -161,11 +161,7 @@ impl ConcurrencyLimiter {
     /// assert_eq!(e, AcquireError::AtCapacity { in_flight: 2, limit: 2 });
     /// # drop(held);
     /// ```
-    pub fn try_acquire_n_for(
-        &self,
-        n: u32,
-        timeout: Duration,
-    ) -> Result<Permit<'_>, AcquireError> {
+    pub fn try_acquire_n_for(&self, n: u32, timeout: Duration) -> Result<Permit<'_>, AcquireError> {
         self.wait(n, Some(timeout)).map(Permit::new)
     }
 

@@ -322,7 +322,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.wait_async(key, n, Some(timeout)).await.map(Permit::new)
+        self.wait_async(key, n, Some(timeout))
+            .await
+            .map(Permit::new)
     }
 
     /// [`try_acquire`](Self::try_acquire), as an [`OwnedPermit`] (`'static`) that keeps the

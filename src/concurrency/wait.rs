@@ -51,12 +51,10 @@ pub(crate) fn begin(cell: &SemCell, n: u32, queue: bool) -> Step<'_> {
         Take::Granted(_) => Step::Done(Ok(Held::new(cell, n))),
         Take::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
         Take::Closed => Step::Closed,
-        Take::Busy { in_flight, limit } if !queue => {
-            Step::Done(Err(AcquireError::AtCapacity {
-                in_flight: u64::from(in_flight),
-                limit: u64::from(limit),
-            }))
-        }
+        Take::Busy { in_flight, limit } if !queue => Step::Done(Err(AcquireError::AtCapacity {
+            in_flight: u64::from(in_flight),
+            limit: u64::from(limit),
+        })),
         Take::Busy { .. } => match cell.enqueue(n, None) {
             Enqueued::Granted => Step::Done(Ok(Held::new(cell, n))),
             Enqueued::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),

@@ -143,7 +143,10 @@ mod tests {
         assert_eq!(q.servable(1, 4), (1, 3));
         q.serve(1, &mut Vec::new());
         assert_eq!(q.status(a), Status::Granted);
-        assert_eq!((q.status(b), q.status(c)), (Status::Waiting, Status::Waiting));
+        assert_eq!(
+            (q.status(b), q.status(c)),
+            (Status::Waiting, Status::Waiting)
+        );
         assert_eq!(q.servable(0, 4), (2, 4));
     }
 
