@@ -52,26 +52,32 @@ struct Slow {
 
 /// What an enqueue did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Enqueued {
+pub enum Enqueued {
     /// The permits were free and are taken.
     Granted,
     /// Queued as this waiter.
     Waiting(u64),
     /// More than the limit: refused, nothing queued.
-    TooMany { limit: u32 },
+    TooMany {
+        /// The limit in force.
+        limit: u32,
+    },
     /// The cell was evicted (keyed): look the key up again.
     Closed,
 }
 
 /// What cancelling a waiter found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Cancelled {
+pub enum Cancelled {
     /// It was still waiting and is gone; the waiters behind it were served if they now fit.
     Removed,
     /// It had been served: its permits are in flight, the caller's to use or release.
     Granted,
     /// It had been refused (the limit was lowered below its request).
-    Refused { limit: u32 },
+    Refused {
+        /// The limit that refused it.
+        limit: u32,
+    },
 }
 
 impl SemCell {

@@ -77,14 +77,22 @@ impl State {
 
 /// What a non-waiting take of `n` permits finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Take {
+pub enum Take {
     /// Granted: store this word.
     Granted(u64),
     /// More than the limit: never grantable at once.
-    TooMany { limit: u32 },
+    TooMany {
+        /// The limit in force.
+        limit: u32,
+    },
     /// Not now: the permits are in flight, or waiters are queued ahead (FIFO: nobody passes
     /// a waiter, so a large request at the head is not starved by small ones behind it).
-    Busy { in_flight: u32, limit: u32 },
+    Busy {
+        /// Permits in flight.
+        in_flight: u32,
+        /// The limit in force.
+        limit: u32,
+    },
     /// The cell was evicted: look the key up again.
     Closed,
 }
