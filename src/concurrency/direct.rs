@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cell::semaphore::{SemCell, MAX_LIMIT};
+use crate::cell::semaphore::{SemCell, Take, MAX_LIMIT};
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::wait::{self, at_capacity, begin, Step};
@@ -379,6 +379,17 @@ impl ConcurrencyLimiter {
 
     #[inline(always)]
     fn now(&self, n: u32) -> Result<Held, AcquireError> {
+        if n > 0 {
+            if let Take::Granted(_) = self.cell.try_take(n) {
+                return Ok(Held::new(&self.cell, n));
+            }
+        }
+        self.now_slow(n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn now_slow(&self, n: u32) -> Result<Held, AcquireError> {
         match begin(&self.cell, n, false) {
             Step::Done(r) => r,
             // Not reached: nothing queues without being asked to, and only keyed stores close.

@@ -502,16 +502,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match self.store.begin(key, n, false) {
-            Step::Done(r) => r,
-            // Not reached: nothing queues without being asked to, and `begin` retries closed
-            // cells.
-            Step::Wait(w) => w.give_up(),
-            Step::Closed => Err(AcquireError::AtCapacity {
-                in_flight: 0,
-                limit: u64::from(self.limit()),
-            }),
-        }
+        self.store.try_now(key, n)
     }
 
     fn wait<Q>(&self, key: &Q, n: u32, timeout: Option<Duration>) -> Result<Held, AcquireError>

@@ -86,6 +86,7 @@ impl Held {
 }
 
 impl Drop for Held {
+    #[inline]
     fn drop(&mut self) {
         if let Some(cell) = self.cell {
             // SAFETY: the cell outlives the permits (type docs): they are still in flight.

@@ -18,7 +18,7 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use crate::cell::semaphore::SemCell;
+use crate::cell::semaphore::{SemCell, Take};
 use crate::concurrency::permit::Held;
 use crate::concurrency::wait::{begin, exceeds, Step};
 use crate::outcome::AcquireError;
@@ -68,6 +68,45 @@ where
 
     pub(crate) fn limit(&self) -> u32 {
         self.limit
+    }
+
+    /// Takes `n` permits for `key` now, or refuses: the non-waiting acquire. The hot path (a
+    /// tracked key whose permits are free) is the lookup and one CAS, with nothing else
+    /// inlined around it; everything else goes through [`begin`](Self::begin).
+    #[inline(always)]
+    pub(crate) fn try_now<Q>(&self, key: &Q, n: u32) -> Result<Held, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if n > 0 {
+            if let Some(guard) = self.map.get(key) {
+                if let Take::Granted(_) = guard.try_take(n) {
+                    // As in `begin`: the permits now in flight keep the cell from eviction.
+                    return Ok(Held::new(&guard, n));
+                }
+            }
+        }
+        self.try_now_slow(key, n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn try_now_slow<Q>(&self, key: &Q, n: u32) -> Result<Held, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match self.begin(key, n, false) {
+            Step::Done(r) => r,
+            // Not reached: nothing queues without being asked to, and `begin` looks a closed
+            // cell's key up again.
+            Step::Wait(w) => w.give_up(),
+            Step::Closed => Err(AcquireError::AtCapacity {
+                in_flight: 0,
+                limit: u64::from(self.limit),
+            }),
+        }
     }
 
     /// Takes `n` permits for `key` now, or (if `queue`) queues for them: the first step of
