@@ -325,3 +325,6 @@ impl SemCell {
         drop(self.lock());
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;
