@@ -2,10 +2,14 @@
 //! cancel-safety of async waits (driven by hand, poll by poll), owned permits, live limit
 //! changes, and the keyed limiter's eviction and key cap.
 
+#[cfg(feature = "tokio")]
 use std::future::Future;
 use std::num::NonZeroUsize;
+#[cfg(feature = "tokio")]
 use std::pin::pin;
+#[cfg(feature = "tokio")]
 use std::sync::Arc;
+#[cfg(feature = "tokio")]
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -13,6 +17,7 @@ use tollgate::{
     AcquireError, ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, WhenFull,
 };
 
+#[cfg(feature = "tokio")]
 fn noop() -> Waker {
     struct Noop;
     impl std::task::Wake for Noop {
@@ -22,6 +27,7 @@ fn noop() -> Waker {
 }
 
 /// Polls a future once.
+#[cfg(feature = "tokio")]
 fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     f.poll(&mut Context::from_waker(&noop()))
 }
@@ -72,6 +78,7 @@ fn zero_permits_succeed_at_once_and_more_than_the_limit_never_waits() {
     assert_eq!(k.len(), 0, "neither tracks the key");
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn async_waiters_are_served_in_arrival_order_with_no_barging() {
     let l = ConcurrencyLimiter::new(2).unwrap();
@@ -92,6 +99,7 @@ async fn async_waiters_are_served_in_arrival_order_with_no_barging() {
     assert!(matches!(poll_once(small.as_mut()), Poll::Ready(Ok(_))));
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn a_large_request_at_the_head_is_not_starved_by_small_ones() {
     let l = ConcurrencyLimiter::new(3).unwrap();
@@ -109,6 +117,7 @@ async fn a_large_request_at_the_head_is_not_starved_by_small_ones() {
     assert!(poll_once(small.as_mut()).is_pending());
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn a_dropped_waiting_future_gives_its_place_to_the_next() {
     let l = ConcurrencyLimiter::new(1).unwrap();
@@ -123,6 +132,7 @@ async fn a_dropped_waiting_future_gives_its_place_to_the_next() {
     assert!(matches!(poll_once(next.as_mut()), Poll::Ready(Ok(_))));
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn a_dropped_future_that_was_already_served_hands_its_permits_on() {
     let l = ConcurrencyLimiter::new(1).unwrap();
@@ -140,6 +150,7 @@ async fn a_dropped_future_that_was_already_served_hands_its_permits_on() {
     assert_eq!(l.in_flight(), 1);
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test(start_paused = true)]
 async fn a_timed_out_wait_is_refused_and_leaves_the_queue() {
     let l = ConcurrencyLimiter::new(1).unwrap();
@@ -159,6 +170,7 @@ async fn a_timed_out_wait_is_refused_and_leaves_the_queue() {
     assert!(l.try_acquire().is_some(), "no waiter left queued ahead");
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn lowering_the_limit_refuses_a_waiter_it_can_never_serve() {
     let l = ConcurrencyLimiter::new(3).unwrap();
@@ -190,6 +202,7 @@ fn blocking_waiters_are_woken_when_permits_come_back() {
     assert_eq!(l.available(), 2);
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn owned_permits_move_into_spawned_tasks() {
     let l = Arc::new(ConcurrencyLimiter::new(2).unwrap());
@@ -221,6 +234,7 @@ fn a_forgotten_permit_is_never_given_back() {
     assert_eq!(k.sweep_now(), 0, "a key holding a permit is never evicted");
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test]
 async fn idle_keys_are_evicted_and_busy_or_awaited_ones_kept() {
     let k = KeyedConcurrencyLimiter::<u32>::new(1).unwrap();

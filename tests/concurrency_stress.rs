@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::{AcquireError, ConcurrencyLimiter, KeyedConcurrencyLimiter};
+use tollgate::{AcquireError, ConcurrencyLimiter};
 
 #[path = "support/threads.rs"]
 mod threads;
@@ -76,6 +76,7 @@ fn threads_never_hold_more_than_the_limit() {
 /// Tasks on a multi-threaded runtime: waits cut short by random timeouts (the future is
 /// dropped while queued, or just after being served), permits held across `.await`s and
 /// dropped in other tasks (owned permits), and a live `set_limit` that moves between 1 and 3.
+#[cfg(feature = "tokio")]
 #[test]
 fn tasks_with_random_cancels_never_hold_more_than_the_limit() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -171,12 +172,13 @@ fn set_limit_under_load_loses_nothing() {
     assert_eq!((limiter.in_flight(), limiter.available()), (0, 4));
 }
 
-const KEYS: u64 = 10_000;
-
 /// 10k keys, threads and tasks, and a thread sweeping idle keys as fast as it can: eviction
 /// racing acquires never lets a key exceed its limit, nor loses a permit or a waiter.
+#[cfg(feature = "tokio")]
 #[test]
 fn ten_thousand_keys_with_eviction_racing_never_exceed_the_limit() {
+    use tollgate::KeyedConcurrencyLimiter;
+    const KEYS: u64 = 10_000;
     let limiter = Arc::new(KeyedConcurrencyLimiter::<u64>::new(2).unwrap());
     let gauges: Arc<Vec<Gauge>> = Arc::new((0..KEYS).map(|_| Gauge::default()).collect());
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -231,7 +231,7 @@ impl SemCell {
             slow.next_id += 1;
             slow.queue
                 .get_or_insert_with(Box::default)
-                .push(id, n, waker.cloned());
+                .enqueue(id, n, waker.cloned());
             return Enqueued::Waiting(id);
         }
     }
@@ -267,7 +267,7 @@ impl SemCell {
                 None => Status::Granted,
                 Some(q) => match q.status(id) {
                     Status::Waiting => {
-                        q.remove(id);
+                        q.leave(id);
                         Status::Waiting
                     }
                     other => other,

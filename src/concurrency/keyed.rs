@@ -6,7 +6,6 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::concurrency::builder::KeyedConcurrencyLimiterBuilder;
 use crate::concurrency::error::ConcurrencyError;
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::store::SemStore;
@@ -15,6 +14,10 @@ use crate::keyed::DefaultKeyHasher;
 use crate::outcome::AcquireError;
 use crate::store::sweep::SweepStats;
 use crate::sweeper::Sweeper;
+
+mod builder;
+
+pub use builder::KeyedConcurrencyLimiterBuilder;
 
 /// At most `limit` permits in flight per key (user, tenant, `(user, action)`): a
 /// [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) for every key, in a sharded map, with
@@ -46,8 +49,8 @@ where
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
     // Dropped first: stops the background sweeper before the store goes.
-    pub(super) sweeper: Option<Sweeper>,
-    pub(super) store: Arc<SemStore<K, S>>,
+    sweeper: Option<Sweeper>,
+    store: Arc<SemStore<K, S>>,
 }
 
 impl<K> KeyedConcurrencyLimiter<K>

@@ -8,9 +8,8 @@
 //!   and wait (blocking or async), cancel-safe;
 //! - `direct`: the one-limit limiter;
 //! - `store`: the keyed limiter's table of cells, key cap and sweep of idle keys;
-//! - `keyed`, `builder`: the keyed limiter and its builder.
+//! - `keyed` (and its child `builder`): the keyed limiter and its builder.
 
-mod builder;
 mod direct;
 mod error;
 mod keyed;
@@ -18,8 +17,7 @@ mod permit;
 mod store;
 mod wait;
 
-pub use builder::KeyedConcurrencyLimiterBuilder;
 pub use direct::ConcurrencyLimiter;
 pub use error::ConcurrencyError;
-pub use keyed::KeyedConcurrencyLimiter;
+pub use keyed::{KeyedConcurrencyLimiter, KeyedConcurrencyLimiterBuilder};
 pub use permit::{OwnedPermit, Permit};

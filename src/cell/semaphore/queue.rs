@@ -52,7 +52,7 @@ impl Queue {
 
     /// Queues a request for `need` permits at the back, as waiter `id` (greater than every id
     /// queued before: the cell counts them).
-    pub(crate) fn push(&mut self, id: u64, need: u32, waker: Option<Waker>) {
+    pub(crate) fn enqueue(&mut self, id: u64, need: u32, waker: Option<Waker>) {
         debug_assert!(self.waiting.back().map_or(true, |e| e.id < id));
         self.waiting.push_back(Entry { id, need, waker });
     }
@@ -85,7 +85,7 @@ impl Queue {
     }
 
     /// Removes waiting request `id` (its waiter gave up); whether it was at the front.
-    pub(crate) fn remove(&mut self, id: u64) -> Option<bool> {
+    pub(crate) fn leave(&mut self, id: u64) -> Option<bool> {
         let i = self.position(id)?;
         self.waiting.remove(i);
         Some(i == 0)
@@ -134,11 +134,11 @@ mod tests {
     fn serves_in_order_and_stops_at_the_first_that_does_not_fit() {
         let mut q = Queue::default();
         let a = 1;
-        q.push(a, 2, None);
+        q.enqueue(a, 2, None);
         let b = 2;
-        q.push(b, 3, None);
+        q.enqueue(b, 3, None);
         let c = 3;
-        q.push(c, 1, None);
+        q.enqueue(c, 1, None);
         // 1 in flight of 4: `a` fits (3), `b` does not (6), so `c` waits behind it.
         assert_eq!(q.servable(1, 4), (1, 3));
         q.serve(1, &mut Vec::new());
@@ -154,14 +154,14 @@ mod tests {
     fn a_removed_head_lets_the_next_be_served() {
         let mut q = Queue::default();
         let a = 4;
-        q.push(a, 4, None);
+        q.enqueue(a, 4, None);
         let b = 5;
-        q.push(b, 1, None);
+        q.enqueue(b, 1, None);
         assert_eq!(q.servable(1, 4), (0, 1));
-        assert_eq!(q.remove(a), Some(true));
-        assert_eq!(q.remove(a), None);
+        assert_eq!(q.leave(a), Some(true));
+        assert_eq!(q.leave(a), None);
         assert_eq!(q.servable(1, 4), (1, 2));
-        assert_eq!(q.remove(b), Some(true));
+        assert_eq!(q.leave(b), Some(true));
         assert!(q.is_unused());
     }
 
@@ -169,9 +169,9 @@ mod tests {
     fn refusals_are_reported_once_and_kept_until_then() {
         let mut q = Queue::default();
         let a = 6;
-        q.push(a, 5, None);
+        q.enqueue(a, 5, None);
         let b = 7;
-        q.push(b, 2, None);
+        q.enqueue(b, 2, None);
         q.refuse_over(3, &mut Vec::new());
         assert!(!q.is_unused());
         assert_eq!(q.status(a), Status::Refused { limit: 3 });
@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn servable_saturates_instead_of_wrapping() {
         let mut q = Queue::default();
-        q.push(8, u32::MAX, None);
+        q.enqueue(8, u32::MAX, None);
         assert_eq!(q.servable(u32::MAX, u32::MAX), (0, u32::MAX));
     }
 }

@@ -48,16 +48,26 @@ fn waiters_are_served_in_order_and_a_large_head_holds_back_small_ones() {
     cell.release(4);
     assert_eq!(small_n.0.load(Ordering::SeqCst), 1);
     assert_eq!(cell.poll_waiter(small, &small_w), Poll::Ready(Ok(())));
-    assert_eq!(cell.state(), State { in_flight: 1, ..State::fresh(4) });
+    assert_eq!(
+        cell.state(),
+        State {
+            in_flight: 1,
+            ..State::fresh(4)
+        }
+    );
 }
 
 #[test]
 fn a_cancelled_head_lets_the_ones_behind_it_in() {
     let cell = SemCell::new(2);
     assert!(matches!(cell.try_take(1), Take::Granted(_)));
-    let Enqueued::Waiting(big) = cell.enqueue(2, None) else { panic!() };
+    let Enqueued::Waiting(big) = cell.enqueue(2, None) else {
+        panic!()
+    };
     let (n, w) = counter();
-    let Enqueued::Waiting(small) = cell.enqueue(1, Some(&w)) else { panic!() };
+    let Enqueued::Waiting(small) = cell.enqueue(1, Some(&w)) else {
+        panic!()
+    };
     assert_eq!(cell.cancel(big), Cancelled::Removed);
     assert_eq!(n.0.load(Ordering::SeqCst), 1);
     assert_eq!(cell.cancel(small), Cancelled::Granted); // served before it gave up
@@ -69,8 +79,12 @@ fn lowering_the_limit_keeps_held_permits_and_refuses_waiters_it_can_never_serve(
     let cell = SemCell::new(4);
     assert!(matches!(cell.try_take(4), Take::Granted(_)));
     let (n, w) = counter();
-    let Enqueued::Waiting(big) = cell.enqueue(3, Some(&w)) else { panic!() };
-    let Enqueued::Waiting(small) = cell.enqueue(1, None) else { panic!() };
+    let Enqueued::Waiting(big) = cell.enqueue(3, Some(&w)) else {
+        panic!()
+    };
+    let Enqueued::Waiting(small) = cell.enqueue(1, None) else {
+        panic!()
+    };
     cell.set_limit(2);
     assert_eq!(n.0.load(Ordering::SeqCst), 1);
     assert_eq!(cell.poll_waiter(big, &w), Poll::Ready(Err(2)));
@@ -89,7 +103,9 @@ fn only_an_idle_cell_can_be_closed_and_a_closed_one_grants_nothing() {
     let cell = SemCell::new(1);
     assert!(matches!(cell.try_take(1), Take::Granted(_)));
     assert!(!cell.try_close());
-    let Enqueued::Waiting(id) = cell.enqueue(1, None) else { panic!() };
+    let Enqueued::Waiting(id) = cell.enqueue(1, None) else {
+        panic!()
+    };
     cell.release(1); // passes to the waiter
     assert!(!cell.try_close());
     assert_eq!(cell.cancel(id), Cancelled::Granted);

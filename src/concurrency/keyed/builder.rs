@@ -8,8 +8,8 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use super::KeyedConcurrencyLimiter;
 use crate::concurrency::error::{check_limit, ConcurrencyError};
-use crate::concurrency::keyed::KeyedConcurrencyLimiter;
 use crate::concurrency::store::SemStore;
 use crate::keyed::{DefaultKeyHasher, DEFAULT_SHARDS};
 use crate::store::when_full::WhenFull;
