@@ -10,6 +10,8 @@
 //!   (this binary re-runs itself with `--child NAME`, as memory.rs does).
 //!
 //! Run (in benches/): `cargo bench --bench concurrency [-- --quick]`. Prints markdown.
+//! `-- --hot-loop` instead times 20M keyed and direct `try_acquire` + release on one key in a
+//! plain loop (for `perf record`).
 
 use std::hint::black_box;
 use std::process::Command;
