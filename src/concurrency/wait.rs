@@ -74,7 +74,9 @@ pub(crate) fn begin(cell: &SemCell, n: u32, queue: bool) -> Step<'_> {
 /// the limit is lowered below `n`). Dropping it before it finished gives its place up, or,
 /// if it had been served meanwhile, gives the permits back, so they pass to the next waiter.
 pub(crate) struct Waiter<'a> {
-    /// Valid while the waiter is queued or served (a keyed store evicts only idle cells).
+    /// Valid while the waiter is queued or served (a keyed store evicts only idle cells). A
+    /// refused waiter holds neither; refusals come only from `set_limit`, which only the
+    /// direct limiter has, whose cell lives as long as the limiter (`'a`).
     cell: NonNull<SemCell>,
     id: u64,
     n: u32,
