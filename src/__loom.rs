@@ -8,12 +8,14 @@
 //! `decide`, and [`evict_cold`] is the rule its sweep runs under a shard's write lock.
 
 use std::ops::Deref;
+use std::task::{Poll, Waker};
 
 use crate::algorithm::gcra::GcraParams;
 use crate::algorithm::rules::Rules;
 use crate::algorithm::{Gcra, ParamSource};
 use crate::cell::gcra::GcraCell;
 use crate::cell::params::{Live, ParamsCell};
+use crate::cell::semaphore::SemCell;
 use crate::outcome::Decision;
 use crate::quota::Quota;
 use crate::store::keyed::{self, OnShard};
@@ -21,6 +23,8 @@ use crate::store::sweep;
 use crate::wait::Reservation;
 use crate::{Nanos, RateLimiter};
 
+pub use crate::cell::semaphore::word::Take;
+pub use crate::cell::semaphore::{Cancelled, Enqueued};
 pub use crate::smooth::loom_api::SmoothTicket;
 
 /// The keyed limiter's per-key cell (one atomic word).
@@ -201,4 +205,80 @@ pub fn schedule(limiter: &RateLimiter) -> (Nanos, Vec<(Nanos, Nanos)>) {
 pub fn stretch(r: &Reservation<'_>) -> (Nanos, Nanos) {
     let t = r.ticket();
     (t.start, t.end)
+}
+
+/// A concurrency limit's cell (`cell::semaphore::SemCell`): the very calls the concurrency
+/// limiters make on it (`concurrency::wait` and `concurrency::store`).
+#[derive(Debug)]
+pub struct Semaphore(SemCell);
+
+/// A semaphore word, unpacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SemState {
+    /// Permits held.
+    pub in_flight: u32,
+    /// The limit in force.
+    pub limit: u32,
+    /// The waiter queue is not empty.
+    pub queued: bool,
+    /// Evicted: nothing is granted on it any more.
+    pub closed: bool,
+}
+
+impl Semaphore {
+    /// A fresh cell of `limit` permits.
+    pub fn new(limit: u32) -> Semaphore {
+        Semaphore(SemCell::new(limit))
+    }
+
+    /// The fast path: `n >= 1` permits now or why not (one CAS loop).
+    pub fn try_take(&self, n: u32) -> Take {
+        self.0.try_take(n)
+    }
+
+    /// Gives back `n` permits held (one CAS, or the mutex when waiters are queued).
+    pub fn release(&self, n: u32) {
+        self.0.release(n);
+    }
+
+    /// Takes `n` permits or queues for them, with `waker`.
+    pub fn enqueue(&self, n: u32, waker: &Waker) -> Enqueued {
+        self.0.enqueue(n, Some(waker))
+    }
+
+    /// Waiter `id`: served (`Ok`), refused (`Err(limit)`) or still waiting.
+    pub fn poll(&self, id: u64, waker: &Waker) -> Poll<Result<(), u32>> {
+        self.0.poll_waiter(id, waker)
+    }
+
+    /// Waiter `id` gives up.
+    pub fn cancel(&self, id: u64) -> Cancelled {
+        self.0.cancel(id)
+    }
+
+    /// Changes the limit live.
+    pub fn set_limit(&self, limit: u32) {
+        self.0.set_limit(limit);
+    }
+
+    /// The keyed store's eviction claim on an idle cell.
+    pub fn try_close(&self) -> bool {
+        self.0.try_close()
+    }
+
+    /// What the store does before freeing a closed cell.
+    pub fn quiesce(&self) {
+        self.0.quiesce();
+    }
+
+    /// The word, unpacked.
+    pub fn state(&self) -> SemState {
+        let s = self.0.state();
+        SemState {
+            in_flight: s.in_flight,
+            limit: s.limit,
+            queued: s.queued,
+            closed: s.closed,
+        }
+    }
 }

@@ -13,6 +13,9 @@
 //!   [`max_keys`](KeyedRateLimiterBuilder::max_keys) cap.
 //! - [`all_or_none`]: take from several limits together (per user *and* global), or from none;
 //!   [`all_or_none_async`] mixes backends (in-process, Redis, your own) through [`Hold`].
+//! - [`ConcurrencyLimiter`] and [`KeyedConcurrencyLimiter`]: at most `limit` in flight at once
+//!   (per key), permits as RAII guards, FIFO waiters, cancel-safe, idle keys swept
+//!   ([guide: concurrency limits](guide::concurrency)).
 //! - [`Quota`]: `count` per `period` with a burst, validated at construction.
 //! - [`Algorithm`]: what a limiter runs; [`Gcra`] by default (also the leaky and the token
 //!   bucket), or [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`], [`SlidingLog`] through
@@ -72,11 +75,25 @@
 //!   ([`QuotaError`], [`SmoothConfigError`]).
 //! - A limit's *window* is the time it refers to: GCRA's tolerance `burst * T`
 //!   ([`Quota::tolerance`]), a window algorithm's window `W`.
-//! - There are no `_owned` forms: for a `'static` future (`tokio::spawn`), await the method
-//!   inside an `async move` block that owns an `Arc` of the limiter (and the key).
+//! - There are no `_owned` forms, with one exception: guards. For a `'static` future
+//!   (`tokio::spawn`), await the method inside an `async move` block that owns an `Arc` of the
+//!   limiter (and the key). The concurrency limiters' permits are guards that must outlive the
+//!   call, so they alone have tokio's `_owned` forms, on `self: &Arc<Self>`, returning an
+//!   [`OwnedPermit`]: `try_acquire_owned`, `try_acquire_n_owned`, `acquire_owned_async`,
+//!   `acquire_n_owned_async` (a timeout: wrap the last two in `tokio::time::timeout`, which is
+//!   cancel-safe).
 //!
 //! [`RateLimiter`] has every row (reservations and `throttle` with [`Gcra`]);
 //! [`KeyedRateLimiter`] too, with the key first.
+//!
+//! [`ConcurrencyLimiter`] and [`KeyedConcurrencyLimiter`] (at most `limit` in flight) have the
+//! acquire rows, returning a [`Permit`] guard that gives the permits back when dropped:
+//! `try_acquire()` is `Option<Permit>` (the `bool` row's), every other form
+//! `Result<Permit, AcquireError>`. Their "not now" is `AcquireError::AtCapacity { in_flight,
+//! limit }` (no wait to suggest: permits come back when their holders finish); more than the
+//! limit is `ExceedsBurst` for every form, waiting ones included. Their limit is a count:
+//! `limit()`, `set_limit(limit)` (direct), and `in_flight()` / `available()`. No `peek`,
+//! `check` or reservations.
 //!
 //! [`SmoothRateLimiter`] (Guava's) has the acquire rows: `try_acquire(_n)`, `acquire(_n)`,
 //! `try_acquire(_n)_for`, `acquire(_n)_async`, `try_acquire(_n)_for_async`, with the same
@@ -147,6 +164,7 @@ mod algorithm;
 mod cell;
 mod clock;
 mod compose;
+mod concurrency;
 mod direct;
 mod engine;
 /// Where the user guide's reference links lead in rustdoc (`src/guide.rs` says why).
@@ -165,6 +183,7 @@ macro_rules! guide_links {
          [clocks]: crate::guide::clocks\n\
          [testing]: crate::guide::testing\n\
          [operations]: crate::guide::operations\n\
+         [concurrency]: crate::guide::concurrency\n\
          [design]: crate::guide::design\n\n"
     };
 }
@@ -200,6 +219,10 @@ pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
 pub use clock::TokioClock;
 pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX_SKEW};
 pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
+pub use concurrency::{
+    ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedConcurrencyLimiterBuilder,
+    OwnedPermit, Permit,
+};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
 pub use meter::names as metric_names;

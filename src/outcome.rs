@@ -129,8 +129,10 @@ impl Decision {
 
 /// Why permits were not granted: the one refusal type of every limiter's acquire methods
 /// ([`RateLimiter`](crate::RateLimiter), [`KeyedRateLimiter`](crate::KeyedRateLimiter),
-/// [`SmoothRateLimiter`](crate::SmoothRateLimiter); a `RedisRateLimiter` wraps it in
-/// `RedisLimitError::Limited`). A count of zero is never refused.
+/// [`SmoothRateLimiter`](crate::SmoothRateLimiter), the concurrency limiters
+/// [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) and
+/// [`KeyedConcurrencyLimiter`](crate::KeyedConcurrencyLimiter); a `RedisRateLimiter` wraps it
+/// in `RedisLimitError::Limited`). A count of zero is never refused.
 ///
 /// ```
 /// use tollgate::{AcquireError, Quota, RateLimiter};
@@ -167,6 +169,31 @@ pub enum AcquireError {
         /// Permits asked for.
         requested: u64,
     },
+    /// Not now, from a concurrency limit: the permits are held by others (`in_flight` of
+    /// `limit`), or waiters queued earlier come first. No time is given: permits come back
+    /// when their holders finish, not on a schedule. A non-waiting call returns it at once; a
+    /// call with a timeout, when the timeout passed first. A keyed concurrency limiter at a
+    /// full key cap ([`WhenFull::Deny`](crate::WhenFull::Deny)) also refuses a new key with it,
+    /// with `in_flight: 0` (the key holds nothing; the table has no room for it).
+    ///
+    /// ```
+    /// use tollgate::{AcquireError, ConcurrencyLimiter};
+    ///
+    /// let limiter = ConcurrencyLimiter::new(1).unwrap();
+    /// let held = limiter.try_acquire().unwrap();
+    /// assert_eq!(
+    ///     limiter.try_acquire_n(1).unwrap_err(),
+    ///     AcquireError::AtCapacity { in_flight: 1, limit: 1 }
+    /// );
+    /// drop(held);
+    /// assert!(limiter.try_acquire().is_some());
+    /// ```
+    AtCapacity {
+        /// Permits in flight when refused.
+        in_flight: u64,
+        /// The concurrency limit in force.
+        limit: u64,
+    },
 }
 
 impl AcquireError {
@@ -200,6 +227,11 @@ impl fmt::Display for AcquireError {
                 f,
                 "waiting for {requested} permits would end past the limiter's time range (in \
                  process MAX_NANOS: 2^62 - 1 ns from the clock's origin, about 146 years)"
+            ),
+            AcquireError::AtCapacity { in_flight, limit } => write!(
+                f,
+                "at capacity: {in_flight} of {limit} permits in flight (or waiters ahead); \
+                 retry after a release"
             ),
         }
     }

@@ -6,11 +6,14 @@
 //! - [`params`]: the sequence lock holding an algorithm's parameters;
 //! - [`word`]: a state packed in one atomic word (64 or 128 bits) and its CAS loop (the fixed
 //!   window, the weighted window counter);
+//! - [`semaphore`]: a concurrency limit's permits (one word, lock-free uncontended) and its
+//!   FIFO waiter queue under a mutex;
 //! - [`locked`]: a state under a mutex held only for one decision (the sliding window's
 //!   sub-windows, the sliding log).
 
 pub(crate) mod gcra;
 pub(crate) mod params;
+pub(crate) mod semaphore;
 
 pub(crate) mod locked;
 pub(crate) mod word;

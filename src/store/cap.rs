@@ -8,7 +8,7 @@ use crate::algorithm::Algorithm;
 use crate::store::keyed::KeyedStore;
 use crate::store::sweep::is_cold;
 use crate::store::when_full::WhenFull;
-use crate::sync::{Ordering, TryLockError};
+use crate::sync::{AtomicUsize, Ordering, TryLockError};
 use crate::Nanos;
 
 impl<K, A, S> KeyedStore<K, A, S>
@@ -80,11 +80,7 @@ where
     }
 
     pub(super) fn take_slot(&self) -> bool {
-        self.slots
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max_keys).then(|| n + 1)
-            })
-            .is_ok()
+        take_slot(&self.slots, self.max_keys)
     }
 
     /// Lowers the cold-time bound to `cell`'s (after an insert or a cancel).
@@ -132,4 +128,15 @@ where
     pub(crate) fn forget_cold_bound(&self) {
         self.earliest.store(0, Ordering::Release);
     }
+}
+
+/// Takes one of `max_keys` slots counted by `slots`, if one is free: the exact cap of every
+/// keyed store (the rate limiters' and the concurrency limiters'). `slots` is counted before
+/// an insert and after a removal, so it bounds the table's length from above at every instant.
+pub(crate) fn take_slot(slots: &AtomicUsize, max_keys: usize) -> bool {
+    slots
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max_keys).then(|| n + 1)
+        })
+        .is_ok()
 }

@@ -1,0 +1,23 @@
+//! Concurrency limits: at most `limit` permits in flight at once, for one limit
+//! ([`ConcurrencyLimiter`]) or per key ([`KeyedConcurrencyLimiter`]). A rate limit bounds how
+//! often; these bound how many at once.
+//!
+//! - `error`: [`ConcurrencyError`], a limit refused;
+//! - `permit`: [`Permit`] and [`OwnedPermit`], the guards that give permits back on drop;
+//! - `wait`: every acquire's steps on a cell (`crate::cell::semaphore`): take now, or queue
+//!   and wait (blocking or async), cancel-safe;
+//! - `direct`: the one-limit limiter;
+//! - `store`: the keyed limiter's table of cells, key cap and sweep of idle keys;
+//! - `keyed` (and its child `builder`): the keyed limiter and its builder.
+
+mod direct;
+mod error;
+mod keyed;
+mod permit;
+mod store;
+mod wait;
+
+pub use direct::ConcurrencyLimiter;
+pub use error::ConcurrencyError;
+pub use keyed::{KeyedConcurrencyLimiter, KeyedConcurrencyLimiterBuilder};
+pub use permit::{OwnedPermit, Permit};

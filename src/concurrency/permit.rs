@@ -1,0 +1,173 @@
+//! [`Permit`] and [`OwnedPermit`]: permits held, given back when dropped.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::cell::semaphore::SemCell;
+
+/// Permits of a concurrency limiter, held until dropped (RAII): dropping the permit gives them
+/// back, and the first waiter they let in is served.
+///
+/// An empty permit (`n = 0`, or a key the cap left untracked) gives nothing back.
+///
+/// ```
+/// use tollgate::ConcurrencyLimiter;
+///
+/// let limiter = ConcurrencyLimiter::new(2).unwrap();
+/// let permit = limiter.try_acquire_n(2).unwrap();
+/// assert_eq!((permit.n(), limiter.in_flight()), (2, 2));
+/// drop(permit);
+/// assert_eq!(limiter.in_flight(), 0);
+/// ```
+#[must_use = "a permit is given back as soon as it is dropped"]
+pub struct Permit<'a> {
+    held: Held,
+    _limiter: PhantomData<&'a SemCell>,
+}
+
+/// A `'static` [`Permit`]: it keeps its limiter alive (through the `Arc` it was acquired from)
+/// and can move into `tokio::spawn` or `std::thread::spawn`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::ConcurrencyLimiter;
+///
+/// let limiter = Arc::new(ConcurrencyLimiter::new(1).unwrap());
+/// let permit = limiter.try_acquire_owned().unwrap();
+/// std::thread::spawn(move || {
+///     let _held = permit; // given back when the thread ends
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(limiter.in_flight(), 0);
+/// ```
+#[must_use = "a permit is given back as soon as it is dropped"]
+pub struct OwnedPermit {
+    held: Held,
+    _owner: Arc<dyn Send + Sync>,
+}
+
+/// `n` permits of the cell at `cell` (none if `cell` is `None`).
+///
+/// The cell outlives the permits: a direct limiter's cell lives as long as the limiter, which
+/// the permit borrows (`Permit`) or keeps alive (`OwnedPermit`); a keyed limiter's cell is
+/// boxed (its address is stable) and a keyed store frees it only after closing it, which
+/// needs nothing in flight, so not while these `n >= 1` permits are.
+pub(crate) struct Held {
+    cell: Option<NonNull<SemCell>>,
+    n: u32,
+}
+
+// SAFETY: a `Held` only calls `SemCell::release` (a `Sync` type's `&self` method) through its
+// pointer, which stays valid while it lives (above); it owns no thread-bound state.
+unsafe impl Send for Held {}
+// SAFETY: `&Held` gives access to nothing but `n`.
+unsafe impl Sync for Held {}
+
+impl Held {
+    /// `n` permits now in flight on `cell`. A zero `n` holds nothing.
+    pub(crate) fn new(cell: &SemCell, n: u32) -> Held {
+        Held {
+            cell: (n > 0).then(|| NonNull::from(cell)),
+            n,
+        }
+    }
+
+    /// `n` permits counted nowhere (a key left untracked by a full key cap).
+    pub(crate) fn untracked(n: u32) -> Held {
+        Held { cell: None, n }
+    }
+
+    fn forget(&mut self) {
+        self.cell = None;
+    }
+}
+
+impl Drop for Held {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(cell) = self.cell {
+            // SAFETY: the cell outlives the permits (type docs): they are still in flight.
+            unsafe { cell.as_ref() }.release(self.n);
+        }
+    }
+}
+
+impl<'a> Permit<'a> {
+    pub(crate) fn new(held: Held) -> Permit<'a> {
+        Permit {
+            held,
+            _limiter: PhantomData,
+        }
+    }
+
+    /// How many permits this holds.
+    ///
+    /// ```
+    /// let limiter = tollgate::ConcurrencyLimiter::new(3).unwrap();
+    /// assert_eq!(limiter.try_acquire_n(2).unwrap().n(), 2);
+    /// ```
+    pub fn n(&self) -> u32 {
+        self.held.n
+    }
+
+    /// Keeps the permits taken forever: they are never given back (the limit is lowered for
+    /// good by `n`, and a keyed limiter's key is never evicted).
+    ///
+    /// ```
+    /// let limiter = tollgate::ConcurrencyLimiter::new(3).unwrap();
+    /// limiter.try_acquire().unwrap().forget();
+    /// assert_eq!(limiter.available(), 2);
+    /// ```
+    pub fn forget(mut self) {
+        self.held.forget();
+    }
+}
+
+impl OwnedPermit {
+    pub(crate) fn new(held: Held, owner: Arc<dyn Send + Sync>) -> OwnedPermit {
+        OwnedPermit {
+            held,
+            _owner: owner,
+        }
+    }
+
+    /// How many permits this holds.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let limiter = Arc::new(tollgate::ConcurrencyLimiter::new(3).unwrap());
+    /// assert_eq!(limiter.try_acquire_n_owned(2).unwrap().n(), 2);
+    /// ```
+    pub fn n(&self) -> u32 {
+        self.held.n
+    }
+
+    /// Keeps the permits taken forever, as [`Permit::forget`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let limiter = Arc::new(tollgate::ConcurrencyLimiter::new(3).unwrap());
+    /// limiter.try_acquire_owned().unwrap().forget();
+    /// assert_eq!(limiter.available(), 2);
+    /// ```
+    pub fn forget(mut self) {
+        self.held.forget();
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit").field("n", &self.held.n).finish()
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("n", &self.held.n)
+            .finish()
+    }
+}

@@ -1,0 +1,286 @@
+//! The keyed concurrency limiter's store: one boxed [`SemCell`] per key in the sharded table
+//! (`store::table`), with the exact key cap (`store::cap::take_slot`), the cap's policy
+//! ([`WhenFull`]), and a chunked sweep that evicts idle keys.
+//!
+//! **Eviction.** A key with nothing in flight and nobody waiting decides like a new key, so it
+//! carries no information. A sweep evicts it under its shard's *write* guard by closing the
+//! cell (`SemCell::try_close`: one CAS from an idle word to `CLOSED`), then removes it.
+//! Every acquire looks its key up and takes or queues under the shard's *read* guard, so no
+//! acquire is between its lookup and its CAS while a sweep holds the write guard; and once a
+//! cell is closed no permit is granted on it (an acquire meeting `CLOSED` looks again).
+//! Permits and waiters hold a pointer to the cell, not the guard: cells are boxed, so the
+//! table moving its entries does not move them, and a cell is freed only after it was closed
+//! (so nothing was in flight or queued on it) and its mutex was taken once more
+//! (`SemCell::quiesce`), after the guard was released.
+
+use std::borrow::Borrow;
+use std::hash::{BuildHasher, Hash};
+use std::sync::PoisonError;
+use std::time::{Duration, Instant};
+
+use crate::cell::semaphore::{SemCell, Take};
+use crate::concurrency::permit::Held;
+use crate::concurrency::wait::{begin, exceeds, Step};
+use crate::outcome::AcquireError;
+use crate::store::cap::take_slot;
+use crate::store::sweep::{SweepCounters, SweepStats};
+use crate::store::table::ShardedTable;
+use crate::store::walk::SWEEP_CHUNK;
+use crate::store::when_full::WhenFull;
+use crate::sweeper::Sweep;
+use crate::sync::{unlock_fair, AtomicUsize, Mutex, Ordering, TryLockError};
+
+/// The shared state of a keyed concurrency limiter; the sweeper holds a `Weak` to it.
+pub(crate) struct SemStore<K, S> {
+    map: ShardedTable<K, Box<SemCell>, S>,
+    limit: u32,
+    max_keys: usize,
+    when_full: WhenFull,
+    /// Keys tracked: counted before an insert and after a removal (the exact cap).
+    slots: AtomicUsize,
+    /// Serialises whole sweeps (background, `sweep_now`, reclaim at the cap).
+    sweep_lock: Mutex<()>,
+    counters: SweepCounters,
+}
+
+impl<K, S> SemStore<K, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        limit: u32,
+        hasher: S,
+        shards: usize,
+        max_keys: usize,
+        when_full: WhenFull,
+    ) -> Self {
+        SemStore {
+            map: ShardedTable::new(hasher, shards),
+            limit,
+            max_keys,
+            when_full,
+            slots: AtomicUsize::new(0),
+            sweep_lock: Mutex::new(()),
+            counters: SweepCounters::default(),
+        }
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Takes `n` permits for `key` now, or refuses: the non-waiting acquire. The hot path (a
+    /// tracked key whose permits are free) is the lookup and one CAS, with nothing else
+    /// inlined around it; everything else goes through [`begin`](Self::begin).
+    #[inline(always)]
+    pub(crate) fn try_now<Q>(&self, key: &Q, n: u32) -> Result<Held, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if n > 0 {
+            if let Some(guard) = self.map.get(key) {
+                if let Take::Granted(_) = guard.try_take(n) {
+                    // As in `begin`: the permits now in flight keep the cell from eviction.
+                    return Ok(Held::new(&guard, n));
+                }
+            }
+        }
+        self.try_now_slow(key, n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn try_now_slow<Q>(&self, key: &Q, n: u32) -> Result<Held, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match self.begin(key, n, false) {
+            Step::Done(r) => r,
+            // Not reached: nothing queues without being asked to, and `begin` looks a closed
+            // cell's key up again.
+            Step::Wait(w) => w.give_up(),
+            Step::Closed => Err(AcquireError::AtCapacity {
+                in_flight: 0,
+                limit: u64::from(self.limit),
+            }),
+        }
+    }
+
+    /// Takes `n` permits for `key` now, or (if `queue`) queues for them: the first step of
+    /// every acquire (`concurrency::wait::begin`) on the key's cell, inserting the key if it
+    /// takes permits.
+    #[inline]
+    pub(crate) fn begin<Q>(&self, key: &Q, n: u32, queue: bool) -> Step<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        loop {
+            if let Some(guard) = self.map.get(key) {
+                // SAFETY: the box's contents stay at this address until a sweep frees them,
+                // which it does only after closing the cell under the shard's write guard:
+                // not while this read guard is held, and not after `begin` left permits in
+                // flight or a waiter queued on it. `begin`'s result keeps no `&SemCell`, only
+                // pointers covered by that same rule (`Held`, `Waiter`).
+                let cell: &SemCell = unsafe { &*(&**guard as *const SemCell) };
+                let step = begin(cell, n, queue);
+                drop(guard);
+                match step {
+                    Step::Closed => continue, // evicted before this lookup's guard: look again
+                    step => return step,
+                }
+            }
+            return self.begin_new(key, n, queue);
+        }
+    }
+
+    /// [`begin`](Self::begin) for a key not tracked: a fresh cell grants at once whatever
+    /// fits, so insert it unless nothing would be stored.
+    #[cold]
+    #[inline(never)]
+    fn begin_new<Q>(&self, key: &Q, n: u32, queue: bool) -> Step<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if n == 0 {
+            return Step::Done(Ok(Held::untracked(0)));
+        }
+        if n > self.limit {
+            return Step::Done(Err(exceeds(n, self.limit)));
+        }
+        let hash = self.map.hash(key);
+        let shard = self.map.shard(hash);
+        // Made before the write lock, not under it (a `String` allocates).
+        let mut owned = Some((key.to_owned(), Box::new(SemCell::new(self.limit))));
+        for attempt in 0..2 {
+            {
+                let mut table = shard.write();
+                if let Some((_, cell)) = table.find(hash, |(k, _)| k.borrow() == key) {
+                    // Inserted meanwhile: decide on theirs, under the write guard.
+                    // SAFETY: as in `begin`, under the write guard.
+                    let cell: &SemCell = unsafe { &*(&**cell as *const SemCell) };
+                    return begin(cell, n, queue);
+                }
+                if take_slot(&self.slots, self.max_keys) {
+                    let (k, cell) = owned
+                        .take()
+                        .unwrap_or_else(|| (key.to_owned(), Box::new(SemCell::new(self.limit))));
+                    // SAFETY: the box is moved into the table below, which does not move its
+                    // contents; and it is evicted only as `begin` describes (after this write
+                    // guard is released, and only once idle).
+                    let cell_ref: &SemCell = unsafe { &*(&*cell as *const SemCell) };
+                    let step = begin(cell_ref, n, queue);
+                    table.insert_unique(hash, (k, cell), self.map.rehash());
+                    return step;
+                }
+            }
+            // Full (the write guard is dropped, so sweeping cannot deadlock on it).
+            if attempt == 0 {
+                self.reclaim();
+            }
+        }
+        match self.when_full {
+            WhenFull::AllowUntracked => Step::Done(Ok(Held::untracked(n))),
+            WhenFull::Deny => Step::Done(Err(AcquireError::AtCapacity {
+                in_flight: 0,
+                limit: u64::from(self.limit),
+            })),
+        }
+    }
+
+    /// Permits held for `key` now (0 if not tracked).
+    pub(crate) fn in_flight<Q>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.get(key).map_or(0, |c| c.state().in_flight)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn stats(&self) -> SweepStats {
+        self.counters.snapshot(self.len())
+    }
+
+    /// At the cap: sweep, unless a sweep is running right now (it is reclaiming already).
+    fn reclaim(&self) {
+        let _guard = match self.sweep_lock.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        self.sweep_locked(&|| false);
+    }
+
+    /// A whole sweep; `stop` is polled between chunks.
+    pub(crate) fn sweep_all(&self, stop: &dyn Fn() -> bool) -> usize {
+        let _serial = self
+            .sweep_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.sweep_locked(stop)
+    }
+
+    /// Walks every shard in chunks of [`SWEEP_CHUNK`] buckets, one write-lock hold each,
+    /// closing and removing idle cells (module docs). A key moved by a resize between two
+    /// chunks may be skipped: it is kept until a later sweep, which loses nothing.
+    fn sweep_locked(&self, stop: &dyn Fn() -> bool) -> usize {
+        let started = Instant::now();
+        let mut evicted = 0usize;
+        let mut longest = Duration::ZERO;
+        let mut graveyard: Vec<(K, Box<SemCell>)> = Vec::new();
+        'shards: for shard in self.map.shards() {
+            let mut pos = 0usize;
+            loop {
+                if stop() {
+                    break 'shards;
+                }
+                let mut table = shard.write();
+                let held = Instant::now();
+                let end = table.num_buckets().min(pos.saturating_add(SWEEP_CHUNK));
+                for i in pos..end {
+                    let Ok(entry) = table.get_bucket_entry(i) else {
+                        continue; // an empty or deleted bucket
+                    };
+                    if entry.get().1.try_close() {
+                        graveyard.push(entry.remove().0);
+                    }
+                }
+                let done = end >= table.num_buckets();
+                unlock_fair(table);
+                longest = longest.max(held.elapsed());
+                if !graveyard.is_empty() {
+                    // After the removal: `slots` never undercounts the map.
+                    self.slots.fetch_sub(graveyard.len(), Ordering::AcqRel);
+                    evicted += graveyard.len();
+                    for (_, cell) in graveyard.drain(..) {
+                        cell.quiesce();
+                    }
+                }
+                if done {
+                    break;
+                }
+                pos = end;
+            }
+        }
+        self.counters.record(evicted, started.elapsed(), longest);
+        evicted
+    }
+}
+
+impl<K, S> Sweep for SemStore<K, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    fn sweep(&self, stop: &dyn Fn() -> bool) -> usize {
+        self.sweep_all(stop)
+    }
+}

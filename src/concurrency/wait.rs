@@ -1,0 +1,187 @@
+//! How every acquire of a concurrency limiter runs on a cell: a non-waiting attempt, then (for
+//! the waiting forms) a place in the cell's FIFO queue, held by a [`Waiter`] until it is
+//! served, refused, timed out or dropped. The blocking forms poll the same waiter with a
+//! thread-parking waker; the async ones await it.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use crate::cell::semaphore::{Cancelled, Enqueued, SemCell, Take};
+use crate::concurrency::permit::Held;
+use crate::outcome::AcquireError;
+
+/// The first step of an acquire.
+pub(crate) enum Step<'a> {
+    /// Decided at once: the permits, or a refusal.
+    Done(Result<Held, AcquireError>),
+    /// Queued: await (or block on) the waiter.
+    Wait(Waiter<'a>),
+    /// The cell was evicted under the caller (keyed): look the key up again.
+    Closed,
+}
+
+pub(crate) fn exceeds(n: u32, limit: u32) -> AcquireError {
+    AcquireError::ExceedsBurst {
+        requested: u64::from(n),
+        burst: u64::from(limit),
+    }
+}
+
+pub(crate) fn at_capacity(cell: &SemCell) -> AcquireError {
+    let s = cell.state();
+    AcquireError::AtCapacity {
+        in_flight: u64::from(s.in_flight),
+        limit: u64::from(s.limit),
+    }
+}
+
+/// Takes `n` permits of `cell` now, or (if `queue`) queues for them. `n = 0` is an empty
+/// permit at once; more than the limit is refused at once, waiting or not.
+#[inline]
+pub(crate) fn begin(cell: &SemCell, n: u32, queue: bool) -> Step<'_> {
+    if n == 0 {
+        return Step::Done(Ok(Held::new(cell, 0)));
+    }
+    match cell.try_take(n) {
+        Take::Granted(_) => Step::Done(Ok(Held::new(cell, n))),
+        Take::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
+        Take::Closed => Step::Closed,
+        Take::Busy { in_flight, limit } if !queue => Step::Done(Err(AcquireError::AtCapacity {
+            in_flight: u64::from(in_flight),
+            limit: u64::from(limit),
+        })),
+        Take::Busy { .. } => match cell.enqueue(n, None) {
+            Enqueued::Granted => Step::Done(Ok(Held::new(cell, n))),
+            Enqueued::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
+            Enqueued::Closed => Step::Closed,
+            Enqueued::Waiting(id) => Step::Wait(Waiter {
+                cell: NonNull::from(cell),
+                id,
+                n,
+                done: false,
+                _cell: PhantomData,
+            }),
+        },
+    }
+}
+
+/// A queued request for `n` permits of a cell: a future of the permits (or the refusal, if
+/// the limit is lowered below `n`). Dropping it before it finished gives its place up, or,
+/// if it had been served meanwhile, gives the permits back, so they pass to the next waiter.
+pub(crate) struct Waiter<'a> {
+    /// Valid while the waiter is queued or served (a keyed store evicts only idle cells). A
+    /// refused waiter holds neither; refusals come only from `set_limit`, which only the
+    /// direct limiter has, whose cell lives as long as the limiter (`'a`).
+    cell: NonNull<SemCell>,
+    id: u64,
+    n: u32,
+    done: bool,
+    _cell: PhantomData<&'a SemCell>,
+}
+
+// SAFETY: the pointer is used only for `SemCell`'s `&self` methods (`SemCell` is `Sync`), and
+// stays valid while the waiter lives (field docs).
+unsafe impl Send for Waiter<'_> {}
+// SAFETY: `&Waiter` exposes nothing.
+unsafe impl Sync for Waiter<'_> {}
+
+impl Waiter<'_> {
+    fn cell(&self) -> &SemCell {
+        // SAFETY: a queued or served waiter keeps its cell from being evicted (`cell` docs),
+        // and the limiter owning it outlives `'a`, which this borrow cannot outlive.
+        unsafe { self.cell.as_ref() }
+    }
+
+    /// Stops waiting: the permits if they were granted meanwhile, else the refusal.
+    pub(crate) fn give_up(mut self) -> Result<Held, AcquireError> {
+        self.done = true;
+        let cell = self.cell();
+        match cell.cancel(self.id) {
+            Cancelled::Granted => Ok(Held::new(cell, self.n)),
+            Cancelled::Refused { limit } => Err(exceeds(self.n, limit)),
+            Cancelled::Removed => Err(at_capacity(cell)),
+        }
+    }
+}
+
+impl Future for Waiter<'_> {
+    type Output = Result<Held, AcquireError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (id, n) = (self.id, self.n);
+        let r = match self.cell().poll_waiter(id, cx.waker()) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(())) => Ok(Held::new(self.cell(), n)),
+            Poll::Ready(Err(limit)) => Err(exceeds(n, limit)),
+        };
+        self.done = true;
+        Poll::Ready(r)
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let cell = self.cell();
+            if cell.cancel(self.id) == Cancelled::Granted {
+                cell.release(self.n);
+            }
+        }
+    }
+}
+
+/// Wakes a thread parked in [`block`].
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Parks the thread until the waiter finishes, or until `timeout` has passed (then gives up).
+pub(crate) fn block(mut w: Waiter<'_>, timeout: Option<Duration>) -> Result<Held, AcquireError> {
+    // A deadline past `Instant`'s range is no deadline.
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(r) = Pin::new(&mut w).poll(&mut cx) {
+            return r;
+        }
+        match deadline {
+            None => std::thread::park(),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return w.give_up();
+                }
+                std::thread::park_timeout(left);
+            }
+        }
+    }
+}
+
+/// Awaits the waiter, for at most `timeout` (then gives up) on tokio's timer.
+#[cfg(feature = "tokio")]
+pub(crate) async fn wait_async(
+    mut w: Waiter<'_>,
+    timeout: Option<Duration>,
+) -> Result<Held, AcquireError> {
+    match timeout {
+        None => (&mut w).await,
+        Some(t) => match tokio::time::timeout(t, &mut w).await {
+            Ok(r) => r,
+            Err(_) => w.give_up(),
+        },
+    }
+}

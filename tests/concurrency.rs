@@ -1,0 +1,309 @@
+//! The concurrency limiters through their public API: the grid's shapes, FIFO and
+//! cancel-safety of async waits (driven by hand, poll by poll), owned permits, live limit
+//! changes, and the keyed limiter's eviction and key cap.
+
+#[cfg(feature = "tokio")]
+use std::future::Future;
+use std::num::NonZeroUsize;
+#[cfg(feature = "tokio")]
+use std::pin::pin;
+#[cfg(feature = "tokio")]
+use std::sync::Arc;
+#[cfg(feature = "tokio")]
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tollgate::{
+    AcquireError, ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, WhenFull,
+};
+
+#[cfg(feature = "tokio")]
+fn noop() -> Waker {
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    Waker::from(Arc::new(Noop))
+}
+
+/// Polls a future once.
+#[cfg(feature = "tokio")]
+fn poll_once<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(&noop()))
+}
+
+#[test]
+fn zero_and_oversized_limits_are_refused() {
+    assert_eq!(
+        ConcurrencyLimiter::new(0).unwrap_err(),
+        ConcurrencyError::Zero
+    );
+    assert!(matches!(
+        KeyedConcurrencyLimiter::<u8>::builder(ConcurrencyLimiter::MAX_LIMIT + 1),
+        Err(ConcurrencyError::TooLarge { .. })
+    ));
+    let l = ConcurrencyLimiter::new(ConcurrencyLimiter::MAX_LIMIT).unwrap();
+    assert_eq!(
+        l.try_acquire_n(ConcurrencyLimiter::MAX_LIMIT).unwrap().n(),
+        ConcurrencyLimiter::MAX_LIMIT
+    );
+    assert_eq!(l.set_limit(0), Err(ConcurrencyError::Zero));
+    assert_eq!(l.limit(), ConcurrencyLimiter::MAX_LIMIT);
+}
+
+#[test]
+fn zero_permits_succeed_at_once_and_more_than_the_limit_never_waits() {
+    let l = ConcurrencyLimiter::new(2).unwrap();
+    let held = l.try_acquire_n(2).unwrap();
+    assert_eq!(l.try_acquire_n(0).unwrap().n(), 0);
+    assert_eq!(l.acquire_n(0).unwrap().n(), 0);
+    assert_eq!(
+        l.try_acquire_n_for(0, Duration::from_secs(1)).unwrap().n(),
+        0
+    );
+    let too_many = AcquireError::ExceedsBurst {
+        requested: 3,
+        burst: 2,
+    };
+    assert_eq!(l.try_acquire_n(3).unwrap_err(), too_many);
+    assert_eq!(l.acquire_n(3).unwrap_err(), too_many); // refused, not a wait forever
+    assert_eq!(
+        l.try_acquire_n_for(3, Duration::from_secs(1)).unwrap_err(),
+        too_many
+    );
+    drop(held);
+    let k = KeyedConcurrencyLimiter::<u8>::new(2).unwrap();
+    assert_eq!(k.try_acquire_n(&1, 0).unwrap().n(), 0);
+    assert_eq!(k.acquire_n(&1, 3).unwrap_err(), too_many);
+    assert_eq!(k.len(), 0, "neither tracks the key");
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn async_waiters_are_served_in_arrival_order_with_no_barging() {
+    let l = ConcurrencyLimiter::new(2).unwrap();
+    let held = l.try_acquire_n(2).unwrap();
+    let mut big = pin!(l.acquire_n_async(2));
+    let mut small = pin!(l.acquire_n_async(1));
+    assert!(poll_once(big.as_mut()).is_pending());
+    assert!(poll_once(small.as_mut()).is_pending());
+    drop(held);
+    // The head (2) is served; the small one behind it still waits; a newcomer does not pass.
+    let big = match poll_once(big.as_mut()) {
+        Poll::Ready(p) => p.unwrap(),
+        Poll::Pending => panic!("the head was not served"),
+    };
+    assert!(poll_once(small.as_mut()).is_pending());
+    assert!(l.try_acquire().is_none());
+    drop(big);
+    assert!(matches!(poll_once(small.as_mut()), Poll::Ready(Ok(_))));
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn a_large_request_at_the_head_is_not_starved_by_small_ones() {
+    let l = ConcurrencyLimiter::new(3).unwrap();
+    let one = l.try_acquire().unwrap();
+    let mut big = pin!(l.acquire_n_async(3));
+    assert!(poll_once(big.as_mut()).is_pending());
+    // Two permits are free, but nobody passes the waiting request for three.
+    assert!(l.try_acquire().is_none());
+    let mut small = pin!(l.acquire_async());
+    assert!(poll_once(small.as_mut()).is_pending());
+    drop(one);
+    let Poll::Ready(Ok(_big)) = poll_once(big.as_mut()) else {
+        panic!("the head was not served")
+    };
+    assert!(poll_once(small.as_mut()).is_pending());
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn a_dropped_waiting_future_gives_its_place_to_the_next() {
+    let l = ConcurrencyLimiter::new(1).unwrap();
+    let held = l.try_acquire().unwrap();
+    let mut next = Box::pin(l.acquire_async());
+    {
+        let mut first = pin!(l.acquire_async());
+        assert!(poll_once(first.as_mut()).is_pending());
+        assert!(poll_once(next.as_mut()).is_pending());
+    } // `first` dropped while queued
+    drop(held);
+    assert!(matches!(poll_once(next.as_mut()), Poll::Ready(Ok(_))));
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn a_dropped_future_that_was_already_served_hands_its_permits_on() {
+    let l = ConcurrencyLimiter::new(1).unwrap();
+    let held = l.try_acquire().unwrap();
+    let mut first = Box::pin(l.acquire_async());
+    let mut second = Box::pin(l.acquire_async());
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert!(poll_once(second.as_mut()).is_pending());
+    drop(held); // serves `first`, which is never polled again
+    assert_eq!(l.in_flight(), 1);
+    drop(first);
+    let Poll::Ready(Ok(_second)) = poll_once(second.as_mut()) else {
+        panic!("the permits were not handed on")
+    };
+    assert_eq!(l.in_flight(), 1);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_wait_is_refused_and_leaves_the_queue() {
+    let l = ConcurrencyLimiter::new(1).unwrap();
+    let held = l.try_acquire().unwrap();
+    let e = l
+        .try_acquire_for_async(Duration::from_millis(5))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        AcquireError::AtCapacity {
+            in_flight: 1,
+            limit: 1
+        }
+    );
+    drop(held);
+    assert!(l.try_acquire().is_some(), "no waiter left queued ahead");
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn lowering_the_limit_refuses_a_waiter_it_can_never_serve() {
+    let l = ConcurrencyLimiter::new(3).unwrap();
+    let held = l.try_acquire().unwrap();
+    let mut big = pin!(l.acquire_n_async(3));
+    assert!(poll_once(big.as_mut()).is_pending());
+    l.set_limit(2).unwrap();
+    assert!(matches!(
+        poll_once(big.as_mut()),
+        Poll::Ready(Err(AcquireError::ExceedsBurst {
+            requested: 3,
+            burst: 2
+        }))
+    ));
+    drop(held);
+}
+
+#[test]
+fn blocking_waiters_are_woken_when_permits_come_back() {
+    let l = ConcurrencyLimiter::new(2).unwrap();
+    std::thread::scope(|s| {
+        let held = l.acquire_n(2).unwrap();
+        let waiters: Vec<_> = (0..4).map(|_| s.spawn(|| l.acquire().map(drop))).collect();
+        drop(held);
+        for w in waiters {
+            w.join().unwrap().unwrap();
+        }
+    });
+    assert_eq!(l.available(), 2);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn owned_permits_move_into_spawned_tasks() {
+    let l = Arc::new(ConcurrencyLimiter::new(2).unwrap());
+    let a = l.acquire_owned_async().await.unwrap();
+    let b = l.try_acquire_owned().unwrap();
+    assert!(l.try_acquire_owned().is_none());
+    let task = tokio::spawn(async move { (a.n(), b.n()) });
+    assert_eq!(task.await.unwrap(), (1, 1));
+    assert_eq!(l.in_flight(), 0);
+    let k = Arc::new(KeyedConcurrencyLimiter::<String>::new(1).unwrap());
+    let p = k.acquire_owned_async("job").await.unwrap();
+    let k2 = k.clone();
+    tokio::spawn(async move {
+        assert_eq!(k2.in_flight("job"), 1);
+        drop(p);
+    })
+    .await
+    .unwrap();
+    assert_eq!(k.in_flight("job"), 0);
+}
+
+#[test]
+fn a_forgotten_permit_is_never_given_back() {
+    let l = ConcurrencyLimiter::new(2).unwrap();
+    l.try_acquire().unwrap().forget();
+    assert_eq!((l.in_flight(), l.available()), (1, 1));
+    let k = KeyedConcurrencyLimiter::<u8>::new(2).unwrap();
+    k.try_acquire(&1).unwrap().forget();
+    assert_eq!(k.sweep_now(), 0, "a key holding a permit is never evicted");
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn idle_keys_are_evicted_and_busy_or_awaited_ones_kept() {
+    let k = KeyedConcurrencyLimiter::<u32>::new(1).unwrap();
+    let busy = k.try_acquire(&1).unwrap();
+    drop(k.try_acquire(&2).unwrap());
+    assert_eq!(k.len(), 2);
+    assert_eq!(k.sweep_now(), 1);
+    assert_eq!((k.len(), k.in_flight(&1)), (1, 1));
+    // Key 1 with a waiter: kept; its holder gone, the permit passes to the waiter: kept.
+    {
+        let mut waiter = pin!(k.acquire_async(&1));
+        assert!(poll_once(waiter.as_mut()).is_pending());
+        drop(busy);
+        assert_eq!(k.sweep_now(), 0);
+        let Poll::Ready(Ok(p)) = poll_once(waiter.as_mut()) else {
+            panic!("served on release")
+        };
+        assert_eq!(k.sweep_now(), 0);
+        drop(p);
+    }
+    k.sweep_now();
+    assert!(k.is_empty());
+    assert_eq!(k.stats().evicted, 2);
+}
+
+#[test]
+fn the_key_cap_is_exact_and_reclaims_idle_keys_before_refusing() {
+    let k = KeyedConcurrencyLimiter::<u32>::builder(1)
+        .unwrap()
+        .max_keys(NonZeroUsize::new(2).unwrap())
+        .build();
+    let a = k.try_acquire(&1).unwrap();
+    drop(k.try_acquire(&2).unwrap()); // tracked, idle
+    let c = k
+        .try_acquire(&3)
+        .expect("the idle key is reclaimed for the new one");
+    assert_eq!(k.len(), 2);
+    assert_eq!(
+        k.try_acquire_n(&4, 1).unwrap_err(),
+        AcquireError::AtCapacity {
+            in_flight: 0,
+            limit: 1
+        }
+    );
+    assert_eq!(
+        k.acquire(&4).unwrap_err(),
+        AcquireError::AtCapacity {
+            in_flight: 0,
+            limit: 1
+        }
+    );
+    drop((a, c));
+    assert!(k.try_acquire(&4).is_some());
+    assert!(k.len() <= 2);
+}
+
+#[test]
+fn allow_untracked_grants_a_new_key_at_the_cap_without_counting_it() {
+    let k = KeyedConcurrencyLimiter::<u32>::builder(1)
+        .unwrap()
+        .max_keys(NonZeroUsize::MIN)
+        .when_full(WhenFull::AllowUntracked)
+        .build();
+    let a = k.try_acquire(&1).unwrap();
+    let b = k.try_acquire(&2).unwrap();
+    assert_eq!((b.n(), k.len(), k.in_flight(&2)), (1, 1, 0));
+    assert!(
+        k.try_acquire_n(&2, 2).is_err(),
+        "still never more than the limit at once"
+    );
+    drop((a, b));
+}
