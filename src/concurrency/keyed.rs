@@ -3,6 +3,7 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -459,6 +460,23 @@ where
     /// ```
     pub fn len(&self) -> usize {
         self.store.len()
+    }
+
+    /// The key cap set with the builder's
+    /// [`max_keys`](crate::KeyedConcurrencyLimiterBuilder::max_keys), if any.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::KeyedConcurrencyLimiter;
+    /// let l = KeyedConcurrencyLimiter::<u32>::builder(3).unwrap()
+    ///     .max_keys(NonZeroUsize::new(1000).unwrap())
+    ///     .build();
+    /// assert_eq!(l.max_keys(), NonZeroUsize::new(1000));
+    /// assert_eq!(KeyedConcurrencyLimiter::<u32>::new(3).unwrap().max_keys(), None);
+    /// ```
+    #[must_use]
+    pub fn max_keys(&self) -> Option<NonZeroUsize> {
+        self.store.max_keys()
     }
 
     /// Whether no key is tracked.

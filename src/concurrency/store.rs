@@ -201,6 +201,13 @@ where
         self.map.get(key).map_or(0, |c| c.state().in_flight)
     }
 
+    /// The key cap, if one was set (`usize::MAX` means none).
+    pub(crate) fn max_keys(&self) -> Option<std::num::NonZeroUsize> {
+        (self.max_keys != usize::MAX)
+            .then(|| std::num::NonZeroUsize::new(self.max_keys))
+            .flatten()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.slots.load(Ordering::Acquire)
     }

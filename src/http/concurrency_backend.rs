@@ -162,3 +162,30 @@ impl std::error::Error for Busy {}
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NoConcurrency {}
+
+/// The in-process [`KeyedConcurrencyLimiter`](crate::KeyedConcurrencyLimiter) behind the
+/// layer's concurrency mode: its permits are [`OwnedPermit`](crate::OwnedPermit)s, its keys
+/// bounded when it has a key cap (or a key type with one value). Any refusal (no permit free,
+/// or a full key cap) is [`Busy`]; `n` above the limit cannot happen (the layer asks for one).
+impl<K, S> ConcurrencyBackend for crate::KeyedConcurrencyLimiter<K, S>
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    S: std::hash::BuildHasher + Clone + Send + Sync + 'static,
+{
+    type Key = K;
+    type Permit = crate::OwnedPermit;
+
+    fn limit(&self) -> u32 {
+        crate::KeyedConcurrencyLimiter::limit(self)
+    }
+
+    fn keys_bounded(&self) -> bool {
+        // A zero-sized key type has one value: one key at most.
+        std::mem::size_of::<K>() == 0 || self.max_keys().is_some()
+    }
+
+    fn try_acquire_n_owned(self: &Arc<Self>, key: &K, n: u32) -> Result<crate::OwnedPermit, Busy> {
+        crate::KeyedConcurrencyLimiter::try_acquire_n_owned(self, key, n)
+            .map_err(|_| Busy::new(crate::KeyedConcurrencyLimiter::limit(self)))
+    }
+}

@@ -657,3 +657,78 @@ fn a_permit_body_keeps_the_inner_body_and_gives_the_permit_back_when_dropped() {
     assert_eq!(slots.in_flight(&"h".to_owned()), 0);
     assert!(slots.try_acquire_n_owned(&"h".to_owned(), 1).is_ok());
 }
+
+/// The crate's own `KeyedConcurrencyLimiter` behind the layer (its `ConcurrencyBackend`
+/// impl): a limit of 2 per user held by the bodies, the third refused, a client that
+/// disconnects mid-body gives its permit back, and a limiter without a key cap is refused at
+/// build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_process_keyed_concurrency_limiter_holds_permits_for_the_bodies() {
+    use std::num::NonZeroUsize;
+    use tollgate::KeyedConcurrencyLimiter;
+
+    let unbounded = Arc::new(KeyedConcurrencyLimiter::<String>::new(2).unwrap());
+    assert!(matches!(
+        RateLimitLayer::builder(x_user())
+            .concurrency("exports", unbounded)
+            .build()
+            .unwrap_err(),
+        BuildError::UnboundedKeys(_)
+    ));
+
+    let (router, mut export) = export_routes();
+    let limiter = Arc::new(
+        KeyedConcurrencyLimiter::<String>::builder(2)
+            .unwrap()
+            .max_keys(NonZeroUsize::new(10_000).unwrap())
+            .build(),
+    );
+    let layer = RateLimitLayer::builder(x_user())
+        .route_concurrency("exports", "GET /export", Arc::clone(&limiter))
+        .problem_json()
+        .build()
+        .unwrap();
+    let addr = serve_axum(router.layer(layer)).await;
+    let client = client();
+    let alice = "alice".to_owned();
+
+    let first = open(&client, addr, "/export", "alice").await;
+    let second = open(&client, addr, "/export", "alice").await;
+    assert_eq!(
+        (first.status(), second.status()),
+        (StatusCode::OK, StatusCode::OK)
+    );
+    let gate1 = export.gates.recv().await.unwrap();
+    let gate2 = export.gates.recv().await.unwrap();
+    assert_eq!(limiter.in_flight(&alice), 2);
+    let third = get_as(&client, addr, "/export", "alice").await;
+    assert_eq!(third.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(detail(&third).starts_with("concurrency limit"));
+    let bob = open(&client, addr, "/export", "bob").await;
+    assert_eq!(
+        bob.status(),
+        StatusCode::OK,
+        "another user's exports are not alice's"
+    );
+    drop(export.gates.recv().await.unwrap()); // bob's body ends at once
+    assert!(finish(bob).await.is_empty());
+
+    // The first client goes away mid-body: the server drops the body and the permit.
+    drop(first);
+    drop(gate1);
+    let mut freed = false;
+    for _ in 0..200 {
+        if limiter.in_flight(&alice) == 1 {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(freed, "in flight: {}", limiter.in_flight(&alice));
+    gate2.send(Bytes::from_static(b"x\n")).unwrap();
+    drop(gate2);
+    assert_eq!(finish(second).await, "x\n");
+    assert_eq!(limiter.in_flight(&alice), 0);
+    // Alice's two and bob's one: never more.
+    assert_eq!(export.live.high(), 3);
+}
