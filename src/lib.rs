@@ -196,7 +196,7 @@ pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
 pub use nanos::{Nanos, MAX_NANOS};
-pub use outcome::{AcquireError, Decision, ThrottleReply};
+pub use outcome::{AcquireError, AdjustError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;
