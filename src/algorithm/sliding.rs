@@ -222,8 +222,9 @@ const MOST: u64 = crate::MAX_NANOS;
 /// - block until `u` (`u > now`): the entries that leave by `u` are dropped and one entry of
 ///   `L` permits stamped `u - W` takes their place: refused until `u` exactly (a later
 ///   entry, kept, still counts after it), then as the kept entries say, fresh if none. A
-///   stamp cannot be before the clock's origin: a block ending within the first `W` of the
-///   clock lasts until `W`.
+///   stamp cannot be before the clock's origin (a block ending within the first `W` of the
+///   clock lasts until `W`), nor `W` or more before the newest stamp (a block shorter than an
+///   earlier one that a reward lowered lasts as long as that one's entry).
 /// - penalize `n`: `n` permits stamped as a grant now would be (one entry), the total
 ///   saturating at [`MAX_NANOS`](crate::MAX_NANOS).
 /// - reward `n`: the newest `n` permits are taken out (the ones that would count longest),
@@ -235,7 +236,11 @@ pub(crate) fn adjust(log: &mut Log, now: Nanos, op: Adjust, p: &SlidingParams) {
     log.prune(at, p.window);
     match op {
         Adjust::Block { until } if until > now => {
-            let stamp = until.saturating_sub(p.window);
+            // Within `W` of the newest stamp (a decision is made at `max(now, newest)` and
+            // prunes what left by then): after a partly rewarded longer block, a shorter one
+            // lasts as long as that block's entry would (never shorter than asked).
+            let floor = log.newest().map_or(0, |s| (s + 1).saturating_sub(p.window));
+            let stamp = until.saturating_sub(p.window).max(floor);
             log.drop_front(|s| s <= stamp);
             let add = p.limit.min(MOST - log.total);
             if add > 0 {
