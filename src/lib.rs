@@ -151,6 +151,7 @@ macro_rules! guide_links {
         "[guide]: crate::guide\n\
          [quotas]: crate::guide::quotas_and_methods\n\
          [keyed]: crate::guide::keyed\n\
+         [penalties]: crate::guide::penalties\n\
          [algorithms]: crate::guide::algorithms\n\
          [async]: crate::guide::asynchronous\n\
          [http]: crate::guide::http\n\
