@@ -312,7 +312,9 @@ impl<A: Algorithm> Engine<A> {
                 })
             }
             Placed::Untracked((_, now)) => Err(AdjustError::KeyCapReached {
-                retry_after: Duration::from_nanos(slot.slot_free_at(now).saturating_sub(now).max(1)),
+                retry_after: Duration::from_nanos(
+                    slot.slot_free_at(now).saturating_sub(now).max(1),
+                ),
             }),
             Placed::Full(wait) => Err(AdjustError::KeyCapReached {
                 retry_after: Duration::from_nanos(wait),

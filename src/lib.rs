@@ -61,6 +61,7 @@
 //! | book ahead, use later (GCRA) | `reserve()` | `reserve_n(n)` | `Result<Reservation, AcquireError>` |
 //! | book only if ready within `max_wait` | `try_reserve_for(max_wait)` | `try_reserve_n_for(n, max_wait)` | `Result<Reservation, AcquireError>` |
 //! | the limit in force / change it live | `quota()` / `set_quota(q)` | | [`Quota`] / `Result<(), QuotaError>` |
+//! | by hand: block, forget / charge, give back | `block(duration)` / `reset()` | `penalize(n)` / `reward(n)` | [`Decision`] (keyed: `Result<Decision, AdjustError>` for `block` and `penalize`, `bool` for `reset`; [guide](guide::penalties)) |
 //! | redis-cell `CL.THROTTLE` (GCRA) | `throttle(max_burst, count, period_secs, quantity)` | | `Result<ThrottleReply, QuotaError>` |
 //!
 //! The same name means the same thing on every limiter:

@@ -277,8 +277,8 @@ fn a_sliding_block_near_the_origin_lasts_a_window() {
 fn weighted_window_block_holds_a_full_window_then_decays() {
     let (l, clock) = direct(q(10, S), WeightedWindow);
     clock.advance(300 * MS); // 1000.3 s, window 1000
-    // Until 1000.8 s: window 1000 is counted full; window 1001 lets one permit in once
-    // 10 * (1 s - e) + 1 <= 10, at e = 100 ms.
+                             // Until 1000.8 s: window 1000 is counted full; window 1001 lets one permit in once
+                             // 10 * (1 s - e) + 1 <= 10, at e = 100 ms.
     let d = l.block(500 * MS);
     assert_eq!(d.retry_after, Some(800 * MS));
     clock.advance(800 * MS);
@@ -372,7 +372,11 @@ fn reset_is_a_fresh_key_for_every_algorithm() {
         assert!(!l.contains_key(&1));
         for step in 0..30u64 {
             let n = step % 4;
-            assert_eq!(l.check_n(&1, n), fresh.check_n(&1, n), "{alg:?} step {step}");
+            assert_eq!(
+                l.check_n(&1, n),
+                fresh.check_n(&1, n),
+                "{alg:?} step {step}"
+            );
             clock.advance(700 * MS);
             fresh_clock.advance(700 * MS);
         }

@@ -264,7 +264,9 @@ impl Windows {
     fn reset_after(&self, now: u64) -> u64 {
         match self.alg {
             Win::Fixed => (self.k(now) + 1) * self.w - now,
-            _ => (0..=12 * self.w).find(|&t| self.used(now + t) == 0).unwrap(),
+            _ => (0..=12 * self.w)
+                .find(|&t| self.used(now + t) == 0)
+                .unwrap(),
         }
     }
 
@@ -321,8 +323,8 @@ impl Model for Windows {
         } else {
             (false, Some(self.retry(now, n)))
         };
-        let remaining = (u128::from(self.l) * self.scale()).saturating_sub(self.used(now))
-            / self.scale();
+        let remaining =
+            (u128::from(self.l) * self.scale()).saturating_sub(self.used(now)) / self.scale();
         decision(
             allowed,
             self.l,
@@ -392,7 +394,10 @@ impl Model for Windows {
             }
             _ => {
                 self.prune(now);
-                let floor = self.grants.last().map_or(0, |g| (g.0 + 1).saturating_sub(w));
+                let floor = self
+                    .grants
+                    .last()
+                    .map_or(0, |g| (g.0 + 1).saturating_sub(w));
                 let stamp = until.saturating_sub(w).max(floor);
                 self.grants.retain(|g| g.0 > stamp);
                 self.grants.insert(0, (stamp, self.l));

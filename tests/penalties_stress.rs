@@ -112,7 +112,10 @@ fn check_end(name: &str, t: Tally, remaining: u64) {
         t.rewarded
     );
     assert!(t.granted <= L + t.rewarded, "{name}: over-admitted");
-    assert!(t.granted > 0 && t.rewarded > 0, "{name}: the race did not race");
+    assert!(
+        t.granted > 0 && t.rewarded > 0,
+        "{name}: the race did not race"
+    );
 }
 
 fn frozen() -> ManualClock {

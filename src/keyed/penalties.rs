@@ -107,10 +107,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match self
-            .engine()
-            .adjust(&self.slot(key), |_| Adjust::Reward(n))
-        {
+        match self.engine().adjust(&self.slot(key), |_| Adjust::Reward(n)) {
             Ok(d) => d,
             // A reward never stores a new key, so it never meets the cap; if it did, the key
             // is not tracked and is what a peek reports.
