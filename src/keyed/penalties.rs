@@ -134,6 +134,6 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.store.remove(key)
+        self.store.remove_key(key)
     }
 }

@@ -340,7 +340,7 @@ where
     /// Forgets `key` (removes its cell under the shard's write guard, so no decision is on it,
     /// and frees its slot under the key cap); whether it was tracked. Its next decision finds
     /// it missing and decides as a fresh key.
-    pub(crate) fn remove<Q>(&self, key: &Q) -> bool
+    pub(crate) fn remove_key<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
