@@ -425,3 +425,48 @@ fn keyed_and_direct_agree() {
     assert_eq!(kclock.now(), dclock.now());
     assert_eq!(k.check(&1), d.check());
 }
+
+/// The largest inputs, on a clock near the end of its range too: no overflow, no panic (the
+/// tests run with overflow checks), and a reset still gives a fresh key.
+#[test]
+fn extreme_inputs_never_panic() {
+    fn check<A: Algorithm + Copy>(alg: A) {
+        for start in [0, 1000 * 1_000_000_000, tollgate::MAX_NANOS - 5_000_000_000] {
+            let clock = ManualClock::new();
+            clock.set(start);
+            let l = KeyedRateLimiter::<u32>::builder(q(5, 10 * S))
+                .clock(clock.clone())
+                .algorithm(alg)
+                .unwrap()
+                .build();
+            for key in 0..3u32 {
+                let _ = l.penalize(&key, u64::MAX).unwrap();
+                let _ = l.block(&key, Duration::MAX).unwrap();
+                let _ = l.penalize(&key, u64::MAX).unwrap();
+                let _ = l.reward(&key, u64::MAX - 1);
+                let _ = l.block(&key, Duration::MAX).unwrap();
+                assert!(!l.try_acquire(&key), "{alg:?} at {start}");
+                let _ = l.check_n(&key, 5);
+                let _ = l.peek(&key);
+            }
+            // Within the clock's range (past `MAX_NANOS` every state is in the past).
+            clock.advance(S);
+            assert_eq!(
+                l.sweep_now(),
+                0,
+                "{alg:?} at {start}: a block for good is kept"
+            );
+            l.set_quota(q(3, 5 * S)).unwrap();
+            let _ = l.check(&0);
+            assert!(l.reset(&0), "{alg:?} at {start}: {:?}", l.peek(&1));
+            if start < tollgate::MAX_NANOS - 5_000_000_000 {
+                assert!(l.try_acquire(&0), "{alg:?} at {start}");
+            }
+        }
+    }
+    check(tollgate::Gcra);
+    check(FixedWindow::new());
+    check(SlidingWindow::new(5));
+    check(WeightedWindow);
+    check(SlidingLog);
+}
