@@ -470,3 +470,18 @@ fn extreme_inputs_never_panic() {
     check(WeightedWindow);
     check(SlidingLog);
 }
+
+/// The documented limit (guide, Penalties, GCRA): a reservation made before a reset and
+/// cancelled after the key took permits past its stretch gives its permits to the new state,
+/// at most its own count, once.
+#[test]
+fn a_cancel_after_a_reset_gives_at_most_its_own_permits() {
+    let (l, _clock) = direct(Quota::per_second(10).unwrap(), tollgate::Gcra);
+    let r = l.reserve_n(2).unwrap();
+    l.reset();
+    let before = drain(&l, 30);
+    r.cancel();
+    let after = drain(&l, 30);
+    assert_eq!(before, 10);
+    assert!(after <= 2, "{after} permits after the cancel");
+}
