@@ -795,5 +795,7 @@ impl<A: Algorithm> RateLimiter<A> {
     }
 }
 
+mod penalties;
+
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use crate::algorithm::{Algorithm, Booking, ParamSource};
+use crate::algorithm::{Adjust, Algorithm, Booking, ParamSource};
 use crate::cell::params::Live;
 use crate::clock::{duration_to_nanos, AnyClock};
 use crate::meter::{Meter, Outcome, WaitMeter};
-use crate::outcome::{AcquireError, Decision};
+use crate::outcome::{AcquireError, AdjustError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::sync::Mutex;
 use crate::Nanos;
@@ -300,6 +300,47 @@ impl<A: Algorithm> Engine<A> {
             }
             Found::Full(wait) => full_decision(A::limit(&src.load()), wait),
         })
+    }
+
+    /// Applies `op` to the slot's cell (one CAS step, as a decision is) and reports the state
+    /// it left as a [`Decision`] taking nothing: `allowed` and `retry_after` as a check of one
+    /// permit would find them now, `remaining` and `reset_after` as [`peek`](Engine::peek)
+    /// reports them. A new key that `op` would store meets the key cap as a decision's does,
+    /// except that an untracked decision is refused too (nothing could be recorded).
+    /// `op` is made from the `now` the step runs at (a block's end is relative to it).
+    pub(crate) fn adjust(
+        &self,
+        slot: &impl Slot<A>,
+        op: impl Fn(Nanos) -> Adjust,
+    ) -> Result<Decision, AdjustError> {
+        let src = self.src();
+        let placed = slot.decide(|cell, now| {
+            let op = op(now);
+            let v = self.alg.adjust(cell, now, op, &src);
+            if op.may_lower() {
+                slot.lowered(cell);
+            }
+            (v, now)
+        });
+        match placed {
+            Placed::Tracked(([look, one], now)) => {
+                let look = A::decision(&look, now);
+                let one = A::decision(&one, now);
+                Ok(Decision {
+                    allowed: one.allowed,
+                    retry_after: one.retry_after,
+                    ..look
+                })
+            }
+            Placed::Untracked((_, now)) => Err(AdjustError::KeyCapReached {
+                retry_after: Duration::from_nanos(
+                    slot.slot_free_at(now).saturating_sub(now).max(1),
+                ),
+            }),
+            Placed::Full(wait) => Err(AdjustError::KeyCapReached {
+                retry_after: Duration::from_nanos(wait),
+            }),
+        }
     }
 
     /// One attempt of a waiting method that must be granted by `deadline` (if any).
@@ -640,6 +681,15 @@ mod tests {
             p: &impl ParamSource<GcraParams>,
         ) {
             Gcra.cancel(cell, t, now, p)
+        }
+        fn adjust(
+            &self,
+            cell: &GcraCell,
+            now: Nanos,
+            op: Adjust,
+            p: &impl ParamSource<GcraParams>,
+        ) -> [Verdict; 2] {
+            Gcra.adjust(cell, now, op, p)
         }
         fn migrate(&self, cell: &GcraCell, p: &impl ParamSource<GcraParams>) {
             Gcra.migrate(cell, p)

@@ -19,6 +19,7 @@ macro_rules! page {
 page!(quotas_and_methods, "guide/quotas-and-methods.md");
 page!(keyed, "guide/keyed.md");
 page!(concurrency, "guide/concurrency.md");
+page!(penalties, "guide/penalties.md");
 page!(algorithms, "guide/algorithms.md");
 page!(asynchronous, "guide/async.md");
 page!(http, "guide/http.md");

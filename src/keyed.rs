@@ -28,6 +28,7 @@ use crate::Nanos;
 
 mod builder;
 mod defaults;
+mod penalties;
 
 pub use builder::KeyedRateLimiterBuilder;
 pub use defaults::{DefaultKeyHasher, DEFAULT_SHARDS};

@@ -64,6 +64,7 @@
 //! | book ahead, use later (GCRA) | `reserve()` | `reserve_n(n)` | `Result<Reservation, AcquireError>` |
 //! | book only if ready within `max_wait` | `try_reserve_for(max_wait)` | `try_reserve_n_for(n, max_wait)` | `Result<Reservation, AcquireError>` |
 //! | the limit in force / change it live | `quota()` / `set_quota(q)` | | [`Quota`] / `Result<(), QuotaError>` |
+//! | by hand: block, forget / charge, give back | `block(duration)` / `reset()` | `penalize(n)` / `reward(n)` | [`Decision`] (keyed: `Result<Decision, AdjustError>` for `block` and `penalize`, `bool` for `reset`; [guide](guide::penalties)) |
 //! | redis-cell `CL.THROTTLE` (GCRA) | `throttle(max_burst, count, period_secs, quantity)` | | `Result<ThrottleReply, QuotaError>` |
 //!
 //! The same name means the same thing on every limiter:
@@ -174,6 +175,7 @@ macro_rules! guide_links {
         "[guide]: crate::guide\n\
          [quotas]: crate::guide::quotas_and_methods\n\
          [keyed]: crate::guide::keyed\n\
+         [penalties]: crate::guide::penalties\n\
          [algorithms]: crate::guide::algorithms\n\
          [async]: crate::guide::asynchronous\n\
          [http]: crate::guide::http\n\
@@ -227,7 +229,7 @@ pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
 pub use meter::names as metric_names;
 pub use nanos::{Nanos, MAX_NANOS};
-pub use outcome::{AcquireError, Decision, ThrottleReply};
+pub use outcome::{AcquireError, AdjustError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;

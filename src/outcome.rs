@@ -239,6 +239,52 @@ impl fmt::Display for AcquireError {
 
 impl std::error::Error for AcquireError {}
 
+/// Why a keyed limiter did not record a [`block`](crate::KeyedRateLimiter::block) or a
+/// [`penalize`](crate::KeyedRateLimiter::penalize): the key is not tracked, the key cap
+/// ([`max_keys`](crate::KeyedRateLimiterBuilder::max_keys)) is reached, and reclaiming cold
+/// keys freed no slot. Nothing was recorded, under either [`WhenFull`](crate::WhenFull): a
+/// new key that `WhenFull::AllowUntracked` lets through is decided untracked, which a block
+/// or a penalty cannot be (it would be forgotten at once).
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use std::time::Duration;
+/// use tollgate::{AdjustError, KeyedRateLimiter, ManualClock, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u32>::builder(Quota::per_second(1)?)
+///     .clock(ManualClock::new())
+///     .max_keys(NonZeroUsize::MIN)
+///     .build();
+/// assert!(limiter.block(&1, Duration::from_secs(60)).is_ok());
+/// let err = limiter.penalize(&2, 1).unwrap_err();
+/// assert!(matches!(err, AdjustError::KeyCapReached { .. }));
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AdjustError {
+    /// The key cap is reached: nothing was recorded. `retry_after` is when a slot may free,
+    /// judged as a new key's refused check judges it (at least 1 ns).
+    KeyCapReached {
+        /// When a slot may free.
+        retry_after: Duration,
+    },
+}
+
+impl fmt::Display for AdjustError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdjustError::KeyCapReached { retry_after } => write!(
+                f,
+                "the key is new and the key cap is reached: nothing recorded; a slot may free \
+                 in {retry_after:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AdjustError {}
+
 /// redis-cell's `CL.THROTTLE` reply, value for value.
 ///
 /// Durations are whole seconds (truncated, plus one if the sub-second part is at least 1 ms), and

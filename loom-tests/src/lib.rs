@@ -71,6 +71,12 @@ pub enum Op {
     CancelLast,
     /// `set_quota(q)`.
     SetQuota(Quota),
+    /// `penalize(n)`.
+    Penalize(u64),
+    /// `reward(n)`.
+    Reward(u64),
+    /// `block` for this many ns.
+    Block(u64),
 }
 
 /// What a call returned.
@@ -187,6 +193,9 @@ fn step<'a>(
             limiter.set_quota(q).expect("GCRA runs every quota");
             Out::Unit
         }
+        (Op::Penalize(n), _) => Out::Decision(limiter.penalize(n)),
+        (Op::Reward(n), _) => Out::Decision(limiter.reward(n)),
+        (Op::Block(d), _) => Out::Decision(limiter.block(Duration::from_nanos(d))),
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Align, Kind, Verdict};
-use super::{Booking, ParamSource, Words, PARAM_WORDS};
+use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::word::WordCell;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
@@ -305,6 +305,41 @@ pub(crate) fn decide(
     }
 }
 
+/// The state `(index, count)` after `op` at `now` (the guide's Penalties page). A count lives
+/// in one window, so:
+///
+/// - block until `u` (`u > now`): the window holding `u - 1` (or the stored one, if later) is
+///   counted *full* (the all-ones count, which refuses every request and survives a quota
+///   change as full): refused until that window ends, the first boundary at or after `u`, and
+///   fresh from there.
+/// - penalize `n`: `count += n` in the window in force, saturating at full; it is forgotten
+///   when that window ends.
+/// - reward `n`: `count -= n`, floored at 0 (a full count stays over any limit: a reward does
+///   not lift a block, a reset does).
+/// - reset: the empty word.
+///
+/// An adjustment that changes nothing returns `state` as it was (a fresh cell stays fresh).
+pub(crate) fn adjust(state: (u64, u64), now: Nanos, op: Adjust, p: &FixedParams) -> (u64, u64) {
+    let full = capacity(p.count_bits);
+    let now = now.min(MAX_NANOS);
+    let now_index = (now + p.offset) / p.window;
+    // The window in force and its count, as `decide` reads them.
+    let (k, c) = match state {
+        (index, count) if count > 0 && index >= now_index => (index, count),
+        _ => (now_index, 0),
+    };
+    match op {
+        Adjust::Block { until } if until > now => {
+            let last = until.min(MAX_NANOS) - 1;
+            (k.max((last + p.offset) / p.window), full)
+        }
+        Adjust::Penalize(n) if n > 0 => (k, c.saturating_add(n).min(full)),
+        Adjust::Reward(n) if c > 0 => (k, c.saturating_sub(n)),
+        Adjust::Reset => (0, 0),
+        _ => state,
+    }
+}
+
 /// Clock time at which window `k` ends.
 #[inline]
 fn window_end(k: u64, p: &FixedParams) -> Nanos {
@@ -421,6 +456,21 @@ impl Rules for FixedWindow {
     }
 
     shared_window_rules!(FixedParams);
+
+    fn adjust(
+        &self,
+        cell: &Self::Cell,
+        now: Nanos,
+        op: Adjust,
+        p: &impl ParamSource<FixedParams>,
+    ) -> [Verdict; 2] {
+        cell.update(p, |w, p| {
+            let s = adjust(current(w, p), now, op, p);
+            let look = decide(s, now, 0, p).0;
+            let one = decide(s, now, 1, p).0;
+            ([look, one], Some(pack(s.0, s.1, p)))
+        })
+    }
 
     fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<FixedParams>) {
         cell.update(p, |w, p| {

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::rules::Rules;
-use super::{Booking, ParamSource};
+use super::{Adjust, Booking, ParamSource};
 use crate::cell::gcra::GcraCell;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
@@ -115,6 +115,16 @@ impl Rules for Gcra {
         p: &impl ParamSource<GcraParams>,
     ) {
         cell.cancel(ticket, now, p);
+    }
+
+    fn adjust(
+        &self,
+        cell: &GcraCell,
+        now: Nanos,
+        op: Adjust,
+        p: &impl ParamSource<GcraParams>,
+    ) -> [Verdict; 2] {
+        cell.adjust(now, op, p)
     }
 
     fn migrate(&self, cell: &GcraCell, p: &impl ParamSource<GcraParams>) {

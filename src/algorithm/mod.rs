@@ -19,6 +19,9 @@ use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
 
+pub(crate) use adjust::Adjust;
+
+pub(crate) mod adjust;
 pub(crate) mod gcra;
 
 pub(crate) mod fixed_window;
@@ -188,6 +191,16 @@ pub(crate) mod rules {
             now: Nanos,
             p: &impl ParamSource<Self::Params>,
         );
+        /// Applies `op` to the cell at `now`, as one CAS step like a decision (so exact under
+        /// concurrency), and reports the state it left: `[look, one]`, the verdicts of a look
+        /// (`n = 0`) and of a check of one permit, neither taking anything.
+        fn adjust(
+            &self,
+            cell: &Self::Cell,
+            now: Nanos,
+            op: Adjust,
+            p: &impl ParamSource<Self::Params>,
+        ) -> [Self::Verdict; 2];
         /// Brings a cell up to the parameters in force after `set_quota` (run on every
         /// tracked cell by the quota change itself).
         fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<Self::Params>);

@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
-use super::{Booking, ParamSource, Words, PARAM_WORDS};
+use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::locked::LockedCell;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
@@ -83,7 +83,7 @@ impl Words for SlidingParams {
 }
 
 /// One key's log: `(stamp, permits)` entries with non-decreasing stamps, and their total.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Log {
     entries: VecDeque<(Nanos, u64)>,
     total: u64,
@@ -212,6 +212,66 @@ pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Ve
     v
 }
 
+/// The most a log counts: an adjustment saturates there, so a decision's `total + n` (`n` at
+/// most a quota's count, itself at most [`MAX_NANOS`](crate::MAX_NANOS)) cannot overflow.
+const MOST: u64 = crate::MAX_NANOS;
+
+/// Applies `op` at `now` to `log` (the guide's Penalties page). Entries count while
+/// `stamp > now - W`, so:
+///
+/// - block until `u` (`u > now`): the entries that leave by `u` are dropped and one entry of
+///   `L` permits stamped `u - W` takes their place: refused until `u` exactly (a later
+///   entry, kept, still counts after it), then as the kept entries say, fresh if none. A
+///   stamp cannot be before the clock's origin (a block ending within the first `W` of the
+///   clock lasts until `W`), nor `W` or more before the newest stamp (a block shorter than an
+///   earlier one that a reward lowered lasts as long as that one's entry).
+/// - penalize `n`: `n` permits stamped as a grant now would be (one entry), the total
+///   saturating at [`MAX_NANOS`](crate::MAX_NANOS).
+/// - reward `n`: the newest `n` permits are taken out (the ones that would count longest),
+///   floored at an empty log.
+/// - reset: the empty log.
+pub(crate) fn adjust(log: &mut Log, now: Nanos, op: Adjust, p: &SlidingParams) {
+    log.enter(p);
+    let at = log.newest().map_or(now, |s| now.max(s));
+    log.prune(at, p.window);
+    match op {
+        Adjust::Block { until } if until > now => {
+            // Within `W` of the newest stamp (a decision is made at `max(now, newest)` and
+            // prunes what left by then): after a partly rewarded longer block, a shorter one
+            // lasts as long as that block's entry would (never shorter than asked).
+            let floor = log.newest().map_or(0, |s| (s + 1).saturating_sub(p.window));
+            let stamp = until.saturating_sub(p.window).max(floor);
+            log.drop_front(|s| s <= stamp);
+            let add = p.limit.min(MOST - log.total);
+            if add > 0 {
+                log.entries.push_front((stamp, add));
+                log.total += add;
+            }
+        }
+        Adjust::Penalize(n) if n > 0 => {
+            let add = n.min(MOST - log.total);
+            if add > 0 {
+                let slot = at - at % p.granularity;
+                log.push(log.newest().map_or(slot, |s| slot.max(s)), add);
+            }
+        }
+        Adjust::Reward(mut n) => {
+            while let Some((_, count)) = log.entries.back_mut() {
+                let take = n.min(*count);
+                *count -= take;
+                log.total -= take;
+                n -= take;
+                if *count > 0 {
+                    break;
+                }
+                log.entries.pop_back();
+            }
+        }
+        Adjust::Reset => log.drop_front(|_| true),
+        _ => {}
+    }
+}
+
 fn params_of(s: &impl Stamping, quota: &Quota) -> Result<SlidingParams, QuotaError> {
     let (limit, window) = limit_and_window(quota)?;
     Ok(SlidingParams {
@@ -276,6 +336,22 @@ impl<S: Stamping> Rules for S {
     }
 
     shared_window_rules!(SlidingParams);
+
+    fn adjust(
+        &self,
+        cell: &Self::Cell,
+        now: Nanos,
+        op: Adjust,
+        p: &impl ParamSource<SlidingParams>,
+    ) -> [Verdict; 2] {
+        cell.with(|log| {
+            let p = p.load();
+            adjust(log, now, op, &p);
+            // A one-permit check on a copy: it records the permit if granted.
+            let one = decide(&mut log.clone(), now, 1, &p);
+            [decide(log, now, 0, &p), one]
+        })
+    }
 
     /// The parameters are loaded under the key's lock, here and in `check`: a log is then
     /// never read with parameters older than the generation it is in.

@@ -12,7 +12,7 @@
 
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
-use super::{Booking, ParamSource, Words, PARAM_WORDS};
+use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
 use crate::cell::word::WordCell;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
@@ -238,6 +238,45 @@ pub(crate) fn decide(s: State, now: Nanos, n: u64, p: &WeightedParams) -> (Verdi
     (v, None)
 }
 
+/// The state after `op` at `now` (the guide's Penalties page). Counts are per window, the
+/// previous one weighted, so:
+///
+/// - block until `u` (`u > now`): the window holding `u - 1` is counted full (`cur` at least
+///   `L`): refused until that window ends, then as after a full window, whose weight lets one
+///   permit in `W - floor((L - 1) * W / L)` (about `W / L`) into the next window and the whole
+///   limit back as it slides out.
+/// - penalize `n`: `cur += n` in the window in force, saturating at `u32::MAX`.
+/// - reward `n`: `cur -= n`, the rest from `prev`, floored at 0.
+/// - reset: the empty word.
+///
+/// An adjustment that changes nothing returns `s` as it was (a fresh cell stays fresh).
+pub(crate) fn adjust(s: State, now: Nanos, op: Adjust, p: &WeightedParams) -> State {
+    let w = p.window;
+    let now = now.min(MAX_NANOS);
+    match op {
+        Adjust::Block { until } if until > now => {
+            let last = until.min(MAX_NANOS) - 1;
+            let mut b = rolled(s, (last / w).max(now / w));
+            b.cur = b.cur.max(p.limit);
+            b
+        }
+        Adjust::Penalize(n) if n > 0 => {
+            let mut t = rolled(s, now / w);
+            t.cur = t.cur.saturating_add(n).min(u64::from(u32::MAX));
+            t
+        }
+        Adjust::Reward(n) if n > 0 && !s.is_empty() => {
+            let mut t = rolled(s, now / w);
+            let from_cur = n.min(t.cur);
+            t.cur -= from_cur;
+            t.prev = t.prev.saturating_sub(n - from_cur);
+            t
+        }
+        Adjust::Reset => State::default(),
+        _ => s,
+    }
+}
+
 /// From this instant the state decides like a fresh key: neither count weighs anything.
 pub(crate) fn cold_at(s: State, p: &WeightedParams) -> Nanos {
     let w = p.window;
@@ -320,6 +359,21 @@ impl Rules for WeightedWindow {
     }
 
     shared_window_rules!(WeightedParams);
+
+    fn adjust(
+        &self,
+        cell: &Self::Cell,
+        now: Nanos,
+        op: Adjust,
+        p: &impl ParamSource<WeightedParams>,
+    ) -> [Verdict; 2] {
+        cell.update(p, |w, p| {
+            let s = adjust(current(w, p), now, op, p);
+            let look = decide(s, now, 0, p).0;
+            let one = decide(s, now, 1, p).0;
+            ([look, one], Some(pack(s, p)))
+        })
+    }
 
     fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<WeightedParams>) {
         cell.update(p, |w, p| ((), Some(pack(current(w, p), p))));

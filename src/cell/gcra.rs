@@ -27,8 +27,10 @@
 
 use crate::algorithm::gcra::holes::Holes;
 use crate::algorithm::gcra::rule::{
-    self as gcra, check_holey, refund, reserve_holey, GcraParams, Refund, Ticket, Verdict,
+    self as gcra, adjust_holey, check_holey, looks_holey, refund, reserve_holey, GcraParams,
+    Refund, Ticket, Verdict,
 };
+use crate::algorithm::Adjust;
 use crate::algorithm::{Booking, ParamSource};
 use crate::outcome::AcquireError;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, TryLockError};
@@ -299,6 +301,25 @@ impl GcraCell {
         }
     }
 
+    /// Applies `op` at `now` (rule in `algorithm::gcra::rule::adjust`) and reports `[look,
+    /// one]` on the TAT it left. A CAS step on the TAT like a decision; on a key with holes it
+    /// waits for their lock, as a cancel does (it may clear or cut them).
+    pub(crate) fn adjust(
+        &self,
+        now: Nanos,
+        op: Adjust,
+        src: &impl ParamSource<GcraParams>,
+    ) -> [Verdict; 2] {
+        let step = |tat, p: &GcraParams| {
+            let new = gcra::adjust(tat, now, op, p);
+            (gcra::looks(new, now, p), (new != tat).then_some(new))
+        };
+        match tail_loop(&self.word, src, false, step) {
+            Flow::Done(r) => r,
+            Flow::Spilled(w) => self.spill(w).adjust(now, op, src),
+        }
+    }
+
     /// Brings the word up to the generation of `src` (run by `set_quota` on every cell).
     pub(crate) fn migrate(&self, src: &impl ParamSource<GcraParams>) {
         // Stores the (re-scaled) TAT with the current parity; a no-op rewrite if current.
@@ -426,6 +447,14 @@ impl Spill {
                 }
             }
         });
+    }
+
+    fn adjust(&self, now: Nanos, op: Adjust, src: &impl ParamSource<GcraParams>) -> [Verdict; 2] {
+        let mut holes = lock(&self.holes);
+        self.with_holes(&mut holes, src, |tat, holes, p| {
+            let new = adjust_holey(tat, holes, now, op, p);
+            (looks_holey(new, holes, now, p), Some(new))
+        })
     }
 
     fn tail_only<R>(

@@ -330,3 +330,37 @@ where
         self.counters.snapshot(self.len())
     }
 }
+
+impl<K, A, S> KeyedStore<K, A, S>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    A: Algorithm,
+    S: BuildHasher + Clone + Send + Sync + 'static,
+{
+    /// Forgets `key` (removes its cell under the shard's write guard, so no decision is on it,
+    /// and frees its slot under the key cap); whether it was tracked. Its next decision finds
+    /// it missing and decides as a fresh key.
+    pub(crate) fn remove_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.map.hash(key);
+        let removed = {
+            let mut table = self.map.shard(hash).write();
+            table
+                .find_entry(hash, |(k, _)| k.borrow() == key)
+                .ok()
+                .map(|entry| entry.remove().0)
+        };
+        // The key and its cell are dropped after the guard (a `String` frees, a spill too).
+        match removed {
+            Some(_) => {
+                // After the removal: `slots` never undercounts the map.
+                self.slots.fetch_sub(1, Ordering::AcqRel);
+                true
+            }
+            None => false,
+        }
+    }
+}

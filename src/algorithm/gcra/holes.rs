@@ -123,6 +123,15 @@ impl Holes {
         self.spans.splice(at..last, [(lo, hi)]);
     }
 
+    /// Drops every position at or past `tail` (a reward moved the tail down: holes stay
+    /// below it), cutting a hole that straddles it.
+    pub(crate) fn cut(&mut self, tail: Nanos) {
+        self.spans.retain(|&(start, _)| start < tail);
+        if let Some(last) = self.spans.last_mut() {
+            last.1 = last.1.min(tail);
+        }
+    }
+
     /// The tail after giving back every hole that ends exactly at it (repeatedly): the
     /// schedule's end moves down over freed stretches.
     pub(crate) fn coalesce(&mut self, mut tail: Nanos) -> Nanos {

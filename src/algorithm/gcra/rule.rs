@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use super::holes::Holes;
+use crate::algorithm::adjust::Adjust;
 use crate::algorithm::{Booking, Words, PARAM_WORDS};
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::Quota;
@@ -457,9 +458,84 @@ pub(crate) fn refund(tat: Nanos, ticket: &Ticket, now: Nanos, p: &GcraParams) ->
         Refund::Nothing
     } else if tat == ticket.end {
         Refund::Tail(ticket.start)
+    } else if ticket.end > tat {
+        // Only after a reward or a reset moved the tail below the stretch: what lies at or
+        // above the tail is free already, and a hole there would be given out twice.
+        let (start, end) = (ticket.start.max(now), ticket.end.min(tat));
+        if end > start {
+            Refund::Hole(start, end)
+        } else {
+            Refund::Nothing
+        }
     } else {
         Refund::Hole(ticket.start.max(now), ticket.end)
     }
+}
+
+/// The TAT after `op` at `now` (the guide's Penalties page), in the generation of `p`:
+///
+/// - block until `u` (`u > now`): `tat = max(tat, u + tau - T)`, the least TAT that refuses
+///   one permit before `u` and grants it at `u`: the bucket is empty until `u`, then refills
+///   at the quota's rate (one permit at `u`, the whole burst `tau - T` later). A TAT past
+///   [`MAX_NANOS`] is held there: refused for good.
+/// - penalize `n`: `max(tat, now) + n*T`, saturating at [`MAX_NANOS`] (debt, drained at the
+///   quota's rate; a saturated TAT refuses everything, which is what so much debt means).
+/// - reward `n`: `max(tat - n*T, now)` if the key is in debt (`tat > now`), else unchanged:
+///   never above a full bucket.
+/// - reset: 0, a fresh key.
+#[inline]
+pub(crate) fn adjust(tat: Nanos, now: Nanos, op: Adjust, p: &GcraParams) -> Nanos {
+    match op {
+        Adjust::Block { until } if until > now => {
+            // tau >= T for every burst >= 1; saturating for inert parameters (burst 0).
+            let last = until.saturating_add(p.tau.saturating_sub(p.t));
+            tat.max(last.min(MAX_NANOS))
+        }
+        Adjust::Block { .. } | Adjust::Penalize(0) => tat,
+        Adjust::Penalize(n) => tat
+            .max(now)
+            .saturating_add(n.saturating_mul(p.t))
+            .min(MAX_NANOS),
+        Adjust::Reward(n) if tat > now => tat.saturating_sub(n.saturating_mul(p.t)).max(now),
+        Adjust::Reward(_) => tat,
+        Adjust::Reset => 0,
+    }
+}
+
+/// [`adjust`] on a key with holes: a block or a reset clears them (a hole could grant during
+/// the block); a reward drops what the lowered tail passed (holes lie below the tail); a
+/// penalty leaves them (it is charged at the tail, so the stretches free below it stay free).
+pub(crate) fn adjust_holey(
+    tat: Nanos,
+    holes: &mut Holes,
+    now: Nanos,
+    op: Adjust,
+    p: &GcraParams,
+) -> Nanos {
+    holes.prune(now);
+    let new = adjust(tat, now, op, p);
+    match op {
+        Adjust::Block { until } if until > now => holes.clear(p.gen),
+        Adjust::Reset => holes.clear(p.gen),
+        Adjust::Reward(_) => holes.cut(new),
+        _ => {}
+    }
+    new
+}
+
+/// What an adjustment reports: `[look, one]`, a look and a one-permit check on `tat`, taking
+/// nothing (the verdicts' `store` is not applied).
+#[inline]
+pub(crate) fn looks(tat: Nanos, now: Nanos, p: &GcraParams) -> [Verdict; 2] {
+    [check(tat, now, 0, p), check(tat, now, 1, p)]
+}
+
+/// [`looks`] with holes (on copies: a look never takes from them).
+pub(crate) fn looks_holey(tat: Nanos, holes: &Holes, now: Nanos, p: &GcraParams) -> [Verdict; 2] {
+    [
+        check_holey(tat, &mut holes.clone(), now, 0, p),
+        check_holey(tat, &mut holes.clone(), now, 1, p),
+    ]
 }
 
 #[cfg(test)]
