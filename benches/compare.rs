@@ -550,8 +550,14 @@ fn wanted(section: &str) -> bool {
 }
 
 fn main() {
+    // `--rounds N` for a longer run on a noisy machine.
+    let args: Vec<String> = std::env::args().collect();
+    let rounds = args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1)?.parse().ok());
     let s = Settings {
-        rounds: if quick() { 5 } else { 21 },
+        rounds: rounds.unwrap_or(if quick() { 5 } else { 21 }),
     };
     println!(
         "tollgate compare: {} interleaved rounds; ratios are medians of per-round ratios",
