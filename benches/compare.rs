@@ -13,7 +13,7 @@ use tollgate::{CoarseClock, DefaultClock, KeyedRateLimiter, Quota, RateLimiter, 
 
 mod support;
 use support::rounds::{case, compare, threaded, Settings};
-use support::{quick, random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta};
+use support::{random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta};
 
 type FloorHasher = foldhash::fast::RandomState;
 
@@ -509,7 +509,11 @@ fn coarse(s: &Settings) {
     let gov_d = governor::RateLimiter::<u64, _, _>::keyed(gq_fast());
     let floor = KeyedFloor::<u64, FloorHasher, _>::new(tg_clock, 1, FAST);
     let hot = 0u64;
-    let _ = (tg.try_acquire(&hot), tg_d.try_acquire(&hot), floor.try_acquire(&hot));
+    let _ = (
+        tg.try_acquire(&hot),
+        tg_d.try_acquire(&hot),
+        floor.try_acquire(&hot),
+    );
     let _ = (gov.check_key(&hot), gov_d.check_key(&hot));
     let cases = vec![
         case("tollgate (CoarseClock 1 ms)", |_| {
@@ -550,15 +554,8 @@ fn wanted(section: &str) -> bool {
 }
 
 fn main() {
-    // `--rounds N` for a longer run on a noisy machine.
-    let args: Vec<String> = std::env::args().collect();
-    let rounds = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1)?.parse().ok());
-    let s = Settings {
-        rounds: rounds.unwrap_or(if quick() { 5 } else { 21 }),
-    };
+    // `--rounds N`, `--batch N` for a longer, finer run on a noisy machine.
+    let s = Settings::from_args(21);
     println!(
         "tollgate compare: {} interleaved rounds; ratios are medians of per-round ratios",
         s.rounds

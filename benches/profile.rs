@@ -69,12 +69,16 @@ fn main() {
         }
         "direct-check" => {
             let l = RateLimiter::new(tq);
-            allowed += run(calls, |_| u64::from(black_box(black_box(&l).check()).allowed));
+            allowed += run(calls, |_| {
+                u64::from(black_box(black_box(&l).check()).allowed)
+            });
         }
         "direct-check-denied" => {
             let l = RateLimiter::new(denied);
             assert!(l.try_acquire());
-            allowed += run(calls, |_| u64::from(black_box(black_box(&l).check()).allowed));
+            allowed += run(calls, |_| {
+                u64::from(black_box(black_box(&l).check()).allowed)
+            });
         }
         "gov-direct" | "gov-direct-denied" => {
             let q = if case == "gov-direct" {

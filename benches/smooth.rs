@@ -119,7 +119,10 @@ fn main() {
     c.final_summary();
 
     let (rounds_n, iters) = if quick() { (5, 50_000) } else { (21, 200_000) };
-    let s = Settings { rounds: rounds_n };
+    let s = Settings {
+        rounds: rounds_n,
+        batch: None,
+    };
     println!(
         "\n## Same-run comparison ({rounds_n} interleaved rounds, every contender on `StdClock`)"
     );

@@ -156,7 +156,10 @@ fn main() {
         return;
     }
     let (rounds, batch) = if quick() { (5, 100_000) } else { (21, 400_000) };
-    let s = Settings { rounds };
+    let s = Settings {
+        rounds,
+        batch: None,
+    };
 
     println!("### Window algorithms next to GCRA (same run)");
     println!();

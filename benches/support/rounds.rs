@@ -70,11 +70,31 @@ pub fn threaded<'a>(name: &str, threads: usize, op: impl Fn(usize, u64) + Sync +
 /// How many interleaved rounds a comparison runs.
 pub struct Settings {
     pub rounds: usize,
+    /// Calls per contender per round, overriding each table's own (`--batch N`): shorter
+    /// batches are preempted less often on a loaded machine.
+    pub batch: Option<u64>,
+}
+
+impl Settings {
+    /// `rounds` rounds (5 with `--quick`), or `--rounds N`; `--batch N` as above.
+    pub fn from_args(rounds: usize) -> Settings {
+        let args: Vec<String> = std::env::args().collect();
+        let value = |flag: &str| {
+            let i = args.iter().position(|a| a == flag)?;
+            args.get(i + 1)?.parse::<u64>().ok()
+        };
+        Settings {
+            rounds: value("--rounds")
+                .map_or(if super::quick() { 5 } else { rounds }, |r| r as usize),
+            batch: value("--batch"),
+        }
+    }
 }
 
 /// Runs `cases` in interleaved rounds, after one untimed warm-up batch each (fills caches,
 /// grows maps, faults pages in); returns `times[case][round]` in ns/op.
 pub fn measure(s: &Settings, iters: u64, cases: &mut [Case<'_>]) -> Vec<Vec<f64>> {
+    let iters = s.batch.unwrap_or(iters);
     let n = cases.len();
     for c in cases.iter_mut() {
         (c.run)(iters);
