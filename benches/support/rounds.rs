@@ -123,7 +123,9 @@ pub fn paired_ratio(times: &[Vec<f64>], i: usize, r: usize) -> (f64, f64, f64) {
 /// ns/op and the paired ratio against each contender named in `refs` (median, and in brackets
 /// the interquartile range over rounds).
 pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
+    let load_before = super::load_average();
     let times = measure(s, iters, &mut cases);
+    let load_after = super::load_average();
     let ref_idx: Vec<usize> = refs
         .iter()
         .map(|r| {
@@ -134,6 +136,14 @@ pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: 
         })
         .collect();
     println!("\n### {title}\n");
+    println!(
+        "{}, {} cores; load average (1 min) {load_before} at start, {load_after} at end; \
+         {} rounds of {} calls\n",
+        super::cpu_model(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        s.rounds,
+        s.batch.unwrap_or(iters),
+    );
     println!(
         "(x REF = median over rounds of this ns/op / REF ns/op, [interquartile range]; \
          below 1 is faster)\n"
