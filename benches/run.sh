@@ -11,8 +11,8 @@
 #                                    # (between its `run.sh:begin` / `run.sh:end` markers)
 #
 # Options: --quick (fewer rounds; numbers are rough), --criterion (also the criterion benches
-# direct and keyed, printed only), --write (as above). Extra arguments for `compare` after
-# `--`, e.g. `-- --rounds 201 --batch 20000` (compare: more, shorter rounds for a loaded
+# direct and keyed, printed only), --write (as above). Extra arguments for `compare` and
+# `windows` after `--`, e.g. `-- --rounds 201 --batch 20000` (compare: more, shorter rounds for a loaded
 # machine).
 #
 # The benches are their own crate (benches/Cargo.toml, built into benches/target unless
@@ -104,8 +104,8 @@ for bench in "${benches[@]}"; do
         http | redis)
             cargo_bench --quiet --features "$bench" --bench "$bench" -- $quick | tee -a "$out"
             ;;
-        compare)
-            cargo_bench --quiet --bench compare -- $quick "${passthrough[@]}" | tee -a "$out"
+        compare | windows)
+            cargo_bench --quiet --bench "$bench" -- $quick "${passthrough[@]}" | tee -a "$out"
             ;;
         *)
             cargo_bench --quiet --bench "$bench" -- $quick | tee -a "$out"
