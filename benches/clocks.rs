@@ -358,6 +358,7 @@ fn main() {
 
     let s = Settings {
         rounds: if quick { 5 } else { 21 },
+        batch: None,
     };
     read_costs(&s);
     #[cfg(target_arch = "x86_64")]

@@ -7,11 +7,13 @@
 use std::hint::black_box;
 use std::num::NonZeroU32;
 
-use tollgate::{DefaultClock, KeyedRateLimiter, Quota, RateLimiter, StdClock};
+use std::time::Duration;
+
+use tollgate::{CoarseClock, DefaultClock, KeyedRateLimiter, Quota, RateLimiter, StdClock};
 
 mod support;
 use support::rounds::{case, compare, threaded, Settings};
-use support::{quick, random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta};
+use support::{random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta};
 
 type FloorHasher = foldhash::fast::RandomState;
 
@@ -436,7 +438,110 @@ fn keyed_check(s: &Settings) {
     }
 }
 
-/// `--only SECTION[,SECTION]` (direct, keyed, keyed-check, scaling) runs just those; default
+/// Fastest vs fastest: tollgate on a `CoarseClock` against governor on its
+/// `QuantaUpkeepClock`, both refreshed every 1 ms by a thread; direct (allowed and denied) and
+/// keyed on one hot u64 key, with the floor on the same coarse clock and the two defaults for
+/// scale.
+fn coarse(s: &Settings) {
+    const TICK: Duration = Duration::from_millis(1);
+    let tg_clock = CoarseClock::with_resolution(TICK).expect("coarse clock");
+    let gov_clock = governor::clock::QuantaUpkeepClock::from_interval(TICK).expect("upkeep clock");
+    for allowed in [true, false] {
+        let (tq, gq, t, burst) = if allowed {
+            (tq_fast(), gq_fast(), 1, FAST)
+        } else {
+            (
+                Quota::per_hour(1).unwrap(),
+                governor::Quota::per_hour(NonZeroU32::new(1).unwrap()),
+                3_600_000_000_000,
+                1,
+            )
+        };
+        let tg = RateLimiter::builder(tq).clock(tg_clock.clone()).build();
+        let tg_d = RateLimiter::new(tq);
+        let gov = governor::RateLimiter::direct_with_clock(gq, gov_clock.clone());
+        let gov_d = governor::RateLimiter::direct(gq);
+        let floor = DirectFloor::new(tg_clock.clone(), t, burst);
+        let floor_d = DirectFloor::new(DefaultClock::new(), t, burst);
+        let _ = (tg.try_acquire(), tg_d.try_acquire(), floor.try_acquire());
+        let _ = (floor_d.try_acquire(), gov.check(), gov_d.check());
+        let cases = vec![
+            case("tollgate (CoarseClock 1 ms)", |_| {
+                black_box(black_box(&tg).try_acquire());
+            }),
+            case("governor (QuantaUpkeepClock 1 ms)", |_| {
+                black_box(black_box(&gov).check().is_ok());
+            }),
+            case("floor/coarse", |_| {
+                black_box(black_box(&floor).try_acquire());
+            }),
+            case(TG_DEFAULT, |_| {
+                black_box(black_box(&tg_d).try_acquire());
+            }),
+            case(GOV_DEFAULT, |_| {
+                black_box(black_box(&gov_d).check().is_ok());
+            }),
+            case("floor/default", |_| {
+                black_box(black_box(&floor_d).try_acquire());
+            }),
+        ];
+        compare(
+            if allowed {
+                "fastest clocks: direct try_acquire, allowed path"
+            } else {
+                "fastest clocks: direct try_acquire, denied path"
+            },
+            s,
+            200_000,
+            &["governor (QuantaUpkeepClock 1 ms)", "floor/coarse"],
+            cases,
+        );
+        assert_eq!(tg.try_acquire(), allowed);
+        assert_eq!(gov.check().is_ok(), allowed);
+        assert_eq!(floor.try_acquire(), allowed);
+    }
+
+    let tg = KeyedRateLimiter::<u64>::builder(tq_fast())
+        .clock(tg_clock.clone())
+        .build();
+    let tg_d = KeyedRateLimiter::<u64>::new(tq_fast());
+    let gov = governor::RateLimiter::<u64, _, _, _>::dashmap_with_clock(gq_fast(), gov_clock);
+    let gov_d = governor::RateLimiter::<u64, _, _>::keyed(gq_fast());
+    let floor = KeyedFloor::<u64, FloorHasher, _>::new(tg_clock, 1, FAST);
+    let hot = 0u64;
+    let _ = (
+        tg.try_acquire(&hot),
+        tg_d.try_acquire(&hot),
+        floor.try_acquire(&hot),
+    );
+    let _ = (gov.check_key(&hot), gov_d.check_key(&hot));
+    let cases = vec![
+        case("tollgate (CoarseClock 1 ms)", |_| {
+            black_box(tg.try_acquire(black_box(&hot)));
+        }),
+        case("governor (QuantaUpkeepClock 1 ms)", |_| {
+            black_box(gov.check_key(black_box(&hot)).is_ok());
+        }),
+        case("floor/coarse", |_| {
+            black_box(floor.try_acquire(black_box(&hot)));
+        }),
+        case(TG_DEFAULT, |_| {
+            black_box(tg_d.try_acquire(black_box(&hot)));
+        }),
+        case(GOV_DEFAULT, |_| {
+            black_box(gov_d.check_key(black_box(&hot)).is_ok());
+        }),
+    ];
+    compare(
+        "fastest clocks: keyed try_acquire, one hot u64 key, allowed path",
+        s,
+        200_000,
+        &["governor (QuantaUpkeepClock 1 ms)", "floor/coarse"],
+        cases,
+    );
+}
+
+/// `--only SECTION[,SECTION]` (direct, keyed, keyed-check, scaling, coarse) runs just those; default
 /// all.
 fn wanted(section: &str) -> bool {
     let args: Vec<String> = std::env::args().collect();
@@ -449,9 +554,8 @@ fn wanted(section: &str) -> bool {
 }
 
 fn main() {
-    let s = Settings {
-        rounds: if quick() { 5 } else { 21 },
-    };
+    // `--rounds N`, `--batch N` for a longer, finer run on a noisy machine.
+    let s = Settings::from_args(21);
     println!(
         "tollgate compare: {} interleaved rounds; ratios are medians of per-round ratios",
         s.rounds
@@ -472,5 +576,8 @@ fn main() {
     }
     if wanted("scaling") {
         scaling(&s);
+    }
+    if wanted("coarse") {
+        coarse(&s);
     }
 }

@@ -3,10 +3,11 @@
 //! ```text
 //! cd benches && cargo bench --bench profile --no-run   # then, with the printed executable:
 //! perf record -e cpu-clock -g target/release/deps/profile-* CASE [CALLS]
-//! valgrind --tool=callgrind target/release/deps/profile-* CASE 1000000
+//! valgrind --tool=callgrind --toggle-collect='profile::run*' target/release/deps/profile-* CASE 1000000
 //! ```
 //!
-//! CASE: `direct`, `direct-floor`, `keyed-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-1m`,
+//! CASE: `direct`, `direct-floor`, `direct-check`, `gov-direct` (allowed path; each also as
+//! `...-denied`: 1 per hour, spent first), `direct-coarse`, `keyed-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-1m`,
 //! `keyed-floor-1m`, `gov-keyed-10k`. Setup (map filling) is done first and is small next to
 //! the default 200M calls (10M for 1M keys).
 
@@ -19,6 +20,18 @@ mod support;
 use support::{random_u64_keys, DirectFloor, KeyedFloor};
 
 const FAST: u64 = 1_000_000_000;
+
+/// The measured loop, out of line so that callgrind can count it alone:
+/// `valgrind --tool=callgrind --toggle-collect='profile::run*' ... CASE N` gives the
+/// instructions of N calls (loop and `black_box` included), free of setup and calibration.
+#[inline(never)]
+fn run(calls: u64, mut op: impl FnMut(u64) -> u64) -> u64 {
+    let mut allowed = 0;
+    for i in 0..calls {
+        allowed += op(i);
+    }
+    allowed
+}
 
 fn main() {
     // `cargo bench` passes `--bench`; skip flags.
@@ -41,31 +54,64 @@ fn main() {
     let key = |i: u64| seq[(i & ((1 << 20) - 1)) as usize];
     let tq = Quota::per_second(FAST).unwrap();
     let mut allowed = 0u64;
+    let denied = Quota::per_hour(1).unwrap();
+    let gov_denied = governor::Quota::per_hour(NonZeroU32::new(1).unwrap());
     match case.as_str() {
+        "direct-denied" => {
+            let l = RateLimiter::new(denied);
+            assert!(l.try_acquire());
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire()));
+        }
+        "direct-floor-denied" => {
+            let l = DirectFloor::new(DefaultClock::new(), 3_600_000_000_000, 1);
+            assert!(l.try_acquire());
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire()));
+        }
+        "direct-check" => {
+            let l = RateLimiter::new(tq);
+            allowed += run(calls, |_| {
+                u64::from(black_box(black_box(&l).check()).allowed)
+            });
+        }
+        "direct-check-denied" => {
+            let l = RateLimiter::new(denied);
+            assert!(l.try_acquire());
+            allowed += run(calls, |_| {
+                u64::from(black_box(black_box(&l).check()).allowed)
+            });
+        }
+        "gov-direct" | "gov-direct-denied" => {
+            let q = if case == "gov-direct" {
+                governor::Quota::per_second(NonZeroU32::new(FAST as u32).unwrap())
+            } else {
+                gov_denied
+            };
+            let l = governor::RateLimiter::direct(q);
+            let _ = l.check();
+            allowed += run(calls, |_| u64::from(black_box(&l).check().is_ok()));
+        }
+        "direct-coarse" => {
+            let l = RateLimiter::builder(tq)
+                .clock(tollgate::CoarseClock::new().unwrap())
+                .build();
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire()));
+        }
         "direct" => {
             let l = RateLimiter::new(tq);
-            for _ in 0..calls {
-                allowed += u64::from(black_box(&l).try_acquire());
-            }
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire()));
         }
         "direct-floor" => {
             let l = DirectFloor::new(DefaultClock::new(), 1, FAST);
-            for _ in 0..calls {
-                allowed += u64::from(black_box(&l).try_acquire());
-            }
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire()));
         }
         "keyed-hot" => {
             let l = KeyedRateLimiter::<u64>::new(tq);
-            for _ in 0..calls {
-                allowed += u64::from(l.try_acquire(black_box(&7)));
-            }
+            allowed += run(calls, |_| u64::from(l.try_acquire(black_box(&7))));
         }
         "keyed-10k" | "keyed-1m" => {
             let l = KeyedRateLimiter::<u64>::new(tq);
             (0..universe).for_each(|k| assert!(l.try_acquire(&k)));
-            for i in 0..calls {
-                allowed += u64::from(l.try_acquire(&key(i)));
-            }
+            allowed += run(calls, |i| u64::from(l.try_acquire(&key(i))));
         }
         "keyed-floor-10k" | "keyed-floor-1m" => {
             let l = KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(
@@ -74,18 +120,14 @@ fn main() {
                 FAST,
             );
             (0..universe).for_each(|k| assert!(l.try_acquire(&k)));
-            for i in 0..calls {
-                allowed += u64::from(l.try_acquire(&key(i)));
-            }
+            allowed += run(calls, |i| u64::from(l.try_acquire(&key(i))));
         }
         "gov-keyed-10k" => {
             let l = governor::RateLimiter::<u64, _, _>::keyed(governor::Quota::per_second(
                 NonZeroU32::new(FAST as u32).unwrap(),
             ));
             (0..universe).for_each(|k| assert!(l.check_key(&k).is_ok()));
-            for i in 0..calls {
-                allowed += u64::from(l.check_key(&key(i)).is_ok());
-            }
+            allowed += run(calls, |i| u64::from(l.check_key(&key(i)).is_ok()));
         }
         other => panic!("unknown case {other}"),
     }

@@ -111,15 +111,21 @@ fn rounds(title: &str, allowed: bool, threads: usize, s: &Settings, iters: u64) 
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .configure_from_args();
-    criterion_part(&mut c);
-    c.final_summary();
+    // `--table-only` (what `run.sh` passes): the same-run table without the criterion groups.
+    if !std::env::args().any(|a| a == "--table-only") {
+        let mut c = Criterion::default()
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2))
+            .configure_from_args();
+        criterion_part(&mut c);
+        c.final_summary();
+    }
 
     let (rounds_n, iters) = if quick() { (5, 50_000) } else { (21, 200_000) };
-    let s = Settings { rounds: rounds_n };
+    let s = Settings {
+        rounds: rounds_n,
+        batch: None,
+    };
     println!(
         "\n## Same-run comparison ({rounds_n} interleaved rounds, every contender on `StdClock`)"
     );

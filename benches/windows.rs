@@ -155,12 +155,21 @@ fn main() {
         with_alg!(which, child);
         return;
     }
-    let (rounds, batch) = if quick() { (5, 100_000) } else { (21, 400_000) };
-    let s = Settings { rounds };
+    // `--rounds N` / `--batch N` as in `compare`; `--no-memory` skips the bytes-per-key row.
+    let s = Settings::from_args(21);
+    let (rounds, batch) = (
+        s.rounds,
+        s.batch.unwrap_or(if quick() { 100_000 } else { 400_000 }),
+    );
 
     println!("### Window algorithms next to GCRA (same run)");
     println!();
-    println!("ns per decision, median of {rounds} interleaved rounds; in brackets the median per-round ratio to GCRA.");
+    println!(
+        "ns per decision, median of {rounds} interleaved rounds of {batch} calls; in brackets the \
+         median per-round ratio to GCRA. {}, load average (1 min) {} at start.",
+        support::cpu_model(),
+        support::load_average()
+    );
     println!();
     println!("| case | {} |", NAMES.join(" | "));
     println!("|---|{}", "---:|".repeat(NAMES.len()));
@@ -186,6 +195,9 @@ fn main() {
         compare(name, ops, &s, batch);
     }
 
+    if std::env::args().any(|a| a == "--no-memory") {
+        return;
+    }
     // Bytes per key, each algorithm in a fresh process.
     let exe = std::env::current_exe().unwrap();
     let cells: Vec<String> = (0..NAMES.len())

@@ -24,7 +24,8 @@
 //!   Guava's microseconds, lock-free.
 //! - [`Clock`]: the default [`DefaultClock`] (the TSC where the kernel keeps time with it,
 //!   else `Instant`), [`StdClock`] (`Instant`, ordered across threads), [`QuantaClock`], a
-//!   [`ManualClock`] for deterministic tests, and (with the `tokio` feature) a `TokioClock`
+//!   [`CoarseClock`] (a cached reading refreshed by a thread: the cheapest read, bursts at the
+//!   scale of its tick), a [`ManualClock`] for deterministic tests, and (with the `tokio` feature) a `TokioClock`
 //!   that follows `tokio::time::pause()`.
 //!
 //! ```
@@ -219,7 +220,10 @@ pub use algorithm::{Algorithm, Gcra};
 pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
-pub use clock::{Clock, DefaultClock, ManualClock, QuantaClock, StdClock, TSC_MAX_SKEW};
+pub use clock::{
+    Clock, CoarseClock, CoarseClockError, DefaultClock, ManualClock, QuantaClock, StdClock,
+    TSC_MAX_SKEW,
+};
 pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use concurrency::{
     ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedConcurrencyLimiterBuilder,

@@ -206,3 +206,25 @@ pub fn quantile(xs: &mut [f64], q: f64) -> f64 {
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
     xs[lo] + (xs[hi] - xs[lo]) * (pos - lo as f64)
 }
+
+/// The CPU's model name (`/proc/cpuinfo`, what `lscpu` prints as "Model name"), for the stamp
+/// every table carries.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string())
+}
+
+/// The 1-minute load average now (`/proc/loadavg`), for the stamp every table carries.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
+}

@@ -70,11 +70,31 @@ pub fn threaded<'a>(name: &str, threads: usize, op: impl Fn(usize, u64) + Sync +
 /// How many interleaved rounds a comparison runs.
 pub struct Settings {
     pub rounds: usize,
+    /// Calls per contender per round, overriding each table's own (`--batch N`): shorter
+    /// batches are preempted less often on a loaded machine.
+    pub batch: Option<u64>,
+}
+
+impl Settings {
+    /// `rounds` rounds (5 with `--quick`), or `--rounds N`; `--batch N` as above.
+    pub fn from_args(rounds: usize) -> Settings {
+        let args: Vec<String> = std::env::args().collect();
+        let value = |flag: &str| {
+            let i = args.iter().position(|a| a == flag)?;
+            args.get(i + 1)?.parse::<u64>().ok()
+        };
+        Settings {
+            rounds: value("--rounds")
+                .map_or(if super::quick() { 5 } else { rounds }, |r| r as usize),
+            batch: value("--batch"),
+        }
+    }
 }
 
 /// Runs `cases` in interleaved rounds, after one untimed warm-up batch each (fills caches,
 /// grows maps, faults pages in); returns `times[case][round]` in ns/op.
 pub fn measure(s: &Settings, iters: u64, cases: &mut [Case<'_>]) -> Vec<Vec<f64>> {
+    let iters = s.batch.unwrap_or(iters);
     let n = cases.len();
     for c in cases.iter_mut() {
         (c.run)(iters);
@@ -103,7 +123,9 @@ pub fn paired_ratio(times: &[Vec<f64>], i: usize, r: usize) -> (f64, f64, f64) {
 /// ns/op and the paired ratio against each contender named in `refs` (median, and in brackets
 /// the interquartile range over rounds).
 pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
+    let load_before = super::load_average();
     let times = measure(s, iters, &mut cases);
+    let load_after = super::load_average();
     let ref_idx: Vec<usize> = refs
         .iter()
         .map(|r| {
@@ -114,6 +136,14 @@ pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: 
         })
         .collect();
     println!("\n### {title}\n");
+    println!(
+        "{}, {} cores; load average (1 min) {load_before} at start, {load_after} at end; \
+         {} rounds of {} calls\n",
+        super::cpu_model(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        s.rounds,
+        s.batch.unwrap_or(iters),
+    );
     println!(
         "(x REF = median over rounds of this ns/op / REF ns/op, [interquartile range]; \
          below 1 is faster)\n"

@@ -276,13 +276,18 @@ pub(crate) fn decide(
     n: u64,
     p: &FixedParams,
 ) -> (Verdict, Option<(u64, u64)>) {
-    let now_index = now.saturating_add(p.offset) / p.window;
-    let (k, c) = if count > 0 && index >= now_index {
-        (index, count)
+    // `index >= (now + offset) / W` exactly when `now < (index + 1) * W - offset`: the stored
+    // window is still current (or later) with a multiply, no division. Only a decision that
+    // opens a new window divides, once per window per key. (No saturation differs: a stored
+    // index is at most `(MAX_NANOS + offset) / W`, so `(index + 1) * W` fits and exceeds
+    // `offset`.)
+    let stored_end = window_end(index, p);
+    let (k, c, end) = if count > 0 && now < stored_end {
+        (index, count, stored_end)
     } else {
-        (now_index, 0)
+        let now_index = now.saturating_add(p.offset) / p.window;
+        (now_index, 0, window_end(now_index, p))
     };
-    let end = window_end(k, p);
     let mut v = Verdict {
         kind: Kind::Allow,
         limit: p.limit,

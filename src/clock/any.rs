@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::default_clock::{Choice, DefaultClock};
 #[cfg(target_arch = "x86_64")]
 use super::tsc::TscClock;
-use super::{Clock, ManualClock, QuantaClock, StdClock};
+use super::{Clock, CoarseClock, ManualClock, QuantaClock, StdClock};
 use crate::Nanos;
 
 /// The clock a limiter holds. The TSC variant (the default on most x86_64 machines) is tested
@@ -25,6 +25,7 @@ pub(crate) enum AnyClock {
     Tsc(TscClock),
     Quanta(QuantaClock),
     Std(StdClock),
+    Coarse(CoarseClock),
     Manual(ManualClock),
     #[cfg(feature = "tokio")]
     Tokio(super::TokioClock),
@@ -46,6 +47,9 @@ impl AnyClock {
         if let Some(c) = any.downcast_ref::<StdClock>() {
             return AnyClock::Std(*c);
         }
+        if let Some(c) = any.downcast_ref::<CoarseClock>() {
+            return AnyClock::Coarse(c.clone());
+        }
         if let Some(c) = any.downcast_ref::<ManualClock>() {
             return AnyClock::Manual(c.clone());
         }
@@ -64,6 +68,8 @@ impl AnyClock {
             // The default's fallback (and the clock to choose for ordered readings): one call
             // into std, not a second one through `now_other` (16 instructions per decision).
             AnyClock::Std(c) => c.now(),
+            // One load: chosen for speed, so it must not pay a call.
+            AnyClock::Coarse(c) => c.now(),
             _ => self.now_other(),
         }
     }
@@ -78,6 +84,7 @@ impl AnyClock {
             AnyClock::Tsc(c) => c.now(),
             AnyClock::Quanta(c) => c.now(),
             AnyClock::Std(c) => c.now(),
+            AnyClock::Coarse(c) => c.now(),
             AnyClock::Manual(c) => c.now(),
             #[cfg(feature = "tokio")]
             AnyClock::Tokio(c) => c.now(),
@@ -91,6 +98,7 @@ impl AnyClock {
             AnyClock::Tsc(c) => c.sleep(d),
             AnyClock::Quanta(c) => c.sleep(d),
             AnyClock::Std(c) => c.sleep(d),
+            AnyClock::Coarse(c) => c.sleep(d),
             AnyClock::Manual(c) => c.sleep(d),
             #[cfg(feature = "tokio")]
             AnyClock::Tokio(c) => c.sleep(d),
@@ -108,6 +116,7 @@ impl AnyClock {
             AnyClock::Tsc(c) => c.max_skew(),
             AnyClock::Quanta(c) => c.max_skew(),
             AnyClock::Std(c) => c.max_skew(),
+            AnyClock::Coarse(c) => c.max_skew(),
             AnyClock::Manual(c) => c.max_skew(),
             #[cfg(feature = "tokio")]
             AnyClock::Tokio(c) => c.max_skew(),
@@ -139,6 +148,7 @@ impl fmt::Debug for AnyClock {
             AnyClock::Tsc(_) => "DefaultClock(TSC)",
             AnyClock::Quanta(_) => "QuantaClock",
             AnyClock::Std(_) => "StdClock",
+            AnyClock::Coarse(_) => "CoarseClock",
             AnyClock::Manual(_) => "ManualClock",
             #[cfg(feature = "tokio")]
             AnyClock::Tokio(_) => "TokioClock",
@@ -171,6 +181,10 @@ mod tests {
         assert!(matches!(
             AnyClock::custom(StdClock::new()),
             AnyClock::Std(_)
+        ));
+        assert!(matches!(
+            AnyClock::custom(CoarseClock::new().unwrap()),
+            AnyClock::Coarse(_)
         ));
         assert!(matches!(
             AnyClock::custom(ManualClock::new()),

@@ -27,13 +27,15 @@
 //! One file per clock: [`StdClock`] (`std_clock.rs`), [`QuantaClock`] (`quanta_clock.rs`),
 //! the inline TSC read the default uses (`tsc.rs`), [`DefaultClock`] (`default_clock.rs`) and
 //! the runtime detection it is chosen by (`probe.rs`), [`ManualClock`] (`manual.rs`),
-//! `TokioClock` (`tokio_clock.rs`), and the dispatch a limiter holds (`any.rs`).
+//! `TokioClock` (`tokio_clock.rs`), [`CoarseClock`] (`coarse.rs`: a cached reading refreshed
+//! by a thread, for limiters that can take bursts at the scale of its tick), and the dispatch a limiter holds (`any.rs`).
 
 use std::time::Duration;
 
 use crate::Nanos;
 
 mod any;
+mod coarse;
 mod default_clock;
 mod manual;
 mod probe;
@@ -45,6 +47,7 @@ mod tokio_clock;
 mod tsc;
 
 pub(crate) use any::AnyClock;
+pub use coarse::{CoarseClock, CoarseClockError};
 pub use default_clock::DefaultClock;
 pub use manual::ManualClock;
 pub use quanta_clock::{QuantaClock, TSC_MAX_SKEW};
