@@ -20,6 +20,7 @@
 mod redis_support;
 
 use std::fmt::Write as _;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -314,10 +315,17 @@ fn main() {
         let mut out = String::new();
         script_costs(&mut stats, &mut out).await;
 
+        let hot = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+            .prefix("hot")
+            .deadline(Duration::from_secs(2))
+            .denial_cache(NonZeroUsize::new(100_000).unwrap())
+            .coalesce()
+            .with_connection_manager(manager.clone())
+            .unwrap();
         let workloads = [
             Workload::Cell(manager.clone()),
             Workload::Gcra(limiter(&manager, Gcra, "plain")),
-            // Workload::GcraHot: with the denial cache and coalescing (next commits).
+            Workload::GcraHot(hot),
         ];
         let scenarios = [
             (Scenario::Uniform, "uniform, 100k keys"),

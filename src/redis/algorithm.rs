@@ -52,21 +52,29 @@ pub struct Spec {
     pub(crate) script: LazyLock<LuaScript>,
     /// GCRA waits by reservation; the windows by deciding again after `retry_after`.
     pub(crate) reserves: bool,
+    /// The script has a `batch` op (several checks at one instant): it can coalesce.
+    pub(crate) batches: bool,
 }
 
 /// `fn spec()` of a [`RedisAlgorithm`] implementation whose script is `$file` (in this
-/// directory) after the shared prelude; `$reserves`: it waits by reservation (GCRA).
+/// directory) after the shared prelude (and the files in `with`, such as `exact.lua`);
+/// `$reserves`: it waits by reservation (GCRA); `$batches`: it has the `batch` op.
 macro_rules! script_spec {
-    ($file:literal, reserves: $reserves:literal) => {
+    ($file:literal, reserves: $reserves:literal, batches: $batches:literal) => {
+        $crate::redis::algorithm::script_spec!($file, reserves: $reserves, batches: $batches, with: []);
+    };
+    ($file:literal, reserves: $reserves:literal, batches: $batches:literal, with: [$($with:literal),*]) => {
         fn spec() -> &'static $crate::redis::algorithm::Spec {
             static SPEC: $crate::redis::algorithm::Spec = $crate::redis::algorithm::Spec {
                 script: ::std::sync::LazyLock::new(|| {
                     $crate::redis::client::LuaScript::new(concat!(
                         include_str!("prelude.lua"),
+                        $(include_str!($with),)*
                         include_str!($file)
                     ))
                 }),
                 reserves: $reserves,
+                batches: $batches,
             };
             &SPEC
         }

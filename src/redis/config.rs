@@ -50,6 +50,7 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     connect_timeout: Duration,
     policy: FailurePolicy<A>,
     algorithm: A,
+    pub(super) hot: super::hot::HotOptions,
     /// A mistake found while configuring, reported by `connect`.
     error: Option<RedisLimitError>,
 }
@@ -63,6 +64,7 @@ impl RedisRateLimiterBuilder<Gcra> {
             connect_timeout: Duration::from_secs(1),
             policy: FailurePolicy::Error,
             algorithm: Gcra,
+            hot: Default::default(),
             error: None,
         }
     }
@@ -137,6 +139,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             connect_timeout: self.connect_timeout,
             policy,
             algorithm: alg,
+            hot: self.hot,
             error: self.error.or(mismatch),
         })
     }
@@ -334,6 +337,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         if self.prefix.contains(['{', '}']) {
             return Err(RedisLimitError::InvalidPrefix(self.prefix.clone()));
         }
+        self.hot.check::<A>()?;
         self.algorithm.redis_params(self.quota)
     }
 
@@ -343,6 +347,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             prefix: self.prefix,
             quota: self.quota,
             params,
+            hot: self.hot.build(),
         });
         RedisRateLimiter {
             shared,

@@ -13,7 +13,7 @@ use crate::Quota;
 impl RedisAlgorithm for Gcra {
     const NAME: &'static str = "gcra";
 
-    script_spec!("gcra.lua", reserves: true);
+    script_spec!("gcra.lua", reserves: true, batches: true);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::interval(quota)

@@ -73,10 +73,13 @@
 
 mod algorithm;
 mod client;
+mod coalesce;
 mod config;
+mod denial_cache;
 mod error;
 mod fixed_window;
 mod gcra;
+mod hot;
 mod limiter;
 mod policy;
 mod reservation;

@@ -12,4 +12,5 @@ pub(crate) struct Shared {
     pub(super) prefix: String,
     pub(super) quota: Quota,
     pub(super) params: Params,
+    pub(super) hot: super::hot::Hot,
 }
