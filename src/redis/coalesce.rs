@@ -19,8 +19,7 @@ use tokio::sync::oneshot;
 use crate::DefaultKeyHasher;
 
 use super::algorithm::{clamp_i64, Params};
-use super::client::{Counters, Failure, LuaScript};
-use super::shared::Shared;
+use super::client::{Backend, Counters, Failure, LuaScript};
 
 /// A check's reply, in the shape of the script's `check` reply.
 type Reply = Result<Vec<i64>, Failure>;
@@ -39,6 +38,15 @@ const MAX_BATCH: usize = 256;
 pub(crate) struct Coalescer {
     hasher: DefaultKeyHasher,
     shards: Box<[Shard]>,
+}
+
+/// What the batches are sent through, and the coalescer itself: the limiter's shared state,
+/// which a spawned batch holds on to.
+pub(crate) trait Via: Send + Sync + 'static {
+    fn backend(&self) -> &Backend;
+    fn coalescer(&self) -> Option<&Coalescer>;
+    /// The counter of checks that went in a batch.
+    fn coalesced(&self) -> &std::sync::atomic::AtomicU64;
 }
 
 /// Why a batch produced no reply for a waiter: the same failure for each.
@@ -67,17 +75,17 @@ impl Coalescer {
 
     /// Checks `n` permits on `state` with `script` (whose `batch` op decides a list of checks),
     /// coalesced with the other checks on `state` in flight from this process.
-    pub(crate) async fn check(
-        shared: &Arc<Shared>,
+    pub(crate) async fn check<S: Via>(
+        shared: &Arc<S>,
         script: &'static LuaScript,
         state: &str,
         n: u64,
         p: Params,
     ) -> Reply {
-        let Some(me) = shared.hot.coalescer.as_ref() else {
+        let Some(me) = shared.coalescer() else {
             let (args, len) = p.check_args(n);
             return shared
-                .backend
+                .backend()
                 .eval(script, state, "check", &args[..len])
                 .await;
         };
@@ -97,14 +105,14 @@ impl Coalescer {
         };
         match queued {
             Some(rx) => {
-                Counters::bump(&shared.hot.coalesced);
-                let deadline = shared.backend.deadline();
+                Counters::bump(shared.coalesced());
+                let deadline = shared.backend().deadline();
                 match tokio::time::timeout(deadline, rx).await {
                     Ok(Ok(reply)) => reply,
                     // The sender went without a reply (the runtime is shutting down), or the
                     // queue and the batch together took longer than the deadline.
                     Ok(Err(_)) | Err(_) => {
-                        Counters::bump(&shared.backend.counters.timeouts);
+                        Counters::bump(&shared.backend().counters.timeouts);
                         Err(Failure::Timeout)
                     }
                 }
@@ -119,7 +127,7 @@ impl Coalescer {
                 };
                 let (args, len) = p.check_args(n);
                 shared
-                    .backend
+                    .backend()
                     .eval(script, state, "check", &args[..len])
                     .await
             }
@@ -129,16 +137,16 @@ impl Coalescer {
 
 /// The end of a call in flight on `state`: the checks queued meanwhile go as the next batch
 /// (from a spawned task), or the key becomes idle.
-struct HandOff<'a> {
-    shared: Arc<Shared>,
+struct HandOff<'a, S: Via> {
+    shared: Arc<S>,
     script: &'static LuaScript,
     state: &'a str,
     params: Params,
 }
 
-impl Drop for HandOff<'_> {
+impl<S: Via> Drop for HandOff<'_, S> {
     fn drop(&mut self) {
-        let Some(waiting) = take_or_idle(&self.shared, self.state) else {
+        let Some(waiting) = take_or_idle(&*self.shared, self.state) else {
             return;
         };
         let (shared, script, params) = (self.shared.clone(), self.script, self.params);
@@ -152,7 +160,7 @@ impl Drop for HandOff<'_> {
                 for w in waiting {
                     let _ = w.tx.send(Err(Failure::Timeout));
                 }
-                while let Some(more) = take_or_idle(&shared, &state) {
+                while let Some(more) = take_or_idle(&*shared, &state) {
                     for w in more {
                         let _ = w.tx.send(Err(Failure::Timeout));
                     }
@@ -163,8 +171,8 @@ impl Drop for HandOff<'_> {
 }
 
 /// The checks queued on `state`, or `None` after marking the key idle if there are none.
-fn take_or_idle(shared: &Shared, state: &str) -> Option<Vec<Waiter>> {
-    let me = shared.hot.coalescer.as_ref()?;
+fn take_or_idle<S: Via>(shared: &S, state: &str) -> Option<Vec<Waiter>> {
+    let me = shared.coalescer()?;
     let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
     let q = map.get_mut(state)?;
     if q.is_empty() {
@@ -175,8 +183,8 @@ fn take_or_idle(shared: &Shared, state: &str) -> Option<Vec<Waiter>> {
 }
 
 /// Sends the queued checks as batches until none are left.
-async fn drive(
-    shared: Arc<Shared>,
+async fn drive<S: Via>(
+    shared: Arc<S>,
     script: &'static LuaScript,
     state: String,
     p: Params,
@@ -190,10 +198,10 @@ async fn drive(
             args.extend([clamp_i64(p.limit), clamp_i64(p.span_us)]);
             args.push(clamp_i64(batch.len() as u64));
             args.extend(batch.iter().map(|w| w.n));
-            let reply = shared.backend.eval(script, &state, "batch", &args).await;
+            let reply = shared.backend().eval(script, &state, "batch", &args).await;
             answer(batch, reply);
         }
-        match take_or_idle(&shared, &state) {
+        match take_or_idle(&*shared, &state) {
             Some(more) => waiting = more,
             None => return,
         }

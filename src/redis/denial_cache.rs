@@ -151,3 +151,71 @@ impl DenialCache {
             .sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A denial reply: `{now, 0, 0, retry_after, reset_after}`.
+    fn denied(retry: i64, reset: i64) -> [i64; 5] {
+        [1_000_000, 0, 0, retry, reset]
+    }
+
+    #[test]
+    fn answers_single_permit_calls_until_the_retry_after_from_the_send() {
+        let c = DenialCache::new(8);
+        let sent = Instant::now();
+        c.record("k", 1, sent, &denied(100, 250));
+        // 40 µs later: the same denial, shrunk by 40 µs, at a server time 40 µs on.
+        let at = sent + Duration::from_micros(40);
+        assert_eq!(c.lookup("k", 1, at), Some([1_000_040, 0, 0, 60, 210]));
+        // Part of a microsecond counts as a whole one (the denial ends early, never late).
+        let at = sent + Duration::from_nanos(40_001);
+        assert_eq!(c.lookup("k", 1, at), Some([1_000_041, 0, 0, 59, 209]));
+        // Other counts and peeks ask Redis.
+        assert_eq!(c.lookup("k", 2, at), None);
+        assert_eq!(c.lookup("k", 0, at), None);
+        // From the retry_after on, nothing, and the entry is gone.
+        assert_eq!(c.lookup("k", 1, sent + Duration::from_micros(100)), None);
+        assert_eq!(c.len(), 0);
+    }
+
+    #[test]
+    fn caches_only_single_permit_denials_with_nothing_left() {
+        let c = DenialCache::new(8);
+        let sent = Instant::now();
+        c.record("allowed", 1, sent, &[5, 1, 3, -1, 9]);
+        c.record("remaining", 1, sent, &[5, 0, 1, 7, 9]);
+        c.record("n2", 2, sent, &denied(100, 100));
+        c.record("never", 1, sent, &[5, 2, 0, -1, 9]);
+        c.record("zero", 1, sent, &denied(0, 0));
+        c.record("short", 1, sent, &[5, 0, 0]);
+        assert_eq!(c.len(), 0);
+        c.forget("k");
+        c.record("k", 1, sent, &denied(100, 100));
+        c.forget("k");
+        assert_eq!(c.lookup("k", 1, sent), None);
+    }
+
+    #[test]
+    fn holds_at_most_max_keys_dropping_expired_ones_first() {
+        for max in [1, 5, 16, 17, 100] {
+            let c = DenialCache::new(max);
+            let old = Instant::now() - Duration::from_secs(1);
+            for i in 0..3 * max {
+                c.record(&format!("old{i}"), 1, old, &denied(10, 10));
+            }
+            assert!(c.len() <= max, "max {max}: {}", c.len());
+            // Expired entries make room for live ones.
+            let now = Instant::now();
+            let mut live = 0;
+            for i in 0..3 * max {
+                c.record(&format!("live{i}"), 1, now, &denied(1 << 40, 1 << 40));
+                live += usize::from(c.lookup(&format!("live{i}"), 1, now).is_some());
+            }
+            assert!(c.len() <= max, "max {max}: {}", c.len());
+            assert!(live > 0);
+        }
+    }
+}

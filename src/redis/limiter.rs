@@ -273,7 +273,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         quota: Option<Quota>,
     ) -> Result<RedisDecision, RedisLimitError> {
         let state = self.key_under(key, params);
-        match super::hot::check::<A>(&self.shared, &state, n, params).await {
+        match super::hot_path::check::<A>(&self.shared, &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
                 Ok(RedisDecision {

@@ -80,6 +80,8 @@ mod error;
 mod fixed_window;
 mod gcra;
 mod hot;
+mod hot_builder;
+mod hot_path;
 mod limiter;
 mod policy;
 mod reservation;
