@@ -18,8 +18,8 @@ use tokio::sync::oneshot;
 
 use crate::DefaultKeyHasher;
 
-use super::algorithm::{clamp_i64, Params};
-use super::client::{Backend, Counters, Failure, LuaScript};
+use super::algorithm::{clamp_i64, Params, Spec};
+use super::client::{Backend, Counters, Failure};
 
 /// A check's reply, in the shape of the script's `check` reply.
 type Reply = Result<Vec<i64>, Failure>;
@@ -73,21 +73,18 @@ impl Coalescer {
         &self.shards[(h % self.shards.len() as u64) as usize]
     }
 
-    /// Checks `n` permits on `state` with `script` (whose `batch` op decides a list of checks),
+    /// Checks `n` permits on `state` with `spec`'s script (whose `batch` op decides a list of
+    /// checks),
     /// coalesced with the other checks on `state` in flight from this process.
     pub(crate) async fn check<S: Via>(
         shared: &Arc<S>,
-        script: &'static LuaScript,
+        spec: &'static Spec,
         state: &str,
         n: u64,
         p: Params,
     ) -> Reply {
         let Some(me) = shared.coalescer() else {
-            let (args, len) = p.check_args(n);
-            return shared
-                .backend()
-                .eval(script, state, "check", &args[..len])
-                .await;
+            return spec.check(shared.backend(), state, n, p).await;
         };
         let queued = {
             let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
@@ -121,15 +118,11 @@ impl Coalescer {
                 // Hands the queue on when this call completes or is dropped.
                 let _hand_off = HandOff {
                     shared: shared.clone(),
-                    script,
+                    spec,
                     state,
                     params: p,
                 };
-                let (args, len) = p.check_args(n);
-                shared
-                    .backend()
-                    .eval(script, state, "check", &args[..len])
-                    .await
+                spec.check(shared.backend(), state, n, p).await
             }
         }
     }
@@ -139,7 +132,7 @@ impl Coalescer {
 /// (from a spawned task), or the key becomes idle.
 struct HandOff<'a, S: Via> {
     shared: Arc<S>,
-    script: &'static LuaScript,
+    spec: &'static Spec,
     state: &'a str,
     params: Params,
 }
@@ -149,11 +142,11 @@ impl<S: Via> Drop for HandOff<'_, S> {
         let Some(waiting) = take_or_idle(&*self.shared, self.state) else {
             return;
         };
-        let (shared, script, params) = (self.shared.clone(), self.script, self.params);
+        let (shared, spec, params) = (self.shared.clone(), self.spec, self.params);
         let state = self.state.to_owned();
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn(drive(shared, script, state, params, waiting));
+                rt.spawn(drive(shared, spec, state, params, waiting));
             }
             Err(_) => {
                 // No runtime to send from: the waiters fail as a timeout would.
@@ -185,7 +178,7 @@ fn take_or_idle<S: Via>(shared: &S, state: &str) -> Option<Vec<Waiter>> {
 /// Sends the queued checks as batches until none are left.
 async fn drive<S: Via>(
     shared: Arc<S>,
-    script: &'static LuaScript,
+    spec: &'static Spec,
     state: String,
     p: Params,
     mut waiting: Vec<Waiter>,
@@ -198,8 +191,11 @@ async fn drive<S: Via>(
             args.extend([clamp_i64(p.limit), clamp_i64(p.span_us)]);
             args.push(clamp_i64(batch.len() as u64));
             args.extend(batch.iter().map(|w| w.n));
-            let reply = shared.backend().eval(script, &state, "batch", &args).await;
-            answer(batch, reply);
+            let reply = shared
+                .backend()
+                .eval(&spec.script, &state, "batch", &args)
+                .await;
+            answer(spec, p, batch, reply);
         }
         match take_or_idle(&*shared, &state) {
             Some(more) => waiting = more,
@@ -208,14 +204,14 @@ async fn drive<S: Via>(
     }
 }
 
-/// Gives each waiter its own reply out of a batch reply `{now, then four fields per check}`.
-/// A reply of another shape goes whole to every waiter, whose parse rejects it as unexpected.
-fn answer(batch: Vec<Waiter>, reply: Reply) {
+/// Gives each waiter its own reply out of a batch reply `{now, then one element per check}`
+/// (what the script's check replies after `now`, expanded as a check's reply is). A reply of
+/// another shape goes whole to every waiter, whose parse rejects it as unexpected.
+fn answer(spec: &Spec, p: Params, batch: Vec<Waiter>, reply: Reply) {
     match reply {
-        Ok(r) if r.len() == 1 + 4 * batch.len() => {
-            for (i, w) in batch.into_iter().enumerate() {
-                let f = &r[1 + 4 * i..5 + 4 * i];
-                let _ = w.tx.send(Ok(vec![r[0], f[0], f[1], f[2], f[3]]));
+        Ok(r) if r.len() == 1 + batch.len() => {
+            for (w, &e) in batch.into_iter().zip(&r[1..]) {
+                let _ = w.tx.send(Ok((spec.expand)(vec![r[0], e], w.n, p)));
             }
         }
         Ok(r) => {

@@ -5,16 +5,15 @@
 --   check:   n;  batch: m, n_1 .. n_m;  reserve: n, max_wait (us, or -1 for none);
 --   cancel:  n, the reservation's TAT, its cost (us).
 -- Replies (all integers):
---   check:   {now, status (1 allowed, 0 denied, 2 exceeds burst), remaining, retry_after or -1,
---             reset_after}
---   batch:   {now, then for each n_i in order the four fields after now of its check}: the
---             checks n_1 .. n_m one after another at the same instant, one write at the end
+--   check:   {now, e} (e below)
+--   batch:   {now, e_1 .. e_m}: the checks n_1 .. n_m one after another at the same instant,
+--             one write at the end
 --   reserve: {now, status (1 reserved, 0 wait over max_wait, 3 past the representable range),
 --             wait, new TAT}
 --   cancel:  {now, 1 if refunded else 0}
 -- Kept cheap (it runs once per decision): three redis.call at most (TIME, GET, SET), numbers
 -- passed to redis.call as they are (Redis writes integers below 2^53 exactly), no closures on
--- the check path.
+-- the check path, two-element replies.
 local key = KEYS[1]
 local op = ARGV[1]
 local b = tonumber(ARGV[2])
@@ -32,32 +31,25 @@ if v then
   end
 end
 
+-- check and batch reply, per check, e >= 0: the debt (TAT - now, at least 0) after it (admitted,
+-- a peek, or more than the burst), or e < 0: denied, with debt -1 - e. The client computes
+-- status, remaining and retry_after from e, n, b and T (gcra.rs, `expand`): a shorter reply
+-- costs Redis less.
 if op == 'check' then
   local n = tonumber(ARGV[4])
   local debt = tat - now
   if debt < 0 then
     debt = 0
   end
-  local status, retry = 1, -1
-  if n > b then
-    status = 2
-  elseif n > 0 then
+  if n > 0 and n <= b then
     local new_debt = debt + n * T
-    if new_debt <= tau then
-      debt = new_debt
-      redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))
-    else
-      status, retry = 0, new_debt - tau
+    if new_debt > tau then
+      return {now, -1 - debt}
     end
+    redis.call('SET', key, now + new_debt, 'PXAT', ceil_ms(now + new_debt))
+    return {now, new_debt}
   end
-  local remaining = 0
-  if tau > debt then
-    remaining = idiv(tau - debt, T)
-    if remaining > b then
-      remaining = b
-    end
-  end
-  return {now, status, remaining, retry, debt}
+  return {now, debt}
 elseif op == 'batch' then
   local m = tonumber(ARGV[4])
   local debt = tat - now
@@ -68,27 +60,18 @@ elseif op == 'batch' then
   local reply = {now}
   for i = 1, m do
     local n = tonumber(ARGV[4 + i])
-    local status, retry = 1, -1
-    if n > b then
-      status = 2
-    elseif n > 0 then
+    local e = debt
+    if n > 0 and n <= b then
       local new_debt = debt + n * T
-      if new_debt <= tau then
-        debt = new_debt
-        wrote = true
+      if new_debt > tau then
+        e = -1 - debt
       else
-        status, retry = 0, new_debt - tau
+        debt = new_debt
+        e = debt
+        wrote = true
       end
     end
-    local remaining = 0
-    if tau > debt then
-      remaining = idiv(tau - debt, T)
-      if remaining > b then
-        remaining = b
-      end
-    end
-    local j = 4 * i - 2
-    reply[j], reply[j + 1], reply[j + 2], reply[j + 3] = status, remaining, retry, debt
+    reply[i + 1] = e
   end
   if wrote then
     redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))

@@ -25,7 +25,7 @@ pub(crate) async fn check<A: RedisAlgorithm>(
         }
     }
     let sent = Instant::now();
-    let reply = Coalescer::check(shared, &A::spec().script, state, n, p).await;
+    let reply = Coalescer::check(shared, A::spec(), state, n, p).await;
     if let (Some(cache), Ok(r)) = (&hot.cache, &reply) {
         cache.record(state, n, sent, r);
     }

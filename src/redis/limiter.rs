@@ -306,11 +306,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         p: Params,
     ) -> Result<Vec<i64>, Failure> {
-        let (args, len) = p.check_args(n);
-        self.shared
-            .backend
-            .eval(&A::spec().script, state, "check", &args[..len])
-            .await
+        A::spec().check(&self.shared.backend, state, n, p).await
     }
 
     /// Tries one permit for `key` and reports everything about the decision.
