@@ -226,3 +226,51 @@ async fn own_cancels_forget_the_cached_denial() {
         "Redis admits again"
     );
 }
+
+/// When Redis does not answer, every queued check fails on its own (here as the
+/// `FailurePolicy::Error` failure) within its deadline, none is left waiting, and the key
+/// coalesces again once Redis is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_checks_fail_on_their_own_when_redis_does_not_answer() {
+    let server = RedisServer::start();
+    let redis = RedisRateLimiter::builder(Quota::per_second(1000).unwrap())
+        .prefix(unique_prefix())
+        .deadline(Duration::from_millis(50))
+        .coalesce()
+        .connect(&server.url())
+        .await
+        .unwrap();
+    assert!(redis.check("k").await.unwrap().allowed);
+    // Redis busy for longer than the deadline (DEBUG SLEEP blocks the server).
+    let sleeper = std::thread::spawn({
+        let mut conn = server.conn();
+        move || {
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("0.5")
+                .query(&mut conn)
+                .unwrap();
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = redis.stats();
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let redis = redis.clone();
+            tokio::spawn(async move { redis.check("k").await })
+        })
+        .collect();
+    for h in handles {
+        assert!(h.await.unwrap().is_err(), "Redis could not answer");
+    }
+    let after = redis.stats();
+    // Each check's own timeout (the batch sent after the first one's may time out too).
+    assert!(after.timeouts - before.timeouts >= 8);
+    sleeper.join().unwrap();
+    // Back: the key is not stuck behind the failed batch.
+    let ok = redis_support::eventually(100, Duration::from_millis(20), async || {
+        redis.check("k").await.is_ok()
+    })
+    .await;
+    assert!(ok);
+}
