@@ -49,6 +49,7 @@ enum Scenario {
 enum Workload {
     Cell(ConnectionManager),
     Gcra(RedisRateLimiter<Gcra>),
+    GcraCoalesce(RedisRateLimiter<Gcra>),
     GcraHot(RedisRateLimiter<Gcra>),
 }
 
@@ -57,6 +58,7 @@ impl Workload {
         match self {
             Workload::Cell(_) => "redis-cell CL.THROTTLE (native)",
             Workload::Gcra(_) => "tollgate GCRA script",
+            Workload::GcraCoalesce(_) => "tollgate GCRA + coalescing (no cache)",
             Workload::GcraHot(_) => "tollgate GCRA + denial cache + coalescing",
         }
     }
@@ -75,7 +77,9 @@ impl Workload {
                     .unwrap();
                 r[0] == 0
             }
-            Workload::Gcra(l) | Workload::GcraHot(l) => l.check(key).await.unwrap().allowed,
+            Workload::Gcra(l) | Workload::GcraCoalesce(l) | Workload::GcraHot(l) => {
+                l.check(key).await.unwrap().allowed
+            }
         }
     }
 }
@@ -322,9 +326,16 @@ fn main() {
             .coalesce()
             .with_connection_manager(manager.clone())
             .unwrap();
+        let coalescing = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+            .prefix("coalesce")
+            .deadline(Duration::from_secs(2))
+            .coalesce()
+            .with_connection_manager(manager.clone())
+            .unwrap();
         let workloads = [
             Workload::Cell(manager.clone()),
             Workload::Gcra(limiter(&manager, Gcra, "plain")),
+            Workload::GcraCoalesce(coalescing),
             Workload::GcraHot(hot),
         ];
         let scenarios = [
