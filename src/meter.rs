@@ -57,6 +57,9 @@ pub mod names {
     /// Counter: decisions and waits the failure policy answered instead of Redis, labelled
     /// `limiter`.
     pub const REDIS_POLICY_DECISIONS: &str = "tollgate_redis_policy_decisions_total";
+    /// Counter: calls the Redis limiter's denial cache refused in this process, with no
+    /// round trip (`denial_cache`), labelled `limiter`.
+    pub const REDIS_LOCAL_DENIALS: &str = "tollgate_redis_local_denials_total";
     /// Label key: a Redis failure's kind.
     pub const KIND: &str = "kind";
 

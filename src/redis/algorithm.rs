@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use crate::{Algorithm, Decision, Quota};
 
-use super::client::LuaScript;
+use super::client::{Backend, LuaScript};
 use super::error::RedisLimitError;
+use super::failure::Failure;
 
 /// An algorithm the Redis limiter can run: the in-process algorithm types that have a Lua
 /// script, so that `RedisRateLimiter<SlidingLog>` runs the same [`SlidingLog`](crate::SlidingLog)
@@ -52,21 +53,60 @@ pub struct Spec {
     pub(crate) script: LazyLock<LuaScript>,
     /// GCRA waits by reservation; the windows by deciding again after `retry_after`.
     pub(crate) reserves: bool,
+    /// The script has a `batch` op (several checks at one instant): it can coalesce.
+    pub(crate) batches: bool,
+    /// A check's reply as the script sent it, with the check's (clamped) `n`, to the check
+    /// reply every script's caller reads ([`CheckReply`]); GCRA sends less and this fills in
+    /// the rest.
+    pub(crate) expand: fn(Vec<i64>, i64, Params) -> Vec<i64>,
+}
+
+impl Spec {
+    /// Runs the script's check of `n` permits on `state`: the reply in [`CheckReply`]'s shape.
+    pub(crate) async fn check(
+        &'static self,
+        backend: &Backend,
+        state: &str,
+        n: u64,
+        p: Params,
+    ) -> Result<Vec<i64>, Failure> {
+        let (args, len) = p.check_args(n);
+        let reply = backend
+            .eval(&self.script, state, "check", &args[..len])
+            .await?;
+        Ok((self.expand)(reply, p.clamp(n), p))
+    }
+}
+
+/// The `expand` of the scripts that reply a check in full.
+pub(crate) fn as_is(reply: Vec<i64>, _n: i64, _p: Params) -> Vec<i64> {
+    reply
 }
 
 /// `fn spec()` of a [`RedisAlgorithm`] implementation whose script is `$file` (in this
-/// directory) after the shared prelude; `$reserves`: it waits by reservation (GCRA).
+/// directory) after the shared prelude (and the files in `with`, such as `exact.lua`);
+/// `$reserves`: it waits by reservation (GCRA); `$batches`: it has the `batch` op; `$expand`:
+/// its check reply to the full one ([`Spec::expand`], [`as_is`] unless given).
 macro_rules! script_spec {
-    ($file:literal, reserves: $reserves:literal) => {
+    ($file:literal, reserves: $reserves:literal, batches: $batches:literal) => {
+        $crate::redis::algorithm::script_spec!($file, reserves: $reserves, batches: $batches, with: [], expand: $crate::redis::algorithm::as_is);
+    };
+    ($file:literal, reserves: $reserves:literal, batches: $batches:literal, with: [$($with:literal),*]) => {
+        $crate::redis::algorithm::script_spec!($file, reserves: $reserves, batches: $batches, with: [$($with),*], expand: $crate::redis::algorithm::as_is);
+    };
+    ($file:literal, reserves: $reserves:literal, batches: $batches:literal, with: [$($with:literal),*], expand: $expand:expr) => {
         fn spec() -> &'static $crate::redis::algorithm::Spec {
             static SPEC: $crate::redis::algorithm::Spec = $crate::redis::algorithm::Spec {
                 script: ::std::sync::LazyLock::new(|| {
                     $crate::redis::client::LuaScript::new(concat!(
                         include_str!("prelude.lua"),
+                        $(include_str!($with),)*
                         include_str!($file)
                     ))
                 }),
                 reserves: $reserves,
+                batches: $batches,
+                expand: $expand,
             };
             &SPEC
         }

@@ -54,6 +54,7 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     algorithm: A,
     /// The `limiter` label of its metrics and its name in logs.
     name: Option<String>,
+    pub(super) hot: super::hot::HotOptions,
     /// A mistake found while configuring, reported by `connect`.
     error: Option<RedisLimitError>,
 }
@@ -68,6 +69,7 @@ impl RedisRateLimiterBuilder<Gcra> {
             policy: FailurePolicy::Error,
             algorithm: Gcra,
             name: None,
+            hot: Default::default(),
             error: None,
         }
     }
@@ -143,6 +145,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             policy,
             algorithm: alg,
             name: self.name,
+            hot: self.hot,
             error: self.error.or(mismatch),
         })
     }
@@ -445,6 +448,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         if self.prefix.contains(['{', '}']) {
             return Err(RedisLimitError::InvalidPrefix(self.prefix.clone()));
         }
+        self.hot.check::<A>()?;
         self.algorithm.redis_params(self.quota)
     }
 
@@ -454,6 +458,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             prefix: self.prefix,
             quota: self.quota,
             params,
+            hot: self.hot.build(),
         });
         RedisRateLimiter {
             shared,

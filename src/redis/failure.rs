@@ -8,7 +8,7 @@ use std::fmt;
 use ::redis::{ErrorKind, RedisError, ServerErrorKind as RedisKind};
 
 /// Why a call to Redis produced no usable reply (internal): the policy decides the first two.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Failure {
     /// No reply within the deadline. The script may still have run.
     Timeout,

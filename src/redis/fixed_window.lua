@@ -29,7 +29,7 @@ if n > L then
 end
 if count + n <= L then
   count = count + n
-  redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', fmt(ceil_ms(window_end)))
+  redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms(window_end))
   return {now, 1, L - count, -1, reset}
 end
 return {now, 0, L - count, reset, reset}

@@ -12,7 +12,7 @@ use crate::Quota;
 impl RedisAlgorithm for FixedWindow {
     const NAME: &'static str = "fixed";
 
-    script_spec!("fixed_window.lua", reserves: false);
+    script_spec!("fixed_window.lua", reserves: false, batches: false);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         if !self.is_epoch_aligned() {

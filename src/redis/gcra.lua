@@ -1,58 +1,97 @@
 -- GCRA on one string key holding the theoretical arrival time (TAT, integer microseconds since
 -- the Unix epoch). A missing key, or any TAT <= now, is a full bucket.
 -- KEYS[1]: the state key.
--- ARGV: op ('check' | 'reserve' | 'cancel'), burst b, interval T (us), n, then
---   reserve: max_wait (us, or -1 for none);  cancel: the reservation's TAT, its cost (us).
+-- ARGV: op ('check' | 'batch' | 'reserve' | 'cancel'), burst b, interval T (us), then
+--   check:   n;  batch: m, n_1 .. n_m;  reserve: n, max_wait (us, or -1 for none);
+--   cancel:  n, the reservation's TAT, its cost (us).
 -- Replies (all integers):
---   check:   {now, status (1 allowed, 0 denied, 2 exceeds burst), remaining, retry_after or -1,
---             reset_after}
+--   check:   {now, e} (e below)
+--   batch:   {now, e_1 .. e_m}: the checks n_1 .. n_m one after another at the same instant,
+--             one write at the end
 --   reserve: {now, status (1 reserved, 0 wait over max_wait, 3 past the representable range),
 --             wait, new TAT}
 --   cancel:  {now, 1 if refunded else 0}
+-- Kept cheap (it runs once per decision): three redis.call at most (TIME, GET, SET), numbers
+-- passed to redis.call as they are (Redis writes integers below 2^53 exactly), no closures on
+-- the check path, two-element replies.
 local key = KEYS[1]
 local op = ARGV[1]
 local b = tonumber(ARGV[2])
 local T = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
 local tau = T * b
-local now = now_us()
-local tat = tonumber(redis.call('GET', key) or '0')
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local tat = 0
+local v = redis.call('GET', key)
+if v then
+  tat = tonumber(v)
+  -- Only a TAT this script wrote: a whole number of microseconds, exact in a double.
+  if not tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
+    return redis.error_reply('tollgate: the state key holds a value tollgate did not write')
+  end
+end
+
+-- check and batch reply, per check, e >= 0: the debt (TAT - now, at least 0) after it (admitted,
+-- a peek, or more than the burst), or e < 0: denied, with debt -1 - e. The client computes
+-- status, remaining and retry_after from e, n, b and T (gcra.rs, `expand`): a shorter reply
+-- costs Redis less.
+if op == 'check' then
+  local n = tonumber(ARGV[4])
+  local debt = tat - now
+  if debt < 0 then
+    debt = 0
+  end
+  if n > 0 and n <= b then
+    local new_debt = debt + n * T
+    if new_debt > tau then
+      return {now, -1 - debt}
+    end
+    redis.call('SET', key, now + new_debt, 'PXAT', ceil_ms(now + new_debt))
+    return {now, new_debt}
+  end
+  return {now, debt}
+elseif op == 'batch' then
+  local m = tonumber(ARGV[4])
+  local debt = tat - now
+  if debt < 0 then
+    debt = 0
+  end
+  local wrote = false
+  local reply = {now}
+  for i = 1, m do
+    local n = tonumber(ARGV[4 + i])
+    local e = debt
+    if n > 0 and n <= b then
+      local new_debt = debt + n * T
+      if new_debt > tau then
+        e = -1 - debt
+      else
+        debt = new_debt
+        e = debt
+        wrote = true
+      end
+    end
+    reply[i + 1] = e
+  end
+  if wrote then
+    redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))
+  end
+  return reply
+end
+
 local base = math.max(tat, now)
 
 -- Stores a TAT with its expiry: the state carries no information once TAT <= now.
 local function store(v)
   if v > now then
-    redis.call('SET', key, fmt(v), 'PXAT', fmt(ceil_ms(v)))
+    redis.call('SET', key, v, 'PXAT', ceil_ms(v))
   else
     redis.call('DEL', key)
   end
 end
 
--- The fields at TAT t (t = new TAT when allowed, else max(tat, now)).
-local function fields(status, t, retry)
-  local debt = t - now
-  local remaining = 0
-  if tau > debt then
-    remaining = math.min(idiv(tau - debt, T), b)
-  end
-  return {now, status, remaining, retry, debt}
-end
-
-if op == 'check' then
-  if n == 0 then
-    return fields(1, base, -1)
-  end
-  if n > b then
-    return fields(2, base, -1)
-  end
-  local new_tat = base + n * T
-  local allow_at = new_tat - tau
-  if allow_at <= now then
-    store(new_tat)
-    return fields(1, new_tat, -1)
-  end
-  return fields(0, base, allow_at - now)
-elseif op == 'reserve' then
+local n = tonumber(ARGV[4])
+if op == 'reserve' then
   local max_wait = tonumber(ARGV[5])
   if n == 0 then
     return {now, 1, 0, tat}

@@ -60,6 +60,12 @@ pub struct RedisStats {
     pub script_loads: u64,
     /// Decisions and waits that the failure policy answered instead of Redis.
     pub policy_decisions: u64,
+    /// Checks the local denial cache answered, with no round trip
+    /// ([`denial_cache`](super::RedisRateLimiterBuilder::denial_cache)).
+    pub local_denials: u64,
+    /// Checks that went to Redis in one script call with others
+    /// ([`coalesce`](super::RedisRateLimiterBuilder::coalesce)).
+    pub coalesced: u64,
 }
 
 /// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
@@ -172,6 +178,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             errors: get(&c.errors),
             script_loads: get(&c.script_loads),
             policy_decisions: get(&c.policy_decisions),
+            local_denials: get(&self.shared.hot.local_denials),
+            coalesced: get(&self.shared.hot.coalesced),
         }
     }
 
@@ -265,7 +273,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         quota: Option<Quota>,
     ) -> Result<RedisDecision, RedisLimitError> {
         let state = self.key_under(key, params);
-        match self.call_check(&state, n, params).await {
+        match super::hot_path::check::<A>(&self.shared, &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
                 Ok(RedisDecision {
@@ -298,11 +306,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         p: Params,
     ) -> Result<Vec<i64>, Failure> {
-        let (args, len) = p.check_args(n);
-        self.shared
-            .backend
-            .eval(&A::spec().script, state, "check", &args[..len])
-            .await
+        A::spec().check(&self.shared.backend, state, n, p).await
     }
 
     /// Tries one permit for `key` and reports everything about the decision.

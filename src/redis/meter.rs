@@ -105,6 +105,20 @@ impl Counters {
         }
     }
 
+    /// A cached denial answered a call in this process (the count of `stats()` lives with the
+    /// cache; this reports it to `metrics`).
+    pub(crate) fn local_denial(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.local_denials.increment(1);
+        }
+    }
+
+    /// Counts one event on a counter of `stats()` kept elsewhere.
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A counter's value now.
     pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
@@ -160,6 +174,7 @@ mod handles {
         pub(super) replies: Counter,
         pub(super) script_loads: Counter,
         pub(super) policy_decisions: Counter,
+        pub(super) local_denials: Counter,
         /// `tollgate_redis_errors_total` by kind, registered on first use of each kind
         /// against the recorder of the build (kept so tests with a local recorder see them).
         errors: Vec<(&'static str, Counter)>,
@@ -188,6 +203,10 @@ mod handles {
                 script_loads: counter!(names::REDIS_SCRIPT_LOADS, names::LIMITER => name.clone()),
                 policy_decisions: counter!(
                     names::REDIS_POLICY_DECISIONS,
+                    names::LIMITER => name.clone()
+                ),
+                local_denials: counter!(
+                    names::REDIS_LOCAL_DENIALS,
                     names::LIMITER => name.clone()
                 ),
                 errors: kinds

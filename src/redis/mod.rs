@@ -84,12 +84,17 @@
 mod algorithm;
 mod client;
 mod cluster;
+mod coalesce;
 mod command;
 mod config;
+mod denial_cache;
 mod error;
 mod failure;
 mod fixed_window;
 mod gcra;
+mod hot;
+mod hot_builder;
+mod hot_path;
 mod limiter;
 mod meter;
 mod policy;

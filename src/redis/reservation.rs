@@ -224,7 +224,12 @@ pub(crate) async fn cancel(shared: &Shared, t: &Ticket) -> Result<bool, Failure>
         .backend
         .eval(&Gcra::spec().script, &t.state_key, "cancel", &args)
         .await?;
-    Ok(reply.get(1) == Some(&1))
+    let refunded = reply.get(1) == Some(&1);
+    if refunded {
+        // A denial cached before the refund may no longer hold.
+        shared.hot.forget(&t.state_key);
+    }
+    Ok(refunded)
 }
 
 /// Sleeps until the reservation is ready, cancelling it if dropped first. Returns the wait.

@@ -12,4 +12,19 @@ pub(crate) struct Shared {
     pub(super) prefix: String,
     pub(super) quota: Quota,
     pub(super) params: Params,
+    pub(super) hot: super::hot::Hot,
+}
+
+impl super::coalesce::Via for Shared {
+    fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    fn coalescer(&self) -> Option<&super::coalesce::Coalescer> {
+        self.hot.coalescer.as_ref()
+    }
+
+    fn coalesced(&self) -> &std::sync::atomic::AtomicU64 {
+        &self.hot.coalesced
+    }
 }

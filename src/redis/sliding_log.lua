@@ -57,7 +57,7 @@ if count + n <= L then
   end
   count = want
   newest = math.max(newest, now)
-  redis.call('PEXPIREAT', key, fmt(ceil_ms(newest + W)))
+  redis.call('PEXPIREAT', key, ceil_ms(newest + W))
   return {now, 1, L - count, -1, reset()}
 end
 

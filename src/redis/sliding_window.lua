@@ -98,7 +98,7 @@ if total + n <= L then
   end
   s = cur
   total = total + n
-  redis.call('SET', key, table.concat(parts, ':'), 'PXAT', fmt(ceil_ms((s + k) * g)))
+  redis.call('SET', key, table.concat(parts, ':'), 'PXAT', ceil_ms((s + k) * g))
   return {now, 1, L - total, -1, reset()}
 end
 

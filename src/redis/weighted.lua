@@ -56,7 +56,7 @@ if cur + n <= L and mul_cmp(prev, W - e, L - cur - n, W) <= 0 then
   cur = cur + n
   local expire_at = (k + 2) * W
   redis.call('SET', key, fmt(k) .. ':' .. fmt(cur) .. ':' .. fmt(prev), 'PXAT',
-    fmt(ceil_ms(expire_at)))
+    ceil_ms(expire_at))
   return {now, 1, remaining(), -1, reset()}
 end
 

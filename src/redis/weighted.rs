@@ -11,7 +11,7 @@ use crate::WeightedWindow;
 impl RedisAlgorithm for WeightedWindow {
     const NAME: &'static str = "weighted";
 
-    script_spec!("weighted.lua", reserves: false);
+    script_spec!("weighted.lua", reserves: false, batches: false, with: ["exact.lua"]);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::window(quota)

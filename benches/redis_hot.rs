@@ -1,0 +1,402 @@
+//! A hot key on Redis, and what each script costs the server, measured in one run on loopback
+//! against a throwaway `redis-server` this bench starts itself, with redis-cell 0.2.2's native
+//! module loaded into the same server as the baseline (in benches/:
+//! `cargo bench --features redis --bench redis_hot`; the module is built by
+//! `benches/build_redis_cell.sh`, or taken from `TOLLGATE_REDIS_CELL_SO`):
+//!
+//! - server µs per call of every tollgate script, `CL.THROTTLE` and plain `INCR`, from
+//!   `INFO commandstats` (`usec / calls`, after `CONFIG RESETSTAT`);
+//! - decisions/s on one multiplexed connection at 1, 16 and 256 tasks, for `CL.THROTTLE`, the
+//!   GCRA script, and the GCRA script with the local denial cache and coalescing on, on a
+//!   uniform workload (100k keys, mostly admitted) and a hot key (one key, a limit that denies
+//!   most calls), with the Redis CPU per decision (every command's `usec` in commandstats over
+//!   the decisions made).
+//!
+//! Rounds are interleaved (every workload once per round); ratios are medians of per-round
+//! ratios against `CL.THROTTLE` in the same round. Writes the tables to stdout and to
+//! `target/redis-hot-bench.md`.
+
+#[path = "../tests/redis_support/mod.rs"]
+mod redis_support;
+
+use std::fmt::Write as _;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use redis_support::RedisServer;
+use tollgate::redis::{RedisAlgorithm, RedisRateLimiter};
+use tollgate::{FixedWindow, Gcra, Quota, SlidingLog, SlidingWindow, WeightedWindow};
+
+const ROUNDS: usize = 5;
+const CONCURRENCY: [usize; 3] = [1, 16, 256];
+/// Per measurement: at most this many calls, or this long.
+const CALLS: u64 = 200_000;
+const BUDGET: Duration = Duration::from_millis(400);
+const UNIFORM_KEYS: u64 = 100_000;
+/// 100 per second (burst 100): on the hot key almost every call is denied.
+const LIMIT: u64 = 100;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Scenario {
+    Uniform,
+    Hot,
+}
+
+#[derive(Clone)]
+enum Workload {
+    Cell(ConnectionManager),
+    Gcra(RedisRateLimiter<Gcra>),
+    GcraCoalesce(RedisRateLimiter<Gcra>),
+    GcraHot(RedisRateLimiter<Gcra>),
+}
+
+impl Workload {
+    fn name(&self) -> &'static str {
+        match self {
+            Workload::Cell(_) => "redis-cell CL.THROTTLE (native)",
+            Workload::Gcra(_) => "tollgate GCRA script",
+            Workload::GcraCoalesce(_) => "tollgate GCRA + coalescing (no cache)",
+            Workload::GcraHot(_) => "tollgate GCRA + denial cache + coalescing",
+        }
+    }
+
+    async fn decide(&self, key: &str) -> bool {
+        match self {
+            Workload::Cell(c) => {
+                let r: Vec<i64> = redis::cmd("CL.THROTTLE")
+                    .arg(key)
+                    .arg(LIMIT - 1)
+                    .arg(LIMIT)
+                    .arg(1)
+                    .arg(1)
+                    .query_async(&mut c.clone())
+                    .await
+                    .unwrap();
+                r[0] == 0
+            }
+            Workload::Gcra(l) | Workload::GcraCoalesce(l) | Workload::GcraHot(l) => {
+                l.check(key).await.unwrap().allowed
+            }
+        }
+    }
+}
+
+/// `INFO commandstats` as (command, calls, usec).
+async fn commandstats(c: &mut ConnectionManager) -> Vec<(String, u64, u64)> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(c)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |f: &str| -> Option<u64> {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(f)?.strip_prefix('='))?
+                    .parse()
+                    .ok()
+            };
+            Some((name.to_owned(), field("calls")?, field("usec")?))
+        })
+        .collect()
+}
+
+async fn reset_stats(c: &mut ConnectionManager) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(c)
+        .await
+        .unwrap();
+}
+
+/// Server usec of the commands that decide: scripts and `CL.THROTTLE` (the commands a script
+/// runs inside are counted in its own usec too, so they are left out).
+fn deciding_usec(stats: &[(String, u64, u64)]) -> (u64, u64) {
+    stats
+        .iter()
+        .filter(|(n, ..)| matches!(n.as_str(), "evalsha" | "eval" | "cl.throttle" | "incr"))
+        .fold((0, 0), |(c, u), s| (c + s.1, u + s.2))
+}
+
+struct Sample {
+    per_sec: f64,
+    /// Redis CPU (commandstats usec) per decision, in µs.
+    cpu_us: f64,
+}
+
+async fn measure(
+    w: &Workload,
+    scenario: Scenario,
+    tasks: usize,
+    m: &mut ConnectionManager,
+) -> Sample {
+    reset_stats(m).await;
+    let issued = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (w, issued, done) = (w.clone(), issued.clone(), done.clone());
+        handles.push(tokio::spawn(async move {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
+            loop {
+                let seq = issued.fetch_add(1, Ordering::Relaxed);
+                if seq >= CALLS || start.elapsed() > BUDGET {
+                    return;
+                }
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = match scenario {
+                    Scenario::Uniform => format!("{{u{}}}", x % UNIFORM_KEYS),
+                    Scenario::Hot => "{hot}".to_owned(),
+                };
+                std::hint::black_box(w.decide(&key).await);
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let wall = start.elapsed();
+    let decisions = done.load(Ordering::Relaxed);
+    let (_, usec) = deciding_usec(&commandstats(m).await);
+    Sample {
+        per_sec: decisions as f64 / wall.as_secs_f64(),
+        cpu_us: usec as f64 / decisions as f64,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn limiter<A: RedisAlgorithm>(m: &ConnectionManager, alg: A, prefix: &str) -> RedisRateLimiter<A> {
+    RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+        .algorithm(alg)
+        .unwrap()
+        .prefix(prefix)
+        .deadline(Duration::from_secs(2))
+        .with_connection_manager(m.clone())
+        .unwrap()
+}
+
+/// Runs `f(key)` `n` times from 16 tasks over 1000 keys; (calls, usec) of the deciding
+/// commands on the server.
+async fn run_cost<F, Fut>(m: &mut ConnectionManager, n: u64, f: F) -> (u64, u64)
+where
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    reset_stats(m).await;
+    let next = Arc::new(AtomicU64::new(0));
+    let mut hs = Vec::new();
+    for _ in 0..16 {
+        let (f, next) = (f.clone(), next.clone());
+        hs.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return;
+                }
+                f(i.wrapping_mul(0x9e37_79b9) % 1000).await;
+            }
+        }));
+    }
+    for h in hs {
+        h.await.unwrap();
+    }
+    deciding_usec(&commandstats(m).await)
+}
+
+/// Server µs per call of each script (and the native command, and `INCR`): 16 tasks over
+/// 1000 keys, mostly admissions.
+async fn script_costs(m: &mut ConnectionManager, out: &mut String) {
+    const N: u64 = 20_000;
+    writeln!(
+        out,
+        "### Server time per call (`INFO commandstats` usec / calls; 16 tasks, 1000 keys, {N} calls each)\n"
+    )
+    .unwrap();
+    writeln!(out, "| command | calls | µs per call |\n|---|---:|---:|").unwrap();
+    let mut row = |label: &str, (calls, usec): (u64, u64)| {
+        writeln!(
+            out,
+            "| {label} | {calls} | {:.2} |",
+            usec as f64 / calls as f64
+        )
+        .unwrap();
+    };
+    let c = m.clone();
+    let cost = run_cost(m, N, move |k| {
+        let mut c = c.clone();
+        async move {
+            let _: Vec<i64> = redis::cmd("CL.THROTTLE")
+                .arg(format!("{{c{k}}}"))
+                .arg(LIMIT - 1)
+                .arg(LIMIT)
+                .arg(1)
+                .arg(1)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    row("redis-cell CL.THROTTLE (native)", cost);
+    macro_rules! script {
+        ($alg:expr, $label:expr) => {{
+            let l = limiter(m, $alg, "cost");
+            let cost = run_cost(m, N, move |k| {
+                let l = l.clone();
+                async move {
+                    l.check(&format!("{{c{k}}}")).await.unwrap();
+                }
+            })
+            .await;
+            row($label, cost);
+        }};
+    }
+    script!(Gcra, "tollgate GCRA script");
+    script!(FixedWindow::epoch_aligned(), "tollgate fixed-window script");
+    script!(WeightedWindow, "tollgate weighted-window script");
+    script!(
+        SlidingWindow::new(10),
+        "tollgate sliding-window script (k = 10)"
+    );
+    script!(SlidingLog, "tollgate sliding-log script");
+    let c = m.clone();
+    let cost = run_cost(m, N, move |k| {
+        let mut c = c.clone();
+        async move {
+            let _: i64 = redis::cmd("INCR")
+                .arg(format!("{{i{k}}}"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    row("plain INCR", cost);
+}
+
+fn redis_cell_module() -> String {
+    if let Ok(p) = std::env::var("TOLLGATE_REDIS_CELL_SO") {
+        return p;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/build_redis_cell.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("run benches/build_redis_cell.sh");
+    assert!(
+        out.status.success(),
+        "building redis-cell failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let rounds = if quick { 1 } else { ROUNDS };
+    let module = redis_cell_module();
+    let server = RedisServer::start_with(&["--loadmodule", &module]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = rt.block_on(async {
+        let mut stats = ConnectionManager::new(server.client()).await.unwrap();
+        let manager = ConnectionManager::new(server.client()).await.unwrap();
+        let mut out = String::new();
+        script_costs(&mut stats, &mut out).await;
+
+        let hot = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+            .prefix("hot")
+            .deadline(Duration::from_secs(2))
+            .denial_cache(NonZeroUsize::new(100_000).unwrap())
+            .coalesce()
+            .with_connection_manager(manager.clone())
+            .unwrap();
+        let coalescing = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+            .prefix("coalesce")
+            .deadline(Duration::from_secs(2))
+            .coalesce()
+            .with_connection_manager(manager.clone())
+            .unwrap();
+        let workloads = [
+            Workload::Cell(manager.clone()),
+            Workload::Gcra(limiter(&manager, Gcra, "plain")),
+            Workload::GcraCoalesce(coalescing),
+            Workload::GcraHot(hot),
+        ];
+        let scenarios = [
+            (Scenario::Uniform, "uniform, 100k keys"),
+            (Scenario::Hot, "hot key (1 key, denies most)"),
+        ];
+        // samples[scenario][concurrency][workload][round]
+        let mut samples: Vec<Vec<Vec<Vec<Sample>>>> = scenarios
+            .iter()
+            .map(|_| {
+                CONCURRENCY
+                    .iter()
+                    .map(|_| workloads.iter().map(|_| Vec::new()).collect())
+                    .collect()
+            })
+            .collect();
+        for w in &workloads {
+            measure(w, Scenario::Uniform, 16, &mut stats).await; // warm-up: script cache, keys
+        }
+        for _ in 0..rounds {
+            for (si, &(s, _)) in scenarios.iter().enumerate() {
+                for (ci, &c) in CONCURRENCY.iter().enumerate() {
+                    for (wi, w) in workloads.iter().enumerate() {
+                        let sample = measure(w, s, c, &mut stats).await;
+                        samples[si][ci][wi].push(sample);
+                    }
+                }
+            }
+        }
+        writeln!(
+            out,
+            "\n### Decisions on one multiplexed connection (loopback, {rounds} interleaved rounds, medians)\n"
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| workload | scenario | tasks | decisions/s | x CL.THROTTLE | Redis µs per decision | x GCRA script's |\n|---|---|---:|---:|---:|---:|---:|"
+        )
+        .unwrap();
+        for (si, &(_, sname)) in scenarios.iter().enumerate() {
+            for (ci, &c) in CONCURRENCY.iter().enumerate() {
+                let row = &samples[si][ci];
+                for (wi, w) in workloads.iter().enumerate() {
+                    let s = &row[wi];
+                    let ratio =
+                        median((0..rounds).map(|r| s[r].per_sec / row[0][r].per_sec).collect());
+                    let cpu = median((0..rounds).map(|r| s[r].cpu_us / row[1][r].cpu_us).collect());
+                    writeln!(
+                        out,
+                        "| {} | {sname} | {c} | {:.0} | {ratio:.2} | {:.3} | {cpu:.3} |",
+                        w.name(),
+                        median(s.iter().map(|x| x.per_sec).collect()),
+                        median(s.iter().map(|x| x.cpu_us).collect()),
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        out
+    });
+    println!("{out}");
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let _ = std::fs::write(format!("{target}/redis-hot-bench.md"), &out);
+}

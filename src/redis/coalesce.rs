@@ -1,0 +1,222 @@
+//! Exact coalescing: concurrent checks on one state key from this process go to Redis as one
+//! script call (the script's `batch` op), which decides them in the order they arrived, one
+//! after another at one server time, and replies each one's own fields: what the same checks
+//! sent one by one at that instant would get.
+//!
+//! At most one call per key is in flight. The first check on an idle key goes alone (as
+//! without coalescing, so keys without contention pay only a map insert and remove); checks
+//! arriving while it is in flight queue up, and when it completes they go as one batch, and so
+//! on until the queue is empty. The batches are sent by a spawned task, so a caller that stops
+//! waiting (its future dropped, or its deadline passed) strands nobody: the batch goes anyway
+//! and its permits are taken, as a single call already sent would take them.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::DefaultKeyHasher;
+
+use super::algorithm::{clamp_i64, Params, Spec};
+use super::client::Backend;
+use super::failure::Failure;
+use super::meter::Counters;
+
+/// A check's reply, in the shape of the script's `check` reply.
+type Reply = Result<Vec<i64>, Failure>;
+
+struct Waiter {
+    n: i64,
+    tx: oneshot::Sender<Reply>,
+}
+
+/// Checks waiting for the call in flight on their key (present = a call is in flight).
+type Shard = Mutex<HashMap<String, Vec<Waiter>, DefaultKeyHasher>>;
+
+/// The most checks one script call decides (a bound on the script's run time).
+const MAX_BATCH: usize = 256;
+
+pub(crate) struct Coalescer {
+    hasher: DefaultKeyHasher,
+    shards: Box<[Shard]>,
+}
+
+/// What the batches are sent through, and the coalescer itself: the limiter's shared state,
+/// which a spawned batch holds on to.
+pub(crate) trait Via: Send + Sync + 'static {
+    fn backend(&self) -> &Backend;
+    fn coalescer(&self) -> Option<&Coalescer>;
+    /// The counter of checks that went in a batch.
+    fn coalesced(&self) -> &std::sync::atomic::AtomicU64;
+}
+
+impl Coalescer {
+    pub(crate) fn new() -> Coalescer {
+        let hasher = DefaultKeyHasher::default();
+        Coalescer {
+            shards: (0..16)
+                .map(|_| Mutex::new(HashMap::with_hasher(hasher.clone())))
+                .collect(),
+            hasher,
+        }
+    }
+
+    fn shard(&self, key: &str) -> &Shard {
+        let h = self.hasher.hash_one(key) >> 32;
+        &self.shards[(h % self.shards.len() as u64) as usize]
+    }
+
+    /// Checks `n` permits on `state` with `spec`'s script (whose `batch` op decides a list of
+    /// checks),
+    /// coalesced with the other checks on `state` in flight from this process.
+    pub(crate) async fn check<S: Via>(
+        shared: &Arc<S>,
+        spec: &'static Spec,
+        state: &str,
+        n: u64,
+        p: Params,
+    ) -> Reply {
+        let Some(me) = shared.coalescer() else {
+            return spec.check(shared.backend(), state, n, p).await;
+        };
+        let queued = {
+            let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
+            match map.get_mut(state) {
+                Some(q) => {
+                    let (tx, rx) = oneshot::channel();
+                    q.push(Waiter { n: p.clamp(n), tx });
+                    Some(rx)
+                }
+                None => {
+                    map.insert(state.to_owned(), Vec::new());
+                    None
+                }
+            }
+        };
+        match queued {
+            Some(rx) => {
+                Counters::bump(shared.coalesced());
+                let deadline = shared.backend().deadline();
+                match tokio::time::timeout(deadline, rx).await {
+                    Ok(Ok(reply)) => reply,
+                    // The sender went without a reply (the runtime is shutting down), or the
+                    // queue and the batch together took longer than the deadline.
+                    Ok(Err(_)) | Err(_) => {
+                        shared.backend().counters.failed(&Failure::Timeout);
+                        Err(Failure::Timeout)
+                    }
+                }
+            }
+            None => {
+                // Hands the queue on when this call completes or is dropped.
+                let _hand_off = HandOff {
+                    shared: shared.clone(),
+                    spec,
+                    state,
+                    params: p,
+                };
+                spec.check(shared.backend(), state, n, p).await
+            }
+        }
+    }
+}
+
+/// The end of a call in flight on `state`: the checks queued meanwhile go as the next batch
+/// (from a spawned task), or the key becomes idle.
+struct HandOff<'a, S: Via> {
+    shared: Arc<S>,
+    spec: &'static Spec,
+    state: &'a str,
+    params: Params,
+}
+
+impl<S: Via> Drop for HandOff<'_, S> {
+    fn drop(&mut self) {
+        let Some(waiting) = take_or_idle(&*self.shared, self.state) else {
+            return;
+        };
+        let (shared, spec, params) = (self.shared.clone(), self.spec, self.params);
+        let state = self.state.to_owned();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(drive(shared, spec, state, params, waiting));
+            }
+            Err(_) => {
+                // No runtime to send from: the waiters fail as a timeout would.
+                for w in waiting {
+                    let _ = w.tx.send(Err(Failure::Timeout));
+                }
+                while let Some(more) = take_or_idle(&*shared, &state) {
+                    for w in more {
+                        let _ = w.tx.send(Err(Failure::Timeout));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The checks queued on `state`, or `None` after marking the key idle if there are none.
+fn take_or_idle<S: Via>(shared: &S, state: &str) -> Option<Vec<Waiter>> {
+    let me = shared.coalescer()?;
+    let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
+    let q = map.get_mut(state)?;
+    if q.is_empty() {
+        map.remove(state);
+        return None;
+    }
+    Some(std::mem::take(q))
+}
+
+/// Sends the queued checks as batches until none are left.
+async fn drive<S: Via>(
+    shared: Arc<S>,
+    spec: &'static Spec,
+    state: String,
+    p: Params,
+    mut waiting: Vec<Waiter>,
+) {
+    loop {
+        while !waiting.is_empty() {
+            let rest = waiting.split_off(waiting.len().min(MAX_BATCH));
+            let batch = std::mem::replace(&mut waiting, rest);
+            let mut args = Vec::with_capacity(3 + batch.len());
+            args.extend([clamp_i64(p.limit), clamp_i64(p.span_us)]);
+            args.push(clamp_i64(batch.len() as u64));
+            args.extend(batch.iter().map(|w| w.n));
+            let reply = shared
+                .backend()
+                .eval(&spec.script, &state, "batch", &args)
+                .await;
+            answer(spec, p, batch, reply);
+        }
+        match take_or_idle(&*shared, &state) {
+            Some(more) => waiting = more,
+            None => return,
+        }
+    }
+}
+
+/// Gives each waiter its own reply out of a batch reply `{now, then one element per check}`
+/// (what the script's check replies after `now`, expanded as a check's reply is). A reply of
+/// another shape goes whole to every waiter, whose parse rejects it as unexpected.
+fn answer(spec: &Spec, p: Params, batch: Vec<Waiter>, reply: Reply) {
+    match reply {
+        Ok(r) if r.len() == 1 + batch.len() => {
+            for (w, &e) in batch.into_iter().zip(&r[1..]) {
+                let _ = w.tx.send(Ok((spec.expand)(vec![r[0], e], w.n, p)));
+            }
+        }
+        Ok(r) => {
+            for w in batch {
+                let _ = w.tx.send(Ok(r.clone()));
+            }
+        }
+        Err(f) => {
+            for w in batch {
+                let _ = w.tx.send(Err(Clone::clone(&f)));
+            }
+        }
+    }
+}
