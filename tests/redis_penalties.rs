@@ -3,8 +3,11 @@
 //! same `Decision`s, every field compared, at the server time each reply carries (the
 //! in-process `ManualClock` is set to it before the same call is replayed, as in
 //! `redis_windows.rs`: the clock then reads Unix time, so its windows are the epoch-aligned
-//! ones Redis counts). The one difference is of resolution (`redis_windows.rs`): a weighted
-//! window's `retry_after` is the in-process one rounded up to a whole microsecond.
+//! ones Redis counts). The one difference is of resolution: where the in-process rule lands
+//! between two microseconds, Redis reports the next whole microsecond (the in-process value
+//! rounded up): a weighted window's `retry_after` (`redis_windows.rs`), and the sliding log's
+//! times after a block that only its floor keeps alive (a block is stamped at least one tick
+//! after the newest stamp's window start: 1 ns in process, 1 µs on Redis).
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -62,22 +65,25 @@ fn steps(l: u64, w: u64, len: usize) -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step, 1..len)
 }
 
-/// `d` as Redis reports it: `retry_after` on the microseconds its clock can read.
+/// `d` as Redis reports it: `retry_after` and `reset_after` on the microseconds its clock can
+/// read.
 fn on_microseconds(mut d: Decision) -> Decision {
-    d.retry_after = d
-        .retry_after
-        .map(|r| Duration::from_micros(u64::try_from(r.as_nanos().div_ceil(1000)).unwrap()));
+    let up =
+        |r: Duration| Duration::from_micros(u64::try_from(r.as_nanos().div_ceil(1000)).unwrap());
+    d.retry_after = d.retry_after.map(up);
+    d.reset_after = up(d.reset_after);
     d
 }
 
 /// Runs `steps` through a Redis limiter and an in-process one, both running `alg` under
-/// `quota`; panics at the first difference. `sub_us_retry`: as in `redis_windows.rs`.
+/// `quota`; panics at the first difference. `sub_us`: the algorithm's times may fall between
+/// microseconds (module docs), else both must agree to the nanosecond.
 async fn replay<A: RedisAlgorithm>(
     server: &RedisServer,
     alg: A,
     quota: Quota,
     steps: &[Step],
-    sub_us_retry: bool,
+    sub_us: bool,
 ) {
     let redis = RedisRateLimiter::builder(quota)
         .algorithm(alg)
@@ -134,8 +140,15 @@ async fn replay<A: RedisAlgorithm>(
             }
         };
         let us = u64::try_from(r.server_time.unwrap().as_micros()).unwrap();
-        if sub_us_retry {
+        if sub_us {
             assert_eq!(r.decision, on_microseconds(l), "{}", at(us));
+            let under_a_us = |got: Duration, exact: Duration| {
+                got >= exact && got - exact < Duration::from_micros(1)
+            };
+            assert!(under_a_us(r.decision.reset_after, l.reset_after));
+            if let (Some(got), Some(exact)) = (r.decision.retry_after, l.retry_after) {
+                assert!(under_a_us(got, exact));
+            }
         } else {
             assert_eq!(r.decision, l, "{}", at(us));
         }
@@ -170,7 +183,7 @@ fn schedule() -> impl Strategy<Value = (Quota, Vec<Step>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
     fn fixed_window_adjusts_as_in_process((q, s) in schedule()) {
@@ -182,6 +195,12 @@ proptest! {
     fn weighted_window_adjusts_as_in_process((q, s) in schedule()) {
         let server = RedisServer::start();
         block_on(replay(&server, WeightedWindow, q, &s, true));
+    }
+
+    #[test]
+    fn sliding_log_adjusts_as_in_process((q, s) in schedule()) {
+        let server = RedisServer::start();
+        block_on(replay(&server, SlidingLog, q, &s, true));
     }
 }
 

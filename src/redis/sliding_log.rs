@@ -13,7 +13,7 @@ use crate::SlidingLog;
 impl RedisAlgorithm for SlidingLog {
     const NAME: &'static str = "log";
 
-    script_spec!("sliding_log.lua", reserves: false, batches: false);
+    script_spec!("sliding_log.lua", reserves: false, batches: false, adjusts: true, with: []);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::window(quota)
