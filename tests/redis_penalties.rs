@@ -182,6 +182,24 @@ fn schedule() -> impl Strategy<Value = (Quota, Vec<Step>)> {
         })
 }
 
+/// A sliding window's `k` with a window of a few milliseconds that it splits into whole µs
+/// (`redis_windows.rs`), and a small limit.
+fn sliding_schedule() -> impl Strategy<Value = (SlidingWindow, Quota, Vec<Step>)> {
+    let k_and_w = prop::sample::select(vec![
+        (2u32, 2_000u64),
+        (3, 3_333),
+        (4, 5_000),
+        (5, 20_000),
+        (8, 2_000),
+        (16, 20_000),
+        (64, 3_200),
+    ]);
+    (k_and_w, 1..6u64).prop_flat_map(|((k, w_us), l)| {
+        let q = Quota::new(l, Duration::from_micros(w_us)).unwrap();
+        (Just(SlidingWindow::new(k)), Just(q), steps(l, w_us, 60))
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
@@ -195,6 +213,12 @@ proptest! {
     fn weighted_window_adjusts_as_in_process((q, s) in schedule()) {
         let server = RedisServer::start();
         block_on(replay(&server, WeightedWindow, q, &s, true));
+    }
+
+    #[test]
+    fn sliding_window_adjusts_as_in_process((alg, q, s) in sliding_schedule()) {
+        let server = RedisServer::start();
+        block_on(replay(&server, alg, q, &s, true));
     }
 
     #[test]
@@ -262,6 +286,26 @@ async fn reset_forgets_the_local_denial_cache() {
     assert!(!l.try_acquire("k").await.unwrap());
     assert_eq!(l.stats().local_denials, 1);
     assert!(l.reset("k").await.unwrap());
+    assert!(l.try_acquire("k").await.unwrap());
+}
+
+/// A reward forgets this process's cached denial too: the permit given back is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reward_forgets_the_local_denial_cache() {
+    let server = RedisServer::start();
+    let l = RedisRateLimiter::builder(Quota::per_minute(1).unwrap())
+        .algorithm(SlidingLog)
+        .unwrap()
+        .denial_cache(std::num::NonZeroUsize::new(16).unwrap())
+        .deadline(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    assert!(l.try_acquire("k").await.unwrap());
+    assert!(!l.try_acquire("k").await.unwrap());
+    assert!(!l.try_acquire("k").await.unwrap());
+    assert_eq!(l.stats().local_denials, 1);
+    assert!(l.reward("k", 1).await.unwrap().decision.allowed);
     assert!(l.try_acquire("k").await.unwrap());
 }
 

@@ -33,7 +33,7 @@ use crate::SlidingWindow;
 impl RedisAlgorithm for SlidingWindow {
     const NAME: &'static str = "sliding";
 
-    script_spec!("sliding_window.lua", reserves: false, batches: false);
+    script_spec!("sliding_window.lua", reserves: false, batches: false, adjusts: true, with: []);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         let p = Params::window(quota)?;
