@@ -334,10 +334,6 @@ async fn state_key_with_names_the_per_call_state() {
     assert!(exists(&mut conn, &name));
     assert_eq!(l.state_key_with("u", l.quota()).unwrap(), l.state_key("u"));
     // What the algorithm cannot run is refused as check_with refuses it.
-    let windows = RedisRateLimiter::builder(q)
-        .algorithm(SlidingWindow::new(7))
-        .unwrap_err();
-    let _ = windows;
     let bursty = Quota::per_second(3).unwrap().with_burst(9).unwrap();
     let w = RedisRateLimiter::builder(q)
         .algorithm(WeightedWindow)
@@ -372,4 +368,48 @@ async fn gcra_adjustments_are_refused_typed() {
         .arg(l.state_key("k"))
         .query::<bool>(&mut conn)
         .unwrap());
+}
+
+/// A change is not a decision: with Redis down, every policy returns the failure for `reset`,
+/// `block`, `penalize` and `reward`, and a fallback limiter is left as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_return_the_failure_under_every_policy() {
+    use std::sync::Arc;
+    use tollgate::redis::FailurePolicy;
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let quota = Quota::per_minute(5).unwrap();
+    let fallback: Arc<KeyedRateLimiter<String, SlidingLog>> = Arc::new(
+        KeyedRateLimiter::builder(quota)
+            .algorithm(SlidingLog)
+            .unwrap()
+            .build(),
+    );
+    let policies = [
+        FailurePolicy::Error,
+        FailurePolicy::Open,
+        FailurePolicy::Closed {
+            retry_after: Duration::from_secs(1),
+        },
+        FailurePolicy::Fallback(fallback.clone()),
+    ];
+    for policy in policies {
+        let l = RedisRateLimiter::builder(quota)
+            .algorithm(SlidingLog)
+            .unwrap()
+            .on_failure(policy)
+            .deadline(Duration::from_millis(50))
+            .connect(&url)
+            .await
+            .unwrap();
+        let down = |e: RedisLimitError| e.is_unavailable();
+        assert!(down(l.reset("k").await.unwrap_err()));
+        assert!(down(
+            l.block("k", Duration::from_secs(9)).await.unwrap_err()
+        ));
+        assert!(down(l.penalize("k", 3).await.unwrap_err()));
+        assert!(down(l.reward("k", 3).await.unwrap_err()));
+    }
+    assert_eq!(fallback.len(), 0, "the fallback limiter was changed");
 }
