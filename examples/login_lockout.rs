@@ -5,6 +5,10 @@
 //! successful login, or an administrator, resets it. The sliding log's block ends exactly on
 //! time with a fresh start (the guide's Penalties page says what each algorithm does).
 //!
+//! Across several servers, the same story runs on a `tollgate::redis::RedisRateLimiter<SlidingLog>`
+//! (feature `redis`): its `block`, `reset` and `peek` decide as these do, on Redis's clock
+//! (the guide's Penalties page, "On Redis").
+//!
 //! Runs on a manual clock, so the whole story takes no time:
 //! `cargo run --release --example login_lockout`.
 

@@ -46,6 +46,14 @@ pub trait RedisAlgorithm: Algorithm + Copy {
     /// it on Redis.
     #[doc(hidden)]
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError>;
+
+    /// The most a key's count holds under `p`: a block or a penalty saturates there, as the
+    /// in-process algorithm's state does (the script's `most` argument; scripts without
+    /// adjustments ignore it).
+    #[doc(hidden)]
+    fn most(_p: Params) -> u64 {
+        MAX_SPAN_US
+    }
 }
 
 /// The parts of an algorithm (not nameable outside the crate, which seals the trait).
@@ -59,6 +67,9 @@ pub struct Spec {
     /// reply every script's caller reads ([`CheckReply`]); GCRA sends less and this fills in
     /// the rest.
     pub(crate) expand: fn(Vec<i64>, i64, Params) -> Vec<i64>,
+    /// The script has the ops `block`, `penalize` and `reward` (`adjust.rs`), each replying
+    /// in full (the [`CheckReply`] shape, never through `expand`).
+    pub(crate) adjusts: bool,
 }
 
 impl Spec {
@@ -86,8 +97,15 @@ pub(crate) fn as_is(reply: Vec<i64>, _n: i64, _p: Params) -> Vec<i64> {
 /// `fn spec()` of a [`RedisAlgorithm`] implementation whose script is `$file` (in this
 /// directory) after the shared prelude (and the files in `with`, such as `exact.lua`);
 /// `$reserves`: it waits by reservation (GCRA); `$batches`: it has the `batch` op; `$expand`:
-/// its check reply to the full one ([`Spec::expand`], [`as_is`] unless given).
+/// its check reply to the full one ([`Spec::expand`], [`as_is`] unless given); `$adjusts`: it has
+/// the `block`, `penalize` and `reward` ops ([`Spec::adjusts`], `false` unless given).
 macro_rules! script_spec {
+    ($file:literal, reserves: $reserves:literal, batches: $batches:literal, adjusts: $adjusts:literal, with: [$($with:literal),*]) => {
+        $crate::redis::algorithm::script_spec!(@full $file, $reserves, $batches, $adjusts, [$($with),*], $crate::redis::algorithm::as_is);
+    };
+    ($file:literal, reserves: $reserves:literal, batches: $batches:literal, adjusts: $adjusts:literal, with: [$($with:literal),*], expand: $expand:expr) => {
+        $crate::redis::algorithm::script_spec!(@full $file, $reserves, $batches, $adjusts, [$($with),*], $expand);
+    };
     ($file:literal, reserves: $reserves:literal, batches: $batches:literal) => {
         $crate::redis::algorithm::script_spec!($file, reserves: $reserves, batches: $batches, with: [], expand: $crate::redis::algorithm::as_is);
     };
@@ -95,6 +113,9 @@ macro_rules! script_spec {
         $crate::redis::algorithm::script_spec!($file, reserves: $reserves, batches: $batches, with: [$($with),*], expand: $crate::redis::algorithm::as_is);
     };
     ($file:literal, reserves: $reserves:literal, batches: $batches:literal, with: [$($with:literal),*], expand: $expand:expr) => {
+        $crate::redis::algorithm::script_spec!(@full $file, $reserves, $batches, false, [$($with),*], $expand);
+    };
+    (@full $file:literal, $reserves:literal, $batches:literal, $adjusts:literal, [$($with:literal),*], $expand:expr) => {
         fn spec() -> &'static $crate::redis::algorithm::Spec {
             static SPEC: $crate::redis::algorithm::Spec = $crate::redis::algorithm::Spec {
                 script: ::std::sync::LazyLock::new(|| {
@@ -107,6 +128,7 @@ macro_rules! script_spec {
                 reserves: $reserves,
                 batches: $batches,
                 expand: $expand,
+                adjusts: $adjusts,
             };
             &SPEC
         }

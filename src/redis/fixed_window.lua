@@ -1,35 +1,75 @@
 -- Fixed window: windows [kW, (k+1)W) of the server's Unix time in microseconds; admit n iff
--- count_k + n <= L. One string key "k:count", expiring at the end of window k.
--- KEYS[1]: the state key.  ARGV: op ('check'), L, W (us), n.
+-- count_k + n <= L. One string key "k:count", expiring at the end of window k. A stored window
+-- later than now's (a block's) is decided in, as in process.
+-- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (unused), most.
+--   op 'check': take n permits.
+--   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
+--   in-process fixed window makes (src/algorithm/fixed_window.rs, `adjust`), with `most` its
+--   full count; the reply is then the state left, taking nothing (a one-permit check's status
+--   and retry_after, a peek's remaining and reset_after).
 -- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
 --         reset_after}.
 local key = KEYS[1]
+local op = ARGV[1]
 local L = tonumber(ARGV[2])
 local W = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local now = now_us()
 local k = idiv(now, W)
-local window_end = (k + 1) * W
-local reset = window_end - now
 
 local count = 0
 local v = redis.call('GET', key)
 if v then
   local sk, sc = string.match(v, '^(%d+):(%d+)$')
-  if tonumber(sk) == k then
+  sk = tonumber(sk)
+  if sk and sk >= k then
+    k = sk
     count = tonumber(sc)
   end
 end
 
-if n == 0 then
-  return {now, 1, L - count, -1, reset}
+if op ~= 'check' then
+  local most = tonumber(ARGV[6])
+  local changed = false
+  if op == 'block' and n > 0 then
+    -- The window holding the block's last instant (on a clock that ends at MAX_NANOS, as the
+    -- in-process one does) is counted full.
+    local last = math.min(now + n - 1, 4611686018427387)
+    k = math.max(k, idiv(last, W))
+    count = most
+    changed = true
+  elseif op == 'penalize' and n > 0 then
+    count = math.min(count + n, most)
+    changed = true
+  elseif op == 'reward' and count > 0 then
+    count = math.max(count - n, 0)
+    changed = true
+  end
+  if changed then
+    if count > 0 then
+      redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
+    else
+      redis.call('DEL', key)
+    end
+  end
+  n = 1
+end
+
+if count == 0 then
+  k = idiv(now, W)
+end
+local reset = (k + 1) * W - now
+local remaining = math.max(L - count, 0)
+
+if n == 0 or op ~= 'check' and count + n <= L then
+  return {now, 1, remaining, -1, reset}
 end
 if n > L then
-  return {now, 2, L - count, -1, reset}
+  return {now, 2, remaining, -1, reset}
 end
 if count + n <= L then
   count = count + n
-  redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms(window_end))
+  redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
   return {now, 1, L - count, -1, reset}
 end
-return {now, 0, L - count, reset, reset}
+return {now, 0, remaining, reset, reset}

@@ -77,9 +77,12 @@ pub struct RedisStats {
 /// permits. `peek`, `check`, `check_n`, `check_with`, `check_n_with`, `try_acquire`,
 /// `try_acquire_n`, `acquire_async`, `acquire_n_async`, `try_acquire_for_async`,
 /// `try_acquire_n_for_async`, `quota`; with [`Gcra`] also `reserve`, `reserve_n`,
-/// `try_reserve_for`, `try_reserve_n_for` and `throttle`. No blocking forms (no blocking
-/// I/O) and no `set_quota` (the quota selects the state keys). Redis's own: `decide`,
-/// `decide_n`, `decide_with`, `decide_n_with` (a decision with the server time).
+/// `try_reserve_for`, `try_reserve_n_for` and `throttle`; by hand, `reset` (every algorithm)
+/// and `block`, `penalize`, `reward` (the window algorithms; the guide's
+/// [Penalties](crate::guide::penalties) page). No blocking forms (no blocking I/O) and no
+/// `set_quota` (the quota selects the state keys). Redis's own: `decide`, `decide_n`,
+/// `decide_with`, `decide_n_with` (a decision with the server time), `state_key`,
+/// `state_key_with` (the Redis key of a key's state).
 ///
 /// ```
 /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
@@ -156,6 +159,32 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// ```
     pub fn state_key(&self, key: &str) -> String {
         self.key_under(key, self.shared.params)
+    }
+
+    /// The Redis key holding `key`'s state under `quota`: the one a
+    /// [`check_with`](Self::check_with), [`decide_n_with`](Self::decide_n_with) or (with
+    /// [`Gcra`]) [`throttle`](RedisRateLimiter::throttle) call with that quota uses (a quota
+    /// selects its own state), for inspection or to reset it (`DEL`). For `throttle`'s
+    /// arguments, [`Quota::from_throttle`] gives the quota.
+    ///
+    /// # Errors
+    /// What those calls return for a quota the algorithm cannot run
+    /// ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
+    /// [`RedisLimitError::Unsupported`]).
+    ///
+    /// ```
+    /// # fn demo(limiter: &tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// use tollgate::Quota;
+    /// // CL.THROTTLE's arguments 15 30 60: burst 16, 30 per minute (T = 2 s).
+    /// let quota = Quota::from_throttle(15, 30, 60)?;
+    /// assert_eq!(
+    ///     limiter.state_key_with("user123", quota)?,
+    ///     "tollgate:gcra:2000000:16:user123"
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn state_key_with(&self, key: &str, quota: Quota) -> Result<String, RedisLimitError> {
+        Ok(self.key_under(key, self.algorithm.redis_params(quota)?))
     }
 
     pub(super) fn key_under(&self, key: &str, params: Params) -> String {

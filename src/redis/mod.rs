@@ -75,12 +75,16 @@
 //! background; scripts missing from the server's cache (`NOSCRIPT` after a restart, a
 //! failover or `SCRIPT FLUSH`) are sent again within the same call, and on a cluster `MOVED`
 //! and `ASK` are followed within it (`ASKING` and the script as one pipeline).
-//! [`RedisRateLimiter::stats`] counts what happened.
+//! [`RedisRateLimiter::stats`] counts what happened. Changes by hand (`reset`, and `block`,
+//! `penalize`, `reward` on the window algorithms: the guide's
+//! [Penalties](crate::guide::penalties) page) are not decisions: every policy returns their
+//! failure.
 //!
 //! # Requirements
 //! Redis 7.0 or later (or a compatible server): the scripts call `TIME` before writing, which
 //! needs script effects replication, the only mode since 7.0.
 
+mod adjust;
 mod algorithm;
 mod client;
 mod cluster;

@@ -22,7 +22,9 @@ use crate::Gcra;
 /// value at a state key, a script error) or an unexpected reply, every policy returns that
 /// typed error ([`RedisLimitError::Server`], [`RedisLimitError::UnexpectedReply`]), since
 /// admitting or refusing would hide a bug. The table of which failure is which is in the guide
-/// (`tollgate::guide`, "Across machines: Redis").
+/// (`tollgate::guide`, "Across machines: Redis"). Nor does it apply to changes made by hand
+/// (`reset`, `block`, `penalize`, `reward`): they are not decisions, so every policy returns
+/// their failure (and a fallback limiter is left as it is).
 ///
 /// Every policy answers within the deadline; none of them hides the failure from metrics
 /// (see [`RedisStats`](super::RedisStats)), and [`RedisDecision::server_time`] is `None` for a

@@ -1,47 +1,194 @@
--- Sliding log (exact): admit n iff the permits stamped in (now - W, now] plus n are <= L.
--- One sorted set per key: one member per permit, scored by its stamp (us); members are unique
--- ("stamp:sequence"). Entries stamped after now (the server clock stepped back) keep counting,
--- so a clock step never over-admits. A denial and a peek only read.
--- KEYS[1]: the sorted set.  ARGV: op ('check'), L, W (us), n.
+-- Sliding log (exact): with at = max(now, the newest stamp) (a block can stamp an entry after
+-- now; as in process, time never runs backwards within a key), admit n iff the permits stamped
+-- in (at - W, at] plus n are <= L.
+-- One sorted set per key. A grant adds one member per permit, scored by its stamp (us), named
+-- "stamp:sequence" (unique). The changes an operator makes (block, penalize) add one member of
+-- many permits each, scored -1 (below every stamp, so the stamp ranges count grants only) and
+-- named "h:stamp:count"; there are few (each block drops every entry it outlasts). A denial and
+-- a peek only read.
+-- KEYS[1]: the sorted set.  ARGV: op, L, W (us), n, k (unused), most.
+--   op 'check': take n permits.
+--   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
+--   in-process sliding log makes (src/algorithm/sliding.rs, `adjust`), the total saturating at
+--   `most`; the reply is then the state left, taking nothing (a one-permit check's status and
+--   retry_after, a peek's remaining and reset_after).
 -- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
 --         reset_after}.
 local key = KEYS[1]
+local op = ARGV[1]
 local L = tonumber(ARGV[2])
 local W = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local now = now_us()
-local cutoff = now - W
 
-local expired = redis.call('ZCOUNT', key, '-inf', fmt(cutoff))
-local count = redis.call('ZCARD', key) - expired
-local newest = 0
-if count > 0 then
-  newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+-- The heavy entries, oldest first: {stamp, count, member}.
+local heavy = {}
+local low = redis.call('ZRANGEBYSCORE', key, -1, -1)
+for _, m in ipairs(low) do
+  local s, c = string.match(m, '^h:(%d+):(%d+)$')
+  if s then
+    heavy[#heavy + 1] = {tonumber(s), tonumber(c), m}
+  end
+end
+table.sort(heavy, function(a, b) return a[1] < b[1] end)
+-- Members scored -1 (the heavy entries, and anything foreign there).
+low = #low
+
+local at, cutoff, expired, lights, total, newest
+
+-- Reads the state at max(now, newest): at, cutoff, the expired and live grants' counts, the
+-- live total and the newest stamp (nil if nothing counts).
+local function read()
+  local light_newest = nil
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if top[2] and tonumber(top[2]) >= 0 then
+    light_newest = tonumber(top[2])
+  end
+  newest = light_newest
+  if #heavy > 0 and (newest == nil or heavy[#heavy][1] > newest) then
+    newest = heavy[#heavy][1]
+  end
+  at = now
+  if newest ~= nil and newest > at then
+    at = newest
+  end
+  cutoff = at - W
+  expired = redis.call('ZCOUNT', key, 0, fmt(cutoff))
+  lights = redis.call('ZCARD', key) - low - expired
+  total = lights
+  for _, h in ipairs(heavy) do
+    if h[1] > cutoff then
+      total = total + h[2]
+    end
+  end
+  if total == 0 then
+    newest = nil
+  end
+end
+
+-- Drops the grants and the heavy entries stamped <= upto (`grants`: how many grants that is,
+-- if known).
+local function prune(upto, grants)
+  if (grants or redis.call('ZCOUNT', key, 0, fmt(upto))) > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, 0, fmt(upto))
+  end
+  local kept = {}
+  for _, h in ipairs(heavy) do
+    if h[1] > upto then
+      kept[#kept + 1] = h
+    else
+      redis.call('ZREM', key, h[3])
+      low = low - 1
+    end
+  end
+  heavy = kept
+end
+
+-- Sets heavy entry i's count (removing it at 0).
+local function set_heavy(i, c)
+  local h = heavy[i]
+  redis.call('ZREM', key, h[3])
+  low = low - 1
+  if c > 0 then
+    low = low + 1
+    h[2] = c
+    h[3] = 'h:' .. fmt(h[1]) .. ':' .. fmt(c)
+    redis.call('ZADD', key, -1, h[3])
+  else
+    table.remove(heavy, i)
+  end
+end
+
+-- Adds `c` permits stamped `s` as a heavy entry (merged with one of the same stamp).
+local function add_heavy(s, c)
+  for i, h in ipairs(heavy) do
+    if h[1] == s then
+      set_heavy(i, h[2] + c)
+      return
+    end
+  end
+  local m = 'h:' .. fmt(s) .. ':' .. fmt(c)
+  redis.call('ZADD', key, -1, m)
+  low = low + 1
+  heavy[#heavy + 1] = {s, c, m}
+  table.sort(heavy, function(a, b) return a[1] < b[1] end)
+end
+
+read()
+
+if op ~= 'check' then
+  local most = tonumber(ARGV[6])
+  prune(cutoff, expired)
+  if op == 'block' and n > 0 then
+    local floor = 0
+    if newest ~= nil then
+      floor = math.max(newest + 1 - W, 0)
+    end
+    local stamp = math.max(now + n - W, 0, floor)
+    prune(stamp)
+    read()
+    local add = math.min(L, most - total)
+    if add > 0 then
+      add_heavy(stamp, add)
+    end
+  elseif op == 'penalize' and n > 0 then
+    local add = math.min(n, most - total)
+    if add > 0 then
+      add_heavy(at, add)
+    end
+  elseif op == 'reward' then
+    while n > 0 and total > 0 do
+      local h = heavy[#heavy]
+      local light_top = nil
+      if lights > 0 then
+        light_top = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+      end
+      if h ~= nil and (light_top == nil or h[1] >= light_top) then
+        local take = math.min(n, h[2])
+        set_heavy(#heavy, h[2] - take)
+        n, total = n - take, total - take
+      else
+        local above = cutoff
+        if h ~= nil then
+          above = h[1]
+        end
+        local c = redis.call('ZCOUNT', key, '(' .. fmt(above), '+inf')
+        local take = math.min(n, c)
+        redis.call('ZPOPMAX', key, take)
+        n, total, lights = n - take, total - take, lights - take
+      end
+    end
+  end
+  read()
+  if newest ~= nil then
+    redis.call('PEXPIREAT', key, ceil_ms(newest + W))
+  end
+  n = 1
 end
 
 -- Until every entry has left the window.
 local function reset()
-  if count > 0 then
+  if total > 0 then
     return newest + W - now
   end
   return 0
 end
 
-if n == 0 then
-  return {now, 1, L - count, -1, reset()}
+local remaining = math.max(L - total, 0)
+if n == 0 or op ~= 'check' and total + n <= L then
+  return {now, 1, remaining, -1, reset()}
 end
 if n > L then
-  return {now, 2, L - count, -1, reset()}
+  return {now, 2, remaining, -1, reset()}
 end
-if count + n <= L then
-  if expired > 0 then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(cutoff))
-  end
-  local stamp = fmt(now)
+if total + n <= L then
+  prune(cutoff, expired)
+  local stamp = fmt(at)
+  local card = redis.call('ZCARD', key)
   local batch = {}
   for i = 1, n do
     batch[#batch + 1] = stamp
-    batch[#batch + 1] = stamp .. ':' .. fmt(count + i)
+    batch[#batch + 1] = stamp .. ':' .. fmt(lights + i)
     if #batch >= 1000 or i == n then
       redis.call('ZADD', key, 'NX', unpack(batch))
       batch = {}
@@ -49,20 +196,38 @@ if count + n <= L then
   end
   -- A member can only exist already if the clock stepped back onto an old stamp: add fresh
   -- ones until all n are in (bounded: at most the set's size of collisions).
-  local want = count + n
-  local seq = count + n
+  local want = card + n
+  local seq = lights + n
   while redis.call('ZCARD', key) < want do
     seq = seq + 1
     redis.call('ZADD', key, 'NX', stamp, stamp .. ':' .. fmt(seq))
   end
-  count = want
-  newest = math.max(newest, now)
+  total = total + n
+  newest = at
   redis.call('PEXPIREAT', key, ceil_ms(newest + W))
-  return {now, 1, L - count, -1, reset()}
+  return {now, 1, L - total, -1, reset()}
 end
 
--- Denied: wait until the oldest (count + n - L) live entries have left; the last of them is
--- at rank expired + count + n - L - 1 in stamp order.
-local rank = expired + count + n - L - 1
-local oldest = tonumber(redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2])
-return {now, 0, L - count, oldest + W - now, reset()}
+-- Denied: until the oldest (total + n - L) counted permits have left, walking the grants and
+-- the heavy entries in stamp order. Grants sit at ranks from #heavy + expired on.
+local need = total + n - L
+local got, passed = 0, 0
+local base = low + expired
+local function grant_at(i)
+  local r = base + i - 1
+  return tonumber(redis.call('ZRANGE', key, r, r, 'WITHSCORES')[2])
+end
+for _, h in ipairs(heavy) do
+  if h[1] > cutoff then
+    local before = redis.call('ZCOUNT', key, '(' .. fmt(cutoff), '(' .. fmt(h[1])) - passed
+    if got + before >= need then
+      return {now, 0, remaining, grant_at(passed + need - got) + W - now, reset()}
+    end
+    got, passed = got + before, passed + before
+    got = got + h[2]
+    if got >= need then
+      return {now, 0, remaining, h[1] + W - now, reset()}
+    end
+  end
+end
+return {now, 0, remaining, grant_at(passed + need - got) + W - now, reset()}

@@ -1,8 +1,10 @@
 //! The sliding log on Redis: one sorted set per limited thing, one member per permit (score:
 //! its stamp in µs). Memory grows with `L` (figures in `benches/BENCHMARKS.md`, "Redis"), and an admission of `n`
 //! permits adds `n` members in one script run, so keep `n` and `L` moderate, or use GCRA or
-//! the weighted counter. Expired entries are trimmed only by admissions, and the key expires
-//! when its newest entry leaves the window.
+//! the weighted counter. Expired entries are trimmed only by admissions and changes, and the
+//! key expires when its newest entry leaves the window. A block or a penalty is one member of
+//! many permits whatever its size (`"h:<stamp>:<count>"`, scored -1 so that the stamp ranges
+//! count grants only; few, since a block drops every entry it outlasts).
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
@@ -13,7 +15,7 @@ use crate::SlidingLog;
 impl RedisAlgorithm for SlidingLog {
     const NAME: &'static str = "log";
 
-    script_spec!("sliding_log.lua", reserves: false, batches: false);
+    script_spec!("sliding_log.lua", reserves: false, batches: false, adjusts: true, with: []);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::window(quota)

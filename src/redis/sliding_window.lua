@@ -1,17 +1,28 @@
 -- Sliding window of k sub-windows: the window W split into k sub-windows of g = W / k (whole us,
--- aligned to the Unix epoch on the server's clock); admit n iff the permits of the current
--- sub-window and the k - 1 before it, plus n, are <= L.
--- One string key "s:c1:c2:...:cj": s is the index (time / g) of the newest sub-window holding
--- permits, ci the count of sub-window s - i + 1 (c1 > 0, empty sub-windows between kept as 0,
--- empty ones at the old end dropped, j <= k). It expires when sub-window s leaves the window, at
--- (s + k) * g. A denial and a peek only read.
--- As in process, a clock that stepped back behind sub-window s decides at s's start: time never
+-- aligned to the Unix epoch on the server's clock). The state is the in-process one
+-- (src/algorithm/sliding.rs): a log of (stamp, count) entries, oldest first, a grant stamped
+-- with the start of its sub-window; with at = max(now, the newest stamp), the permits counted
+-- are those of entries stamped after at - W, and n is admitted iff they plus n are <= L. As in
+-- process, a clock that stepped back behind the newest stamp decides at that stamp: time never
 -- runs backwards within a key, so a clock step never over-admits.
--- KEYS[1]: the state key.  ARGV: op ('check'), L, W (us), n, k (k divides W: checked by the
--- client).
+-- One string key, in one of two forms:
+--   "s:c1:c2:...:cj" when every stamp is a sub-window start: s is the index (time / g) of the
+--   newest sub-window holding permits, ci the count of sub-window s - i + 1 (c1 > 0, empty
+--   sub-windows between kept as 0, j <= k);
+--   "=t1:c1:t2:c2:..." otherwise (a block stamps its entry at its end less W, anywhere): the
+--   entries' stamps (us) and counts, oldest first.
+-- It expires when its newest entry leaves the window. A denial and a peek only read.
+-- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (k divides W: checked by the client),
+-- most.
+--   op 'check': take n permits.
+--   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
+--   in-process sliding window makes (`adjust` there), the total saturating at `most`; the
+--   reply is then the state left, taking nothing (a one-permit check's status and retry_after,
+--   a peek's remaining and reset_after).
 -- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
 --         reset_after}.
 local key = KEYS[1]
+local op = ARGV[1]
 local L = tonumber(ARGV[2])
 local W = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
@@ -19,10 +30,22 @@ local k = tonumber(ARGV[5])
 local g = W / k
 local now = now_us()
 
-local s = nil
-local counts = {}
+-- The log, oldest first: {stamp, count}.
+local log = {}
 local v = redis.call('GET', key)
-if v then
+if v and string.sub(v, 1, 1) == '=' then
+  local t = nil
+  for x in string.gmatch(v, '%d+') do
+    if t == nil then
+      t = tonumber(x)
+    else
+      log[#log + 1] = {t, tonumber(x)}
+      t = nil
+    end
+  end
+elseif v then
+  local s = nil
+  local counts = {}
   for x in string.gmatch(v, '%d+') do
     if s == nil then
       s = tonumber(x)
@@ -30,85 +53,181 @@ if v then
       counts[#counts + 1] = tonumber(x)
     end
   end
-end
-
-local at = now
-if s ~= nil and s * g > now then
-  at = s * g
-end
-local cur = idiv(at, g)
-
--- Sub-window s - i + 1 still counts iff it is at least cur - k + 1: the first `live` counts.
-local live = 0
-if s ~= nil then
-  live = math.min(#counts, s - cur + k)
-  if live < 0 then
-    live = 0
+  for i = #counts, 1, -1 do
+    if counts[i] > 0 then
+      log[#log + 1] = {(s - i + 1) * g, counts[i]}
+    end
   end
 end
+
 local total = 0
-for i = 1, live do
-  total = total + counts[i]
+for _, e in ipairs(log) do
+  total = total + e[2]
 end
 
-local remaining = L - total
-if remaining < 0 then
-  remaining = 0
+local function newest()
+  local e = log[#log]
+  return e and e[1]
 end
 
--- Until the newest counted sub-window leaves (the key holds nothing counted any more).
+-- Drops the oldest entries while `gone(stamp)`.
+local function drop_front(gone)
+  local i = 1
+  while log[i] and gone(log[i][1]) do
+    total = total - log[i][2]
+    i = i + 1
+  end
+  if i > 1 then
+    local kept = {}
+    for j = i, #log do
+      kept[#kept + 1] = log[j]
+    end
+    log = kept
+  end
+end
+
+-- `c` permits stamped `s` (at least the newest stamp), merged into the newest entry if equal.
+local function push(s, c)
+  local e = log[#log]
+  if e and e[1] == s then
+    e[2] = e[2] + c
+  else
+    log[#log + 1] = {s, c}
+  end
+  total = total + c
+end
+
+local at
+-- The instant decisions are made at, and the log pruned to what counts then.
+local function settle()
+  at = now
+  local s = newest()
+  if s and s > at then
+    at = s
+  end
+  drop_front(function(stamp) return stamp + W <= at end)
+end
+
+-- The start of at's sub-window, never before the newest stamp.
+local function slot()
+  local s = idiv(at, g) * g
+  local e = newest()
+  if e and e > s then
+    s = e
+  end
+  return s
+end
+
+local function store()
+  local e = newest()
+  if e == nil then
+    redis.call('DEL', key)
+    return
+  end
+  local aligned = true
+  for _, x in ipairs(log) do
+    if idiv(x[1], g) * g ~= x[1] then
+      aligned = false
+      break
+    end
+  end
+  local parts
+  if aligned then
+    local s = e / g
+    parts = {fmt(s)}
+    local i = #log
+    for m = s, log[1][1] / g, -1 do
+      if log[i][1] == m * g then
+        parts[#parts + 1] = fmt(log[i][2])
+        i = i - 1
+      else
+        parts[#parts + 1] = '0'
+      end
+    end
+  else
+    parts = {'='}
+    for _, x in ipairs(log) do
+      parts[#parts + 1] = fmt(x[1]) .. ':' .. fmt(x[2])
+    end
+    parts = {'=' .. table.concat(parts, ':', 2)}
+  end
+  redis.call('SET', key, table.concat(parts, ':'), 'PXAT', ceil_ms(e + W))
+end
+
+settle()
+
+if op ~= 'check' then
+  local most = tonumber(ARGV[6])
+  local changed = true
+  if op == 'block' and n > 0 then
+    local floor = 0
+    local e = newest()
+    if e then
+      floor = math.max(e + 1 - W, 0)
+    end
+    local stamp = math.max(now + n - W, 0, floor)
+    drop_front(function(s) return s <= stamp end)
+    local add = math.min(L, most - total)
+    if add > 0 then
+      table.insert(log, 1, {stamp, add})
+      total = total + add
+    end
+  elseif op == 'penalize' and n > 0 then
+    local add = math.min(n, most - total)
+    if add > 0 then
+      push(slot(), add)
+    end
+  elseif op == 'reward' and n > 0 and total > 0 then
+    while n > 0 and log[#log] do
+      local e = log[#log]
+      local take = math.min(n, e[2])
+      e[2] = e[2] - take
+      total = total - take
+      n = n - take
+      if e[2] > 0 then
+        break
+      end
+      log[#log] = nil
+    end
+  else
+    changed = false
+  end
+  if changed then
+    store()
+  end
+  settle()
+  n = 1
+end
+
+local remaining = math.max(L - total, 0)
+
+-- Until the newest counted entry leaves (the key holds nothing counted any more).
 local function reset()
-  if total > 0 then
-    return (s + k) * g - now
+  local e = newest()
+  if e then
+    return e + W - now
   end
   return 0
 end
 
-if n == 0 then
+if n == 0 or op ~= 'check' and total + n <= L then
   return {now, 1, remaining, -1, reset()}
 end
 if n > L then
   return {now, 2, remaining, -1, reset()}
 end
 if total + n <= L then
-  -- The current sub-window first, then empty ones back to s, then the live counts.
-  local kept = {}
-  if live > 0 and cur == s then
-    kept[1] = counts[1] + n
-    for i = 2, live do
-      kept[i] = counts[i]
-    end
-  else
-    kept[1] = n
-    if live > 0 then
-      for _ = 1, cur - s - 1 do
-        kept[#kept + 1] = 0
-      end
-      for i = 1, live do
-        kept[#kept + 1] = counts[i]
-      end
-    end
-  end
-  while #kept > 1 and kept[#kept] == 0 do
-    kept[#kept] = nil
-  end
-  local parts = {fmt(cur)}
-  for i = 1, #kept do
-    parts[i + 1] = fmt(kept[i])
-  end
-  s = cur
-  total = total + n
-  redis.call('SET', key, table.concat(parts, ':'), 'PXAT', ceil_ms((s + k) * g))
+  push(slot(), n)
+  store()
   return {now, 1, L - total, -1, reset()}
 end
 
--- Denied: until enough of the oldest sub-windows have left for n to fit (sub-window s - i + 1
--- leaves at (s - i + 1) * g + W).
+-- Denied: until enough of the oldest entries have left for n to fit.
 local left = total
 local retry_at = at
-for i = live, 1, -1 do
-  left = left - counts[i]
-  retry_at = (s - i + 1) * g + W
+for _, e in ipairs(log) do
+  left = left - e[2]
+  retry_at = e[1] + W
   if left + n <= L then
     break
   end

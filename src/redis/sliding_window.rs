@@ -13,6 +13,12 @@
 //! fixed window's does; each further sub-window still counted adds its count's digits and a
 //! colon (the same strings `SET` from redis-cli: a key whose 64 sub-windows all hold two-digit
 //! counts takes 224 bytes more than one holding a single count).
+//!
+//! A block (`block`) stamps its entry at the block's end less `W`, anywhere in a sub-window, as
+//! the in-process window does: until that entry leaves the window, the key is stored as
+//! `"=t1:c1:t2:c2:..."`, every entry's stamp (µs) and count, oldest first, and then in the
+//! short form again. The script reads both, and decides on the in-process log of `(stamp,
+//! count)` entries either way.
 
 use super::algorithm::{script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
@@ -33,7 +39,7 @@ use crate::SlidingWindow;
 impl RedisAlgorithm for SlidingWindow {
     const NAME: &'static str = "sliding";
 
-    script_spec!("sliding_window.lua", reserves: false, batches: false);
+    script_spec!("sliding_window.lua", reserves: false, batches: false, adjusts: true, with: []);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         let p = Params::window(quota)?;

@@ -1,30 +1,81 @@
--- Weighted sliding-window counter (two fixed windows). With k = floor(now / W), e = now - kW,
--- cur = the count of window k and prev = the count of window k-1: admit n iff
+-- Weighted sliding-window counter (two fixed windows). With k the window in force (now's, or a
+-- later one a block stored: decided in, as in process), start = kW, e = now - start (0 before
+-- the start), cur = the count of window k and prev = the count of window k-1: admit n iff
 -- prev*(W - e) + (cur + n)*W <= L*W, in exact integer arithmetic (mul_cmp, muldiv).
 -- One string key "k:cur:prev", expiring when neither count weighs anything any more.
--- KEYS[1]: the state key.  ARGV: op ('check'), L, W (us), n.
+-- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (unused), most.
+--   op 'check': take n permits.
+--   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
+--   in-process weighted window makes (src/algorithm/weighted.rs, `adjust`), counts saturating
+--   at `most`; the reply is then the state left, taking nothing (a one-permit check's status
+--   and retry_after, a peek's remaining and reset_after).
 -- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
 --         reset_after}.
 local key = KEYS[1]
+local op = ARGV[1]
 local L = tonumber(ARGV[2])
 local W = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local now = now_us()
 local k = idiv(now, W)
-local e = now - k * W
 
+local sk = nil
 local cur, prev = 0, 0
 local v = redis.call('GET', key)
 if v then
-  local sk, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
-  sk = tonumber(sk)
-  if sk == k then
+  local a, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
+  sk = tonumber(a)
+  if sk then
     cur = tonumber(sc)
     prev = tonumber(sp)
-  elseif sk == k - 1 then
-    prev = tonumber(sc)
   end
 end
+
+-- The stored state seen from window `to` (rolled forward if that is later).
+local function roll(to)
+  if sk == nil then
+    sk, cur, prev = to, 0, 0
+  elseif sk + 1 == to then
+    sk, prev, cur = to, cur, 0
+  elseif sk < to then
+    sk, cur, prev = to, 0, 0
+  end
+end
+
+if op ~= 'check' then
+  local most = tonumber(ARGV[6])
+  local changed = true
+  if op == 'block' and n > 0 then
+    local last = math.min(now + n - 1, 4611686018427387)
+    roll(math.max(idiv(last, W), k))
+    cur = math.max(cur, L)
+  elseif op == 'penalize' and n > 0 then
+    roll(k)
+    cur = math.min(cur + n, most)
+  elseif op == 'reward' and n > 0 and cur + prev > 0 then
+    roll(k)
+    local from_cur = math.min(n, cur)
+    cur = cur - from_cur
+    prev = math.max(prev - (n - from_cur), 0)
+  else
+    changed = false
+  end
+  if changed then
+    if cur + prev > 0 then
+      redis.call('SET', key, fmt(sk) .. ':' .. fmt(cur) .. ':' .. fmt(prev), 'PXAT',
+        ceil_ms((sk + 2) * W))
+    else
+      redis.call('DEL', key)
+    end
+  end
+  n = 1
+end
+
+roll(k)
+k = sk
+local start = k * W
+local w_end = start + W
+local e = math.min(math.max(now - start, 0), W)
 
 -- Permits grantable right now on top of cur: the largest m with
 -- prev*(W - e) + (cur + m)*W <= L*W.
@@ -39,34 +90,34 @@ end
 -- Until the full limit is grantable again: both weighted counts must have gone.
 local function reset()
   if cur > 0 then
-    return 2 * W - e
+    return w_end + W - now
   elseif prev > 0 then
-    return W - e
+    return w_end - now
   end
   return 0
 end
 
-if n == 0 then
+local fits = cur + n <= L and mul_cmp(prev, W - e, L - cur - n, W) <= 0
+if n == 0 or op ~= 'check' and fits then
   return {now, 1, remaining(), -1, reset()}
 end
 if n > L then
   return {now, 2, remaining(), -1, reset()}
 end
-if cur + n <= L and mul_cmp(prev, W - e, L - cur - n, W) <= 0 then
+if fits then
   cur = cur + n
-  local expire_at = (k + 2) * W
   redis.call('SET', key, fmt(k) .. ':' .. fmt(cur) .. ':' .. fmt(prev), 'PXAT',
-    ceil_ms(expire_at))
+    ceil_ms(w_end + W))
   return {now, 1, remaining(), -1, reset()}
 end
 
 -- Denied: the earliest time the same request fits, with no other admissions meanwhile.
-local retry
+local retry_at
 if cur + n <= L then
-  -- Later in this window: the least e' with prev*(W - e') <= (L - cur - n)*W.
-  retry = W - muldiv(L - cur - n, W, prev) - e
+  -- Later in this window: the least t with prev*(w_end - t) <= (L - cur - n)*W.
+  retry_at = w_end - muldiv(L - cur - n, W, prev)
 else
   -- In the next window (prev' = cur, cur' = 0): the least e'' with cur*(W - e'') <= (L - n)*W.
-  retry = W - e + W - muldiv(L - n, W, cur)
+  retry_at = w_end + W - muldiv(L - n, W, cur)
 end
-return {now, 0, remaining(), retry, reset()}
+return {now, 0, remaining(), retry_at - now, reset()}

@@ -11,7 +11,13 @@ use crate::WeightedWindow;
 impl RedisAlgorithm for WeightedWindow {
     const NAME: &'static str = "weighted";
 
-    script_spec!("weighted.lua", reserves: false, batches: false, with: ["exact.lua"]);
+    script_spec!("weighted.lua", reserves: false, batches: false, adjusts: true, with: ["exact.lua"]);
+
+    /// The in-process counts are 32-bit: a penalty saturates at `u32::MAX` (or at `L`, for a
+    /// limit the in-process counter refuses).
+    fn most(p: Params) -> u64 {
+        p.limit.max(u64::from(u32::MAX))
+    }
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::window(quota)
