@@ -369,3 +369,47 @@ async fn adjustments_keep_the_denial_cache_exact() {
     );
     assert_eq!(redis.stats().local_denials - before, 4);
 }
+
+/// A key keeps at most 64 holes on Redis: the 65th disjoint one gives nothing back (a stricter
+/// refusal, never more), and the holes expire with the TAT (the key's `PEXPIRETIME` is the
+/// TAT's, rounded up to a whole ms) while a key without holes stays a bare integer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holes_are_bounded_and_expire_with_the_key() {
+    let server = RedisServer::start();
+    let redis = RedisRateLimiter::builder(quota())
+        .prefix(unique_prefix())
+        .deadline(Duration::from_secs(5))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let k = "k";
+    let state = redis.state_key(k);
+    let mut conn = server.conn();
+    let mut held = Vec::new();
+    for _ in 0..160 {
+        held.push(redis.reserve(k).await.unwrap());
+    }
+    let plain: String = redis::cmd("GET").arg(&state).query(&mut conn).unwrap();
+    assert!(
+        plain.parse::<u64>().is_ok(),
+        "no holes: a bare TAT, {plain}"
+    );
+    // 66 of them, every other one from the twelfth on (all at least 600 ms ahead, none the
+    // latest): disjoint holes.
+    let mut given = Vec::new();
+    for (i, r) in held.into_iter().enumerate() {
+        if (11..11 + 2 * 66).contains(&i) && i % 2 == 1 {
+            given.push(r.cancel().await.unwrap());
+        }
+    }
+    assert_eq!(given.iter().filter(|g| **g).count(), 64, "{given:?}");
+    assert!(given[..64].iter().all(|g| *g) && given[64..].iter().all(|g| !*g));
+    let value: String = redis::cmd("GET").arg(&state).query(&mut conn).unwrap();
+    let parts: Vec<u64> = value.split(':').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(parts.len(), 1 + 2 * 64);
+    let expires: u64 = redis::cmd("PEXPIRETIME")
+        .arg(&state)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(expires, parts[0].div_ceil(1000), "expires with the TAT");
+}
