@@ -86,6 +86,9 @@ fn all_steps() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// A reservation held on both sides, with bounds on its stretch's end (µs).
+type Held<'a> = (RedisReservation, Reservation<'a>, (u64, u64));
+
 fn us_of(t: Option<Duration>) -> u64 {
     u64::try_from(t.expect("Redis answered").as_micros()).unwrap()
 }
@@ -107,10 +110,9 @@ async fn replay(server: &RedisServer, steps: &[Step], hot: bool) {
         .build();
     // Per key, the reservations held, in the order made, with bounds on their stretch's end
     // (µs).
-    let mut held: [Vec<(RedisReservation, Reservation<'_>, (u64, u64))>; 2] =
-        [Vec::new(), Vec::new()];
+    let mut held: [Vec<Held<'_>>; 2] = [Vec::new(), Vec::new()];
     let mut last_us = 0u64;
-    let mut sync = |t: Option<Duration>, last_us: &mut u64| {
+    let sync = |t: Option<Duration>, last_us: &mut u64| {
         let us = us_of(t);
         assert!(clock.set(us * 1000), "the server clock went backwards");
         *last_us = us;
@@ -247,13 +249,11 @@ async fn coalesced_with_holes(server: &RedisServer, reserve: &[u64], ns: &[u64])
     }
     // Every other one, oldest first, while their stretches are all far ahead (the first
     // starts within tau of now and waits, if at all, less: cancels from the second on).
-    let mut i = 0;
-    for (r, l) in held {
+    for (i, (r, l)) in held.into_iter().enumerate() {
         if i % 2 == 1 && r.delay() > Duration::from_millis(400) {
             assert!(r.cancel().await.unwrap(), "a cancel far ahead gives back");
             l.cancel();
         }
-        i += 1;
     }
     let handles: Vec<_> = ns
         .iter()
