@@ -227,7 +227,12 @@ proptest! {
 /// replays everything one by one on the in-process limiter at the server times the replies
 /// carry: every field equal, holes filled lowest first inside the batch.
 async fn coalesced_with_holes(server: &RedisServer, reserve: &[u64], ns: &[u64]) {
-    let redis = RedisRateLimiter::builder(quota())
+    // Burst 20 (tau = 1 s): holes up to a second ahead are within the checks' reach.
+    let quota = Quota::from_interval(Duration::from_millis(50))
+        .unwrap()
+        .with_burst(20)
+        .unwrap();
+    let redis = RedisRateLimiter::builder(quota)
         .prefix(unique_prefix())
         .deadline(Duration::from_secs(5))
         .coalesce()
@@ -235,22 +240,27 @@ async fn coalesced_with_holes(server: &RedisServer, reserve: &[u64], ns: &[u64])
         .await
         .unwrap();
     let clock = ManualClock::new();
-    let local: KeyedRateLimiter<String> = KeyedRateLimiter::builder(quota())
+    let local: KeyedRateLimiter<String> = KeyedRateLimiter::builder(quota)
         .clock(clock.clone())
         .build();
     let k = "hot".to_string();
     let mut held = Vec::new();
+    let mut last_us = 0;
     for &n in reserve {
         let r = redis.reserve_n(&k, n).await.unwrap();
-        assert!(clock.set(us_of(Some(r.server_time())) * 1000));
+        last_us = us_of(Some(r.server_time()));
+        assert!(clock.set(last_us * 1000));
         let l = local.reserve_n(&k, n).unwrap();
         assert_eq!(r.delay(), l.delay());
-        held.push((r, l));
+        // Booked at the tail (no holes yet): its end is the TAT the grant reports.
+        let g = r.granted();
+        let end = last_us + u64::try_from((r.delay() + g.reset_after).as_micros()).unwrap();
+        held.push((r, l, end));
     }
-    // Every other one, oldest first, while their stretches are all far ahead (the first
-    // starts within tau of now and waits, if at all, less: cancels from the second on).
-    for (i, (r, l)) in held.into_iter().enumerate() {
-        if i % 2 == 1 && r.delay() > Duration::from_millis(400) {
+    // Every other one whose stretch ends surely after the cancel (judged at last_us, a lower
+    // bound of the cancel's instant, with 300 ms to spare): holes inside the checks' reach.
+    for (i, (r, l, end)) in held.into_iter().enumerate() {
+        if i % 2 == 1 && end > last_us + 300_000 {
             assert!(r.cancel().await.unwrap(), "a cancel far ahead gives back");
             l.cancel();
         }
@@ -284,7 +294,7 @@ proptest! {
 
     #[test]
     fn coalesced_checks_fill_holes_as_one_by_one(
-        reserve in prop::collection::vec(1..3u64, 4..14),
+        reserve in prop::collection::vec(1..4u64, 8..24),
         ns in prop::collection::vec(prop_oneof![6 => 1..3u64, 1 => Just(0u64), 1 => Just(3u64)], 2..30),
     ) {
         let server = RedisServer::start();
@@ -376,12 +386,18 @@ async fn adjustments_keep_the_denial_cache_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holes_are_bounded_and_expire_with_the_key() {
     let server = RedisServer::start();
-    let redis = RedisRateLimiter::builder(quota())
-        .prefix(unique_prefix())
-        .deadline(Duration::from_secs(5))
-        .connect(&server.url())
-        .await
-        .unwrap();
+    let redis = RedisRateLimiter::builder(
+        // T = 1 s: the stretches cancelled below are all seconds ahead.
+        Quota::from_interval(Duration::from_secs(1))
+            .unwrap()
+            .with_burst(2)
+            .unwrap(),
+    )
+    .prefix(unique_prefix())
+    .deadline(Duration::from_secs(5))
+    .connect(&server.url())
+    .await
+    .unwrap();
     let k = "k";
     let state = redis.state_key(k);
     let mut conn = server.conn();
@@ -394,8 +410,8 @@ async fn holes_are_bounded_and_expire_with_the_key() {
         plain.parse::<u64>().is_ok(),
         "no holes: a bare TAT, {plain}"
     );
-    // 66 of them, every other one from the twelfth on (all at least 600 ms ahead, none the
-    // latest): disjoint holes.
+    // 66 of them, every other one from the twelfth on (all seconds ahead, none the latest):
+    // disjoint holes.
     let mut given = Vec::new();
     for (i, r) in held.into_iter().enumerate() {
         if (11..11 + 2 * 66).contains(&i) && i % 2 == 1 {
