@@ -429,3 +429,97 @@ async fn holes_are_bounded_and_expire_with_the_key() {
         .unwrap();
     assert_eq!(expires, parts[0].div_ceil(1000), "expires with the TAT");
 }
+
+/// A value that looks like a TAT with holes but is not one this script wrote is a typed error
+/// under `FailurePolicy::Open` too (never admitted), for checks, peeks and adjustments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_holes_are_typed_errors_even_under_open() {
+    let server = RedisServer::start();
+    let redis = RedisRateLimiter::builder(quota())
+        .prefix(unique_prefix())
+        .deadline(Duration::from_secs(5))
+        .on_failure(tollgate::redis::FailurePolicy::Open)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let state = redis.state_key("k");
+    let mut conn = server.conn();
+    // Odd count, empty field, offsets not decreasing, an offset above the TAT, a letter, a
+    // trailing separator, a number past 2^53.
+    let far = "9999999999999999999:5:3";
+    for v in [
+        "12:5", "12:5::3", "20:3:5", "5:9:3", "12:5:a", "12:5:3:", far,
+    ] {
+        let _: () = redis::cmd("SET")
+            .arg(&state)
+            .arg(v)
+            .query(&mut conn)
+            .unwrap();
+        for r in [
+            redis.check("k").await,
+            redis.peek("k").await,
+            redis.penalize("k", 1).await.map(|d| d.decision),
+        ] {
+            match r {
+                Err(e) => assert!(!e.is_unavailable(), "{v}: {e}"),
+                Ok(d) => panic!("{v}: decided {d:?}"),
+            }
+        }
+    }
+}
+
+/// A penalty or block past the end of the limiter's time refuses for good, as in process:
+/// one permit is never grantable (no `retry_after`), a reservation is unrepresentable, and
+/// every field but `reset_after` (whole µs on Redis, ns in process) is the in-process one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saturated_penalties_refuse_for_good() {
+    let server = RedisServer::start();
+    let redis = RedisRateLimiter::builder(quota())
+        .prefix(unique_prefix())
+        .deadline(Duration::from_secs(5))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let clock = ManualClock::new();
+    let local: KeyedRateLimiter<String> = KeyedRateLimiter::builder(quota())
+        .clock(clock.clone())
+        .build();
+    for (k, block) in [("p", false), ("b", true)] {
+        let r = if block {
+            redis.block(k, Duration::MAX).await.unwrap()
+        } else {
+            redis.penalize(k, u64::MAX).await.unwrap()
+        };
+        assert!(clock.set(us_of(r.server_time) * 1000));
+        let l = if block {
+            local.block(&k.to_string(), Duration::MAX).unwrap()
+        } else {
+            local.penalize(&k.to_string(), u64::MAX).unwrap()
+        };
+        // Every field, `reset_after` to the whole µs.
+        let fields = |d: &tollgate::Decision| {
+            (
+                d.allowed,
+                d.limit,
+                d.remaining,
+                d.retry_after,
+                d.reset_after.as_micros(),
+            )
+        };
+        assert_eq!(fields(&r.decision), fields(&l), "{k}");
+        let c = redis.decide(k).await.unwrap();
+        assert!(clock.set(us_of(c.server_time) * 1000));
+        assert_eq!(
+            fields(&c.decision),
+            fields(&local.check(&k.to_string())),
+            "{k}"
+        );
+        assert_eq!((c.decision.allowed, c.decision.retry_after), (false, None));
+        assert!(matches!(
+            redis.reserve(k).await,
+            Err(tollgate::redis::RedisLimitError::Limited(
+                tollgate::AcquireError::Unrepresentable { .. }
+            ))
+        ));
+    }
+}
