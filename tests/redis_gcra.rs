@@ -118,9 +118,8 @@ async fn replay(server: &RedisServer, steps: &[Step]) {
                 held[usize::from(key)].push((r, l, ready));
             }
             Step::Cancel { key } => {
-                // Only the latest reservation on a key: there both sides undo it exactly. (An
-                // earlier one gives nothing back on Redis, while the in-process limiter keeps
-                // it as a hole for later arrivals.)
+                // Only the latest reservation on a key: both sides undo it exactly (cancels
+                // in any order, which leave holes, are replayed in tests/redis_gcra_holes.rs).
                 let k = &rkeys[usize::from(key)];
                 let Some((r, l, ready)) = held[usize::from(key)].pop() else {
                     continue;

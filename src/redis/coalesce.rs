@@ -199,13 +199,23 @@ async fn drive<S: Via>(
 }
 
 /// Gives each waiter its own reply out of a batch reply `{now, then one element per check}`
-/// (what the script's check replies after `now`, expanded as a check's reply is). A reply of
-/// another shape goes whole to every waiter, whose parse rejects it as unexpected.
+/// (what the script's check replies after `now`, expanded as a check's reply is), or `{now,
+/// then four per check}` (each check's full reply after `now`: GCRA on a key with holes). A
+/// reply of another shape goes whole to every waiter, whose parse rejects it as unexpected.
 fn answer(spec: &Spec, p: Params, batch: Vec<Waiter>, reply: Reply) {
     match reply {
         Ok(r) if r.len() == 1 + batch.len() => {
             for (w, &e) in batch.into_iter().zip(&r[1..]) {
                 let _ = w.tx.send(Ok((spec.expand)(vec![r[0], e], w.n, p)));
+            }
+        }
+        // A batch is never empty, so the two shapes never have the same length.
+        Ok(r) if r.len() == 1 + 4 * batch.len() => {
+            for (w, full) in batch.into_iter().zip(r[1..].chunks_exact(4)) {
+                let mut one = Vec::with_capacity(5);
+                one.push(r[0]);
+                one.extend_from_slice(full);
+                let _ = w.tx.send(Ok((spec.expand)(one, w.n, p)));
             }
         }
         Ok(r) => {

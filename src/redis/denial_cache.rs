@@ -7,9 +7,10 @@
 //! than Redis's own: the cache never refuses a call that Redis, with no other change to the key
 //! meanwhile, would admit. Other processes can only take more (which makes Redis's denial
 //! longer, never shorter), with one exception: a refund by another process (a cancelled GCRA
-//! reservation) or a reset of the key (`DEL`) can make a permit available before the cached
+//! reservation, a reward) or a reset of the key (`DEL`) can make a permit available before the cached
 //! `retry_after`, and the cache goes on refusing until then. This process's own cancels forget
-//! the key's entry.
+//! the key's entry; its own blocks, penalties and rewards (GCRA) replace it with the one-permit
+//! denial their reply states, or forget it if the reply leaves a permit.
 //!
 //! Only single-permit denials are cached and only single-permit calls answered: for `n = 1`,
 //! `remaining` is 0 for as long as the denial lasts, so the reply is exact: `remaining` 0,

@@ -1,19 +1,34 @@
 -- GCRA on one string key holding the theoretical arrival time (TAT, integer microseconds since
--- the Unix epoch). A missing key, or any TAT <= now, is a full bucket.
+-- the Unix epoch), and, only while the key has any, its holes (below). A missing key, or any
+-- TAT <= now, is a full bucket.
 -- KEYS[1]: the state key.
--- ARGV: op ('check' | 'batch' | 'reserve' | 'cancel'), burst b, interval T (us), then
+-- ARGV: op, burst b, interval T (us), then
 --   check:   n;  batch: m, n_1 .. n_m;  reserve: n, max_wait (us, or -1 for none);
---   cancel:  n, the reservation's TAT, its cost (us).
+--   cancel:  n (unused), the reservation's end, its cost (us);
+--   block:   the block's length (us);  penalize, reward: n.
 -- Replies (all integers):
---   check:   {now, e} (e below)
---   batch:   {now, e_1 .. e_m}: the checks n_1 .. n_m one after another at the same instant,
---             one write at the end
+--   check:   {now, e} (e below) on a key without holes; {now, status, remaining, retry_after or
+--             -1, reset_after} (status 1 allowed, 0 denied, 2 never: over the burst or past the
+--             end of time) on a key with holes, or one near the end of time
+--   batch:   {now, e_1 .. e_m}, or {now, then the four fields after now of each check} where a
+--             check would reply in full: the checks n_1 .. n_m one after another at the same
+--             instant, one write at the end
 --   reserve: {now, status (1 reserved, 0 wait over max_wait, 3 past the representable range),
---             wait, new TAT}
---   cancel:  {now, 1 if refunded else 0}
--- Kept cheap (it runs once per decision): three redis.call at most (TIME, GET, SET), numbers
--- passed to redis.call as they are (Redis writes integers below 2^53 exactly), no closures on
--- the check path, two-element replies.
+--             wait, the reservation's end}, and the TAT fifth if it was placed in a hole
+--   cancel:  {now, 1 if anything was given back else 0}
+--   block, penalize, reward: {now, status, remaining, retry_after or -1, reset_after}: status
+--             and retry_after of a one-permit check, remaining and reset_after of a peek, on
+--             the state the change left (taking nothing)
+-- Kept cheap on a key without holes (almost every key, almost every call): three redis.call at
+-- most (TIME, GET, SET), numbers passed to redis.call as they are (Redis writes integers below
+-- 2^53 exactly), no closures on the check path, two-element replies.
+--
+-- Holes (src/algorithm/gcra/holes.rs, the in-process rule this mirrors): stretches (s, e] of
+-- the schedule, below the TAT, given back by cancelled reservations that were not the latest;
+-- later checks and reservations are placed in the lowest one that holds them before the TAT.
+-- A key with holes holds "TAT:a1:b1:a2:b2:..." with hole i = (TAT - a_i, TAT - b_i], lowest
+-- first (a1 > b1 > a2 > ... >= 0: sorted, disjoint, not touching, none above the TAT), each
+-- number written with %d. It expires with the TAT (every hole lies below it).
 local key = KEYS[1]
 local op = ARGV[1]
 local b = tonumber(ARGV[2])
@@ -21,12 +36,18 @@ local T = tonumber(ARGV[3])
 local tau = T * b
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
+-- The end of time in us: floor(MAX_NANOS / 1000), the in-process limiter's end, to the us.
+-- Every sum formed below stays under 2^53 (tau <= 2^51, lengths and now far below).
+local MAXT = 4611686018427387
 local tat = 0
 local v = redis.call('GET', key)
+local holey = false
 if v then
   tat = tonumber(v)
+  if not tat then
+    holey = true -- holes: decoded off the hot path, below
   -- Only a TAT this script wrote: a whole number of microseconds, exact in a double.
-  if not tat or tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
+  elseif tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
     return redis.error_reply('tollgate: the state key holds a value tollgate did not write')
   end
 end
@@ -34,89 +55,399 @@ end
 -- check and batch reply, per check, e >= 0: the debt (TAT - now, at least 0) after it (admitted,
 -- a peek, or more than the burst), or e < 0: denied, with debt -1 - e. The client computes
 -- status, remaining and retry_after from e, n, b and T (gcra.rs, `expand`): a shorter reply
--- costs Redis less.
-if op == 'check' then
-  local n = tonumber(ARGV[4])
-  local debt = tat - now
-  if debt < 0 then
-    debt = 0
-  end
-  if n > 0 and n <= b then
-    local new_debt = debt + n * T
-    if new_debt > tau then
-      return {now, -1 - debt}
+-- costs Redis less. A key with holes, or one whose TAT is so far ahead that a check could pass
+-- the end of time, goes the general way below.
+if not holey and tat <= MAXT - tau then
+  if op == 'check' then
+    local n = tonumber(ARGV[4])
+    local debt = tat - now
+    if debt < 0 then
+      debt = 0
     end
-    redis.call('SET', key, now + new_debt, 'PXAT', ceil_ms(now + new_debt))
-    return {now, new_debt}
-  end
-  return {now, debt}
-elseif op == 'batch' then
-  local m = tonumber(ARGV[4])
-  local debt = tat - now
-  if debt < 0 then
-    debt = 0
-  end
-  local wrote = false
-  local reply = {now}
-  for i = 1, m do
-    local n = tonumber(ARGV[4 + i])
-    local e = debt
     if n > 0 and n <= b then
       local new_debt = debt + n * T
       if new_debt > tau then
-        e = -1 - debt
-      else
-        debt = new_debt
-        e = debt
-        wrote = true
+        return {now, -1 - debt}
+      end
+      redis.call('SET', key, now + new_debt, 'PXAT', ceil_ms(now + new_debt))
+      return {now, new_debt}
+    end
+    return {now, debt}
+  elseif op == 'batch' then
+    local m = tonumber(ARGV[4])
+    local debt = tat - now
+    if debt < 0 then
+      debt = 0
+    end
+    local wrote = false
+    local reply = {now}
+    for i = 1, m do
+      local n = tonumber(ARGV[4 + i])
+      local e = debt
+      if n > 0 and n <= b then
+        local new_debt = debt + n * T
+        if new_debt > tau then
+          e = -1 - debt
+        else
+          debt = new_debt
+          e = debt
+          wrote = true
+        end
+      end
+      reply[i + 1] = e
+    end
+    if wrote then
+      redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))
+    end
+    return reply
+  elseif op == 'reserve' then
+    local n = tonumber(ARGV[4])
+    local max_wait = tonumber(ARGV[5])
+    if n == 0 then
+      return {now, 1, 0, tat}
+    end
+    local new_tat = math.max(tat, now) + n * T
+    if new_tat > MAXT then
+      return {now, 3, 0, 0}
+    end
+    local wait = math.max(new_tat - tau - now, 0)
+    if max_wait >= 0 and wait > max_wait then
+      return {now, 0, wait, 0}
+    end
+    redis.call('SET', key, new_tat, 'PXAT', ceil_ms(new_tat))
+    return {now, 1, wait, new_tat}
+  end
+end
+
+-- The general way: every op on a key with holes, cancels and adjustments on every key. The
+-- holes are a flat list H = {s1, e1, s2, e2, ...} in absolute microseconds.
+local H = {}
+local bad = 'tollgate: the state key holds a value tollgate did not write'
+if holey then
+  if string.find(v, '[^%d:]') or string.find(v, '::') or not string.find(v, '^%d.*%d$') then
+    return redis.error_reply(bad)
+  end
+  local first = true
+  local prev = nil
+  for d in string.gmatch(v, '%d+') do
+    local x = tonumber(d)
+    if x >= 9007199254740992 then
+      return redis.error_reply(bad)
+    end
+    if first then
+      tat, first = x, false
+    else
+      -- Offsets strictly decreasing (a1 > b1 > a2 > ...), none above the TAT.
+      if x > tat or (prev and x >= prev) then
+        return redis.error_reply(bad)
+      end
+      H[#H + 1] = tat - x
+      prev = x
+    end
+  end
+  if #H == 0 or #H % 2 ~= 0 then
+    return redis.error_reply(bad)
+  end
+end
+local tat0, count0 = tat, #H
+
+-- The most holes a key keeps on Redis (a bound on the value's size and the script's work): a
+-- cancel that would make one more gives nothing back, which can only refuse, never admit.
+local MAX_HOLES = 64
+
+-- Drops the holes that end by now (nothing can be placed below now): a prefix, as they are
+-- sorted.
+local function prune()
+  local k = 1
+  while k < #H and H[k + 1] <= now do
+    k = k + 2
+  end
+  if k > 1 then
+    local kept = {}
+    for i = k, #H do
+      kept[#kept + 1] = H[i]
+    end
+    H = kept
+  end
+end
+
+-- The lowest position s >= now with (s, s + len] inside a hole, and the hole's index.
+local function place(len)
+  for i = 1, #H, 2 do
+    local s = math.max(H[i], now)
+    if H[i + 1] - s >= len then
+      return i, s
+    end
+  end
+  return nil
+end
+
+-- The earliest instant >= now at which (s, s + len] fits in a hole within [at, at + tau].
+local function earliest_fit(len)
+  for i = 1, #H, 2 do
+    local at = math.max(now, H[i] + len - tau)
+    if H[i + 1] - math.max(H[i], at) >= len then
+      return at
+    end
+  end
+  return nil
+end
+
+-- Takes (s, s + len] out of hole i (from place); keeps what is left on either side.
+local function take(i, s, len)
+  local start, stop = H[i], H[i + 1]
+  local parts = {}
+  if s > start then
+    parts[#parts + 1] = start
+    parts[#parts + 1] = s
+  end
+  if stop > s + len then
+    parts[#parts + 1] = s + len
+    parts[#parts + 1] = stop
+  end
+  local out = {}
+  for j = 1, i - 1 do
+    out[#out + 1] = H[j]
+  end
+  for j = 1, #parts do
+    out[#out + 1] = parts[j]
+  end
+  for j = i + 2, #H do
+    out[#out + 1] = H[j]
+  end
+  H = out
+end
+
+-- Adds the free stretch (start, stop], merging it with the holes it touches.
+local function give(start, stop)
+  if stop <= start then
+    return
+  end
+  local out = {}
+  local i = 1
+  while i < #H and H[i + 1] < start do
+    out[#out + 1] = H[i]
+    out[#out + 1] = H[i + 1]
+    i = i + 2
+  end
+  local lo, hi = start, stop
+  while i < #H and H[i] <= hi do
+    lo = math.min(lo, H[i])
+    hi = math.max(hi, H[i + 1])
+    i = i + 2
+  end
+  out[#out + 1] = lo
+  out[#out + 1] = hi
+  for j = i, #H do
+    out[#out + 1] = H[j]
+  end
+  H = out
+end
+
+-- Whole intervals free in [now, now + tau] behind a tail (>= now), holes not counted.
+local function free(tail)
+  local d = tail - now
+  if d >= tau then
+    return 0
+  end
+  return idiv(tau - d, T)
+end
+
+-- Whole intervals free inside holes within [now, now + tau].
+local function slots()
+  local h = now + tau
+  local sum = 0
+  for i = 1, #H, 2 do
+    local a = math.max(H[i], now)
+    local e = math.min(H[i + 1], h)
+    if e > a then
+      sum = sum + idiv(e - a, T)
+    end
+  end
+  return sum
+end
+
+-- One check of n at now, as the in-process check_holey: status (1 allowed, 0 denied, 2 never),
+-- remaining, retry_after (-1 if none), reset_after. With commit, what it takes is taken (a
+-- hole's stretch, or the TAT moved); without, the state is left alone and only status and
+-- retry_after are meaningful.
+local function decide(n, commit)
+  local base = math.max(tat, now)
+  local status, tail, retry = 1, base, -1
+  local new_tat = nil
+  local never = false
+  if n > b then
+    status = 2
+  elseif n > 0 then
+    local len = n * T
+    local new = base + len
+    if new > MAXT then
+      status, never = 2, true
+    elseif new - tau <= now then
+      tail, new_tat = new, new
+    else
+      status, retry = 0, new - tau - now
+    end
+    local i, s = place(len)
+    if i and s + len <= now + tau then
+      status, tail, retry, new_tat, never = 1, base, -1, nil, false
+      if commit then
+        take(i, s, len)
+      end
+    elseif status == 0 then
+      local at = earliest_fit(len)
+      if at and at - now < retry then
+        retry = at - now
       end
     end
-    reply[i + 1] = e
   end
-  if wrote then
-    redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))
+  if commit and new_tat then
+    tat = new_tat
   end
+  if never then
+    return 2, 0, -1, tail - now
+  end
+  return status, math.min(free(tail) + slots(), b), retry, tail - now
+end
+
+-- Writes the state back if it changed: nothing once the TAT is past (every hole lies below
+-- it), the bare TAT without holes (as the hot path writes it), else the encoding above.
+local function save()
+  if tat <= now then
+    if v then
+      redis.call('DEL', key)
+    end
+    return
+  end
+  prune()
+  if #H == 0 then
+    if holey or tat ~= tat0 then
+      redis.call('SET', key, tat, 'PXAT', ceil_ms(tat))
+    end
+    return
+  end
+  local parts = {fmt(tat)}
+  for i = 1, #H do
+    parts[i + 1] = fmt(tat - H[i])
+  end
+  local s = table.concat(parts, ':')
+  if s ~= v then
+    redis.call('SET', key, s, 'PXAT', ceil_ms(tat))
+  end
+end
+
+prune()
+if op == 'check' then
+  local st, rem, retry, reset = decide(tonumber(ARGV[4]), true)
+  save()
+  return {now, st, rem, retry, reset}
+elseif op == 'batch' then
+  local m = tonumber(ARGV[4])
+  local reply = {now}
+  for i = 1, m do
+    local st, rem, retry, reset = decide(tonumber(ARGV[4 + i]), true)
+    reply[#reply + 1] = st
+    reply[#reply + 1] = rem
+    reply[#reply + 1] = retry
+    reply[#reply + 1] = reset
+  end
+  save()
   return reply
-end
-
-local base = math.max(tat, now)
-
--- Stores a TAT with its expiry: the state carries no information once TAT <= now.
-local function store(v)
-  if v > now then
-    redis.call('SET', key, v, 'PXAT', ceil_ms(v))
-  else
-    redis.call('DEL', key)
-  end
-end
-
-local n = tonumber(ARGV[4])
-if op == 'reserve' then
+elseif op == 'reserve' then
+  -- As the in-process reserve_holey: the lowest hole that holds the whole stretch, else the
+  -- tail (a hole below the tail is ready no later than the tail).
+  local n = tonumber(ARGV[4])
   local max_wait = tonumber(ARGV[5])
   if n == 0 then
     return {now, 1, 0, tat}
   end
-  local new_tat = base + n * T
-  if new_tat > 4503599627370496 then -- 2^52: past it, sums would stop being exact
-    return {now, 3, 0, 0}
+  local len = n * T
+  local i, s = place(len)
+  local stop = nil
+  if i then
+    stop = s + len
+  else
+    stop = math.max(tat, now) + len
+    if stop > MAXT then
+      return {now, 3, 0, 0}
+    end
   end
-  local wait = math.max(new_tat - tau - now, 0)
+  local wait = math.max(stop - tau - now, 0)
   if max_wait >= 0 and wait > max_wait then
     return {now, 0, wait, 0}
   end
-  store(new_tat)
-  return {now, 1, wait, new_tat}
-elseif op == 'cancel' then
-  -- Gives back a reservation whose permits were not used: if it is still the latest, the TAT
-  -- moves back over it (undoing it exactly, even if it was ready at once), unless its stretch
-  -- is already in the past. An earlier one gives nothing back: lowering the TAT under a later
-  -- reservation would hand that slot out twice.
-  local r_tat = tonumber(ARGV[5])
-  local cost = tonumber(ARGV[6])
-  if cost > 0 and tat == r_tat and r_tat > now then
-    store(r_tat - cost)
-    return {now, 1}
+  if i then
+    take(i, s, len)
+    save()
+    return {now, 1, wait, stop, tat}
   end
-  return {now, 0}
+  tat = stop
+  save()
+  return {now, 1, wait, stop}
+elseif op == 'cancel' then
+  -- As the in-process refund: the latest reservation moves the TAT back over it (and over the
+  -- holes that end where it started); an earlier one's part at or after now becomes a hole.
+  -- Nothing once its stretch is in the past; only what lies below the TAT once a reward moved
+  -- the TAT below its end.
+  local stop = tonumber(ARGV[5])
+  local cost = tonumber(ARGV[6])
+  local start = stop - cost
+  if cost <= 0 or stop <= now then
+    return {now, 0}
+  end
+  if tat == stop then
+    tat = start
+    while #H > 0 and H[#H] == tat do
+      tat = H[#H - 1]
+      H[#H] = nil
+      H[#H] = nil
+    end
+  else
+    local lo, hi = math.max(start, now), math.min(stop, tat)
+    if hi <= lo then
+      return {now, 0}
+    end
+    local before = H
+    give(lo, hi)
+    if #H > 2 * MAX_HOLES then
+      H = before
+      return {now, 0}
+    end
+  end
+  save()
+  return {now, 1}
 end
-return redis.error_reply('tollgate: unknown op')
+
+-- Adjustments, as the in-process adjust_holey: block until u: tat = max(tat, u + tau - T),
+-- clearing the holes; penalize n: tat = max(tat, now) + n*T, holes kept; reward n: tat =
+-- max(tat - n*T, now) when tat > now, dropping what the lowered TAT passes. Saturating at the
+-- end of time (refused for good, as in process).
+local x = tonumber(ARGV[4])
+if op == 'block' then
+  if x > 0 then
+    tat = math.max(tat, math.min(now + x + tau - T, MAXT))
+    H = {}
+  end
+elseif op == 'penalize' then
+  if x > 0 then
+    tat = math.min(math.max(tat, now) + x * T, MAXT)
+  end
+elseif op == 'reward' then
+  if tat > now then
+    tat = math.max(tat - x * T, now)
+    -- Cut the holes at the new TAT: drop those at or past it, shorten one across it.
+    while #H > 0 and H[#H - 1] >= tat do
+      H[#H] = nil
+      H[#H] = nil
+    end
+    if #H > 0 and H[#H] > tat then
+      H[#H] = tat
+    end
+  end
+else
+  return redis.error_reply('tollgate: unknown op')
+end
+save()
+local _, rem, _, reset = decide(0, false)
+local st, _, retry = decide(1, false)
+return {now, st, rem, retry, reset}

@@ -1,6 +1,9 @@
 //! GCRA on Redis: one string key holding the integer TAT in microseconds, expiring when the
-//! bucket is full again. The methods only GCRA has (redis-cell's `throttle`, reservations)
-//! are in `super` and `super::reservation`.
+//! bucket is full again; while the key has holes (stretches given back by reservations
+//! cancelled out of order, the in-process rule of `algorithm::gcra::holes`), the same value
+//! carries them after the TAT (`gcra.lua`). The methods only GCRA has (redis-cell's
+//! `throttle`, reservations, blocks, penalties and rewards) are in `super`,
+//! `super::reservation` and `super::gcra_penalties`.
 
 use super::algorithm::{clamp_i64, script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
@@ -25,7 +28,9 @@ impl RedisAlgorithm for Gcra {
 /// at least 0) after the check (admitted, a peek, or over the burst), `e < 0` a denial with
 /// debt `-1 - e`. The rest follows from `n`, `b` and `T` exactly as the script would compute it
 /// (two fewer reply elements cost Redis measurably less per call). Another shape is returned
-/// as it is, for the parser to reject.
+/// as it is: the full five-element reply (a key with holes, whose `remaining` and
+/// `retry_after` the debt alone does not give) for the parser to read, anything else for it to
+/// reject.
 pub(crate) fn expand(reply: Vec<i64>, n: i64, p: Params) -> Vec<i64> {
     let &[now, e] = reply.as_slice() else {
         return reply;

@@ -1,8 +1,8 @@
 //! GCRA reservations on Redis: reserve in one script call, sleep on the local timer until the
 //! reservation is ready, and cancel if the waiter goes away first. A cancel is decided inside
-//! the script: the latest reservation on its key is undone exactly; an earlier one gives
-//! nothing back (the in-process limiter keeps such a stretch as a hole for later arrivals;
-//! on Redis those permits are lost, which can only under-admit).
+//! the script by the in-process rule: the latest reservation on its key is undone exactly; an
+//! earlier one's future part becomes a hole that later arrivals fill, lowest first, kept in
+//! the key's one value (`gcra.lua`).
 //!
 //! Cancel safety: the reserve call runs in its own task, so a waiter dropped while the call is
 //! in flight still learns what was reserved and cancels it; a waiter dropped while sleeping
@@ -29,8 +29,11 @@ use crate::Gcra;
 pub(crate) struct Ticket {
     state_key: String,
     params: Params,
-    /// The TAT this reservation stored (µs).
-    new_tat: u64,
+    /// The end of this reservation's stretch on the schedule (µs): the TAT it stored, or a
+    /// position below it if it was placed in a hole.
+    end: u64,
+    /// The schedule's end (the key's TAT) once it was booked (µs).
+    tail: u64,
     /// `n * T` (µs).
     cost: u64,
     /// The wait Redis computed, from `server_time`.
@@ -44,11 +47,12 @@ impl Ticket {
     /// The decision as the key stands when this reservation is ready, counting it and every
     /// reservation made before it (later ones are not in the reply): the fields the script's
     /// `check` reports for a grant, `remaining = min((tau - debt) / T, b)` and
-    /// `reset_after = debt`, with the debt `new_tat - ready` in whole microseconds.
+    /// `reset_after = debt`, with the debt `tail - ready` in whole microseconds (for a
+    /// reservation placed in a hole, the whole schedule's: conservative).
     pub(crate) fn granted(&self) -> Decision {
         let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         let debt = self
-            .new_tat
+            .tail
             .saturating_sub(us(self.server_time).saturating_add(us(self.wait)));
         let (b, t) = (self.params.limit, self.params.span_us.max(1));
         let tau = b.saturating_mul(t);
@@ -153,8 +157,11 @@ fn parse(
     cost: u64,
 ) -> Result<Ticket, RedisLimitError> {
     let bad = || RedisLimitError::UnexpectedReply(format!("{reply:?}"));
-    let &[now, status, wait, new_tat] = reply else {
-        return Err(bad());
+    // `{now, status, wait, end}`, and the TAT after it when the reservation went into a hole.
+    let (now, status, wait, end, tail) = match *reply {
+        [now, status, wait, end] => (now, status, wait, end, end),
+        [now, status, wait, end, tail] => (now, status, wait, end, tail),
+        _ => return Err(bad()),
     };
     let us = |v: i64| u64::try_from(v).map_err(|_| bad());
     let wait = Duration::from_micros(us(wait)?);
@@ -162,7 +169,8 @@ fn parse(
         1 => Ok(Ticket {
             state_key,
             params,
-            new_tat: us(new_tat)?,
+            end: us(end)?,
+            tail: us(tail)?,
             // n = 0 reserves nothing and has nothing to give back (its cost is 0).
             cost,
             wait,
@@ -210,14 +218,15 @@ impl Drop for InFlight {
     }
 }
 
-/// Gives the reservation back if it is still the latest and its stretch is not all in the past
-/// (decided by the script on the server's clock). Returns whether it was refunded.
+/// Gives the reservation's future back (decided by the script on the server's clock, by the
+/// in-process rule): the latest is undone, an earlier one becomes a hole. Returns whether
+/// anything was given back.
 pub(crate) async fn cancel(shared: &Shared, t: &Ticket) -> Result<bool, Failure> {
     let args = [
         clamp_i64(t.params.limit),
         clamp_i64(t.params.span_us),
         0,
-        clamp_i64(t.new_tat),
+        clamp_i64(t.end),
         clamp_i64(t.cost),
     ];
     let reply = shared
@@ -317,10 +326,13 @@ impl RedisReservation {
         sleep_until_ready(&self.shared, self.ticket).await
     }
 
-    /// Gives the permits back (call it only if you did not and will not use them): if this is
-    /// still the latest reservation on its key, it is undone exactly, even if it was ready at
-    /// once; an earlier one, or one whose stretch is all in the past (judged on the server's
-    /// clock), gives nothing back. Returns whether the permits were given back.
+    /// Gives the permits back (call it only if you did not and will not use them), by the
+    /// in-process rule (the guide's Semantics page): if this is still the latest reservation
+    /// on its key, it is undone exactly, even if it was ready at once; an earlier one's part
+    /// not yet in the past becomes a *hole* that later checks and reservations on the key, in
+    /// every process, fill lowest first. One whose stretch is all in the past (judged on the
+    /// server's clock) gives nothing back, nor does one that would make a key's 65th hole
+    /// (Redis keeps at most 64 per key). Returns whether anything was given back.
     ///
     /// # Errors
     /// [`RedisLimitError::Timeout`] or [`RedisLimitError::Unavailable`] if Redis did not answer (the
