@@ -348,28 +348,6 @@ async fn state_key_with_names_the_per_call_state() {
     ));
 }
 
-/// GCRA's script has no adjustments yet: a typed refusal, nothing written.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gcra_adjustments_are_refused_typed() {
-    let server = RedisServer::start();
-    let l = RedisRateLimiter::builder(Quota::per_second(10).unwrap())
-        .deadline(Duration::from_secs(2))
-        .connect(&server.url())
-        .await
-        .unwrap();
-    let unsupported = |r: Result<RedisDecision, RedisLimitError>| {
-        matches!(r, Err(RedisLimitError::Unsupported(_)))
-    };
-    assert!(unsupported(l.block("k", Duration::from_secs(1)).await));
-    assert!(unsupported(l.penalize("k", 1).await));
-    assert!(unsupported(l.reward("k", 1).await));
-    let mut conn = server.conn();
-    assert!(!redis::cmd("EXISTS")
-        .arg(l.state_key("k"))
-        .query::<bool>(&mut conn)
-        .unwrap());
-}
-
 /// A change is not a decision: with Redis down, every policy returns the failure for `reset`,
 /// `block`, `penalize` and `reward`, and a fallback limiter is left as it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

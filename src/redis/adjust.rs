@@ -5,7 +5,7 @@
 //! the server's clock.
 
 use std::sync::LazyLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::algorithm::{clamp_i64, CheckReply, RedisAlgorithm, MAX_SPAN_US};
 use super::client::LuaScript;
@@ -125,9 +125,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # Ok(()) }
     /// ```
     pub async fn reward(&self, key: &str, n: u64) -> Result<RedisDecision, RedisLimitError> {
-        let d = self.adjust(key, "reward", n.min(MAX_SPAN_US)).await;
-        self.shared.hot.forget(&self.state_key(key));
-        d
+        self.adjust(key, "reward", n.min(MAX_SPAN_US)).await
     }
 
     /// Runs the script's `op` with `amount` on `key`'s state under the limiter's quota.
@@ -139,8 +137,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ) -> Result<RedisDecision, RedisLimitError> {
         if !A::spec().adjusts {
             return Err(RedisLimitError::Unsupported(
-                "block, penalize and reward on Redis run on the window algorithms \
-                 (FixedWindow, WeightedWindow, SlidingLog, SlidingWindow), not yet on Gcra",
+                "this algorithm's script has no block, penalize or reward",
             ));
         }
         let p = self.shared.params;
@@ -153,12 +150,17 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             clamp_i64(A::most(p)),
         ];
         let s = &self.shared;
-        let reply = s
-            .backend
-            .eval(&A::spec().script, &state, op, &args)
-            .await
-            .map_err(|f| RedisLimitError::from_failure(f, s.backend.deadline()))?;
+        let sent = Instant::now();
+        let reply = s.backend.eval(&A::spec().script, &state, op, &args).await;
+        // Whatever happened, this process's cached denial of the key may be wrong now.
+        s.hot.forget(&state);
+        let reply = reply.map_err(|f| RedisLimitError::from_failure(f, s.backend.deadline()))?;
         let r = CheckReply::parse(&reply, p.limit)?;
+        if let Some(cache) = &s.hot.cache {
+            // A one-permit denial with nothing left (a block, a penalty) is exactly what a
+            // one-permit check would get now: cache it (`record` keeps nothing else).
+            cache.record(&state, 1, sent, &reply);
+        }
         Ok(RedisDecision {
             decision: r.decision,
             server_time: Some(Duration::from_micros(r.now_us)),

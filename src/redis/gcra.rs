@@ -3,7 +3,7 @@
 //! cancelled out of order, the in-process rule of `algorithm::gcra::holes`), the same value
 //! carries them after the TAT (`gcra.lua`). The methods only GCRA has (redis-cell's
 //! `throttle`, reservations, blocks, penalties and rewards) are in `super`,
-//! `super::reservation` and `super::gcra_penalties`.
+//! `super::reservation` and `super::adjust`.
 
 use super::algorithm::{clamp_i64, script_spec, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
@@ -16,7 +16,7 @@ use crate::Quota;
 impl RedisAlgorithm for Gcra {
     const NAME: &'static str = "gcra";
 
-    script_spec!("gcra.lua", reserves: true, batches: true, with: [], expand: expand);
+    script_spec!("gcra.lua", reserves: true, batches: true, adjusts: true, with: [], expand: expand);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::interval(quota)

@@ -78,7 +78,7 @@ pub struct RedisStats {
 /// `try_acquire_n`, `acquire_async`, `acquire_n_async`, `try_acquire_for_async`,
 /// `try_acquire_n_for_async`, `quota`; with [`Gcra`] also `reserve`, `reserve_n`,
 /// `try_reserve_for`, `try_reserve_n_for` and `throttle`; by hand, `reset` (every algorithm)
-/// and `block`, `penalize`, `reward` (the window algorithms; the guide's
+/// and `block`, `penalize`, `reward` (every algorithm; the guide's
 /// [Penalties](crate::guide::penalties) page). No blocking forms (no blocking I/O) and no
 /// `set_quota` (the quota selects the state keys). Redis's own: `decide`, `decide_n`,
 /// `decide_with`, `decide_n_with` (a decision with the server time), `state_key`,

@@ -96,7 +96,6 @@ mod error;
 mod failure;
 mod fixed_window;
 mod gcra;
-mod gcra_penalties;
 mod hot;
 mod hot_builder;
 mod hot_path;
