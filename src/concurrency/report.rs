@@ -64,10 +64,7 @@ impl<'a> WaitReport<'a> {
         let waited = self.since.map(|t| t.elapsed()).unwrap_or_default();
         #[cfg(not(feature = "metrics"))]
         let waited = std::time::Duration::ZERO;
-        let timed = match &r {
-            Ok(_) => Ok(waited),
-            Err(e) => Err(e.clone()),
-        };
+        let timed = r.as_ref().map(|_| waited).map_err(|e| *e);
         let meter = self.meter;
         self.wait.record_end(&timed);
         counted(meter, r)
