@@ -165,7 +165,7 @@ impl RedisSemaphoreBuilder {
     ///
     /// # Errors
     /// As [`with_connection_manager`](Self::with_connection_manager), and the connection's
-    /// errors ([`RedisLimitError::Redis`], [`RedisLimitError::Timeout`]).
+    /// errors ([`RedisLimitError::Unavailable`], [`RedisLimitError::Timeout`]).
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {

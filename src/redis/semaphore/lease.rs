@@ -174,8 +174,9 @@ impl Lease {
     /// work it protected should stop.
     ///
     /// # Errors
-    /// The Redis failure ([`RedisLimitError::Timeout`], [`RedisLimitError::Redis`]), whatever
-    /// the failure policy: the lease runs on until its expiry.
+    /// The Redis failure ([`RedisLimitError::Timeout`], [`RedisLimitError::Unavailable`],
+    /// [`RedisLimitError::Server`]), whatever the failure policy: the lease runs on until its
+    /// expiry.
     ///
     /// ```
     /// # async fn demo(mut lease: tollgate::redis::Lease) -> Result<(), tollgate::redis::RedisLimitError> {
