@@ -7,19 +7,20 @@
 //! same rounds. With the feature, a limiter built under a no-op recorder (the facade's default
 //! when no exporter is installed) and one under a real recorder (metrics-util's atomic
 //! registry) are measured too.
+//!
+//! The concurrency limiter's uncontended acquire + release too (its in-flight gauge is raised
+//! and lowered on that path), against `tokio::sync::Semaphore`'s in the same rounds.
 
 use std::hint::black_box;
 
-use tollgate::{DefaultClock, Quota, RateLimiter};
+use tollgate::{ConcurrencyLimiter, DefaultClock, Quota, RateLimiter};
 
 mod support;
 use support::rounds::{case, compare, Settings};
 use support::{quick, DirectFloor};
 
 fn main() {
-    let s = Settings {
-        rounds: if quick() { 5 } else { 21 },
-    };
+    let s = Settings::from_args(21);
     let iters = if quick() { 200_000 } else { 2_000_000 };
     let build = if cfg!(feature = "metrics") {
         "with the metrics feature"
@@ -65,4 +66,47 @@ fn main() {
             cases,
         );
     }
+    concurrency(&s, iters, build);
+}
+
+/// `try_acquire` and dropping the permit, uncontended, against tokio's semaphore.
+fn concurrency(s: &Settings, iters: u64, build: &str) {
+    const LIMIT: u32 = 64;
+    let tokio_sem = tokio::sync::Semaphore::new(LIMIT as usize);
+    let plain = ConcurrencyLimiter::builder(LIMIT)
+        .unwrap()
+        .name("bench")
+        .build();
+    #[cfg(feature = "metrics")]
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    #[cfg(feature = "metrics")]
+    let recorded = metrics::with_local_recorder(&recorder, || {
+        ConcurrencyLimiter::builder(LIMIT)
+            .unwrap()
+            .name("bench")
+            .build()
+    });
+    #[allow(unused_mut)]
+    let mut cases = vec![
+        case("tokio Semaphore", |_| {
+            let p = black_box(&tokio_sem).try_acquire();
+            black_box(&p);
+        }),
+        case("tollgate ConcurrencyLimiter (no recorder)", |_| {
+            let p = black_box(&plain).try_acquire();
+            black_box(&p);
+        }),
+    ];
+    #[cfg(feature = "metrics")]
+    cases.push(case("tollgate ConcurrencyLimiter (atomic recorder)", |_| {
+        let p = black_box(&recorded).try_acquire();
+        black_box(&p);
+    }));
+    compare(
+        &format!("concurrency try_acquire + release, uncontended, {build}"),
+        s,
+        iters,
+        &["tokio Semaphore"],
+        cases,
+    );
 }

@@ -13,6 +13,7 @@ bin() {
 off="$(mktemp)"; on="$(mktemp)"
 cp "$(bin)" "$off"
 cp "$(bin --features metrics)" "$on"
+chmod +x "$off" "$on" # mktemp makes them 0600: cp keeps that mode
 for _ in 1 2 3; do
     "$off" --bench "$@"
     "$on" --bench "$@"

@@ -1,11 +1,13 @@
 //! A small axum API with two stacked limits: per client IP on everything (stricter on
-//! `POST /login`), and per API key on `/api/*`.
+//! `POST /login`), and per API key on `/api/*`; and its metrics at `/metrics`, in Prometheus'
+//! text format (`metrics-exporter-prometheus`), labelled with the policies' names.
 //!
 //! ```sh
 //! cargo run --release -p tollgate-http-tests --example axum_server   # listens on 127.0.0.1:3000
 //! curl -i http://127.0.0.1:3000/
 //! curl -i -H 'x-api-key: demo' http://127.0.0.1:3000/api/items
 //! for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code} ' -X POST http://127.0.0.1:3000/login; done
+//! curl -s http://127.0.0.1:3000/metrics | grep '^tollgate'
 //! ```
 //!
 //! `PORT=8080` picks another port. Only the loopback address is used.
@@ -14,11 +16,16 @@ use std::net::SocketAddr;
 
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusBuilder;
 use tollgate::http::{HeaderKey, HeaderName, OnKeyError, PeerIp, RateLimitLayer, StatusCode};
 use tollgate::Quota;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The exporter first: a limiter registers its series with the recorder installed when it
+    // is built, so layers built before this line would report nothing.
+    let prometheus = PrometheusBuilder::new().install_recorder()?;
+
     // Every route: 60 requests per minute per client IP (IPv6 clients by /64), and 5 login
     // attempts per minute. The client is the TCP peer: behind a reverse proxy use
     // `ClientIp::trusted_proxies([...])` instead.
@@ -47,7 +54,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             post(|| async { (StatusCode::UNAUTHORIZED, "bad password\n") }),
         )
         .merge(api)
-        .layer(per_ip);
+        .layer(per_ip)
+        // Added after `layer`, so not limited: the scraper is never refused.
+        .route(
+            "/metrics",
+            get(move || std::future::ready(prometheus.render())),
+        );
 
     let port: u16 = std::env::var("PORT")
         .ok()

@@ -226,8 +226,8 @@ pub use clock::{
 };
 pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use concurrency::{
-    ConcurrencyError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedConcurrencyLimiterBuilder,
-    OwnedPermit, Permit,
+    ConcurrencyError, ConcurrencyLimiter, ConcurrencyLimiterBuilder, KeyedConcurrencyLimiter,
+    KeyedConcurrencyLimiterBuilder, OwnedPermit, Permit,
 };
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};

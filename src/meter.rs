@@ -26,6 +26,10 @@ pub mod names {
     pub const WAIT_SECONDS: &str = "tollgate_wait_seconds";
     /// Gauge: keys a keyed limiter tracks, labelled `limiter` (set by each sweep).
     pub const KEYS: &str = "tollgate_keys";
+    /// Gauge: permits held now, labelled `limiter` (the concurrency limiters: raised on every
+    /// grant, lowered on every release; summed over the keys of a keyed limiter; for
+    /// `RedisSemaphore`, the leases this process holds).
+    pub const IN_FLIGHT: &str = "tollgate_in_flight";
     /// Counter: sweeps run, labelled `limiter`.
     pub const SWEEPS: &str = "tollgate_sweeps_total";
     /// Counter: keys evicted by sweeps, labelled `limiter`.
@@ -76,6 +80,9 @@ pub mod names {
     pub const OUTCOME_DENIED: &str = "denied";
     /// Outcome: more permits than the burst, never grantable at once.
     pub const OUTCOME_EXCEEDS_BURST: &str = "exceeds_burst";
+    /// Outcome: a concurrency limiter had no permit free (`AcquireError::AtCapacity`; for
+    /// `RedisSemaphore`, no lease free before the call's timeout).
+    pub const OUTCOME_AT_CAPACITY: &str = "at_capacity";
     /// Outcome: refused because granting would pass the end of the limiter's time.
     pub const OUTCOME_UNREPRESENTABLE: &str = "unrepresentable";
     /// The `limiter` label of a limiter built without a name.
@@ -89,6 +96,7 @@ pub(crate) enum Outcome {
     Denied,
     ExceedsBurst,
     Unrepresentable,
+    AtCapacity,
 }
 
 impl Outcome {
@@ -100,6 +108,7 @@ impl Outcome {
             Outcome::Denied => names::OUTCOME_DENIED,
             Outcome::ExceedsBurst => names::OUTCOME_EXCEEDS_BURST,
             Outcome::Unrepresentable => names::OUTCOME_UNREPRESENTABLE,
+            Outcome::AtCapacity => names::OUTCOME_AT_CAPACITY,
         }
     }
 
@@ -108,6 +117,7 @@ impl Outcome {
         match e {
             crate::AcquireError::ExceedsBurst { .. } => Outcome::ExceedsBurst,
             crate::AcquireError::Unrepresentable { .. } => Outcome::Unrepresentable,
+            crate::AcquireError::AtCapacity { .. } => Outcome::AtCapacity,
             _ => Outcome::Denied,
         }
     }
@@ -147,13 +157,33 @@ impl Meter {
     /// A meter labelled `name` (or [`UNNAMED`](names::UNNAMED)), registering its handles with
     /// the recorder installed now.
     pub(crate) fn new(name: Option<Arc<str>>) -> Meter {
+        Meter::of(name, false)
+    }
+
+    /// A concurrency limiter's meter: its refusals are `at_capacity`, and it has an in-flight
+    /// gauge (a rate limiter's meter registers neither series).
+    pub(crate) fn concurrency(name: Option<Arc<str>>) -> Meter {
+        Meter::of(name, true)
+    }
+
+    fn of(name: Option<Arc<str>>, concurrency: bool) -> Meter {
+        #[cfg(not(feature = "metrics"))]
+        let _ = concurrency;
         Meter {
             #[cfg(feature = "metrics")]
             handles: Some(Arc::new(handles::Handles::register(
                 name.as_deref().unwrap_or(names::UNNAMED),
+                concurrency,
             ))),
             name,
         }
+    }
+
+    /// The in-flight gauge (a concurrency limiter's; a no-op handle on a rate limiter's).
+    #[cfg(feature = "metrics")]
+    #[inline(always)]
+    pub(crate) fn in_flight(&self) -> Option<&metrics::Gauge> {
+        self.handles.as_deref().map(|h| &h.in_flight)
     }
 
     /// The limiter's name, if it was given one.
@@ -337,26 +367,43 @@ mod handles {
         denied: Counter,
         exceeds_burst: Counter,
         unrepresentable: Counter,
+        at_capacity: Counter,
         permits: Counter,
         waits: [Counter; 4],
         wait_seconds: Histogram,
         keys: Gauge,
+        pub(super) in_flight: Gauge,
         sweeps: Counter,
         evicted: Counter,
         sweep_pause: Histogram,
     }
 
     impl Handles {
-        pub(super) fn register(name: &str) -> Handles {
+        /// The handles of a rate limiter, or (`concurrency`) of a concurrency limiter: each
+        /// registers only the series it can move, so an exporter lists no series that stays
+        /// zero by construction.
+        pub(super) fn register(name: &str, concurrency: bool) -> Handles {
             let name = name.to_owned();
             let decision = |outcome: &'static str| counter!(DECISIONS, LIMITER => name.clone(), OUTCOME => outcome);
+            let rate = |outcome: &'static str| {
+                if concurrency {
+                    Counter::noop()
+                } else {
+                    decision(outcome)
+                }
+            };
             let wait =
                 |event: &'static str| counter!(WAITS, LIMITER => name.clone(), EVENT => event);
             Handles {
                 allowed: decision(OUTCOME_ALLOWED),
-                denied: decision(OUTCOME_DENIED),
+                denied: rate(OUTCOME_DENIED),
                 exceeds_burst: decision(OUTCOME_EXCEEDS_BURST),
-                unrepresentable: decision(OUTCOME_UNREPRESENTABLE),
+                unrepresentable: rate(OUTCOME_UNREPRESENTABLE),
+                at_capacity: if concurrency {
+                    decision(OUTCOME_AT_CAPACITY)
+                } else {
+                    Counter::noop()
+                },
                 permits: counter!(PERMITS, LIMITER => name.clone()),
                 waits: [
                     wait("started"),
@@ -366,6 +413,11 @@ mod handles {
                 ],
                 wait_seconds: histogram!(WAIT_SECONDS, LIMITER => name.clone()),
                 keys: gauge!(KEYS, LIMITER => name.clone()),
+                in_flight: if concurrency {
+                    gauge!(IN_FLIGHT, LIMITER => name.clone())
+                } else {
+                    Gauge::noop()
+                },
                 sweeps: counter!(SWEEPS, LIMITER => name.clone()),
                 evicted: counter!(EVICTED, LIMITER => name.clone()),
                 sweep_pause: histogram!(SWEEP_PAUSE_SECONDS, LIMITER => name),
@@ -382,6 +434,7 @@ mod handles {
                 Outcome::Denied => self.denied.increment(1),
                 Outcome::ExceedsBurst => self.exceeds_burst.increment(1),
                 Outcome::Unrepresentable => self.unrepresentable.increment(1),
+                Outcome::AtCapacity => self.at_capacity.increment(1),
             }
         }
 

@@ -7,8 +7,14 @@ use std::time::Duration;
 use crate::cell::semaphore::{SemCell, Take, MAX_LIMIT};
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
+use crate::concurrency::report::{self, WaitReport};
 use crate::concurrency::wait::{self, at_capacity, begin, Step};
+use crate::meter::Meter;
 use crate::outcome::AcquireError;
+
+mod builder;
+
+pub use builder::ConcurrencyLimiterBuilder;
 
 /// At most `limit` permits in flight at once: a semaphore on the crate's
 /// [method grid](crate#the-method-grid), whose permits are guards given back when dropped.
@@ -37,6 +43,7 @@ use crate::outcome::AcquireError;
 /// ```
 pub struct ConcurrencyLimiter {
     cell: SemCell,
+    meter: Meter,
 }
 
 impl ConcurrencyLimiter {
@@ -56,9 +63,39 @@ impl ConcurrencyLimiter {
     /// # Ok::<(), tollgate::ConcurrencyError>(())
     /// ```
     pub fn new(limit: u32) -> Result<ConcurrencyLimiter, ConcurrencyError> {
-        Ok(ConcurrencyLimiter {
-            cell: SemCell::new(check_limit(limit)?),
-        })
+        Ok(Self::builder(limit)?.build())
+    }
+
+    /// Configures a limiter of `limit` permits (its [`name`](ConcurrencyLimiterBuilder::name)),
+    /// then `build()`.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new): the limit is checked here, so `build` cannot fail.
+    ///
+    /// ```
+    /// let db = tollgate::ConcurrencyLimiter::builder(10)?.name("db").build();
+    /// assert_eq!((db.limit(), db.name()), (10, Some("db")));
+    /// # Ok::<(), tollgate::ConcurrencyError>(())
+    /// ```
+    pub fn builder(limit: u32) -> Result<ConcurrencyLimiterBuilder, ConcurrencyError> {
+        ConcurrencyLimiterBuilder::new(limit)
+    }
+
+    fn with(limit: u32, meter: Meter) -> ConcurrencyLimiter {
+        ConcurrencyLimiter {
+            cell: SemCell::new(limit),
+            meter,
+        }
+    }
+
+    /// The name given to [`ConcurrencyLimiterBuilder::name`], if any.
+    ///
+    /// ```
+    /// assert_eq!(tollgate::ConcurrencyLimiter::new(1).unwrap().name(), None);
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.meter.name()
     }
 
     /// One permit now, or `None` if none is free (or waiters queued first).
@@ -379,6 +416,11 @@ impl ConcurrencyLimiter {
 
     #[inline(always)]
     fn now(&self, n: u32) -> Result<Held, AcquireError> {
+        report::decided(&self.meter, self.now_uncounted(n), n)
+    }
+
+    #[inline(always)]
+    fn now_uncounted(&self, n: u32) -> Result<Held, AcquireError> {
         if n > 0 {
             if let Take::Granted(_) = self.cell.try_take(n) {
                 return Ok(Held::new(&self.cell, n));
@@ -400,21 +442,31 @@ impl ConcurrencyLimiter {
 
     fn wait(&self, n: u32, timeout: Option<Duration>) -> Result<Held, AcquireError> {
         let queue = timeout.map_or(true, |t| !t.is_zero());
-        match begin(&self.cell, n, queue) {
+        let mut report = WaitReport::new(&self.meter, n);
+        let r = match begin(&self.cell, n, queue) {
             Step::Done(r) => r,
-            Step::Wait(w) => wait::block(w, timeout),
+            Step::Wait(w) => {
+                report.queued();
+                wait::block(w, timeout)
+            }
             Step::Closed => Err(at_capacity(&self.cell)),
-        }
+        };
+        report.end(r)
     }
 
     #[cfg(feature = "tokio")]
     async fn wait_async(&self, n: u32, timeout: Option<Duration>) -> Result<Held, AcquireError> {
         let queue = timeout.map_or(true, |t| !t.is_zero());
-        match begin(&self.cell, n, queue) {
+        let mut report = WaitReport::new(&self.meter, n);
+        let r = match begin(&self.cell, n, queue) {
             Step::Done(r) => r,
-            Step::Wait(w) => wait::wait_async(w, timeout).await,
+            Step::Wait(w) => {
+                report.queued();
+                wait::wait_async(w, timeout).await
+            }
             Step::Closed => Err(at_capacity(&self.cell)),
-        }
+        };
+        report.end(r)
     }
 }
 
@@ -422,6 +474,7 @@ impl fmt::Debug for ConcurrencyLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.cell.state();
         f.debug_struct("ConcurrencyLimiter")
+            .field("name", &self.name())
             .field("limit", &s.limit)
             .field("in_flight", &s.in_flight)
             .field("queued", &s.queued)

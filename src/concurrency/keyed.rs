@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::concurrency::error::ConcurrencyError;
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
+use crate::concurrency::report::{self, WaitReport};
 use crate::concurrency::store::SemStore;
 use crate::concurrency::wait::{self, Step};
 use crate::keyed::DefaultKeyHasher;
@@ -441,6 +442,16 @@ where
         self.store.in_flight(key)
     }
 
+    /// The name given to [`KeyedConcurrencyLimiterBuilder::name`], if any.
+    ///
+    /// ```
+    /// assert_eq!(tollgate::KeyedConcurrencyLimiter::<u32>::new(1).unwrap().name(), None);
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.store.meter.name()
+    }
+
     /// The limit per key.
     ///
     /// ```
@@ -523,7 +534,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.store.try_now(key, n)
+        report::decided(&self.store.meter, self.store.try_now(key, n), n)
     }
 
     fn wait<Q>(&self, key: &Q, n: u32, timeout: Option<Duration>) -> Result<Held, AcquireError>
@@ -532,11 +543,16 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let queue = timeout.map_or(true, |t| !t.is_zero());
-        match self.store.begin(key, n, queue) {
+        let mut report = WaitReport::new(&self.store.meter, n);
+        let r = match self.store.begin(key, n, queue) {
             Step::Done(r) => r,
-            Step::Wait(w) => wait::block(w, timeout),
-            Step::Closed => self.now(key, n),
-        }
+            Step::Wait(w) => {
+                report.queued();
+                wait::block(w, timeout)
+            }
+            Step::Closed => self.store.try_now(key, n),
+        };
+        report.end(r)
     }
 
     #[cfg(feature = "tokio")]
@@ -551,11 +567,16 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let queue = timeout.map_or(true, |t| !t.is_zero());
-        match self.store.begin(key, n, queue) {
+        let mut report = WaitReport::new(&self.store.meter, n);
+        let r = match self.store.begin(key, n, queue) {
             Step::Done(r) => r,
-            Step::Wait(w) => wait::wait_async(w, timeout).await,
-            Step::Closed => self.now(key, n),
-        }
+            Step::Wait(w) => {
+                report.queued();
+                wait::wait_async(w, timeout).await
+            }
+            Step::Closed => self.store.try_now(key, n),
+        };
+        report.end(r)
     }
 }
 
@@ -566,6 +587,7 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedConcurrencyLimiter")
+            .field("name", &self.name())
             .field("limit", &self.limit())
             .field("keys", &self.len())
             .field("sweeper", &self.sweeper.is_some())

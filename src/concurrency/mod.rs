@@ -6,7 +6,8 @@
 //! - `permit`: [`Permit`] and [`OwnedPermit`], the guards that give permits back on drop;
 //! - `wait`: every acquire's steps on a cell (`crate::cell::semaphore`): take now, or queue
 //!   and wait (blocking or async), cancel-safe;
-//! - `direct`: the one-limit limiter;
+//! - `report`: what an acquire reports to the limiter's meter (decision, in-flight gauge, wait);
+//! - `direct` (and its child `builder`): the one-limit limiter;
 //! - `store`: the keyed limiter's table of cells, key cap and sweep of idle keys;
 //! - `keyed` (and its child `builder`): the keyed limiter and its builder.
 
@@ -14,10 +15,11 @@ mod direct;
 mod error;
 mod keyed;
 mod permit;
+mod report;
 mod store;
 mod wait;
 
-pub use direct::ConcurrencyLimiter;
+pub use direct::{ConcurrencyLimiter, ConcurrencyLimiterBuilder};
 pub use error::ConcurrencyError;
 pub use keyed::{KeyedConcurrencyLimiter, KeyedConcurrencyLimiterBuilder};
 pub use permit::{OwnedPermit, Permit};

@@ -58,10 +58,15 @@ pub struct OwnedPermit {
 pub(crate) struct Held {
     cell: Option<NonNull<SemCell>>,
     n: u32,
+    /// The limiter's in-flight gauge, lowered by `n` on release (feature `metrics`). It lives
+    /// in the limiter's meter, which outlives the permits as the cell does (type docs).
+    #[cfg(feature = "metrics")]
+    gauge: Option<NonNull<metrics::Gauge>>,
 }
 
-// SAFETY: a `Held` only calls `SemCell::release` (a `Sync` type's `&self` method) through its
-// pointer, which stays valid while it lives (above); it owns no thread-bound state.
+// SAFETY: a `Held` only calls `SemCell::release` and `Gauge::decrement` (`Sync` types' `&self`
+// methods) through its pointers, which stay valid while it lives (above); it owns no
+// thread-bound state.
 unsafe impl Send for Held {}
 // SAFETY: `&Held` gives access to nothing but `n`.
 unsafe impl Sync for Held {}
@@ -72,16 +77,40 @@ impl Held {
         Held {
             cell: (n > 0).then(|| NonNull::from(cell)),
             n,
+            #[cfg(feature = "metrics")]
+            gauge: None,
         }
     }
 
     /// `n` permits counted nowhere (a key left untracked by a full key cap).
     pub(crate) fn untracked(n: u32) -> Held {
-        Held { cell: None, n }
+        Held {
+            cell: None,
+            n,
+            #[cfg(feature = "metrics")]
+            gauge: None,
+        }
+    }
+
+    /// Counts these permits in `gauge` until they are released. The gauge must outlive the
+    /// permits: the limiter's own meter's (see `gauge`).
+    #[cfg(feature = "metrics")]
+    #[inline(always)]
+    pub(crate) fn counted_in(mut self, gauge: Option<&metrics::Gauge>) -> Held {
+        if let (Some(g), true) = (gauge, self.n > 0) {
+            g.increment(f64::from(self.n));
+            self.gauge = Some(NonNull::from(g));
+        }
+        self
     }
 
     fn forget(&mut self) {
+        // Forgotten permits stay in flight for good, in the cell and in the gauge.
         self.cell = None;
+        #[cfg(feature = "metrics")]
+        {
+            self.gauge = None;
+        }
     }
 }
 
@@ -91,6 +120,11 @@ impl Drop for Held {
         if let Some(cell) = self.cell {
             // SAFETY: the cell outlives the permits (type docs): they are still in flight.
             unsafe { cell.as_ref() }.release(self.n);
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(gauge) = self.gauge {
+            // SAFETY: the gauge outlives the permits (`gauge` docs).
+            unsafe { gauge.as_ref() }.decrement(f64::from(self.n));
         }
     }
 }

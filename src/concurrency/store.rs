@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use crate::cell::semaphore::{SemCell, Take};
 use crate::concurrency::permit::Held;
 use crate::concurrency::wait::{begin, exceeds, Step};
+use crate::meter::Meter;
 use crate::outcome::AcquireError;
 use crate::store::cap::take_slot;
 use crate::store::sweep::{SweepCounters, SweepStats};
@@ -41,6 +42,8 @@ pub(crate) struct SemStore<K, S> {
     /// Serialises whole sweeps (background, `sweep_now`, reclaim at the cap).
     sweep_lock: Mutex<()>,
     counters: SweepCounters,
+    /// The limiter's meter (here, so that sweeps report keys tracked and evictions).
+    pub(crate) meter: Meter,
 }
 
 impl<K, S> SemStore<K, S>
@@ -54,6 +57,7 @@ where
         shards: usize,
         max_keys: usize,
         when_full: WhenFull,
+        meter: Meter,
     ) -> Self {
         SemStore {
             map: ShardedTable::new(hasher, shards),
@@ -63,6 +67,7 @@ where
             slots: AtomicUsize::new(0),
             sweep_lock: Mutex::new(()),
             counters: SweepCounters::default(),
+            meter,
         }
     }
 
@@ -278,6 +283,7 @@ where
             }
         }
         self.counters.record(evicted, started.elapsed(), longest);
+        self.meter.swept(evicted, self.len(), longest);
         evicted
     }
 }

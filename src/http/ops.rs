@@ -36,6 +36,24 @@ pub(crate) struct Ops<K> {
     pub(crate) addr: Option<Box<dyn AddrSource>>,
     /// Whether policies in shadow send rate-limit headers.
     pub(crate) shadow_headers: bool,
+    /// How refusal events show keys (feature `tracing`): `None` unless the builder was told
+    /// `trace_keys(true)`, so keys, which may be personal data, are never logged by default.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) trace_key: Option<KeyFmt<K>>,
+}
+
+/// How a key is shown in a refusal event: its `Debug`.
+pub(crate) type KeyFmt<K> = fn(&K, &mut std::fmt::Formatter<'_>) -> std::fmt::Result;
+
+/// A key shown through its [`KeyFmt`].
+#[cfg(feature = "tracing")]
+struct Shown<'a, K>(&'a K, KeyFmt<K>);
+
+#[cfg(feature = "tracing")]
+impl<K> std::fmt::Debug for Shown<'_, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (self.1)(self.0, f)
+    }
 }
 
 impl<K> Ops<K> {
@@ -55,6 +73,34 @@ impl<K> Ops<K> {
             None => &self.unmatched,
         };
         counters.record(outcome);
+    }
+
+    /// A request the policy at `index` refused (or, in shadow, would have): a debug event
+    /// (feature `tracing`, target `tollgate`) with the policy's name and the outcome, and the
+    /// key only if [`trace_key`](Self::trace_key) is set.
+    #[inline]
+    pub(crate) fn refused(&self, index: usize, outcome: Outcome, key: &K) {
+        #[cfg(feature = "tracing")]
+        {
+            let policy = &*self.policy(index).name;
+            match self.trace_key {
+                Some(show) => tracing::debug!(
+                    target: "tollgate",
+                    policy,
+                    outcome = outcome.label(),
+                    key = ?Shown(key, show),
+                    "request refused"
+                ),
+                None => tracing::debug!(
+                    target: "tollgate",
+                    policy,
+                    outcome = outcome.label(),
+                    "request refused"
+                ),
+            }
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = (index, outcome, key);
     }
 
     /// The lists' verdict on a request to the rate policy at `index` (its lists apply too),

@@ -44,10 +44,11 @@ where
         Err(e) => (Err(e), None),
     };
     // In shadow a refused request proceeds holding nothing (there is nothing to refund).
-    let headers: Option<RateHeaders> = match shared.verdict(index, decided, cost, grpc, shadow) {
-        Verdict::Proceed(headers) => headers,
-        Verdict::Reject(res) => return Ok(res),
-    };
+    let headers: Option<RateHeaders> =
+        match shared.verdict(index, &key, decided, cost, grpc, shadow) {
+            Verdict::Proceed(headers) => headers,
+            Verdict::Reject(res) => return Ok(res),
+        };
     let res = inner.call(req).await?;
     let (mut head, body) = res.into_parts();
     if let Some(refund) = refund {

@@ -223,19 +223,21 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
             }
             // Refusing, or shaping in shadow (nothing waits in shadow): decide now.
             (Mode::Reject | Mode::Shape(_), _) => match policy.backend.check_n(&key, cost) {
-                Answer::Now(decided) => match shared.verdict(index, decided, cost, grpc, shadow) {
-                    Verdict::Proceed(headers) => {
-                        ResponseFuture::inner(self.inner.call(req), headers)
+                Answer::Now(decided) => {
+                    match shared.verdict(index, &key, decided, cost, grpc, shadow) {
+                        Verdict::Proceed(headers) => {
+                            ResponseFuture::inner(self.inner.call(req), headers)
+                        }
+                        // Refused at once: the concurrency permit goes back now, not after the
+                        // 429 is sent.
+                        Verdict::Reject(res) => return (ResponseFuture::ready(res), None),
                     }
-                    // Refused at once: the concurrency permit goes back now, not after the
-                    // 429 is sent.
-                    Verdict::Reject(res) => return (ResponseFuture::ready(res), None),
-                },
+                }
                 Answer::Later(decision) => {
                     let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
                     ResponseFuture::boxed(Box::pin(async move {
                         let decided = decision.await;
-                        let verdict = shared.verdict(index, decided, cost, grpc, shadow);
+                        let verdict = shared.verdict(index, &key, decided, cost, grpc, shadow);
                         proceed(verdict, inner, req).await
                     }))
                 }

@@ -46,7 +46,7 @@ where
         .await;
     // Shadow policies never wait: `call` decides them without shaping.
     proceed(
-        shared.verdict(index, decided, cost, grpc, false),
+        shared.verdict(index, &key, decided, cost, grpc, false),
         inner,
         req,
     )

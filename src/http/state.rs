@@ -101,6 +101,7 @@ impl<E, B: Backend, R, C> Shared<E, B, R, C> {
     pub(crate) fn verdict<ResBody>(
         &self,
         index: usize,
+        key: &B::Key,
         decided: Result<Decision, B::Error>,
         cost: u64,
         grpc: bool,
@@ -137,14 +138,17 @@ impl<E, B: Backend, R, C> Shared<E, B, R, C> {
                 (Mode::Shape(max), Some(wait)) => wait <= *max,
                 _ => false,
             };
-            record(if delayed {
+            let outcome = if delayed {
                 Outcome::WouldDelay
             } else {
                 Outcome::WouldRefuse
-            });
+            };
+            record(outcome);
+            self.ops.refused(index, outcome, key);
             return Verdict::Proceed(headers.map(RateHeaders::without_retry_after));
         }
         record(Outcome::Refused);
+        self.ops.refused(index, Outcome::Refused, key);
         let p = match d.retry_after {
             Some(_) => Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,

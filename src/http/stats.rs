@@ -47,9 +47,9 @@ impl Outcome {
         Outcome::Unavailable,
     ];
 
-    /// The `outcome` label of `tollgate_http_requests_total`.
-    #[cfg(feature = "metrics")]
-    fn label(self) -> &'static str {
+    /// The `outcome` label of `tollgate_http_requests_total` (and of refusal events).
+    #[cfg(any(feature = "metrics", feature = "tracing"))]
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Outcome::Allowed => "allowed",
             Outcome::Refused => "refused",

@@ -58,11 +58,16 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    pub(crate) fn new(conn: Conn, deadline: Duration, name: Option<&str>) -> Backend {
+    pub(crate) fn new(
+        conn: Conn,
+        deadline: Duration,
+        name: Option<&str>,
+        trace_keys: bool,
+    ) -> Backend {
         Backend {
             conn,
             deadline,
-            counters: Counters::new(name),
+            counters: Counters::new(name, trace_keys),
         }
     }
 

@@ -54,6 +54,8 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     algorithm: A,
     /// The `limiter` label of its metrics and its name in logs.
     name: Option<String>,
+    /// Whether refusal events carry the key (feature `tracing`).
+    trace_keys: bool,
     pub(super) hot: super::hot::HotOptions,
     /// A mistake found while configuring, reported by `connect`.
     error: Option<RedisLimitError>,
@@ -69,6 +71,7 @@ impl RedisRateLimiterBuilder<Gcra> {
             policy: FailurePolicy::Error,
             algorithm: Gcra,
             name: None,
+            trace_keys: false,
             hot: Default::default(),
             error: None,
         }
@@ -145,6 +148,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             policy,
             algorithm: alg,
             name: self.name,
+            trace_keys: self.trace_keys,
             hot: self.hot,
             error: self.error.or(mismatch),
         })
@@ -161,6 +165,24 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Whether the refusal events of feature `tracing` carry the key (default `false`).
+    /// Every decision that refuses (`check`, `decide`, `try_acquire` and their `_n` and
+    /// `_with` forms) is a debug event, target `tollgate`, message `refused`, with the fields
+    /// `limiter` (the [`name`](Self::name)), `outcome` (`denied` or `exceeds_burst`) and
+    /// `permits`; with this on, also `key`. Off by default because keys (user ids, addresses,
+    /// API keys) may be personal data or secrets.
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .name("login")
+    ///     .trace_keys(true);
+    /// # let _ = b;
+    /// ```
+    pub fn trace_keys(mut self, on: bool) -> Self {
+        self.trace_keys = on;
         self
     }
 
@@ -454,7 +476,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
 
     fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
         let shared = Arc::new(Shared {
-            backend: Backend::new(conn, self.deadline, self.name.as_deref()),
+            backend: Backend::new(conn, self.deadline, self.name.as_deref(), self.trace_keys),
             prefix: self.prefix,
             quota: self.quota,
             params,

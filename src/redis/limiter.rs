@@ -305,6 +305,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         match super::hot_path::check::<A>(&self.shared, &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
+                if !r.decision.allowed {
+                    self.shared.backend.counters.refused(key, n, &r.decision);
+                }
                 Ok(RedisDecision {
                     decision: r.decision,
                     server_time: Some(Duration::from_micros(r.now_us)),
@@ -321,6 +324,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                     quota,
                 )?;
                 s.backend.counters.policy_decided();
+                if !decision.allowed {
+                    s.backend.counters.refused(key, n, &decision);
+                }
                 Ok(RedisDecision {
                     decision,
                     server_time: None,

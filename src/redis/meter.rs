@@ -28,15 +28,19 @@ pub(crate) struct Counters {
 struct Warn {
     name: String,
     limiter: crate::RateLimiter,
+    /// Whether refusal events carry the key (`RedisRateLimiterBuilder::trace_keys`).
+    trace_keys: bool,
 }
 
 impl Counters {
     /// Counters for the limiter named `name` (`None`: unnamed), registering its series with
     /// the `metrics` recorder installed now.
-    pub(crate) fn new(name: Option<&str>) -> Counters {
+    pub(crate) fn new(name: Option<&str>, trace_keys: bool) -> Counters {
         let label = name.unwrap_or(crate::metric_names::UNNAMED);
         #[cfg(not(any(feature = "metrics", feature = "tracing")))]
         let _ = label;
+        #[cfg(not(feature = "tracing"))]
+        let _ = trace_keys;
         Counters {
             #[cfg(feature = "metrics")]
             metrics: Some(Box::new(handles::Handles::register(label))),
@@ -47,6 +51,7 @@ impl Counters {
                     crate::Quota::per_second(1).expect("1 per second is a valid quota"),
                 )
                 .build(),
+                trace_keys,
             })),
             ..Counters::default()
         }
@@ -88,6 +93,40 @@ impl Counters {
     }
 
     /// A script was sent again after `NOSCRIPT`.
+    /// A decision on `n` permits of `key` that refused (feature `tracing`): a debug event with
+    /// the limiter's name and the outcome, and the key only if the builder was told
+    /// `trace_keys(true)` (keys may be personal data).
+    pub(crate) fn refused(&self, key: &str, n: u64, decision: &crate::Decision) {
+        #[cfg(feature = "tracing")]
+        if let Some(w) = &self.warn {
+            let outcome = if decision.exceeds_burst() {
+                crate::metric_names::OUTCOME_EXCEEDS_BURST
+            } else {
+                crate::metric_names::OUTCOME_DENIED
+            };
+            if w.trace_keys {
+                tracing::debug!(
+                    target: "tollgate",
+                    limiter = %w.name,
+                    outcome,
+                    permits = n,
+                    key,
+                    "refused"
+                );
+            } else {
+                tracing::debug!(
+                    target: "tollgate",
+                    limiter = %w.name,
+                    outcome,
+                    permits = n,
+                    "refused"
+                );
+            }
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = (key, n, decision);
+    }
+
     pub(crate) fn script_loaded(&self) {
         self.script_loads.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]

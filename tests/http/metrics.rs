@@ -12,7 +12,10 @@ mod http_support;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tollgate::metric_names as names;
-use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter, SmoothRateLimiter};
+use tollgate::{
+    AcquireError, ConcurrencyLimiter, KeyedConcurrencyLimiter, KeyedRateLimiter, ManualClock,
+    Quota, RateLimiter, SmoothRateLimiter,
+};
 
 /// What the recorder holds at one moment (a snapshot drains it, so each test takes one).
 struct Seen(Vec<(metrics_util::CompositeKey, DebugValue)>);
@@ -241,6 +244,182 @@ fn reservations_are_decisions() {
         seen.counter(names::PERMITS, &[(names::LIMITER, "booked")]),
         2
     );
+}
+
+impl Seen {
+    fn gauge(&self, name: &str, limiter: &str) -> Option<f64> {
+        match self.value(name, &[(names::LIMITER, limiter)]) {
+            Some(DebugValue::Gauge(v)) => Some(v.into_inner()),
+            None => None,
+            other => panic!("{name} {limiter} is not a gauge: {other:?}"),
+        }
+    }
+
+    fn in_flight(&self, limiter: &str) -> f64 {
+        self.gauge(names::IN_FLIGHT, limiter)
+            .unwrap_or_else(|| panic!("no in-flight gauge for {limiter}"))
+    }
+}
+
+/// The direct concurrency limiter: acquires by outcome (`allowed`, `at_capacity`,
+/// `exceeds_burst`), permits, and the in-flight gauge raised on grant and lowered on release
+/// (a forgotten permit stays in flight, as in the limiter).
+#[test]
+fn concurrency_limiter_counts_acquires_and_in_flight() {
+    let (recorder, snap) = recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        ConcurrencyLimiter::builder(3).unwrap().name("db").build()
+    });
+    let a = limiter.try_acquire_n(2).unwrap();
+    let b = limiter.try_acquire().unwrap();
+    assert!(limiter.try_acquire().is_none());
+    assert!(matches!(
+        limiter.try_acquire_n(4),
+        Err(AcquireError::ExceedsBurst { .. })
+    ));
+    assert!(limiter.try_acquire_for(Duration::ZERO).is_err()); // at capacity, no queueing
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.in_flight("db"), 3.0);
+    assert_eq!(seen.decisions("db", names::OUTCOME_ALLOWED), 2);
+    assert_eq!(seen.decisions("db", names::OUTCOME_AT_CAPACITY), 2);
+    assert_eq!(seen.decisions("db", names::OUTCOME_EXCEEDS_BURST), 1);
+    assert_eq!(seen.counter(names::PERMITS, &[(names::LIMITER, "db")]), 3);
+
+    // A snapshot drains what it reads (a gauge too): later ones hold the change since.
+    let mut in_flight = seen.in_flight("db");
+    drop(a);
+    b.forget(); // kept for good: still in flight
+    let c = limiter.try_acquire().unwrap();
+    in_flight += Seen::take(&snap).in_flight("db");
+    assert_eq!(in_flight, 2.0);
+    assert_eq!(limiter.in_flight(), 2);
+    drop(c);
+    in_flight += Seen::take(&snap).in_flight("db");
+    assert_eq!(in_flight, 1.0);
+}
+
+/// A blocking wait on a concurrency limiter: started, then granted when a holder releases
+/// (with its time in the histogram), or refused at its timeout; the gauge counts the waiter's
+/// permits once granted.
+#[test]
+fn concurrency_waits_are_counted() {
+    let (recorder, snap) = recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        ConcurrencyLimiter::builder(1).unwrap().name("pool").build()
+    });
+    let held = limiter.try_acquire().unwrap();
+    assert!(limiter.try_acquire_for(Duration::from_millis(1)).is_err()); // queued, timed out
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| limiter.acquire().map(|p| p.forget()));
+        // Released only once the waiter is queued behind `held`.
+        while limiter.in_flight() == 1 && !waiter.is_finished() && !queued(&limiter) {
+            std::thread::yield_now();
+        }
+        drop(held);
+        waiter.join().unwrap().unwrap();
+    });
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.waits("pool", "started"), 2);
+    assert_eq!(seen.waits("pool", "refused"), 1);
+    assert_eq!(seen.waits("pool", "granted"), 1);
+    assert_eq!(seen.decisions("pool", names::OUTCOME_ALLOWED), 2);
+    assert_eq!(seen.decisions("pool", names::OUTCOME_AT_CAPACITY), 1);
+    assert_eq!(seen.in_flight("pool"), 1.0); // the waiter's, forgotten
+    assert!(matches!(
+        seen.value(names::WAIT_SECONDS, &[(names::LIMITER, "pool")]),
+        Some(DebugValue::Histogram(v)) if v.len() == 1
+    ));
+}
+
+/// Whether a waiter is queued on `limiter` (its `Debug` shows the queue).
+fn queued(limiter: &ConcurrencyLimiter) -> bool {
+    format!("{limiter:?}").contains("queued: true")
+}
+
+/// An abandoned async wait is `cancelled`, and holds nothing in the gauge.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_concurrency_wait_is_cancelled() {
+    let (recorder, snap) = recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        ConcurrencyLimiter::builder(1)
+            .unwrap()
+            .name("async-pool")
+            .build()
+    });
+    let held = limiter.try_acquire().unwrap();
+    let waited = tokio::time::timeout(Duration::from_millis(10), limiter.acquire_async()).await;
+    assert!(waited.is_err(), "the wait was abandoned");
+    drop(held);
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.waits("async-pool", "started"), 1);
+    assert_eq!(seen.waits("async-pool", "cancelled"), 1);
+    assert_eq!(seen.waits("async-pool", "granted"), 0);
+    assert_eq!(seen.in_flight("async-pool"), 0.0);
+}
+
+/// The keyed concurrency limiter: the gauge sums every key's permits, the key cap's refusal
+/// is `at_capacity`, and a sweep reports its evictions and the keys left.
+#[test]
+fn keyed_concurrency_limiter_counts_keys_and_in_flight() {
+    let (recorder, snap) = recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        KeyedConcurrencyLimiter::<u32>::builder(2)
+            .unwrap()
+            .name("exports")
+            .max_keys(std::num::NonZeroUsize::new(3).unwrap())
+            .when_full(tollgate::WhenFull::Deny)
+            .build()
+    });
+    let a = limiter.try_acquire_n(&1, 2).unwrap();
+    let b = limiter.try_acquire(&2).unwrap();
+    let c = limiter.try_acquire(&3).unwrap();
+    assert!(limiter.try_acquire(&1).is_none()); // key 1 at its limit
+    assert!(limiter.try_acquire(&4).is_none()); // the cap: three busy keys
+                                                // A snapshot drains what it reads (a gauge too): later ones hold the change since.
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions("exports", names::OUTCOME_ALLOWED), 3);
+    assert_eq!(seen.decisions("exports", names::OUTCOME_AT_CAPACITY), 2);
+    let mut in_flight = seen.in_flight("exports");
+    assert_eq!(in_flight, 4.0);
+    drop((b, c));
+    assert_eq!(limiter.sweep_now(), 2); // keys 2 and 3 idle
+
+    let seen = Seen::take(&snap);
+    in_flight += seen.in_flight("exports");
+    assert_eq!(in_flight, 2.0);
+    assert_eq!(
+        seen.counter(names::SWEEPS, &[(names::LIMITER, "exports")]),
+        1
+    );
+    assert_eq!(
+        seen.counter(names::EVICTED, &[(names::LIMITER, "exports")]),
+        2
+    );
+    assert_eq!(seen.gauge(names::KEYS, "exports"), Some(1.0));
+    drop(a);
+    in_flight += Seen::take(&snap).in_flight("exports");
+    assert_eq!(in_flight, 0.0);
+}
+
+/// A rate limiter registers no in-flight gauge and no `at_capacity` series.
+#[test]
+fn a_rate_limiter_has_no_concurrency_series() {
+    let (recorder, snap) = recorder();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        RateLimiter::builder(Quota::per_second(1).unwrap())
+            .clock(ManualClock::new())
+            .name("rate")
+            .build()
+    });
+    assert!(limiter.try_acquire());
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.gauge(names::IN_FLIGHT, "rate"), None);
+    assert!(seen
+        .value(
+            names::DECISIONS,
+            &[(names::OUTCOME, names::OUTCOME_AT_CAPACITY)]
+        )
+        .is_none());
 }
 
 /// The HTTP layer over a real socket: per policy and outcome, the same counts as

@@ -8,6 +8,8 @@
 mod http_support;
 #[path = "../redis_support/mod.rs"]
 mod redis_support;
+#[path = "support/trace_collect.rs"]
+mod trace_collect;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -305,4 +307,162 @@ async fn a_redis_limiter_reports_replies_failures_and_policy_decisions() {
         &[(names::LIMITER, "edge"), (names::KIND, "timeout")],
     );
     assert_eq!((failures, unavailable), (1, 1), "{seen:?}");
+}
+
+/// Feature `metrics`: a named `RedisSemaphore` reports its acquires by outcome
+/// (`allowed`, `at_capacity`, `exceeds_burst`), its waits (refused at a timeout; granted once a
+/// lease is released) and the permits this process holds leases on, under its name, as the
+/// in-process concurrency limiters do; and its Redis calls as the rate limiter does.
+#[tokio::test(flavor = "current_thread")]
+async fn a_redis_semaphore_reports_acquires_waits_and_leases_held() {
+    use std::collections::HashMap;
+
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+    use tollgate::metric_names as names;
+    use tollgate::redis::RedisSemaphore;
+
+    /// Every series seen so far, summed over snapshots (a snapshot drains what it reads; the
+    /// gauge here only moves by increments, so its sum is its value).
+    #[derive(Default)]
+    struct Totals(HashMap<(String, Vec<(String, String)>), f64>);
+    impl Totals {
+        fn add(&mut self, snap: &Snapshotter) {
+            for (k, _, _, v) in snap.snapshot().into_vec() {
+                let key = k.key();
+                let mut labels: Vec<_> = key
+                    .labels()
+                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                    .collect();
+                labels.sort();
+                let v = match v {
+                    DebugValue::Counter(n) => n as f64,
+                    DebugValue::Gauge(g) => g.into_inner(),
+                    DebugValue::Histogram(h) => h.len() as f64,
+                };
+                *self.0.entry((key.name().to_owned(), labels)).or_default() += v;
+            }
+        }
+        fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+            self.0
+                .iter()
+                .filter(|((n, ls), _)| {
+                    n == name
+                        && labels
+                            .iter()
+                            .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
+                })
+                .map(|(_, v)| *v)
+                .sum()
+        }
+    }
+
+    let recorder = DebuggingRecorder::new();
+    let snap = recorder.snapshotter();
+    let redis = RedisServer::start();
+    let sem = {
+        let _scope = metrics::set_default_local_recorder(&recorder);
+        RedisSemaphore::builder(2)
+            .prefix(prefix())
+            .name("leases")
+            .connect(&redis.url())
+            .await
+            .unwrap()
+    };
+    let held = sem.try_acquire_n("job", 2).await.unwrap();
+    assert!(sem.try_acquire("job").await.unwrap().is_none());
+    assert!(sem.try_acquire_n("job", 3).await.is_err()); // never grantable
+    assert!(sem
+        .try_acquire_for_async("job", Duration::from_millis(20))
+        .await
+        .is_err()); // waited, refused at its timeout
+
+    let mut totals = Totals::default();
+    let started = |t: &Totals| {
+        t.get(
+            names::WAITS,
+            &[(names::LIMITER, "leases"), (names::EVENT, "started")],
+        )
+    };
+    totals.add(&snap);
+    assert_eq!(started(&totals), 1.0);
+    let waiter = sem.acquire_async("job");
+    let releaser = async {
+        // Released only once the waiter has waited.
+        while started(&totals) < 2.0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            totals.add(&snap);
+        }
+        held.release().await.unwrap()
+    };
+    let (lease, released) = tokio::join!(waiter, releaser);
+    assert_eq!(released, tollgate::redis::Released::Returned);
+    let lease = lease.unwrap();
+    totals.add(&snap);
+
+    let leases = |labels: &[(&str, &str)]| {
+        let mut all = vec![(names::LIMITER, "leases")];
+        all.extend_from_slice(labels);
+        totals.get(names::DECISIONS, &all)
+    };
+    assert_eq!(leases(&[(names::OUTCOME, names::OUTCOME_ALLOWED)]), 2.0);
+    assert_eq!(leases(&[(names::OUTCOME, names::OUTCOME_AT_CAPACITY)]), 2.0);
+    assert_eq!(
+        leases(&[(names::OUTCOME, names::OUTCOME_EXCEEDS_BURST)]),
+        1.0
+    );
+    let l = [(names::LIMITER, "leases")];
+    assert_eq!(totals.get(names::PERMITS, &l), 3.0);
+    let wait = |e: &str| {
+        totals.get(
+            names::WAITS,
+            &[(names::LIMITER, "leases"), (names::EVENT, e)],
+        )
+    };
+    assert_eq!(
+        (wait("started"), wait("refused"), wait("granted")),
+        (2.0, 1.0, 1.0)
+    );
+    assert_eq!(totals.get(names::IN_FLIGHT, &l), 1.0); // the waiter's lease
+    assert!(totals.get(names::REDIS_REPLIES, &l) >= 5.0); // the same name on its Redis calls
+
+    drop(lease);
+    totals.add(&snap);
+    assert_eq!(totals.get(names::IN_FLIGHT, &l), 0.0);
+}
+
+/// Feature `tracing`: a Redis limiter's refusal is a debug event with its name and the outcome,
+/// never the key unless the builder was told `trace_keys(true)`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_redis_refusal_is_an_event_with_the_key_only_when_asked() {
+    let redis = RedisServer::start();
+    for trace_keys in [false, true] {
+        let collect = trace_collect::Collect::default();
+        let _guard = tracing::subscriber::set_default(collect.clone());
+        let limiter = RedisRateLimiter::builder(Quota::per_hour(1).unwrap())
+            .prefix(prefix())
+            .name("login")
+            .trace_keys(trace_keys)
+            .connect(&redis.url())
+            .await
+            .unwrap();
+        assert!(limiter.try_acquire("alice@example.com").await.unwrap());
+        assert!(!limiter.try_acquire("alice@example.com").await.unwrap());
+        assert!(limiter.try_acquire_n("alice@example.com", 5).await.is_err());
+
+        let events = collect.events.lock().unwrap().clone();
+        let refused: Vec<_> = events.iter().filter(|e| e.name == "refused").collect();
+        assert_eq!(refused.len(), 2, "{events:?}");
+        assert_eq!(refused[0].field("limiter"), Some("login"));
+        assert_eq!(refused[0].field("outcome"), Some("denied"));
+        assert_eq!(refused[1].field("outcome"), Some("exceeds_burst"));
+        let everything = format!("{events:?}");
+        if trace_keys {
+            assert_eq!(refused[0].field("key"), Some("alice@example.com"));
+        } else {
+            assert!(
+                !everything.contains("alice"),
+                "a key was logged: {everything}"
+            );
+        }
+    }
 }

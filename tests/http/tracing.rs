@@ -2,75 +2,15 @@
 //! `tollgate.wait` span per wait that records how it ended. Read back through a minimal
 //! subscriber scoped to each test (`tracing::subscriber::with_default`).
 
-use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[path = "support/mod.rs"]
+mod http_support;
+#[path = "support/trace_collect.rs"]
+mod trace_collect;
+
 use tollgate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
-
-/// What one event or span carried: its name (the message for events) and its fields.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Seen {
-    name: String,
-    fields: Vec<(String, String)>,
-}
-
-impl Seen {
-    fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-impl Visit for Seen {
-    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        self.fields.push((
-            field.name().to_owned(),
-            format!("{value:?}").trim_matches('"').to_owned(),
-        ));
-    }
-}
-
-#[derive(Clone, Default)]
-struct Collect {
-    events: Arc<Mutex<Vec<Seen>>>,
-    spans: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Subscriber for Collect {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.target() == "tollgate"
-    }
-    fn new_span(&self, span: &Attributes<'_>) -> Id {
-        let mut seen = Seen {
-            name: span.metadata().name().to_owned(),
-            ..Seen::default()
-        };
-        span.record(&mut seen);
-        let mut spans = self.spans.lock().unwrap();
-        spans.push(seen);
-        Id::from_u64(spans.len() as u64)
-    }
-    fn record(&self, span: &Id, values: &Record<'_>) {
-        let mut spans = self.spans.lock().unwrap();
-        values.record(&mut spans[span.into_u64() as usize - 1]);
-    }
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut seen = Seen::default();
-        event.record(&mut seen);
-        seen.name = seen.field("message").unwrap_or_default().to_owned();
-        self.events.lock().unwrap().push(seen);
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
+use trace_collect::Collect;
 
 #[test]
 fn a_refusal_is_one_debug_event_with_the_name_and_no_key() {
@@ -133,4 +73,92 @@ async fn a_dropped_async_wait_closes_its_span_as_cancelled() {
     assert_eq!(spans.len(), 1, "{spans:?}");
     assert_eq!(spans[0].field("limiter"), Some("unnamed"));
     assert_eq!(spans[0].field("outcome"), Some("cancelled"));
+}
+
+/// The HTTP layer over a real socket: a refused request is one debug event with the policy's
+/// name and outcome, and no key unless the builder was told `trace_keys(true)` (then the key,
+/// as its `Debug`). A request enforcement would refuse in shadow is an event too.
+#[tokio::test(flavor = "current_thread")]
+async fn http_refusals_are_events_with_the_key_only_when_asked() {
+    use tollgate::http::{HeaderKey, HeaderName, RateLimitLayer};
+
+    for trace_keys in [false, true] {
+        let collect = Collect::default();
+        let _guard = tracing::subscriber::set_default(collect.clone());
+        let layer = RateLimitLayer::builder(HeaderKey::new(HeaderName::from_static("x-user")))
+            .per_hour(1)
+            .policy_name("api")
+            .trace_keys(trace_keys)
+            .build()
+            .unwrap();
+        let app = axum::Router::new()
+            .route("/", axum::routing::get(|| async { "ok" }))
+            .layer(layer);
+        let addr = http_support::serve_axum(app).await;
+        let client = http_support::client();
+        let user = [("x-user", "alice@example.com")];
+        assert_eq!(
+            http_support::send(&client, addr, "GET", "/", &user)
+                .await
+                .status,
+            200
+        );
+        assert_eq!(
+            http_support::send(&client, addr, "GET", "/", &user)
+                .await
+                .status,
+            429
+        );
+
+        let events = collect.events.lock().unwrap().clone();
+        let refused: Vec<_> = events
+            .iter()
+            .filter(|e| e.name == "request refused")
+            .collect();
+        assert_eq!(refused.len(), 1, "{events:?}");
+        assert_eq!(refused[0].field("policy"), Some("api"));
+        assert_eq!(refused[0].field("outcome"), Some("refused"));
+        let everything = format!("{events:?}");
+        if trace_keys {
+            let key = refused[0].field("key").expect("the key, asked for");
+            assert!(key.contains("alice@example.com"), "{key}");
+        } else {
+            assert_eq!(refused[0].field("key"), None);
+            assert!(
+                !everything.contains("alice"),
+                "a key was logged: {everything}"
+            );
+        }
+    }
+}
+
+/// In shadow, a request enforcement would refuse goes through, and is an event
+/// (`would_refuse`) all the same: what a rollout watches.
+#[tokio::test(flavor = "current_thread")]
+async fn http_shadow_refusals_are_events_too() {
+    use tollgate::http::{GlobalKey, RateLimitLayer};
+
+    let collect = Collect::default();
+    let _guard = tracing::subscriber::set_default(collect.clone());
+    let layer = RateLimitLayer::builder(GlobalKey)
+        .per_hour(1)
+        .policy_name("search")
+        .shadow()
+        .build()
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .layer(layer);
+    let addr = http_support::serve_axum(app).await;
+    let client = http_support::client();
+    for _ in 0..3 {
+        assert_eq!(http_support::get(&client, addr, "/").await.status, 200);
+    }
+    let events = collect.events.lock().unwrap().clone();
+    let would: Vec<_> = events
+        .iter()
+        .filter(|e| e.name == "request refused" && e.field("outcome") == Some("would_refuse"))
+        .collect();
+    assert_eq!(would.len(), 2, "{events:?}");
+    assert_eq!(would[0].field("policy"), Some("search"));
 }

@@ -12,6 +12,7 @@ use super::KeyedConcurrencyLimiter;
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::store::SemStore;
 use crate::keyed::{DefaultKeyHasher, DEFAULT_SHARDS};
+use crate::meter::Meter;
 use crate::store::when_full::WhenFull;
 use crate::sweeper::{Sweep, Sweeper};
 
@@ -41,6 +42,7 @@ pub struct KeyedConcurrencyLimiterBuilder<K, S = DefaultKeyHasher> {
     sweep_on_tokio: bool,
     max_keys: Option<NonZeroUsize>,
     when_full: WhenFull,
+    name: Option<Arc<str>>,
     _keys: PhantomData<fn() -> K>,
 }
 
@@ -58,6 +60,7 @@ where
             sweep_on_tokio: false,
             max_keys: None,
             when_full: WhenFull::default(),
+            name: None,
             _keys: PhantomData,
         })
     }
@@ -91,6 +94,7 @@ where
             sweep_on_tokio: self.sweep_on_tokio,
             max_keys: self.max_keys,
             when_full: self.when_full,
+            name: self.name,
             _keys: PhantomData,
         }
     }
@@ -218,6 +222,23 @@ where
         self
     }
 
+    /// Names the limiter: the `limiter` label of its metrics (feature `metrics`: acquires by
+    /// outcome, waits, the `tollgate_in_flight` gauge summed over its keys, keys tracked and
+    /// evicted by sweeps; unnamed limiters are labelled `unnamed`) and its name in logs
+    /// (feature `tracing`, which never logs its keys).
+    ///
+    /// ```
+    /// let l = tollgate::KeyedConcurrencyLimiter::<String>::builder(2)?
+    ///     .name("exports")
+    ///     .build();
+    /// assert_eq!(l.name(), Some("exports"));
+    /// # Ok::<(), tollgate::ConcurrencyError>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Builds the limiter and starts the sweeper if configured (if the OS refuses a thread,
     /// the limiter works without background sweeping).
     ///
@@ -234,6 +255,7 @@ where
             self.shards,
             max_keys,
             self.when_full,
+            Meter::concurrency(self.name),
         ));
         #[cfg(feature = "tokio")]
         let on_tokio = self.sweep_on_tokio;
@@ -255,6 +277,7 @@ impl<K, S> fmt::Debug for KeyedConcurrencyLimiterBuilder<K, S> {
             .field("sweep_interval", &self.sweep_interval)
             .field("max_keys", &self.max_keys)
             .field("when_full", &self.when_full)
+            .field("name", &self.name)
             .finish()
     }
 }

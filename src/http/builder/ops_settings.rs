@@ -8,7 +8,7 @@ use super::super::access::AccessList;
 use super::super::backend::Backend;
 use super::super::error::BuildError;
 use super::super::key::AddrSource;
-use super::super::ops::{Ops, PolicyOps};
+use super::super::ops::{KeyFmt, Ops, PolicyOps};
 use super::super::shadow::{Enforcement, EnforcementFlag};
 use super::super::stats::Counters;
 use super::RateLimitLayerBuilder;
@@ -21,6 +21,7 @@ pub(super) struct OpsSettings<K> {
     shadow_all: bool,
     shadow: Vec<String>,
     shadow_headers: bool,
+    trace_key: Option<KeyFmt<K>>,
 }
 
 impl<K> Default for OpsSettings<K> {
@@ -32,6 +33,7 @@ impl<K> Default for OpsSettings<K> {
             shadow_all: false,
             shadow: Vec::new(),
             shadow_headers: false,
+            trace_key: None,
         }
     }
 }
@@ -83,6 +85,7 @@ impl<K> OpsSettings<K> {
             unmatched: Counters::new(None),
             addr: self.addr,
             shadow_headers: self.shadow_headers,
+            trace_key: self.trace_key,
         })
     }
 }
@@ -200,6 +203,28 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     /// ```
     pub fn shadow_headers(mut self, on: bool) -> Self {
         self.ops.shadow_headers = on;
+        self
+    }
+
+    /// Whether the refusal events of feature `tracing` carry the request's key, as its
+    /// `Debug` (default `false`). Every request a policy refuses (or, in shadow, would refuse
+    /// or delay) is a debug event, target `tollgate`, message `request refused`, with the
+    /// fields `policy` and `outcome` (`refused`, `would_refuse`, `would_delay`); with this on,
+    /// also `key`. Off by default because keys (addresses, user ids, API keys) may be personal
+    /// data or secrets: turn it on only where your logs may hold them.
+    ///
+    /// ```
+    /// let layer = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
+    ///     .per_second(10)
+    ///     .trace_keys(true)
+    ///     .build();
+    /// assert!(layer.is_ok());
+    /// ```
+    pub fn trace_keys(mut self, on: bool) -> Self
+    where
+        B::Key: std::fmt::Debug,
+    {
+        self.ops.trace_key = on.then_some(<B::Key as std::fmt::Debug>::fmt as KeyFmt<B::Key>);
         self
     }
 }

@@ -51,6 +51,7 @@ pub struct RedisSemaphoreBuilder {
     limit: u64,
     lease: Duration,
     policy: FailurePolicy,
+    name: Option<String>,
     carrier: RedisRateLimiterBuilder,
 }
 
@@ -67,6 +68,7 @@ impl RedisSemaphore {
             limit,
             lease: DEFAULT_LEASE,
             policy: FailurePolicy::Error,
+            name: None,
             carrier: RedisRateLimiter::builder(CARRIER),
         }
     }
@@ -84,6 +86,22 @@ impl RedisSemaphoreBuilder {
     /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
+        self
+    }
+
+    /// Names the semaphore: the `limiter` label of its metrics (feature `metrics`: acquires by
+    /// outcome, waits, `tollgate_in_flight` for the permits this process holds leases on, and
+    /// its Redis calls' replies and errors; unnamed semaphores are labelled `unnamed`) and its
+    /// name in logs (feature `tracing`, which never logs its keys).
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisSemaphore::builder(4).name("exports");
+    /// # let _ = b;
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        self.carrier = self.carrier.name(name.clone());
+        self.name = Some(name);
         self
     }
 
@@ -164,6 +182,7 @@ impl RedisSemaphoreBuilder {
             self.limit,
             lease_us,
             self.policy,
+            self.name.as_deref(),
         ))
     }
 
@@ -193,6 +212,7 @@ impl RedisSemaphoreBuilder {
             self.limit,
             lease_us,
             self.policy,
+            self.name.as_deref(),
         ))
     }
 
@@ -222,6 +242,7 @@ impl RedisSemaphoreBuilder {
             self.limit,
             lease_us,
             self.policy,
+            self.name.as_deref(),
         ))
     }
 
@@ -249,6 +270,7 @@ impl RedisSemaphoreBuilder {
             self.limit,
             lease_us,
             self.policy,
+            self.name.as_deref(),
         ))
     }
 

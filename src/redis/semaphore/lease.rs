@@ -210,6 +210,7 @@ impl Lease {
     /// ```
     pub async fn release(mut self) -> Result<Released, RedisLimitError> {
         self.done = true;
+        self.sem.returned(self.id.permits);
         self.sem.release_state(&self.state, &self.id).await
     }
 }
@@ -217,6 +218,7 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if !self.done {
+            self.sem.returned(self.id.permits);
             self.sem.release_in_background(self.state.clone(), self.id);
         }
     }

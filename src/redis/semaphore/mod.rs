@@ -4,6 +4,7 @@
 mod builder;
 mod keep_alive;
 mod lease;
+mod report;
 mod script;
 mod wait;
 
@@ -83,21 +84,35 @@ struct Inner {
     limit: u64,
     lease_us: u64,
     policy: FailurePolicy,
+    /// Acquires, waits and the leases this process holds (features `metrics`, `tracing`).
+    report: report::Report,
 }
 
 /// A lease granted, or no room now (with the time until the first lease ends).
 type Attempt = Result<Lease, Duration>;
 
 impl RedisSemaphore {
-    fn new(carrier: RedisRateLimiter, limit: u64, lease_us: u64, policy: FailurePolicy) -> Self {
+    fn new(
+        carrier: RedisRateLimiter,
+        limit: u64,
+        lease_us: u64,
+        policy: FailurePolicy,
+        name: Option<&str>,
+    ) -> Self {
         RedisSemaphore {
             inner: Arc::new(Inner {
                 carrier,
                 limit,
                 lease_us,
                 policy,
+                report: report::Report::new(name),
             }),
         }
+    }
+
+    /// A lease of `n` permits this process held has ended (the in-flight gauge).
+    pub(super) fn returned(&self, n: u64) {
+        self.inner.report.returned(n);
     }
 
     /// The most permits held at once per key (by this semaphore's grants).
@@ -430,13 +445,29 @@ impl RedisSemaphore {
         n: u64,
         timeout: Option<Duration>,
     ) -> Result<Lease, RedisLimitError> {
+        let mut report = self.inner.report.waiting();
+        let r = self.acquire_polling(key, n, timeout, &mut report).await;
+        report.end(&r, n);
+        r
+    }
+
+    async fn acquire_polling(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Option<Duration>,
+        report: &mut report::Wait<'_>,
+    ) -> Result<Lease, RedisLimitError> {
         let state = self.state_key(key);
         let mut poll = wait::Poll::new(timeout);
         loop {
             match self.attempt(&state, n).await? {
                 Ok(lease) => return Ok(lease),
                 Err(first_ends) => match poll.next(first_ends) {
-                    Some(sleep) => tokio::time::sleep(sleep).await,
+                    Some(sleep) => {
+                        report.sleeping();
+                        tokio::time::sleep(sleep).await
+                    }
                     None => {
                         return Err(AcquireError::RateLimited {
                             retry_after: first_ends,
