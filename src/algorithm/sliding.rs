@@ -324,7 +324,7 @@ impl<S: Stamping> Rules for S {
         SlidingParams { limit: 0, ..*base }
     }
 
-    #[inline(always)]
+    #[inline]
     fn check(
         &self,
         cell: &Self::Cell,
