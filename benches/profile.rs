@@ -8,13 +8,21 @@
 //!
 //! CASE: `direct`, `direct-floor`, `direct-check`, `gov-direct` (allowed path; each also as
 //! `...-denied`: 1 per hour, spent first), `direct-coarse`, `keyed-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-1m`,
-//! `keyed-floor-1m`, `gov-keyed-10k`. Setup (map filling) is done first and is small next to
+//! `keyed-floor-1m`, `gov-keyed-10k`; the window algorithms as `win-ALG-direct`,
+//! `win-ALG-direct-denied`, `win-ALG-keyed-hot` and `win-ALG-keyed-10k`, ALG one of `gcra`,
+//! `fixed`, `sliding8`, `weighted`, `log`, on the quotas of `benches/windows.rs` (1M per ms
+//! allowed, 1 per hour denied). Setup (map filling) is done first and is small next to
 //! the default 200M calls (10M for 1M keys).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
 
-use tollgate::{DefaultClock, KeyedRateLimiter, Quota, RateLimiter};
+use std::time::Duration;
+
+use tollgate::{
+    Algorithm, DefaultClock, FixedWindow, Gcra, KeyedRateLimiter, Quota, RateLimiter, SlidingLog,
+    SlidingWindow, WeightedWindow,
+};
 
 mod support;
 use support::{random_u64_keys, DirectFloor, KeyedFloor};
@@ -31,6 +39,34 @@ fn run(calls: u64, mut op: impl FnMut(u64) -> u64) -> u64 {
         allowed += op(i);
     }
     allowed
+}
+
+/// A window-algorithm case (`win-ALG-SHAPE`) on `alg`, as `benches/windows.rs` measures it.
+fn window_case<A: Algorithm>(alg: A, shape: &str, calls: u64, key: impl Fn(u64) -> u64) -> u64 {
+    let allowing = Quota::new(1_000_000, Duration::from_millis(1)).unwrap();
+    match shape {
+        "direct" | "direct-denied" => {
+            let denied = shape == "direct-denied";
+            let q = if denied { Quota::per_hour(1).unwrap() } else { allowing };
+            let l = RateLimiter::builder(q).algorithm(alg).unwrap().build();
+            if denied {
+                assert!(l.try_acquire());
+            }
+            run(calls, |_| u64::from(black_box(&l).try_acquire()))
+        }
+        "keyed-hot" | "keyed-10k" => {
+            let l = KeyedRateLimiter::<u64>::builder(allowing)
+                .algorithm(alg)
+                .unwrap()
+                .build();
+            if shape == "keyed-hot" {
+                return run(calls, |_| u64::from(l.try_acquire(black_box(&7))));
+            }
+            (0..10_000).for_each(|k| assert!(l.try_acquire(&k)));
+            run(calls, |i| u64::from(l.try_acquire(&key(i))))
+        }
+        other => panic!("unknown window shape {other}"),
+    }
 }
 
 fn main() {
@@ -56,6 +92,19 @@ fn main() {
     let mut allowed = 0u64;
     let denied = Quota::per_hour(1).unwrap();
     let gov_denied = governor::Quota::per_hour(NonZeroU32::new(1).unwrap());
+    if let Some(rest) = case.strip_prefix("win-") {
+        let (alg, shape) = rest.split_once('-').expect("win-ALG-SHAPE");
+        let allowed = match alg {
+            "gcra" => window_case(Gcra, shape, calls, key),
+            "fixed" => window_case(FixedWindow::new(), shape, calls, key),
+            "sliding8" => window_case(SlidingWindow::new(8), shape, calls, key),
+            "weighted" => window_case(WeightedWindow, shape, calls, key),
+            "log" => window_case(SlidingLog, shape, calls, key),
+            other => panic!("unknown algorithm {other}"),
+        };
+        println!("{case}: {allowed} of {calls} allowed");
+        return;
+    }
     match case.as_str() {
         "direct-denied" => {
             let l = RateLimiter::new(denied);

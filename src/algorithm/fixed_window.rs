@@ -219,12 +219,12 @@ fn count_bits(window: Nanos, offset: Nanos) -> u32 {
 }
 
 /// The largest count `bits` bits hold.
-#[inline]
+#[inline(always)]
 fn capacity(bits: u32) -> u64 {
     (1 << bits) - 1
 }
 
-#[inline]
+#[inline(always)]
 fn unpack(w: u64, bits: u32) -> (u64, u64) {
     let body = w & !GEN;
     (body >> bits, body & capacity(bits))
@@ -232,7 +232,7 @@ fn unpack(w: u64, bits: u32) -> (u64, u64) {
 
 /// The word for `count` permits in window `index` (an empty count is the canonical empty word:
 /// no index, so a fresh cell and an emptied one look alike).
-#[inline]
+#[inline(always)]
 fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
     let gen = if p.gen { GEN } else { 0 };
     if count == 0 {
@@ -251,7 +251,7 @@ fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
 /// at build). A count that reaches the new word's capacity, or that was full in the old word,
 /// is carried as full: clamping it to the narrower word instead would forget permits, and a
 /// later change to a wider word would admit them again.
-#[inline]
+#[inline(always)]
 pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
     if (w & GEN != 0) == p.gen {
         return unpack(w, p.count_bits);
@@ -269,7 +269,7 @@ pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
 /// Decides `n` permits at `now` on the state `(index, count)`: the verdict and the state to
 /// store, if any. A stored window later than `now`'s (written by a decision that read the
 /// clock later) is decided in: time never runs backwards within a key.
-#[inline]
+#[inline(always)]
 pub(crate) fn decide(
     (index, count): (u64, u64),
     now: Nanos,
@@ -346,7 +346,7 @@ pub(crate) fn adjust(state: (u64, u64), now: Nanos, op: Adjust, p: &FixedParams)
 }
 
 /// Clock time at which window `k` ends.
-#[inline]
+#[inline(always)]
 fn window_end(k: u64, p: &FixedParams) -> Nanos {
     k.saturating_add(1)
         .saturating_mul(p.window)
@@ -446,7 +446,9 @@ impl Rules for FixedWindow {
         FixedParams { limit: 0, ..*base }
     }
 
-    #[inline]
+    // Always inlined, as GCRA's: a caller that reads one field of the verdict (`try_acquire`
+    // reads `allowed`) then computes no other.
+    #[inline(always)]
     fn check(
         &self,
         cell: &Self::Cell,
@@ -454,10 +456,14 @@ impl Rules for FixedWindow {
         n: u64,
         p: &impl ParamSource<FixedParams>,
     ) -> Verdict {
-        cell.update(p, |w, p| {
-            let (v, store) = decide(current(w, p), now, n, p);
-            (v, store.map(|(k, c)| pack(k, c, p)))
-        })
+        cell.update(
+            p,
+            #[inline(always)]
+            |w, p| {
+                let (v, store) = decide(current(w, p), now, n, p);
+                (v, store.map(|(k, c)| pack(k, c, p)))
+            },
+        )
     }
 
     shared_window_rules!(FixedParams);

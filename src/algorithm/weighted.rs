@@ -118,7 +118,7 @@ impl State {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn unpack(w: u128) -> State {
     State {
         index: (w >> 64) as u64 & !(1 << 63),
@@ -129,7 +129,7 @@ fn unpack(w: u128) -> State {
 
 /// The word for `s`; counts are at most `u32::MAX` (validated limits). An empty state is the
 /// canonical empty word.
-#[inline]
+#[inline(always)]
 fn pack(s: State, p: &WeightedParams) -> u128 {
     let gen = if p.gen { GEN } else { 0 };
     if s.is_empty() {
@@ -141,7 +141,7 @@ fn pack(s: State, p: &WeightedParams) -> u128 {
 
 /// The state a word holds, in `p`'s generation (a word one generation behind is moved to the
 /// window at the change, as it stood then).
-#[inline]
+#[inline(always)]
 pub(crate) fn current(w: u128, p: &WeightedParams) -> State {
     let s = unpack(w);
     if (w & GEN != 0) == p.gen {
@@ -165,7 +165,7 @@ pub(crate) fn current(w: u128, p: &WeightedParams) -> State {
 
 /// The state seen from window `now_index`: rolled forward if that is later (a window later
 /// than `now`'s, written by a decision that read the clock later, is decided in).
-#[inline]
+#[inline(always)]
 fn rolled(s: State, now_index: u64) -> State {
     if s.index >= now_index {
         s
@@ -183,11 +183,28 @@ fn rolled(s: State, now_index: u64) -> State {
     }
 }
 
+/// [`rolled`] to `now`'s window, `now / w`, dividing only when `now` is neither in the stored
+/// window nor in the next (once per key that sat idle for a window or more, not per decision).
+/// Exact: `now < (index + 1) * w` iff `index >= now / w`, and past that `now < (index + 2) * w`
+/// iff `now / w == index + 1`; an end that saturates is above every `now` but `u64::MAX`,
+/// which divides.
+#[inline(always)]
+fn rolled_to(s: State, now: Nanos, w: Nanos) -> State {
+    let end = s.index.saturating_add(1).saturating_mul(w);
+    if now < end {
+        s
+    } else if now < end.saturating_add(w) {
+        rolled(s, s.index + 1)
+    } else {
+        rolled(s, now / w)
+    }
+}
+
 /// Decides `n` permits at `now`: the verdict, and the state to store if granted.
-#[inline]
+#[inline(always)]
 pub(crate) fn decide(s: State, now: Nanos, n: u64, p: &WeightedParams) -> (Verdict, Option<State>) {
     let w = p.window;
-    let s = rolled(s, now / w);
+    let s = rolled_to(s, now, w);
     // index <= (MAX_NANOS + w) / w, so these stay below 2^64.
     let start = s.index.saturating_mul(w);
     let end = start.saturating_add(w);
@@ -344,7 +361,9 @@ impl Rules for WeightedWindow {
         WeightedParams { limit: 0, ..*base }
     }
 
-    #[inline]
+    // Always inlined, as GCRA's: a caller that reads one field of the verdict (`try_acquire`
+    // reads `allowed`) then computes no other (here: a 128-bit division for `remaining`).
+    #[inline(always)]
     fn check(
         &self,
         cell: &Self::Cell,
@@ -352,10 +371,14 @@ impl Rules for WeightedWindow {
         n: u64,
         p: &impl ParamSource<WeightedParams>,
     ) -> Verdict {
-        cell.update(p, |w, p| {
-            let (v, store) = decide(current(w, p), now, n, p);
-            (v, store.map(|s| pack(s, p)))
-        })
+        cell.update(
+            p,
+            #[inline(always)]
+            |w, p| {
+                let (v, store) = decide(current(w, p), now, n, p);
+                (v, store.map(|s| pack(s, p)))
+            },
+        )
     }
 
     shared_window_rules!(WeightedParams);

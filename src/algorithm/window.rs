@@ -47,7 +47,7 @@ pub(crate) enum Kind {
 }
 
 impl Verdict {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn allowed(&self) -> bool {
         matches!(self.kind, Kind::Allow | Kind::Peek)
     }
@@ -105,7 +105,7 @@ impl Verdict {
 /// readings, waiting by deciding again (nothing booked, so nothing to cancel), and the limit.
 macro_rules! shared_window_rules {
     ($params:ty) => {
-        #[inline]
+        #[inline(always)]
         fn allowed(v: &Verdict) -> bool {
             v.allowed()
         }
@@ -142,7 +142,7 @@ pub(crate) use shared_window_rules;
 
 /// The common start of every window decision: `n = 0` looks, `n > limit` never fits, and a
 /// clock past [`MAX_NANOS`] can count nothing. `None`: decide on the state.
-#[inline]
+#[inline(always)]
 pub(crate) fn early(now: Nanos, n: u64, limit: u64) -> Option<Kind> {
     if now > MAX_NANOS {
         Some(Kind::Never)

@@ -25,12 +25,12 @@ pub trait Atom: Default + Send + Sync + 'static {
 impl Atom for AtomicU64 {
     type Value = u64;
 
-    #[inline]
+    #[inline(always)]
     fn get(&self) -> u64 {
         self.load(Ordering::Acquire)
     }
 
-    #[inline]
+    #[inline(always)]
     fn swap_if(&self, current: u64, new: u64) -> Result<(), u64> {
         self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
             .map(drop)
@@ -63,7 +63,7 @@ impl<A: Atom> WordCell<A> {
     /// The CAS loop every operation runs: `step` sees the word and the parameters loaded after
     /// it, and returns its result and the word to store (`None`: store nothing). Runs again on
     /// a lost race, against the value that won.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn update<P, R>(
         &self,
         src: &impl ParamSource<P>,

@@ -193,3 +193,85 @@ fn a_per_call_count_above_u32_is_an_error() {
     let p = WeightedWindow::inert(&params(3, 100));
     assert_eq!(decide(st(0, 1, 1), 10, 1, &p).1, None);
 }
+
+/// The decision's roll to `now`'s window without a division is the division's: every stored
+/// window (empty or not, at the end of time or not) against every `now` around its end, the
+/// next window's end and far later, windows of 1 ns to `MAX_NANOS`.
+#[test]
+fn rolling_without_a_division_is_rolling_by_the_division() {
+    let windows = [
+        1,
+        2,
+        3,
+        7,
+        1_000,
+        1_000_000_007,
+        MAX_NANOS / 3,
+        MAX_NANOS,
+        u64::MAX,
+    ];
+    for w in windows {
+        let last = u64::MAX / w;
+        for index in [
+            0,
+            1,
+            2,
+            5,
+            last.saturating_sub(2),
+            last.saturating_sub(1),
+            last,
+        ] {
+            for s in [
+                st(index, 0, 0),
+                st(index, 3, 0),
+                st(index, 0, 4),
+                st(index, 9, 8),
+            ] {
+                let end = index.saturating_add(1).saturating_mul(w);
+                let nows = [0, 1, end.saturating_sub(1), end, end.saturating_add(1)]
+                    .into_iter()
+                    .chain([
+                        end.saturating_add(w).saturating_sub(1),
+                        end.saturating_add(w),
+                    ])
+                    .chain([
+                        end.saturating_add(w).saturating_add(1),
+                        MAX_NANOS,
+                        u64::MAX - 1,
+                    ])
+                    .chain([u64::MAX]);
+                for now in nows {
+                    assert_eq!(
+                        rolled_to(s, now, w),
+                        rolled(s, now / w),
+                        "{s:?} at {now}, W = {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    /// The same, on random words and instants: near the stored window's end and anywhere.
+    #[test]
+    fn rolling_without_a_division_matches_on_random_states(
+        w in 1u64..=MAX_NANOS,
+        index in 0u64..=u64::MAX,
+        prev in 0u64..4,
+        cur in 0u64..4,
+        near in 0u64..4_000,
+        far in proptest::num::u64::ANY,
+        pick in 0u8..3,
+    ) {
+        let index = index % (u64::MAX / w).max(1);
+        let s = st(index, prev, cur);
+        let end = index.saturating_add(1).saturating_mul(w);
+        let now = match pick {
+            0 => end.saturating_sub(2_000).saturating_add(near),
+            1 => end.saturating_add(w).saturating_sub(2_000).saturating_add(near),
+            _ => far,
+        };
+        proptest::prop_assert_eq!(rolled_to(s, now, w), rolled(s, now / w));
+    }
+}
