@@ -355,13 +355,16 @@ impl Model for Windows {
                 let k = self.k(now);
                 let cur = self.count(k);
                 let from_cur = n.min(cur);
+                let mut prev = 0;
                 if let Win::Weighted = self.alg {
                     if k > 0 {
-                        let prev = self.count(k - 1);
+                        prev = self.count(k - 1);
                         self.counts.insert(k - 1, prev.saturating_sub(n - from_cur));
                     }
                 }
-                if n > 0 && (cur > 0 || self.used(now) > 0) {
+                // Through `set`, so that a reward that leaves nothing counted (here or, for
+                // the weighted window, in the previous window) forgets the state: a fresh key.
+                if n > 0 && (cur > 0 || prev > 0 || self.used(now) > 0) {
                     self.set(k, cur - from_cur);
                 }
             }
