@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use tollgate::{Clock, DefaultClock, Quota, RateLimiter};
+use tollgate::{Clock, DefaultClock, LeasedRateLimiter, Quota, RateLimiter};
 
 mod support;
 use support::{cpu_model, load_average, median, quantile, quick, DirectFloor};
@@ -265,11 +265,20 @@ fn main() {
     let tg = RateLimiter::new(tq);
     let gov = governor::RateLimiter::direct(gq);
     let floor = DirectFloor::new(DefaultClock::new(), 1, FAST);
+    let leased = |l: u32| {
+        LeasedRateLimiter::with_shards(RateLimiter::new(tq), NonZeroU32::new(l).unwrap(), 2)
+    };
+    let (leased8, leased64) = (leased(8), leased(64));
     let (tg, gov, floor) = (&tg, &gov, &floor);
+    let (leased8, leased64) = (&leased8, &leased64);
     table(
         "direct try_acquire, allowed, one limiter shared by 2 threads (aggregate)",
         &s,
-        &["governor 2 threads", "tollgate 1 thread"],
+        &[
+            "governor 2 threads",
+            "tollgate 2 threads",
+            "tollgate 1 thread",
+        ],
         vec![
             contender("tollgate 2 threads", 2, move |_| {
                 black_box(tg.try_acquire());
@@ -282,6 +291,15 @@ fn main() {
             }),
             contender("tollgate 1 thread", 1, move |_| {
                 black_box(tg.try_acquire());
+            }),
+            contender("LeasedRateLimiter L=8, 2 threads", 2, move |_| {
+                black_box(leased8.try_acquire());
+            }),
+            contender("LeasedRateLimiter L=64, 2 threads", 2, move |_| {
+                black_box(leased64.try_acquire());
+            }),
+            contender("LeasedRateLimiter L=64, 1 thread", 1, move |_| {
+                black_box(leased64.try_acquire());
             }),
             contender("governor 1 thread", 1, move |_| {
                 black_box(gov.check().is_ok());

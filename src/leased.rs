@@ -19,10 +19,11 @@ use crate::RateLimiter;
 /// `shards * (L - 1)` permits (those leased before the window and used in it). Symmetrically,
 /// up to that many permits can sit unused in leases, so a call can be refused while another
 /// shard still holds permits. `L = 1` is the plain limiter. Why and when it pays:
-/// `docs/design.md`, "Past one cache line" (modelled 3.6x one core's throughput at 4 cores
-/// with `L = 64`, where one shared word stays at about 0.5x from 2 cores on).
+/// `docs/design.md`, "Past one cache line" (modelled 3.6-3.9x one core's throughput at 4
+/// cores with `L = 64`, where one shared word stays at 0.5-0.8x from 2 cores on). A call
+/// served from its shard reads no clock: a leased permit does not expire.
 ///
-/// A shard is picked by the calling thread; a shard takes a new lease only when it is empty,
+/// A thread keeps one shard (threads are dealt to shards round robin); a shard takes a new lease only when it is empty,
 /// one thread at a time (others meanwhile ask the inner limiter for one permit each). `L` is
 /// capped at the inner quota's burst. Only `try_acquire` is leased: use
 /// [`inner`](Self::inner) for everything else (its decisions do not see the leased permits).
@@ -213,15 +214,10 @@ impl fmt::Debug for LeasedRateLimiter {
     }
 }
 
-/// This thread's shard: a hash of the address of a thread-local (distinct for every live
-/// thread), so threads spread over the shards without a shared counter.
+/// This thread's shard: threads in the order they first take a permit, round robin.
 #[inline]
 fn shard_of_thread(shards: usize) -> usize {
-    thread_local!(static ANCHOR: u8 = const { 0 });
-    let addr = ANCHOR.with(|a| a as *const u8 as usize) as u64;
-    // Fibonacci hashing of the address, its top bits reduced to the shard count.
-    let h = addr.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    ((h >> 32) as usize) % shards
+    crate::sync::thread_index() % shards
 }
 
 #[cfg(all(test, not(loom)))]
