@@ -204,6 +204,7 @@ fn main() {
     }
     let s = Settings {
         rounds: if quick() { 5 } else { 21 },
+        batch: None,
     };
     println!(
         "tollgate concurrency: {} interleaved rounds; ratios are medians of per-round ratios",

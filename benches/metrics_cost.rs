@@ -19,6 +19,7 @@ use support::{quick, DirectFloor};
 fn main() {
     let s = Settings {
         rounds: if quick() { 5 } else { 21 },
+        batch: None,
     };
     let iters = if quick() { 200_000 } else { 2_000_000 };
     let build = if cfg!(feature = "metrics") {
