@@ -116,6 +116,10 @@ fn direct(s: &Settings) {
 
 /// Aggregate throughput of 2 threads on one direct limiter (allowed path: every call stores,
 /// so the threads contend on one word), default vs default, with 1 thread for scale.
+///
+/// On a loaded machine the two threads of a batch often do not overlap (one runs after the
+/// other), and this then measures two uncontended threads: `contention.rs` measures over one
+/// shared wall window and keeps only rounds in which both threads were on a CPU.
 fn direct_threads(s: &Settings) {
     let tg = RateLimiter::new(tq_fast());
     let gov = governor::RateLimiter::direct(gq_fast());

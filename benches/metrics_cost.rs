@@ -98,10 +98,13 @@ fn concurrency(s: &Settings, iters: u64, build: &str) {
         }),
     ];
     #[cfg(feature = "metrics")]
-    cases.push(case("tollgate ConcurrencyLimiter (atomic recorder)", |_| {
-        let p = black_box(&recorded).try_acquire();
-        black_box(&p);
-    }));
+    cases.push(case(
+        "tollgate ConcurrencyLimiter (atomic recorder)",
+        |_| {
+            let p = black_box(&recorded).try_acquire();
+            black_box(&p);
+        },
+    ));
     compare(
         &format!("concurrency try_acquire + release, uncontended, {build}"),
         s,

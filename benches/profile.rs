@@ -47,7 +47,11 @@ fn window_case<A: Algorithm>(alg: A, shape: &str, calls: u64, key: impl Fn(u64) 
     match shape {
         "direct" | "direct-denied" => {
             let denied = shape == "direct-denied";
-            let q = if denied { Quota::per_hour(1).unwrap() } else { allowing };
+            let q = if denied {
+                Quota::per_hour(1).unwrap()
+            } else {
+                allowing
+            };
             let l = RateLimiter::builder(q).algorithm(alg).unwrap().build();
             if denied {
                 assert!(l.try_acquire());

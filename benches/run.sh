@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 core=(compare clocks memory sweep_pause async_wakeups)
-extra=(windows smooth concurrency instructions metrics_cost http redis redis_semaphore)
+extra=(windows smooth concurrency contention instructions metrics_cost http redis redis_semaphore)
 quick=""
 criterion=""
 write=""

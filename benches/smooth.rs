@@ -13,7 +13,12 @@
 //! Run (in benches/): `cargo bench --bench smooth` (`-- --quick` for a short run).
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use portable_atomic::AtomicU128;
 
 use criterion::Criterion;
 use tollgate::{Quota, RateLimiter, SmoothRateLimiter, StdClock};
@@ -24,7 +29,7 @@ use guava_port::{GuavaPort, MutexGuava};
 
 mod support;
 use support::quick;
-use support::rounds::{compare, threaded, Settings};
+use support::rounds::{case, compare, threaded, Settings};
 
 /// Allowed path: 10^12 permits per second, so every permit's cost truncates to 0 us and every
 /// call is granted, and every call stores (a saved permit is spent).
@@ -110,6 +115,80 @@ fn rounds(title: &str, allowed: bool, threads: usize, s: &Settings, iters: u64) 
     compare(title, s, iters, &["gcra", "guava mutex port"], cases);
 }
 
+/// The bare primitives under the granted path, one thread, no clock: a 64-bit load + CAS (what
+/// GCRA does), a 128-bit load + CAS (the smooth limiter's word, `portable_atomic::AtomicU128`
+/// as the library uses it: `cmpxchg16b`, detected at run time unless the build enables it),
+/// and an uncontended `std::sync::Mutex` lock, update, unlock (what the Guava port does); each
+/// changes its state on every call, as a grant does.
+fn primitives(s: &Settings, iters: u64) {
+    let w64 = CachePadded::new(AtomicU64::new(0));
+    let w128 = CachePadded::new(AtomicU128::new(0));
+    let w64_alone = CachePadded::new(AtomicU64::new(0));
+    let w128_alone = CachePadded::new(AtomicU128::new(0));
+    let m = CachePadded::new(Mutex::new((0.0f64, 0i64)));
+    let cases = vec![
+        case("64-bit load + CAS", |_| {
+            let cur = w64.load(Ordering::Acquire);
+            black_box(
+                w64.compare_exchange(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok(),
+            );
+        }),
+        case("128-bit load + CAS (cmpxchg16b)", |_| {
+            let cur = w128.load(Ordering::Acquire);
+            black_box(
+                w128.compare_exchange(
+                    cur,
+                    cur + (1 << 64) + 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok(),
+            );
+        }),
+        // The expected value kept from the last success (one thread: every CAS succeeds), so
+        // the word is not loaded: what a CAS costs without the load before it.
+        case("128-bit CAS alone (no load)", {
+            let mut last = w128_alone.load(Ordering::Acquire);
+            move |_| {
+                let new = last + (1 << 64) + 1;
+                let ok = w128_alone
+                    .compare_exchange(last, new, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+                last = new;
+                black_box(ok);
+            }
+        }),
+        case("64-bit CAS alone (no load)", {
+            let mut last = w64_alone.load(Ordering::Acquire);
+            move |_| {
+                let ok = w64_alone
+                    .compare_exchange(last, last + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+                last += 1;
+                black_box(ok);
+            }
+        }),
+        case("Mutex lock + update + unlock", |_| {
+            let mut g = m.lock().unwrap();
+            g.0 += 1.0;
+            g.1 += 1;
+            black_box(&*g);
+        }),
+    ];
+    println!(
+        "\n(`cmpxchg16b` enabled at compile time: {})",
+        cfg!(target_feature = "cmpxchg16b")
+    );
+    compare(
+        "primitives of the granted path (1 thread, no clock)",
+        s,
+        iters,
+        &["64-bit load + CAS", "Mutex lock + update + unlock"],
+        cases,
+    );
+}
+
 fn main() {
     // `--table-only` (what `run.sh` passes): the same-run table without the criterion groups.
     if !std::env::args().any(|a| a == "--table-only") {
@@ -122,13 +201,16 @@ fn main() {
     }
 
     let (rounds_n, iters) = if quick() { (5, 50_000) } else { (21, 200_000) };
+    let from_args = Settings::from_args(rounds_n);
     let s = Settings {
-        rounds: rounds_n,
-        batch: None,
+        rounds: from_args.rounds,
+        batch: from_args.batch,
     };
     println!(
-        "\n## Same-run comparison ({rounds_n} interleaved rounds, every contender on `StdClock`)"
+        "\n## Same-run comparison ({} interleaved rounds, every contender on `StdClock`)",
+        s.rounds
     );
+    primitives(&s, iters);
     rounds("try_acquire, allowed, 1 thread", true, 1, &s, iters);
     rounds("try_acquire, denied, 1 thread", false, 1, &s, iters);
     let two = "try_acquire, allowed, 2 threads on one limiter";

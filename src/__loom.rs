@@ -27,6 +27,29 @@ pub use crate::cell::semaphore::word::Take;
 pub use crate::cell::semaphore::{Cancelled, Enqueued};
 pub use crate::smooth::loom_api::SmoothTicket;
 
+/// One shard of a `LeasedRateLimiter`: its count of leased permits and the take-when-empty
+/// protocol (`cell::lease`).
+#[derive(Debug, Default)]
+pub struct Lease(crate::cell::lease::LeaseCell);
+
+impl Lease {
+    /// An empty shard.
+    pub fn new() -> Lease {
+        Lease::default()
+    }
+
+    /// One permit: from the shard, or by taking a lease (`lease()`: how many the shared limiter
+    /// granted), or from `one()` (the shared limiter directly), as the limiter's `try_acquire`.
+    pub fn acquire(&self, lease: impl FnOnce() -> u64, one: impl FnOnce() -> bool) -> bool {
+        self.0.acquire(lease, one)
+    }
+
+    /// Unused leased permits now.
+    pub fn held(&self) -> u64 {
+        self.0.held()
+    }
+}
+
 /// The keyed limiter's per-key cell (one atomic word).
 #[derive(Debug, Default)]
 pub struct TatCell(GcraCell);

@@ -199,6 +199,7 @@ pub mod guide;
 #[cfg(feature = "tower")]
 pub mod http;
 mod keyed;
+mod leased;
 mod meter;
 mod nanos;
 mod outcome;
@@ -231,6 +232,7 @@ pub use concurrency::{
 };
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
+pub use leased::LeasedRateLimiter;
 pub use meter::names as metric_names;
 pub use nanos::{Nanos, MAX_NANOS};
 pub use outcome::{AcquireError, AdjustError, Decision, ThrottleReply};

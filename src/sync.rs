@@ -15,6 +15,16 @@ pub(crate) use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use std::sync::TryLockError;
 
+/// A small number for the calling thread, distinct from every other thread's until `usize`
+/// wraps: threads numbered in the order they first ask, so consecutive threads land on
+/// different shards (`LeasedRateLimiter`). Only a spreading hint, not part of any protocol,
+/// hence std's atomic even under loom (a loom atomic cannot be a `static`).
+pub(crate) fn thread_index() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local!(static INDEX: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    INDEX.with(|i| *i)
+}
+
 // The keyed store's shard locks. parking_lot's: a read lock is one CAS, and a write guard can
 // be released *fairly* ([`unlock_fair`]), handing the lock to the readers parked on it.
 #[cfg(not(loom))]

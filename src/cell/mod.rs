@@ -8,10 +8,13 @@
 //!   window, the weighted window counter);
 //! - [`semaphore`]: a concurrency limit's permits (one word, lock-free uncontended) and its
 //!   FIFO waiter queue under a mutex;
+//! - [`lease`]: one shard of a leased limiter (permits taken ahead, used on the core's own
+//!   line);
 //! - [`locked`]: a state under a mutex held only for one decision (the sliding window's
 //!   sub-windows, the sliding log).
 
 pub(crate) mod gcra;
+pub(crate) mod lease;
 pub(crate) mod params;
 pub(crate) mod semaphore;
 

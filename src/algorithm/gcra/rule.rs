@@ -226,16 +226,20 @@ impl Verdict {
     pub(crate) fn decision(&self, now: Nanos) -> Decision {
         // Every verdict's tail is max(tat, now) or later.
         debug_assert!(self.tail >= now);
-        let retry_after = match self.kind {
-            Kind::Deny { retry_after } => Some(Duration::from_nanos(retry_after)),
-            _ => None,
-        };
-        Decision {
-            allowed: self.allowed(),
-            limit: self.burst,
-            remaining: self.remaining,
-            retry_after,
-            reset_after: Duration::from_nanos(self.tail - now),
+        let reset_after = Duration::from_nanos(self.tail - now);
+        // One constructor per kind, so that a grant builds no `retry_after` at all (one match
+        // setting each field separately left a select of the two on the grant's path).
+        match self.kind {
+            Kind::Allow | Kind::Peek => Decision::allowed(self.burst, self.remaining, reset_after),
+            Kind::Deny { retry_after } => Decision::denied(
+                self.burst,
+                self.remaining,
+                Duration::from_nanos(retry_after),
+                reset_after,
+            ),
+            Kind::ExceedsBurst | Kind::Never => {
+                Decision::never(self.burst, self.remaining, reset_after)
+            }
         }
     }
 }
