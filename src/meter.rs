@@ -39,7 +39,8 @@ pub mod names {
     pub const SWEEP_PAUSE_SECONDS: &str = "tollgate_sweep_pause_seconds";
 
     /// Counter: requests through the HTTP layer, labelled `policy` (the policy's name, or
-    /// [`HTTP_NO_POLICY`]) and `outcome`: `allowed`, `refused`, `would_refuse`,
+    /// [`HTTP_NO_POLICY`]) and `outcome`: `allowed`, `refused`, `never` (a cost above the
+    /// burst), `would_refuse`,
     /// `would_delay` (shadow mode), `bypassed` (an allow list), `denied` (a deny list),
     /// `key_error`, `unavailable` (the backend failed). The same counts as
     /// `RateLimitLayer::stats`.

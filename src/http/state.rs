@@ -147,8 +147,12 @@ impl<E, B: Backend, R, C> Shared<E, B, R, C> {
             self.ops.refused(index, outcome, key);
             return Verdict::Proceed(headers.map(RateHeaders::without_retry_after));
         }
-        record(Outcome::Refused);
-        self.ops.refused(index, Outcome::Refused, key);
+        let outcome = match d.retry_after {
+            Some(_) => Outcome::Refused,
+            None => Outcome::Never,
+        };
+        record(outcome);
+        self.ops.refused(index, outcome, key);
         let p = match d.retry_after {
             Some(_) => Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,

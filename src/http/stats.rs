@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) enum Outcome {
     /// The limiter allowed it (enforced or in shadow), or no policy applied.
     Allowed,
-    /// The limiter refused it, and the policy enforces: `429` (or `never_status`).
+    /// The limiter refused it for now, and the policy enforces: `429`.
     Refused,
     /// The limiter refused it, but the policy is in shadow: it went through.
     WouldRefuse,
@@ -31,12 +31,15 @@ pub(crate) enum Outcome {
     KeyError,
     /// The backend failed (Redis down): `503` when enforcing, through in shadow.
     Unavailable,
+    /// The request can never pass (its cost is above the burst), and the policy enforces:
+    /// the `never_status` (`429` by default, without `Retry-After`).
+    Never,
 }
 
 impl Outcome {
     /// Every outcome, in the order of [`Outcome::label`]'s labels.
     #[cfg(feature = "metrics")]
-    const ALL: [Outcome; 8] = [
+    const ALL: [Outcome; 9] = [
         Outcome::Allowed,
         Outcome::Refused,
         Outcome::WouldRefuse,
@@ -45,6 +48,7 @@ impl Outcome {
         Outcome::Denied,
         Outcome::KeyError,
         Outcome::Unavailable,
+        Outcome::Never,
     ];
 
     /// The `outcome` label of `tollgate_http_requests_total` (and of refusal events).
@@ -59,6 +63,7 @@ impl Outcome {
             Outcome::Denied => "denied",
             Outcome::KeyError => "key_error",
             Outcome::Unavailable => "unavailable",
+            Outcome::Never => "never",
         }
     }
 }
@@ -69,7 +74,7 @@ pub(crate) struct Counters {
     /// Feature `metrics`: the same counts as `tollgate_http_requests_total{policy, outcome}`,
     /// one handle per outcome, registered when the layer is built.
     #[cfg(feature = "metrics")]
-    metrics: Option<Box<[metrics::Counter; 8]>>,
+    metrics: Option<Box<[metrics::Counter; 9]>>,
     allowed: AtomicU64,
     refused: AtomicU64,
     would_refuse: AtomicU64,
@@ -78,6 +83,7 @@ pub(crate) struct Counters {
     denied: AtomicU64,
     key_errors: AtomicU64,
     unavailable: AtomicU64,
+    never: AtomicU64,
 }
 
 impl Counters {
@@ -123,6 +129,7 @@ impl Counters {
             Outcome::Denied => &self.denied,
             Outcome::KeyError => &self.key_errors,
             Outcome::Unavailable => &self.unavailable,
+            Outcome::Never => &self.never,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -139,6 +146,7 @@ impl Counters {
             denied: get(&self.denied),
             key_errors: get(&self.key_errors),
             unavailable: get(&self.unavailable),
+            never: get(&self.never),
         }
     }
 }
@@ -166,8 +174,7 @@ pub struct PolicyStats {
     /// [`unmatched_stats`](super::RateLimitLayer::unmatched_stats): requests that passed
     /// the lists, unlimited.
     pub allowed: u64,
-    /// Refused by the limiter while enforcing: `429` (or the
-    /// [`never_status`](super::RateLimitLayerBuilder::never_status)), a gRPC
+    /// Refused by the limiter for now while enforcing: `429` with `Retry-After`, a gRPC
     /// `RESOURCE_EXHAUSTED`.
     pub refused: u64,
     /// Refused by the limiter while in shadow: let through; enforcing would have refused
@@ -186,6 +193,9 @@ pub struct PolicyStats {
     /// The limiter could not decide (a Redis failure): `503` while enforcing, let through
     /// in shadow.
     pub unavailable: u64,
+    /// Could never pass (a cost above the burst) while enforcing: the
+    /// [`never_status`](super::RateLimitLayerBuilder::never_status), without `Retry-After`.
+    pub never: u64,
 }
 
 impl PolicyStats {
@@ -206,6 +216,7 @@ impl PolicyStats {
             self.denied,
             self.key_errors,
             self.unavailable,
+            self.never,
         ]
         .iter()
         .fold(0u64, |sum, n| sum.wrapping_add(*n))
@@ -221,6 +232,7 @@ impl PolicyStats {
         self.denied = self.denied.wrapping_add(o.denied);
         self.key_errors = self.key_errors.wrapping_add(o.key_errors);
         self.unavailable = self.unavailable.wrapping_add(o.unavailable);
+        self.never = self.never.wrapping_add(o.never);
         self
     }
 }
@@ -248,6 +260,7 @@ mod tests {
             Outcome::Denied,
             Outcome::KeyError,
             Outcome::Unavailable,
+            Outcome::Never,
         ];
         for (i, o) in all.iter().enumerate() {
             let c = Counters::default();
@@ -264,6 +277,7 @@ mod tests {
                 s.denied,
                 s.key_errors,
                 s.unavailable,
+                s.never,
             ];
             let want: Vec<u64> = (0..all.len())
                 .map(|j| if j == i { i as u64 + 1 } else { 0 })

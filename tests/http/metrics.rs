@@ -471,3 +471,42 @@ async fn the_http_layer_counts_each_request_once_by_policy_and_outcome() {
     assert_eq!(seen.decisions("api", names::OUTCOME_ALLOWED), 4);
     assert_eq!(seen.decisions("api", names::OUTCOME_DENIED), 7);
 }
+
+/// A request that can never pass (its cost above the burst) is counted as `never`, apart from
+/// the `refused` ones that may pass later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_grantable_request_is_counted_apart() {
+    use tollgate::http::{GlobalKey, RateLimitLayer};
+
+    let (recorder, snap) = recorder();
+    let layer = metrics::with_local_recorder(&recorder, || {
+        RateLimitLayer::builder(GlobalKey)
+            .per_hour(3)
+            .policy_name("bulk")
+            .cost(|req| if req.uri.path() == "/big" { 10 } else { 1 })
+            .build()
+            .unwrap()
+    });
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .route("/big", axum::routing::get(|| async { "big" }))
+        .layer(layer.clone());
+    let addr = http_support::serve_axum(app).await;
+    let client = http_support::client();
+    let big = http_support::get(&client, addr, "/big").await;
+    assert_eq!(big.status, 429);
+    assert!(big.headers.get("retry-after").is_none());
+    for _ in 0..4 {
+        let _ = http_support::get(&client, addr, "/").await;
+    }
+    let seen = Seen::take(&snap);
+    let http = |outcome| {
+        seen.counter(
+            names::HTTP_REQUESTS,
+            &[(names::POLICY, "bulk"), (names::OUTCOME, outcome)],
+        )
+    };
+    assert_eq!((http("allowed"), http("refused"), http("never")), (3, 1, 1));
+    let stats = layer.stats("bulk").unwrap();
+    assert_eq!((stats.allowed, stats.refused, stats.never), (3, 1, 1));
+}
