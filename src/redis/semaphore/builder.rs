@@ -175,15 +175,8 @@ impl RedisSemaphoreBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn connect(self, url: &str) -> Result<RedisSemaphore, RedisLimitError> {
-        let lease_us = self.validate()?;
-        let carrier = self.carrier.connect(url).await?;
-        Ok(RedisSemaphore::new(
-            carrier,
-            self.limit,
-            lease_us,
-            self.policy,
-            self.name.as_deref(),
-        ))
+        let (checked, carrier) = self.checked()?;
+        Ok(checked.semaphore(carrier.connect(url).await?))
     }
 
     /// Connects to a Redis Cluster through any of its nodes. A semaphore key is one Redis key,
@@ -205,15 +198,8 @@ impl RedisSemaphoreBuilder {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let lease_us = self.validate()?;
-        let carrier = self.carrier.connect_cluster(nodes).await?;
-        Ok(RedisSemaphore::new(
-            carrier,
-            self.limit,
-            lease_us,
-            self.policy,
-            self.name.as_deref(),
-        ))
+        let (checked, carrier) = self.checked()?;
+        Ok(checked.semaphore(carrier.connect_cluster(nodes).await?))
     }
 
     /// Uses a connection manager you configured yourself.
@@ -235,15 +221,8 @@ impl RedisSemaphoreBuilder {
         self,
         manager: ConnectionManager,
     ) -> Result<RedisSemaphore, RedisLimitError> {
-        let lease_us = self.validate()?;
-        let carrier = self.carrier.with_connection_manager(manager)?;
-        Ok(RedisSemaphore::new(
-            carrier,
-            self.limit,
-            lease_us,
-            self.policy,
-            self.name.as_deref(),
-        ))
+        let (checked, carrier) = self.checked()?;
+        Ok(checked.semaphore(carrier.with_connection_manager(manager)?))
     }
 
     /// Uses a cluster connection you configured yourself.
@@ -263,15 +242,21 @@ impl RedisSemaphoreBuilder {
         self,
         conn: ClusterConnection,
     ) -> Result<RedisSemaphore, RedisLimitError> {
+        let (checked, carrier) = self.checked()?;
+        Ok(checked.semaphore(carrier.with_cluster_connection(conn)?))
+    }
+
+    /// The configuration, checked before any connection is made, and the carrier's builder
+    /// to connect with.
+    fn checked(self) -> Result<(Checked, RedisRateLimiterBuilder), RedisLimitError> {
         let lease_us = self.validate()?;
-        let carrier = self.carrier.with_cluster_connection(conn)?;
-        Ok(RedisSemaphore::new(
-            carrier,
-            self.limit,
+        let checked = Checked {
+            limit: self.limit,
             lease_us,
-            self.policy,
-            self.name.as_deref(),
-        ))
+            policy: self.policy,
+            name: self.name,
+        };
+        Ok((checked, self.carrier))
     }
 
     /// The lease in whole microseconds, or the configuration's first mistake (the prefix is
@@ -295,6 +280,21 @@ impl RedisSemaphoreBuilder {
                  Fallback are refused (use Error or Closed)",
             )),
         }
+    }
+}
+
+/// A semaphore's configuration once checked, waiting for its connected carrier.
+struct Checked {
+    limit: u64,
+    lease_us: u64,
+    policy: FailurePolicy,
+    name: Option<String>,
+}
+
+impl Checked {
+    fn semaphore(self, carrier: RedisRateLimiter) -> RedisSemaphore {
+        let name = self.name.as_deref();
+        RedisSemaphore::new(carrier, self.limit, self.lease_us, self.policy, name)
     }
 }
 
