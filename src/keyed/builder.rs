@@ -5,7 +5,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DefaultKeyHasher, KeyedRateLimiter, DEFAULT_SHARDS};
@@ -15,7 +15,8 @@ use crate::engine::Engine;
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
 use crate::store::keyed::{KeyedStore, WhenFull};
-use crate::sweeper::{Sweep, Sweeper};
+use crate::store::table::shard_count;
+use crate::sweeper::Sweeper;
 
 /// Configures a [`KeyedRateLimiter`]: clock, algorithm, hasher, shards, background sweeping,
 /// key cap.
@@ -142,7 +143,7 @@ where
     /// assert!(limiter.try_acquire(&1));
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = shards.clamp(2, 1 << 16).next_power_of_two();
+        self.shards = shard_count(shards);
         self
     }
 
@@ -324,10 +325,7 @@ where
         let on_tokio = self.sweep_on_tokio;
         #[cfg(not(feature = "tokio"))]
         let on_tokio = false;
-        let sweeper = self.sweep_interval.and_then(|interval| {
-            let weak: Weak<dyn Sweep> = Arc::downgrade(&store) as Weak<dyn Sweep>;
-            Sweeper::start(weak, interval, on_tokio)
-        });
+        let sweeper = Sweeper::for_store(&store, self.sweep_interval, on_tokio);
         KeyedRateLimiter { sweeper, store }
     }
 }

@@ -31,6 +31,12 @@ pub(crate) struct ShardedTable<K, V, S> {
     hasher: S,
 }
 
+/// The shard count a builder's `shards(n)` setting gives: `n` rounded up to a power of two,
+/// clamped to `2..=65536` (what [`ShardedTable::new`] takes).
+pub(crate) fn shard_count(requested: usize) -> usize {
+    requested.clamp(2, 1 << 16).next_power_of_two()
+}
+
 impl<K, V, S> ShardedTable<K, V, S>
 where
     K: Hash + Eq,

@@ -5,7 +5,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::KeyedConcurrencyLimiter;
@@ -13,8 +13,9 @@ use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::store::SemStore;
 use crate::keyed::{DefaultKeyHasher, DEFAULT_SHARDS};
 use crate::meter::Meter;
+use crate::store::table::shard_count;
 use crate::store::when_full::WhenFull;
-use crate::sweeper::{Sweep, Sweeper};
+use crate::sweeper::Sweeper;
 
 /// Configures a [`KeyedConcurrencyLimiter`]: hasher, shards, background sweeping, key cap.
 /// The same vocabulary as [`KeyedRateLimiterBuilder`](crate::KeyedRateLimiterBuilder).
@@ -108,7 +109,7 @@ where
     /// # Ok::<(), tollgate::ConcurrencyError>(())
     /// ```
     pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = shards.clamp(2, 1 << 16).next_power_of_two();
+        self.shards = shard_count(shards);
         self
     }
 
@@ -261,10 +262,7 @@ where
         let on_tokio = self.sweep_on_tokio;
         #[cfg(not(feature = "tokio"))]
         let on_tokio = false;
-        let sweeper = self.sweep_interval.and_then(|interval| {
-            let weak: Weak<dyn Sweep> = Arc::downgrade(&store) as Weak<dyn Sweep>;
-            Sweeper::start(weak, interval, on_tokio)
-        });
+        let sweeper = Sweeper::for_store(&store, self.sweep_interval, on_tokio);
         KeyedConcurrencyLimiter { sweeper, store }
     }
 }
