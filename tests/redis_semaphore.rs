@@ -551,3 +551,46 @@ async fn a_three_primary_cluster_grants_and_releases_on_many_keys() {
         assert_eq!(again.release().await.unwrap(), Released::Returned);
     }
 }
+
+/// Keys are untrusted input (a user id, a header): whatever bytes a key holds (control
+/// characters, `{`, `}`, `:`, newlines, any Unicode), its state is the one Redis key
+/// `<prefix>:sem:<key>`, it counts only its own permits, and another key never sees them.
+#[test]
+fn hostile_keys_keep_their_own_state() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sem = rt.block_on(semaphore(&server.url(), 2, Duration::from_secs(30)));
+    let key = prop_oneof![any::<String>(), "[{}:\\x00-\\x1f a-c]{0,24}"];
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        ..Config::default()
+    });
+    runner
+        .run(&(key.clone(), key), |(a, b)| {
+            prop_assume!(a != b);
+            let state = sem.state_key(&a);
+            prop_assert_eq!(&state, &format!("tollgate:sem:{a}"));
+            rt.block_on(async {
+                let first = sem.try_acquire_n(&a, 2).await.unwrap();
+                let refused = sem.try_acquire(&a).await.unwrap();
+                prop_assert!(refused.is_none(), "a third permit on a full key");
+                prop_assert_eq!(sem.in_flight(&a).await.unwrap(), 2);
+                prop_assert_eq!(sem.in_flight(&b).await.unwrap(), 0);
+                let exists: bool = redis::cmd("EXISTS")
+                    .arg(&state)
+                    .query(&mut server.conn())
+                    .unwrap();
+                prop_assert!(exists, "no Redis key {:?}", state);
+                prop_assert_eq!(first.release().await.unwrap(), Released::Returned);
+                prop_assert_eq!(sem.in_flight(&a).await.unwrap(), 0);
+                Ok::<(), TestCaseError>(())
+            })
+        })
+        .unwrap();
+}
