@@ -26,7 +26,7 @@ use crossbeam_utils::CachePadded;
 use tollgate::{Clock, DefaultClock, QuantaClock, StdClock};
 
 mod support;
-use support::rounds::{case, compare, Settings};
+use support::rounds::{case, compare, Settings, ROUNDS};
 use support::{quantile, quick, DirectFloor, RawQuanta};
 
 #[cfg(target_arch = "x86_64")]
@@ -356,10 +356,7 @@ fn main() {
         default_clock,
     );
 
-    let s = Settings {
-        rounds: if quick { 5 } else { 21 },
-        batch: None,
-    };
+    let s = Settings::from_args(ROUNDS);
     read_costs(&s);
     #[cfg(target_arch = "x86_64")]
     cross_core(if quick { 1_000_000 } else { 10_000_000 });

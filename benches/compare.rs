@@ -12,7 +12,7 @@ use std::time::Duration;
 use tollgate::{CoarseClock, DefaultClock, KeyedRateLimiter, Quota, RateLimiter, StdClock};
 
 mod support;
-use support::rounds::{case, compare, threaded, Settings};
+use support::rounds::{case, compare, threaded, Settings, ROUNDS};
 use support::{random_u64_keys, string_key, ArrayBound, DirectFloor, KeyedFloor, RawQuanta};
 
 type FloorHasher = foldhash::fast::RandomState;
@@ -559,7 +559,7 @@ fn wanted(section: &str) -> bool {
 
 fn main() {
     // `--rounds N`, `--batch N` for a longer, finer run on a noisy machine.
-    let s = Settings::from_args(21);
+    let s = Settings::from_args(ROUNDS);
     println!(
         "tollgate compare: {} interleaved rounds; ratios are medians of per-round ratios",
         s.rounds

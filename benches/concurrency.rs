@@ -22,7 +22,7 @@ use tokio::sync::Semaphore;
 use tollgate::{ConcurrencyLimiter, KeyedConcurrencyLimiter};
 
 mod support;
-use support::rounds::{case, compare, threaded, Settings};
+use support::rounds::{case, compare, threaded, Settings, ROUNDS};
 use support::{median, quick, random_u64_keys, rss_bytes};
 
 const LIMIT: u32 = 64;
@@ -202,10 +202,7 @@ fn main() {
         println!("direct {:?}/op", t.elapsed() / 20_000_000);
         return;
     }
-    let s = Settings {
-        rounds: if quick() { 5 } else { 21 },
-        batch: None,
-    };
+    let s = Settings::from_args(ROUNDS);
     println!(
         "tollgate concurrency: {} interleaved rounds; ratios are medians of per-round ratios",
         s.rounds

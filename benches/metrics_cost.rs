@@ -16,11 +16,11 @@ use std::hint::black_box;
 use tollgate::{ConcurrencyLimiter, DefaultClock, Quota, RateLimiter};
 
 mod support;
-use support::rounds::{case, compare, Settings};
+use support::rounds::{case, compare, Settings, ROUNDS};
 use support::{quick, DirectFloor};
 
 fn main() {
-    let s = Settings::from_args(21);
+    let s = Settings::from_args(ROUNDS);
     let iters = if quick() { 200_000 } else { 2_000_000 };
     let build = if cfg!(feature = "metrics") {
         "with the metrics feature"

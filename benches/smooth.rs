@@ -29,7 +29,7 @@ use guava_port::{GuavaPort, MutexGuava};
 
 mod support;
 use support::quick;
-use support::rounds::{case, compare, threaded, Settings};
+use support::rounds::{case, compare, threaded, Settings, ROUNDS};
 
 /// Allowed path: 10^12 permits per second, so every permit's cost truncates to 0 us and every
 /// call is granted, and every call stores (a saved permit is spent).
@@ -200,12 +200,8 @@ fn main() {
         c.final_summary();
     }
 
-    let (rounds_n, iters) = if quick() { (5, 50_000) } else { (21, 200_000) };
-    let from_args = Settings::from_args(rounds_n);
-    let s = Settings {
-        rounds: from_args.rounds,
-        batch: from_args.batch,
-    };
+    let iters = if quick() { 50_000 } else { 200_000 };
+    let s = Settings::from_args(ROUNDS);
     println!(
         "\n## Same-run comparison ({} interleaved rounds, every contender on `StdClock`)",
         s.rounds

@@ -19,7 +19,7 @@ use tollgate::{
 };
 
 mod support;
-use support::rounds::{measure, paired_ratio, Case, Settings};
+use support::rounds::{measure_sized, paired_ratio, Case, Settings, ROUNDS};
 use support::{median, quick, rss_bytes};
 
 const NAMES: [&str; 5] = [
@@ -106,7 +106,7 @@ fn keyed<A: Algorithm>(alg: A, universe: u64) -> Op {
 
 /// One table row per case: each contender's median ns/op and its median paired ratio to GCRA
 /// (the shared interleaved-rounds harness, laid out one row per case).
-fn compare(case: &str, ops: Vec<Op>, s: &Settings, batch: u64) {
+fn compare(case: &str, ops: Vec<Op>, s: &Settings, batch: u64) -> String {
     let mut cases: Vec<Case<'_>> = ops
         .into_iter()
         .zip(NAMES)
@@ -116,7 +116,7 @@ fn compare(case: &str, ops: Vec<Op>, s: &Settings, batch: u64) {
             run,
         })
         .collect();
-    let times = measure(s, batch, &mut cases);
+    let (times, batches) = measure_sized(s, batch, &mut cases);
     let cells: Vec<String> = (0..times.len())
         .map(|i| {
             let ns = median(&mut times[i].clone());
@@ -128,6 +128,7 @@ fn compare(case: &str, ops: Vec<Op>, s: &Settings, batch: u64) {
         })
         .collect();
     println!("| {case} | {} |", cells.join(" | "));
+    format!("{case} {}", batches.iter().max().unwrap_or(&0))
 }
 
 const MEM_KEYS: u64 = 1_000_000;
@@ -156,17 +157,21 @@ fn main() {
         return;
     }
     // `--rounds N` / `--batch N` as in `compare`; `--no-memory` skips the bytes-per-key row.
-    let s = Settings::from_args(21);
-    let (rounds, batch) = (
-        s.rounds,
-        s.batch.unwrap_or(if quick() { 100_000 } else { 400_000 }),
-    );
+    let s = Settings::from_args(ROUNDS);
+    // The warm-up's calls, and the most a time-sized batch takes.
+    let (rounds, batch) = (s.rounds, if quick() { 100_000 } else { 400_000 });
 
     println!("### Window algorithms next to GCRA (same run)");
     println!();
     println!(
-        "ns per decision, median of {rounds} interleaved rounds of {batch} calls; in brackets the \
+        "ns per decision, median of {rounds} interleaved rounds of {}; in brackets the \
          median per-round ratio to GCRA. {}, load average (1 min) {} at start.",
+        match s.batch {
+            Some(b) => format!("{b} calls"),
+            None =>
+                "one batch size per row, sized to about 200 us for its slowest contender (below)"
+                    .to_string(),
+        },
         support::cpu_model(),
         support::load_average()
     );
@@ -174,28 +179,32 @@ fn main() {
     println!("| case | {} |", NAMES.join(" | "));
     println!("|---|{}", "---:|".repeat(NAMES.len()));
     let all = |make: &dyn Fn(usize) -> Op| (0..NAMES.len()).map(make).collect::<Vec<_>>();
-    compare(
-        "direct, allowed",
-        all(&|i| with_alg!(i, direct, true)),
-        &s,
-        batch,
-    );
-    compare(
-        "direct, denied",
-        all(&|i| with_alg!(i, direct, false)),
-        &s,
-        batch,
-    );
+    let mut batches = vec![
+        compare(
+            "direct, allowed",
+            all(&|i| with_alg!(i, direct, true)),
+            &s,
+            batch,
+        ),
+        compare(
+            "direct, denied",
+            all(&|i| with_alg!(i, direct, false)),
+            &s,
+            batch,
+        ),
+    ];
     for (name, universe) in [
         ("keyed, 1 key", 1),
         ("keyed, 10k keys", 10_000),
         ("keyed, 1M keys", 1_000_000),
     ] {
         let ops = all(&|i| with_alg!(i, keyed, universe));
-        compare(name, ops, &s, batch);
+        batches.push(compare(name, ops, &s, batch));
     }
+    let footnote = || println!("\nCalls per batch: {}.", batches.join("; "));
 
     if std::env::args().any(|a| a == "--no-memory") {
+        footnote();
         return;
     }
     // Bytes per key, each algorithm in a fresh process.
@@ -218,4 +227,5 @@ fn main() {
         "| bytes per key at 1M `u64` keys (RSS) | {} |",
         cells.join(" | ")
     );
+    footnote();
 }

@@ -70,13 +70,21 @@ pub fn threaded<'a>(name: &str, threads: usize, op: impl Fn(usize, u64) + Sync +
 /// How many interleaved rounds a comparison runs.
 pub struct Settings {
     pub rounds: usize,
-    /// Calls per contender per round, overriding each table's own (`--batch N`): shorter
-    /// batches are preempted less often on a loaded machine.
+    /// Calls per contender per round (`--batch N`). Without it each single-threaded contender's
+    /// batch is sized from its warm-up to last about [`BATCH_TIME`]: short enough that most
+    /// batches run without a preemption on a loaded machine, whatever the contender costs.
     pub batch: Option<u64>,
 }
 
+/// The wall time a single-threaded contender's batch aims at when no `--batch` is given (a
+/// scheduler slice is a few ms; a batch much shorter than that is rarely cut by one).
+pub const BATCH_TIME: Duration = Duration::from_micros(200);
+
+/// The rounds a table runs unless `--rounds N` says otherwise (21 with `--quick`).
+pub const ROUNDS: usize = 201;
+
 impl Settings {
-    /// `rounds` rounds (5 with `--quick`), or `--rounds N`; `--batch N` as above.
+    /// `rounds` rounds (21 with `--quick`), or `--rounds N`; `--batch N` as above.
     pub fn from_args(rounds: usize) -> Settings {
         let args: Vec<String> = std::env::args().collect();
         let value = |flag: &str| {
@@ -85,30 +93,75 @@ impl Settings {
         };
         Settings {
             rounds: value("--rounds")
-                .map_or(if super::quick() { 5 } else { rounds }, |r| r as usize),
+                .map_or(if super::quick() { 21 } else { rounds }, |r| r as usize),
             batch: value("--batch"),
         }
     }
 }
 
-/// Runs `cases` in interleaved rounds, after one untimed warm-up batch each (fills caches,
-/// grows maps, faults pages in); returns `times[case][round]` in ns/op.
+/// Runs `cases` in interleaved rounds, after one untimed warm-up batch of `iters` calls each
+/// (fills caches, grows maps, faults pages in); returns `times[case][round]` in ns/op.
 pub fn measure(s: &Settings, iters: u64, cases: &mut [Case<'_>]) -> Vec<Vec<f64>> {
-    let iters = s.batch.unwrap_or(iters);
+    measure_sized(s, iters, cases).0
+}
+
+/// [`measure`], and each case's batch (calls per round): `--batch N` if given; else `iters`
+/// for a threaded case (its threads start per batch) and, for the single-threaded ones, one
+/// count for all of them: as many calls as the slowest one's warm-up says fit in
+/// [`BATCH_TIME`] (at least 16, at most `iters`). One count, so every contender replays the
+/// same stretch of keys per batch and finds the cache as warm as the others do.
+pub fn measure_sized(
+    s: &Settings,
+    iters: u64,
+    cases: &mut [Case<'_>],
+) -> (Vec<Vec<f64>>, Vec<u64>) {
+    let warm = s.batch.unwrap_or(iters);
+    let slowest = cases
+        .iter_mut()
+        .map(|c| {
+            let d = (c.run)(warm);
+            d.as_nanos().max(1) as f64 / (warm * c.ops_per_iter) as f64
+        })
+        .fold(0.0f64, f64::max);
+    let sized = ((BATCH_TIME.as_nanos() as f64 / slowest) as u64).clamp(16, iters.max(16));
+    let batches: Vec<u64> = cases
+        .iter()
+        .map(|c| match s.batch {
+            Some(b) => b,
+            None if c.ops_per_iter > 1 => iters,
+            None => sized,
+        })
+        .collect();
     let n = cases.len();
-    for c in cases.iter_mut() {
-        (c.run)(iters);
-    }
     let mut times = vec![Vec::with_capacity(s.rounds); n];
     for round in 0..s.rounds {
         for k in 0..n {
             let i = (k + round) % n;
             let c = &mut cases[i];
-            let d = (c.run)(iters);
-            times[i].push(d.as_nanos() as f64 / (iters * c.ops_per_iter) as f64);
+            let d = (c.run)(batches[i]);
+            times[i].push(d.as_nanos() as f64 / (batches[i] * c.ops_per_iter) as f64);
         }
     }
-    times
+    (times, batches)
+}
+
+/// How a table's batches are described: `"20000 calls"`, or the time-sized count.
+pub fn describe_batches(s: &Settings, batches: &[u64]) -> String {
+    match s.batch {
+        Some(b) => format!("{b} calls"),
+        None => {
+            let (lo, hi) = (batches.iter().min(), batches.iter().max());
+            let calls = if lo == hi {
+                format!("{} calls", lo.unwrap_or(&0))
+            } else {
+                format!("{}-{} calls", lo.unwrap_or(&0), hi.unwrap_or(&0))
+            };
+            format!(
+                "{calls} (sized to about {} us for the slowest)",
+                BATCH_TIME.as_micros()
+            )
+        }
+    }
 }
 
 /// Contender `i` against contender `r`: the median over rounds of the paired ratio
@@ -124,7 +177,7 @@ pub fn paired_ratio(times: &[Vec<f64>], i: usize, r: usize) -> (f64, f64, f64) {
 /// the interquartile range over rounds).
 pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
     let load_before = super::load_average();
-    let times = measure(s, iters, &mut cases);
+    let (times, batches) = measure_sized(s, iters, &mut cases);
     let load_after = super::load_average();
     let ref_idx: Vec<usize> = refs
         .iter()
@@ -138,11 +191,11 @@ pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: 
     println!("\n### {title}\n");
     println!(
         "{}, {} cores; load average (1 min) {load_before} at start, {load_after} at end; \
-         {} rounds of {} calls\n",
+         {} rounds of {}\n",
         super::cpu_model(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         s.rounds,
-        s.batch.unwrap_or(iters),
+        describe_batches(s, &batches),
     );
     println!(
         "(x REF = median over rounds of this ns/op / REF ns/op, [interquartile range]; \
