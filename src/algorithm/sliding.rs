@@ -10,8 +10,9 @@
 //!   entries. Since a sub-window starting at `s` is counted iff `s > now - W`, the count is
 //!   exactly that of the current sub-window and the `k - 1` before it.
 //!
-//! The log is a ring (`VecDeque`) that grows to the live entries and shrinks back when they
-//! leave; a key with nothing counted holds no allocation. It sits behind a per-key mutex held
+//! The log is a ring (`sliding::ring`) of up to four entries in place and on the heap beyond,
+//! growing to the live entries and shrinking back when they leave; a key with nothing counted,
+//! or with at most four entries, holds no allocation. It sits behind a per-key mutex held
 //! for one decision (`crate::cell::locked`).
 //!
 //! **Quota changes** (`set_quota` at `t`): the entries that had left the window in force at
@@ -25,8 +26,6 @@
 //! it will be once brought in. A log is never more than one generation behind (`Engine`
 //! migrates every tracked key before the next change).
 
-use std::collections::VecDeque;
-
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
 use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
@@ -34,6 +33,9 @@ use crate::cell::locked::LockedCell;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
+
+mod ring;
+use ring::Ring;
 
 /// How a sliding algorithm stamps its grants (sealed through `rules`).
 pub trait Stamping: Clone + Copy + Send + Sync + std::fmt::Debug + 'static {
@@ -83,21 +85,16 @@ impl Words for SlidingParams {
 }
 
 /// One key's log: `(stamp, permits)` entries with non-decreasing stamps, and their total.
+/// The parity of the quota generation the log was last brought into rides in `entries`.
 #[derive(Clone, Debug, Default)]
 pub struct Log {
-    entries: VecDeque<(Nanos, u64)>,
+    entries: Ring,
     total: u64,
-    /// The parity of the quota generation the log was last brought into.
-    gen: bool,
 }
-
-/// Grow no further than needed, and give memory back once the live entries need a quarter of
-/// it (not at every departure: a steady flow would re-allocate all the time).
-const SHRINK_FROM: usize = 16;
 
 impl Log {
     fn newest(&self) -> Option<Nanos> {
-        self.entries.back().map(|&(s, _)| s)
+        self.entries.back().map(|(s, _)| s)
     }
 
     /// Drops the entries no longer counted at `now`.
@@ -108,25 +105,23 @@ impl Log {
     /// Brings the log into `p`'s quota generation: a log one generation behind loses the
     /// entries that had left the window before the change (module docs).
     fn enter(&mut self, p: &SlidingParams) {
-        if self.gen != p.gen {
+        if self.entries.gen() != p.gen {
             self.drop_front(|stamp| stamp < p.kept_from);
-            self.gen = p.gen;
+            self.entries.set_gen(p.gen);
         }
     }
 
     /// Drops the oldest entries while `gone` holds for their stamp.
     fn drop_front(&mut self, gone: impl Fn(Nanos) -> bool) {
-        while let Some(&(stamp, count)) = self.entries.front() {
+        while let Some((stamp, count)) = self.entries.front() {
             if !gone(stamp) {
                 break;
             }
             self.entries.pop_front();
             self.total -= count;
         }
-        let cap = self.entries.capacity();
-        if cap >= SHRINK_FROM && self.entries.len() * 4 <= cap {
-            self.entries.shrink_to(self.entries.len() * 2);
-        }
+        // At every prune, departures or not: a reward's (at the back) are settled here.
+        self.entries.settle();
     }
 
     fn push(&mut self, stamp: Nanos, n: u64) {
@@ -147,7 +142,7 @@ impl Log {
     /// order, so the newest is kept iff any is.
     fn cold_at(&self, p: &SlidingParams) -> Nanos {
         match self.newest() {
-            Some(s) if self.gen == p.gen || s >= p.kept_from => s.saturating_add(p.window),
+            Some(s) if self.entries.gen() == p.gen || s >= p.kept_from => s.saturating_add(p.window),
             _ => 0,
         }
     }
@@ -160,7 +155,7 @@ impl Log {
     /// The entries (tests).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> Vec<(Nanos, u64)> {
-        self.entries.iter().copied().collect()
+        (0..self.entries.len()).map(|i| self.entries.get(i)).collect()
     }
 }
 
@@ -199,7 +194,8 @@ pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Ve
     // Denied: until enough of the oldest entries have left for n to fit.
     let mut left = log.total;
     let mut retry_at = at;
-    for &(stamp, count) in &log.entries {
+    for i in 0..log.entries.len() {
+        let (stamp, count) = log.entries.get(i);
         left -= count;
         retry_at = stamp + p.window;
         if left + n <= p.limit {
@@ -370,3 +366,7 @@ impl<S: Stamping> Rules for S {
 
 #[cfg(test)]
 mod tests;
+
+// Entries in place must not grow the table's entry past what the heap ring's fields and its
+// 64-byte allocation took (bytes per key do not grow): 80 bytes for the log.
+const _: () = assert!(std::mem::size_of::<Log>() <= 80);
