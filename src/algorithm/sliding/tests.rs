@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use super::ring::{SHRINK_FROM, INLINE};
+use super::ring::{INLINE, SHRINK_FROM};
 use super::*;
 use crate::algorithm::{SlidingLog, SlidingWindow};
 use crate::MAX_NANOS;
@@ -264,6 +264,7 @@ enum Step {
     PushFront(u64),
     PopFront,
     PopBack,
+    Push(u64, u64),
     AddToBack(u64),
     Settle,
     FlipGen,
@@ -277,6 +278,8 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         2 => Just(Step::PopFront),
         1 => Just(Step::PopBack),
         1 => (0..100u64).prop_map(Step::AddToBack),
+        // Few stamps, so that pushes often land on the newest entry's.
+        3 => (0..4u64, 0..100u64).prop_map(|(s, n)| Step::Push(s, n)),
         2 => Just(Step::Settle),
         1 => Just(Step::FlipGen),
     ]
@@ -301,8 +304,19 @@ proptest::proptest! {
                     ring.push_front((v, i as u64));
                     model.push_front((v, i as u64));
                 }
-                Step::PopFront => proptest::prop_assert_eq!(ring.pop_front(), model.pop_front()),
+                Step::PopFront => {
+                    ring.pop_front();
+                    model.pop_front();
+                }
                 Step::PopBack => proptest::prop_assert_eq!(ring.pop_back(), model.pop_back()),
+                Step::Push(stamp, n) => {
+                    // The rule's push: onto the newest entry if it has the stamp.
+                    proptest::prop_assert!(ring.push(stamp, n));
+                    match model.back_mut() {
+                        Some((s, c)) if *s == stamp => *c += n,
+                        _ => model.push_back((stamp, n)),
+                    }
+                }
                 Step::AddToBack(n) => {
                     if let Some((_, c)) = ring.back_mut() {
                         *c += n;
