@@ -18,25 +18,7 @@ impl<S> LockedCell<S> {
     /// Runs `f` on the state, holding the lock for exactly that long.
     #[inline]
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
-        self.prefetch_tail();
         f(&mut self.lock())
-    }
-
-    /// Asks for the cell's last cache line before taking the lock: a cell larger than a line
-    /// (the sliding log's in-place entries) would otherwise miss on it only after the lock's
-    /// atomic, which waits for its own line and orders every later load behind it.
-    #[inline]
-    fn prefetch_tail(&self) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let last = std::ptr::from_ref(self)
-                .cast::<i8>()
-                .wrapping_add(std::mem::size_of::<Self>() - 1);
-            // SAFETY: `sse` is part of the x86_64 baseline, and a prefetch is a hint that reads
-            // nothing the program can observe, faults on no address and races with no write.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(last) };
-        }
     }
 
     fn lock(&self) -> MutexGuard<'_, S> {
