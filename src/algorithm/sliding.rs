@@ -134,7 +134,9 @@ impl Log {
     /// order, so the newest is kept iff any is.
     fn cold_at(&self, p: &SlidingParams) -> Nanos {
         match self.newest() {
-            Some(s) if self.entries.gen() == p.gen || s >= p.kept_from => s.saturating_add(p.window),
+            Some(s) if self.entries.gen() == p.gen || s >= p.kept_from => {
+                s.saturating_add(p.window)
+            }
             _ => 0,
         }
     }
@@ -147,7 +149,9 @@ impl Log {
     /// The entries (tests).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> Vec<(Nanos, u64)> {
-        (0..self.entries.len()).map(|i| self.entries.get(i)).collect()
+        (0..self.entries.len())
+            .map(|i| self.entries.get(i))
+            .collect()
     }
 }
 
