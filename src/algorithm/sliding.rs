@@ -10,8 +10,9 @@
 //!   entries. Since a sub-window starting at `s` is counted iff `s > now - W`, the count is
 //!   exactly that of the current sub-window and the `k - 1` before it.
 //!
-//! The log is a ring (`VecDeque`) that grows to the live entries and shrinks back when they
-//! leave; a key with nothing counted holds no allocation. It sits behind a per-key mutex held
+//! The log is a ring (`sliding::ring`) of up to four entries in place and on the heap beyond,
+//! growing to the live entries and shrinking back when they leave; a key with nothing counted,
+//! or with at most four entries, holds no allocation. It sits behind a per-key mutex held
 //! for one decision (`crate::cell::locked`).
 //!
 //! **Quota changes** (`set_quota` at `t`): the entries that had left the window in force at
@@ -25,8 +26,6 @@
 //! it will be once brought in. A log is never more than one generation behind (`Engine`
 //! migrates every tracked key before the next change).
 
-use std::collections::VecDeque;
-
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
 use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
@@ -34,6 +33,9 @@ use crate::cell::locked::LockedCell;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
+
+mod ring;
+use ring::{Entries, Ring};
 
 /// How a sliding algorithm stamps its grants (sealed through `rules`).
 pub trait Stamping: Clone + Copy + Send + Sync + std::fmt::Debug + 'static {
@@ -83,71 +85,58 @@ impl Words for SlidingParams {
 }
 
 /// One key's log: `(stamp, permits)` entries with non-decreasing stamps, and their total.
+/// The parity of the quota generation the log was last brought into rides in `entries`.
 #[derive(Clone, Debug, Default)]
 pub struct Log {
-    entries: VecDeque<(Nanos, u64)>,
+    entries: Ring,
     total: u64,
-    /// The parity of the quota generation the log was last brought into.
-    gen: bool,
 }
-
-/// Grow no further than needed, and give memory back once the live entries need a quarter of
-/// it (not at every departure: a steady flow would re-allocate all the time).
-const SHRINK_FROM: usize = 16;
 
 impl Log {
     fn newest(&self) -> Option<Nanos> {
-        self.entries.back().map(|&(s, _)| s)
+        self.entries.back().map(|(s, _)| s)
     }
 
     /// Drops the entries no longer counted at `now`.
     fn prune(&mut self, now: Nanos, window: Nanos) {
-        self.drop_front(|stamp| stamp.saturating_add(window) <= now);
+        self.on(|mut e| e.prune(now, window));
     }
 
-    /// Brings the log into `p`'s quota generation: a log one generation behind loses the
-    /// entries that had left the window before the change (module docs).
+    /// Brings the log into `p`'s quota generation (module docs).
     fn enter(&mut self, p: &SlidingParams) {
-        if self.gen != p.gen {
-            self.drop_front(|stamp| stamp < p.kept_from);
-            self.gen = p.gen;
-        }
+        self.on(|mut e| e.enter(p));
     }
 
     /// Drops the oldest entries while `gone` holds for their stamp.
     fn drop_front(&mut self, gone: impl Fn(Nanos) -> bool) {
-        while let Some(&(stamp, count)) = self.entries.front() {
-            if !gone(stamp) {
-                break;
-            }
-            self.entries.pop_front();
-            self.total -= count;
-        }
-        let cap = self.entries.capacity();
-        if cap >= SHRINK_FROM && self.entries.len() * 4 <= cap {
-            self.entries.shrink_to(self.entries.len() * 2);
-        }
+        self.on(|mut e| e.drop_front(gone));
     }
 
     fn push(&mut self, stamp: Nanos, n: u64) {
-        match self.entries.back_mut() {
-            Some((s, c)) if *s == stamp => *c += n,
-            _ => self.entries.push_back((stamp, n)),
-        }
-        self.total += n;
+        self.on(|mut e| {
+            e.push(stamp, n);
+        });
     }
 
-    /// The instant from which the log counts nothing.
-    fn empty_at(&self, window: Nanos) -> Nanos {
-        self.newest().map_or(0, |s| s.saturating_add(window))
+    /// Runs `f` on the log seen through its ring's own dispatch (the cold paths; a decision
+    /// dispatches once, in [`decide`]), then settles the ring.
+    fn on<R>(&mut self, f: impl FnOnce(Tally<'_, Ring>) -> R) -> R {
+        let r = f(Tally {
+            entries: &mut self.entries,
+            total: &mut self.total,
+        });
+        self.entries.settle();
+        r
     }
 
-    /// [`empty_at`](Self::empty_at) under `p`, for a log in `p`'s generation or one behind,
-    /// as [`enter`](Self::enter) would leave it (without changing it): entries are in stamp
+    /// [`Tally::empty_at`] under `p`, for a log in `p`'s generation or one behind, as
+    /// [`enter`](Self::enter) would leave it (without changing it): entries are in stamp
     /// order, so the newest is kept iff any is.
     fn cold_at(&self, p: &SlidingParams) -> Nanos {
         match self.newest() {
-            Some(s) if self.gen == p.gen || s >= p.kept_from => s.saturating_add(p.window),
+            Some(s) if self.entries.gen() == p.gen || s >= p.kept_from => {
+                s.saturating_add(p.window)
+            }
             _ => 0,
         }
     }
@@ -160,7 +149,66 @@ impl Log {
     /// The entries (tests).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> Vec<(Nanos, u64)> {
-        self.entries.iter().copied().collect()
+        (0..self.entries.len())
+            .map(|i| self.entries.get(i))
+            .collect()
+    }
+}
+
+/// A log's entries, in whichever form (`E`), with its total: the rule's steps, written once for
+/// both forms so that a decision picks the form once, not at every step.
+struct Tally<'a, E: Entries> {
+    entries: &'a mut E,
+    total: &'a mut u64,
+}
+
+impl<E: Entries> Tally<'_, E> {
+    #[inline]
+    fn newest(&self) -> Option<Nanos> {
+        self.entries.back().map(|(s, _)| s)
+    }
+
+    #[inline]
+    fn prune(&mut self, now: Nanos, window: Nanos) {
+        self.drop_front(|stamp| stamp.saturating_add(window) <= now);
+    }
+
+    /// Brings the log into `p`'s quota generation: a log one generation behind loses the
+    /// entries that had left the window before the change (module docs).
+    #[inline]
+    fn enter(&mut self, p: &SlidingParams) {
+        if self.entries.gen() != p.gen {
+            self.drop_front(|stamp| stamp < p.kept_from);
+            self.entries.set_gen(p.gen);
+        }
+    }
+
+    #[inline]
+    fn drop_front(&mut self, gone: impl Fn(Nanos) -> bool) {
+        while let Some((stamp, count)) = self.entries.front() {
+            if !gone(stamp) {
+                break;
+            }
+            self.entries.pop_front();
+            *self.total -= count;
+        }
+    }
+
+    /// Adds `n` permits stamped `stamp` (not before the newest); false, changing nothing, if
+    /// they need a new entry and the form has no room (the caller moves the log to the heap).
+    #[inline]
+    fn push(&mut self, stamp: Nanos, n: u64) -> bool {
+        let pushed = self.entries.push(stamp, n);
+        if pushed {
+            *self.total += n;
+        }
+        pushed
+    }
+
+    /// The instant from which the log counts nothing.
+    #[inline]
+    fn empty_at(&self, window: Nanos) -> Nanos {
+        self.newest().map_or(0, |s| s.saturating_add(window))
     }
 }
 
@@ -171,7 +219,29 @@ impl Log {
 /// later can only count fewer of the older permits, which the later decision already saw.
 ///
 /// A log one quota generation behind is first brought into `p`'s.
+#[inline(always)]
 pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Verdict {
+    let total = &mut log.total;
+    let (v, full) = match &mut log.entries {
+        Ring::InPlace(entries) => decide_on(Tally { entries, total }, now, n, p),
+        Ring::Heap(entries) => decide_on(Tally { entries, total }, now, n, p),
+    };
+    if let Some((stamp, n)) = full {
+        log.push(stamp, n);
+    }
+    log.entries.settle();
+    v
+}
+
+/// [`decide`] on one form; a grant that needs a new entry where the form has none left is
+/// returned (`v` already counts it) for the caller to record on the heap.
+#[inline(always)]
+fn decide_on<E: Entries>(
+    mut log: Tally<'_, E>,
+    now: Nanos,
+    n: u64,
+    p: &SlidingParams,
+) -> (Verdict, Option<(Nanos, u64)>) {
     log.enter(p);
     let newest = log.newest();
     let at = newest.map_or(now, |s| now.max(s));
@@ -179,27 +249,35 @@ pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Ve
     let mut v = Verdict {
         kind: Kind::Allow,
         limit: p.limit,
-        remaining: p.limit.saturating_sub(log.total),
+        remaining: p.limit.saturating_sub(*log.total),
         reset_after: log.empty_at(p.window).saturating_sub(now),
     };
     if let Some(kind) = early(now, n, p.limit) {
         v.kind = kind;
-        return v;
+        return (v, None);
     }
     // total <= max(limit) < 2^62 and n <= limit: no overflow.
-    if log.total + n <= p.limit {
+    if *log.total + n <= p.limit {
         // The slot's start; never before the newest stamp (after a quota change the old
         // stamps may sit on another grid), so stamps stay in order.
-        let slot = at - at % p.granularity;
-        log.push(newest.map_or(slot, |s| slot.max(s)), n);
-        v.remaining = p.limit - log.total;
-        v.reset_after = log.empty_at(p.window).saturating_sub(now);
-        return v;
+        // (The log's granularity is 1: no division on its path.)
+        let slot = if p.granularity > 1 {
+            at - at % p.granularity
+        } else {
+            at
+        };
+        let stamp = newest.map_or(slot, |s| slot.max(s));
+        // The stamp is the newest either way: the log is empty from `stamp + W`.
+        v.remaining = p.limit - (*log.total + n);
+        v.reset_after = stamp.saturating_add(p.window).saturating_sub(now);
+        let full = (!log.push(stamp, n)).then_some((stamp, n));
+        return (v, full);
     }
     // Denied: until enough of the oldest entries have left for n to fit.
-    let mut left = log.total;
+    let mut left = *log.total;
     let mut retry_at = at;
-    for &(stamp, count) in &log.entries {
+    for i in 0..log.entries.len() {
+        let (stamp, count) = log.entries.get(i);
         left -= count;
         retry_at = stamp + p.window;
         if left + n <= p.limit {
@@ -209,7 +287,7 @@ pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Ve
     v.kind = Kind::Deny {
         retry_after: retry_at - now,
     };
-    v
+    (v, None)
 }
 
 /// The most a log counts: an adjustment saturates there, so a decision's `total + n` (`n` at
@@ -370,3 +448,7 @@ impl<S: Stamping> Rules for S {
 
 #[cfg(test)]
 mod tests;
+
+// Entries in place must not grow the table's entry past what the heap ring's fields and its
+// 64-byte allocation took (bytes per key do not grow): 80 bytes for the log.
+const _: () = assert!(std::mem::size_of::<Log>() <= 80);

@@ -13,8 +13,9 @@ use crate::Nanos;
 /// must leave for `n` to fit have left; `reset_after` is when the newest grant leaves.
 ///
 /// Memory is `O(L)` per key by nature: each grant is one 16-byte `(timestamp, permits)` entry
-/// (grants at the same nanosecond share one) in a ring that grows to the live entries and
-/// shrinks back; a key with nothing counted holds no allocation. The state sits behind a
+/// (grants at the same nanosecond share one). Up to four are held in the key's own state; more
+/// go to a ring on the heap that grows to the live entries and shrinks back; a key with at
+/// most four entries holds no allocation. The state sits behind a
 /// per-key lock held only for the decision. For large `L`, prefer [`SlidingWindow`] (at most
 /// `k` entries) or [`WeightedWindow`](crate::WeightedWindow) (one word).
 ///

@@ -1,5 +1,6 @@
 use std::time::Duration;
 
+use super::ring::{INLINE, SHRINK_FROM};
 use super::*;
 use crate::algorithm::{SlidingLog, SlidingWindow};
 use crate::MAX_NANOS;
@@ -133,6 +134,27 @@ fn the_ring_gives_memory_back() {
         "{}",
         log.entries.capacity()
     );
+    // Few entries go back in place: no allocation.
+    assert!(!log.entries.on_heap());
+}
+
+#[test]
+fn up_to_four_entries_stay_in_place() {
+    let p = params(SlidingLog, 1000, 1000);
+    let mut log = Log::default();
+    for t in 0..INLINE as u64 {
+        decide(&mut log, t, 1, &p);
+        assert!(!log.entries.on_heap(), "{t}");
+    }
+    decide(&mut log, 10, 1, &p);
+    assert!(log.entries.on_heap());
+    assert_eq!(log.entries(), [(0, 1), (1, 1), (2, 1), (3, 1), (10, 1)]);
+    // Back in place once at most two are left; not at four (no churn at the boundary).
+    decide(&mut log, 1001, 0, &p);
+    assert!(log.entries.on_heap());
+    decide(&mut log, 1003, 0, &p);
+    assert_eq!(log.entries(), [(10, 1)]);
+    assert!(!log.entries.on_heap());
 }
 
 /// `set_quota` at `at` from `p` to `limit` per `window` ns (same stamping).
@@ -232,5 +254,91 @@ fn per_call_quotas_are_the_limit_or_refused() {
     for n in [0, 1, 3] {
         decide(&mut log, 10, n, &p);
         assert!(log.is_empty());
+    }
+}
+
+/// One step on a ring and on its plain model.
+#[derive(Clone, Debug)]
+enum Step {
+    PushBack(u64),
+    PushFront(u64),
+    PopFront,
+    PopBack,
+    Push(u64, u64),
+    AddToBack(u64),
+    Settle,
+    FlipGen,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => any::<u64>().prop_map(Step::PushBack),
+        1 => any::<u64>().prop_map(Step::PushFront),
+        2 => Just(Step::PopFront),
+        1 => Just(Step::PopBack),
+        1 => (0..100u64).prop_map(Step::AddToBack),
+        // Few stamps, so that pushes often land on the newest entry's.
+        3 => (0..4u64, 0..100u64).prop_map(|(s, n)| Step::Push(s, n)),
+        2 => Just(Step::Settle),
+        1 => Just(Step::FlipGen),
+    ]
+}
+
+proptest::proptest! {
+    /// The ring (in place up to four, on the heap beyond, back in place at two) holds exactly
+    /// what a plain `VecDeque` does, in order, through every move between the two forms.
+    #[test]
+    fn the_ring_is_a_deque(steps in proptest::collection::vec(step(), 0..200)) {
+        use std::collections::VecDeque;
+        let mut ring = ring::Ring::default();
+        let mut model: VecDeque<(Nanos, u64)> = VecDeque::new();
+        let mut gen = false;
+        for (i, s) in steps.into_iter().enumerate() {
+            match s {
+                Step::PushBack(v) => {
+                    ring.push_back((v, i as u64));
+                    model.push_back((v, i as u64));
+                }
+                Step::PushFront(v) => {
+                    ring.push_front((v, i as u64));
+                    model.push_front((v, i as u64));
+                }
+                Step::PopFront => {
+                    ring.pop_front();
+                    model.pop_front();
+                }
+                Step::PopBack => proptest::prop_assert_eq!(ring.pop_back(), model.pop_back()),
+                Step::Push(stamp, n) => {
+                    // The rule's push: onto the newest entry if it has the stamp.
+                    proptest::prop_assert!(ring.push(stamp, n));
+                    match model.back_mut() {
+                        Some((s, c)) if *s == stamp => *c += n,
+                        _ => model.push_back((stamp, n)),
+                    }
+                }
+                Step::AddToBack(n) => {
+                    if let Some((_, c)) = ring.back_mut() {
+                        *c += n;
+                    }
+                    if let Some((_, c)) = model.back_mut() {
+                        *c += n;
+                    }
+                }
+                Step::Settle => ring.settle(),
+                Step::FlipGen => {
+                    gen = !gen;
+                    ring.set_gen(gen);
+                }
+            }
+            proptest::prop_assert_eq!(ring.len(), model.len());
+            proptest::prop_assert_eq!(ring.is_empty(), model.is_empty());
+            proptest::prop_assert_eq!(ring.front(), model.front().copied());
+            proptest::prop_assert_eq!(ring.back(), model.back().copied());
+            let held: Vec<_> = (0..ring.len()).map(|i| ring.get(i)).collect();
+            proptest::prop_assert_eq!(held, Vec::from(model.clone()));
+            proptest::prop_assert_eq!(ring.gen(), gen);
+            proptest::prop_assert!(ring.on_heap() || ring.len() <= INLINE);
+        }
     }
 }

@@ -1,0 +1,370 @@
+//! [`Ring`]: a sliding log's entries, oldest first: up to [`INLINE`] in place, in a ring on the
+//! heap beyond.
+//!
+//! Why in place: at many keys a decision's cost was the cache miss on the heap ring's newest
+//! entry after the table's own miss (benches/BENCHMARKS.md, issue 23.3). Keys that hold a few
+//! live entries (most, at rates well below the limit) now read them in the table's entry.
+//! Four, not two: at 10k keys the bench's keys hold 2-4.
+//!
+//! The log's quota generation parity rides in the ring's spare bytes, so the log (ring and
+//! total) stays at 80 bytes and the table's entry at most what it was with the heap ring.
+
+use std::collections::VecDeque;
+
+use crate::Nanos;
+
+/// `(stamp, permits)`.
+pub(crate) type Entry = (Nanos, u64);
+
+/// How many entries are held in place.
+pub(crate) const INLINE: usize = 4;
+
+/// A heap ring gives its memory back for the in-place one once this few entries are left
+/// (not at `INLINE`: a key hovering at the boundary would allocate at every other grant).
+const BACK_IN_PLACE: usize = INLINE / 2;
+
+/// A heap ring grows no further than needed, and gives memory back once the live entries need
+/// a quarter of it (not at every departure: a steady flow would re-allocate all the time).
+pub(crate) const SHRINK_FROM: usize = 16;
+
+/// The entries, oldest first, and the generation parity (module docs).
+#[derive(Clone, Debug)]
+pub(crate) enum Ring {
+    /// At most [`INLINE`] entries.
+    InPlace(InPlace),
+    /// More than [`INLINE`] entries (or, on the way back, more than [`BACK_IN_PLACE`]).
+    Heap(Heap),
+}
+
+/// `len` entries from `buf[head]`, wrapping.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InPlace {
+    buf: [Entry; INLINE],
+    head: u8,
+    len: u8,
+    gen: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Heap {
+    entries: VecDeque<Entry>,
+    gen: bool,
+}
+
+impl Default for Ring {
+    fn default() -> Ring {
+        Ring::InPlace(InPlace::default())
+    }
+}
+
+/// The steps the sliding rule takes on a log's entries, for each form, so that a decision
+/// picks the form once (`Ring` dispatches at every step: the cold paths).
+pub(crate) trait Entries {
+    fn gen(&self) -> bool;
+    fn set_gen(&mut self, gen: bool);
+    fn len(&self) -> usize;
+    /// The `i`-th entry from the oldest (`i < len`).
+    fn get(&self, i: usize) -> Entry;
+    fn front(&self) -> Option<Entry>;
+    fn back(&self) -> Option<Entry>;
+    /// Drops the oldest entry, if any.
+    fn pop_front(&mut self);
+    /// Adds `n` permits stamped `stamp` (not before the newest): to the newest entry if it has
+    /// that stamp, else as a new one. False, changing nothing, if that needs room the form
+    /// does not have.
+    fn push(&mut self, stamp: Nanos, n: u64) -> bool;
+}
+
+impl InPlace {
+    /// The index in `buf` of the `i`-th entry from `head`.
+    #[inline]
+    fn slot(&self, i: usize) -> usize {
+        (usize::from(self.head) + i) % INLINE
+    }
+}
+
+impl Entries for InPlace {
+    #[inline]
+    fn gen(&self) -> bool {
+        self.gen
+    }
+
+    #[inline]
+    fn set_gen(&mut self, gen: bool) {
+        self.gen = gen;
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> Entry {
+        self.buf[self.slot(i)]
+    }
+
+    #[inline]
+    fn front(&self) -> Option<Entry> {
+        (self.len > 0).then(|| self.buf[usize::from(self.head)])
+    }
+
+    #[inline]
+    fn back(&self) -> Option<Entry> {
+        (self.len > 0).then(|| self.get(self.len() - 1))
+    }
+
+    #[inline]
+    fn pop_front(&mut self) {
+        if self.len > 0 {
+            self.head = self.slot(1) as u8;
+            self.len -= 1;
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, stamp: Nanos, n: u64) -> bool {
+        if self.len > 0 {
+            let last = self.slot(self.len() - 1);
+            if self.buf[last].0 == stamp {
+                self.buf[last].1 += n;
+                return true;
+            }
+        }
+        if self.len() == INLINE {
+            return false;
+        }
+        let at = self.slot(self.len());
+        self.buf[at] = (stamp, n);
+        self.len += 1;
+        true
+    }
+}
+
+impl Entries for Heap {
+    #[inline]
+    fn gen(&self) -> bool {
+        self.gen
+    }
+
+    #[inline]
+    fn set_gen(&mut self, gen: bool) {
+        self.gen = gen;
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> Entry {
+        self.entries[i]
+    }
+
+    #[inline]
+    fn front(&self) -> Option<Entry> {
+        self.entries.front().copied()
+    }
+
+    #[inline]
+    fn back(&self) -> Option<Entry> {
+        self.entries.back().copied()
+    }
+
+    #[inline]
+    fn pop_front(&mut self) {
+        self.entries.pop_front();
+    }
+
+    #[inline]
+    fn push(&mut self, stamp: Nanos, n: u64) -> bool {
+        match self.entries.back_mut() {
+            Some((s, c)) if *s == stamp => *c += n,
+            _ => self.entries.push_back((stamp, n)),
+        }
+        true
+    }
+}
+
+/// Dispatches at every step; never out of room (moves to the heap).
+impl Entries for Ring {
+    fn gen(&self) -> bool {
+        match self {
+            Ring::InPlace(r) => r.gen(),
+            Ring::Heap(r) => r.gen(),
+        }
+    }
+
+    fn set_gen(&mut self, gen: bool) {
+        match self {
+            Ring::InPlace(r) => r.set_gen(gen),
+            Ring::Heap(r) => r.set_gen(gen),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Ring::InPlace(r) => r.len(),
+            Ring::Heap(r) => r.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Entry {
+        match self {
+            Ring::InPlace(r) => r.get(i),
+            Ring::Heap(r) => r.get(i),
+        }
+    }
+
+    fn front(&self) -> Option<Entry> {
+        match self {
+            Ring::InPlace(r) => r.front(),
+            Ring::Heap(r) => r.front(),
+        }
+    }
+
+    fn back(&self) -> Option<Entry> {
+        match self {
+            Ring::InPlace(r) => r.back(),
+            Ring::Heap(r) => r.back(),
+        }
+    }
+
+    fn pop_front(&mut self) {
+        match self {
+            Ring::InPlace(r) => r.pop_front(),
+            Ring::Heap(r) => r.pop_front(),
+        }
+    }
+
+    fn push(&mut self, stamp: Nanos, n: u64) -> bool {
+        let pushed = match self {
+            Ring::InPlace(r) => r.push(stamp, n),
+            Ring::Heap(r) => r.push(stamp, n),
+        };
+        pushed || self.heap().push(stamp, n)
+    }
+}
+
+impl Ring {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The newest entry, to change in place.
+    pub(crate) fn back_mut(&mut self) -> Option<&mut Entry> {
+        match self {
+            Ring::InPlace(r) if r.len > 0 => {
+                let last = r.slot(r.len() - 1);
+                Some(&mut r.buf[last])
+            }
+            Ring::InPlace(_) => None,
+            Ring::Heap(r) => r.entries.back_mut(),
+        }
+    }
+
+    pub(crate) fn pop_back(&mut self) -> Option<Entry> {
+        match self {
+            Ring::InPlace(r) if r.len > 0 => {
+                r.len -= 1;
+                Some(r.get(r.len()))
+            }
+            Ring::InPlace(_) => None,
+            Ring::Heap(r) => r.entries.pop_back(),
+        }
+    }
+
+    pub(crate) fn push_front(&mut self, e: Entry) {
+        match self {
+            Ring::InPlace(r) if r.len() < INLINE => {
+                r.head = r.slot(INLINE - 1) as u8;
+                r.buf[usize::from(r.head)] = e;
+                r.len += 1;
+            }
+            _ => self.heap().entries.push_front(e),
+        }
+    }
+
+    /// The heap form, the in-place entries moved onto it first (with room for as many again).
+    #[cold]
+    #[inline(never)]
+    fn heap(&mut self) -> &mut Heap {
+        if let Ring::InPlace(r) = self {
+            let mut entries = VecDeque::with_capacity(2 * INLINE);
+            entries.extend((0..r.len()).map(|i| r.get(i)));
+            let gen = r.gen;
+            *self = Ring::Heap(Heap { entries, gen });
+        }
+        match self {
+            Ring::Heap(r) => r,
+            Ring::InPlace(_) => unreachable!("moved to the heap above"),
+        }
+    }
+
+    /// After departures: a heap ring with few entries left goes back in place; a larger one
+    /// gives back what its entries no longer need.
+    #[inline]
+    pub(crate) fn settle(&mut self) {
+        if let Ring::Heap(r) = self {
+            let (len, cap) = (r.entries.len(), r.entries.capacity());
+            if len <= BACK_IN_PLACE || (cap >= SHRINK_FROM && len * 4 <= cap) {
+                self.settle_heap();
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn settle_heap(&mut self) {
+        let Ring::Heap(r) = self else {
+            return;
+        };
+        if r.entries.len() <= BACK_IN_PLACE {
+            let mut back = InPlace {
+                gen: r.gen,
+                ..InPlace::default()
+            };
+            for (i, e) in r.entries.iter().enumerate() {
+                back.buf[i] = *e;
+            }
+            back.len = r.entries.len() as u8;
+            *self = Ring::InPlace(back);
+            return;
+        }
+        let len = r.entries.len();
+        r.entries.shrink_to(len * 2);
+    }
+
+    /// Room for entries without allocating (tests).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        match self {
+            Ring::InPlace(_) => INLINE,
+            Ring::Heap(r) => r.entries.capacity(),
+        }
+    }
+
+    /// Whether the entries are on the heap (tests).
+    #[cfg(test)]
+    pub(crate) fn on_heap(&self) -> bool {
+        matches!(self, Ring::Heap(_))
+    }
+
+    /// Appends a new newest entry (tests: the ring against a plain deque).
+    #[cfg(test)]
+    pub(crate) fn push_back(&mut self, e: Entry) {
+        match self {
+            Ring::InPlace(r) if r.len() < INLINE => {
+                let at = r.slot(r.len());
+                r.buf[at] = e;
+                r.len += 1;
+            }
+            _ => self.heap().entries.push_back(e),
+        }
+    }
+}
+
+// The log (this ring and its total) stays at 80 bytes: the table entry is no larger than it
+// was with an empty heap ring plus the ring's 64-byte allocation (bytes per key do not grow).
+const _: () = assert!(std::mem::size_of::<Ring>() <= 72);
