@@ -277,13 +277,18 @@ pub(crate) fn decide(
     p: &FixedParams,
 ) -> (Verdict, Option<(u64, u64)>) {
     // `index >= (now + offset) / W` exactly when `now < (index + 1) * W - offset`: the stored
-    // window is still current (or later) with a multiply, no division. Only a decision that
-    // opens a new window divides, once per window per key. (No saturation differs: a stored
-    // index is at most `(MAX_NANOS + offset) / W`, so `(index + 1) * W` fits and exceeds
-    // `offset`.)
+    // window is still current (or later) with a multiply, no division. Past its end, `now` is
+    // in the next window exactly when `now < (index + 2) * W - offset` (`(now + offset) / W`
+    // is then `index + 1`): a key used at least once per window never divides. Only a key
+    // idle a whole window (or empty) divides. (Nothing saturates: a stored index is at most
+    // `(MAX_NANOS + offset) / W` and `offset < W <= MAX_NANOS < 2^62`, so `(index + 2) * W <=
+    // MAX_NANOS + offset + 2W < 2^64` exceeds `offset`, and so does `now + offset` below it:
+    // both ways agree for every `now`, even past `MAX_NANOS`.)
     let stored_end = window_end(index, p);
     let (k, c, end) = if count > 0 && now < stored_end {
         (index, count, stored_end)
+    } else if count > 0 && now < stored_end.saturating_add(p.window) {
+        (index + 1, 0, window_end(index + 1, p))
     } else {
         let now_index = now.saturating_add(p.offset) / p.window;
         (now_index, 0, window_end(now_index, p))
