@@ -284,11 +284,18 @@ pub(crate) fn decide(
     // `(MAX_NANOS + offset) / W` and `offset < W <= MAX_NANOS < 2^62`, so `(index + 2) * W <=
     // MAX_NANOS + offset + 2W < 2^64` exceeds `offset`, and so does `now + offset` below it:
     // both ways agree for every `now`, even past `MAX_NANOS`.)
+    //
+    // Which of the two it is, is a select rather than a branch: at many keys a key's next
+    // visit is as likely in a new window as not, and a mispredicted branch there would wait
+    // for the word's cache miss before starting over.
     let stored_end = window_end(index, p);
-    let (k, c, end) = if count > 0 && now < stored_end {
-        (index, count, stored_end)
-    } else if count > 0 && now < stored_end.saturating_add(p.window) {
-        (index + 1, 0, window_end(index + 1, p))
+    let (k, c, end) = if count > 0 && now < stored_end + p.window {
+        let past = now >= stored_end;
+        (
+            index + u64::from(past),
+            if past { 0 } else { count },
+            if past { stored_end + p.window } else { stored_end },
+        )
     } else {
         let now_index = now.saturating_add(p.offset) / p.window;
         (now_index, 0, window_end(now_index, p))
