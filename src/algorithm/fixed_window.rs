@@ -17,6 +17,7 @@
 
 use std::time::SystemTime;
 
+use super::gcra::rule::div_t;
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Align, Kind, Verdict};
 use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
@@ -176,10 +177,13 @@ pub struct FixedParams {
     pub(crate) prev_count_bits: u32,
     pub(crate) prev_index: u64,
     pub(crate) next_index: u64,
+    /// `floor((2^64 - 1) / window)`: `x / window` by a multiply (`div_t`), so a key whose
+    /// window has ended finds `now`'s without a 64-bit `div`.
+    pub(crate) recip: u64,
 }
 
 impl Words for FixedParams {
-    const HOT: usize = 6;
+    const HOT: usize = 7;
 
     fn to_words(&self) -> [u64; PARAM_WORDS] {
         let layout = u64::from(self.count_bits)
@@ -192,7 +196,7 @@ impl Words for FixedParams {
             layout,
             self.prev_index,
             self.next_index,
-            0,
+            self.recip,
         ]
     }
 
@@ -206,6 +210,7 @@ impl Words for FixedParams {
             gen: w[3] >> 16 & 1 == 1,
             prev_index: w[4],
             next_index: w[5],
+            recip: w[6],
         }
     }
 }
@@ -277,27 +282,15 @@ pub(crate) fn decide(
     p: &FixedParams,
 ) -> (Verdict, Option<(u64, u64)>) {
     // `index >= (now + offset) / W` exactly when `now < (index + 1) * W - offset`: the stored
-    // window is still current (or later) with a multiply, no division. Past its end, `now` is
-    // in the next window exactly when `now < (index + 2) * W - offset` (`(now + offset) / W`
-    // is then `index + 1`): a key used at least once per window never divides. Only a key
-    // idle a whole window (or empty) divides. (Nothing saturates: a stored index is at most
-    // `(MAX_NANOS + offset) / W` and `offset < W <= MAX_NANOS < 2^62`, so `(index + 2) * W <=
-    // MAX_NANOS + offset + 2W < 2^64` exceeds `offset`, and so does `now + offset` below it:
-    // both ways agree for every `now`, even past `MAX_NANOS`.)
-    //
-    // Which of the two it is, is a select rather than a branch: at many keys a key's next
-    // visit is as likely in a new window as not, and a mispredicted branch there would wait
-    // for the word's cache miss before starting over.
+    // window is still current (or later) with a multiply, no division. A decision that opens
+    // a new window finds it with the window's reciprocal, a multiply too (exact for every `now`: `div_t`).
+    // (No saturation differs: a stored index is at most `(MAX_NANOS + offset) / W`, so
+    // `(index + 1) * W` fits and exceeds `offset`.)
     let stored_end = window_end(index, p);
-    let (k, c, end) = if count > 0 && now < stored_end + p.window {
-        let past = now >= stored_end;
-        (
-            index + u64::from(past),
-            if past { 0 } else { count },
-            if past { stored_end + p.window } else { stored_end },
-        )
+    let (k, c, end) = if count > 0 && now < stored_end {
+        (index, count, stored_end)
     } else {
-        let now_index = now.saturating_add(p.offset) / p.window;
+        let now_index = div_t(now.saturating_add(p.offset), p.window, p.recip);
         (now_index, 0, window_end(now_index, p))
     };
     let mut v = Verdict {
@@ -409,6 +402,7 @@ impl FixedWindow {
             prev_count_bits: bits,
             prev_index: 0,
             next_index: 0,
+            recip: u64::MAX / window,
         })
     }
 }

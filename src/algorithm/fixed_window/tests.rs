@@ -349,8 +349,9 @@ fn inert_parameters_store_nothing() {
     }
 }
 
-/// `decide` as it read before the next-window shortcut: the window in force found by dividing
-/// whenever the stored one has ended (the plain model of "which window holds `now`").
+/// `decide` with `/` where it multiplies by the window's reciprocal: the window in force found
+/// by dividing whenever the stored one has ended (the plain model of "which window holds
+/// `now`").
 fn decide_dividing(
     s: (u64, u64),
     now: Nanos,
@@ -403,7 +404,7 @@ fn shifted_params(limit: u64, window: Nanos, offset: Nanos) -> FixedParams {
 }
 
 #[test]
-fn the_next_window_without_a_division_matches_dividing_at_every_edge() {
+fn finding_the_window_by_the_reciprocal_matches_dividing_at_every_edge() {
     for (window, offset) in [
         (1, 0),
         (2, 1),
@@ -446,7 +447,7 @@ proptest::proptest! {
     /// The same on random quotas, offsets, states and instants: near the stored window's end,
     /// near the next one's, and anywhere.
     #[test]
-    fn the_next_window_without_a_division_matches_dividing(
+    fn finding_the_window_by_the_reciprocal_matches_dividing(
         window in 1u64..=MAX_NANOS,
         offset in proptest::num::u64::ANY,
         limit in 1u64..4,
