@@ -283,9 +283,9 @@ pub(crate) fn decide(
 ) -> (Verdict, Option<(u64, u64)>) {
     // `index >= (now + offset) / W` exactly when `now < (index + 1) * W - offset`: the stored
     // window is still current (or later) with a multiply, no division. A decision that opens
-    // a new window finds it with the window's reciprocal, a multiply too (exact for every `now`: `div_t`).
-    // (No saturation differs: a stored index is at most `(MAX_NANOS + offset) / W`, so
-    // `(index + 1) * W` fits and exceeds `offset`.)
+    // a new window finds it by the window's reciprocal, a multiply too (`div_t`, exact for
+    // every `now`). (No saturation differs: a stored index is at most `(MAX_NANOS + offset) /
+    // W`, so `(index + 1) * W` fits and exceeds `offset`.)
     let stored_end = window_end(index, p);
     let (k, c, end) = if count > 0 && now < stored_end {
         (index, count, stored_end)

@@ -360,20 +360,12 @@ fn decide_dividing(
 ) -> (Verdict, Option<(u64, u64)>) {
     let (index, count) = s;
     let now_index = now.saturating_add(p.offset) / p.window;
-    let k = if count > 0 && index >= now_index {
-        index
-    } else {
-        now_index
-    };
-    // Decided as a state that is current: `decide` takes its first branch on it (or, for an
-    // empty one, divides to the same window).
-    let state = if count > 0 && index >= now_index {
+    let (k, c) = if count > 0 && index >= now_index {
         (index, count)
     } else {
-        (k, 0)
+        (now_index, 0)
     };
-    let stored_end = window_end(k, p);
-    let (c, end) = (state.1, stored_end);
+    let end = window_end(k, p);
     let mut v = Verdict {
         kind: Kind::Allow,
         limit: p.limit,
