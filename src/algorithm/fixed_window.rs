@@ -17,6 +17,7 @@
 
 use std::time::SystemTime;
 
+use super::gcra::rule::div_t;
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Align, Kind, Verdict};
 use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
@@ -176,10 +177,13 @@ pub struct FixedParams {
     pub(crate) prev_count_bits: u32,
     pub(crate) prev_index: u64,
     pub(crate) next_index: u64,
+    /// `floor((2^64 - 1) / window)`: `x / window` by a multiply (`div_t`), so a key whose
+    /// window has ended finds `now`'s without a 64-bit `div`.
+    pub(crate) recip: u64,
 }
 
 impl Words for FixedParams {
-    const HOT: usize = 6;
+    const HOT: usize = 7;
 
     fn to_words(&self) -> [u64; PARAM_WORDS] {
         let layout = u64::from(self.count_bits)
@@ -192,7 +196,7 @@ impl Words for FixedParams {
             layout,
             self.prev_index,
             self.next_index,
-            0,
+            self.recip,
         ]
     }
 
@@ -206,6 +210,7 @@ impl Words for FixedParams {
             gen: w[3] >> 16 & 1 == 1,
             prev_index: w[4],
             next_index: w[5],
+            recip: w[6],
         }
     }
 }
@@ -277,15 +282,15 @@ pub(crate) fn decide(
     p: &FixedParams,
 ) -> (Verdict, Option<(u64, u64)>) {
     // `index >= (now + offset) / W` exactly when `now < (index + 1) * W - offset`: the stored
-    // window is still current (or later) with a multiply, no division. Only a decision that
-    // opens a new window divides, once per window per key. (No saturation differs: a stored
-    // index is at most `(MAX_NANOS + offset) / W`, so `(index + 1) * W` fits and exceeds
-    // `offset`.)
+    // window is still current (or later) with a multiply, no division. A decision that opens
+    // a new window finds it by the window's reciprocal, a multiply too (`div_t`, exact for
+    // every `now`). (No saturation differs: a stored index is at most `(MAX_NANOS + offset) /
+    // W`, so `(index + 1) * W` fits and exceeds `offset`.)
     let stored_end = window_end(index, p);
     let (k, c, end) = if count > 0 && now < stored_end {
         (index, count, stored_end)
     } else {
-        let now_index = now.saturating_add(p.offset) / p.window;
+        let now_index = div_t(now.saturating_add(p.offset), p.window, p.recip);
         (now_index, 0, window_end(now_index, p))
     };
     let mut v = Verdict {
@@ -397,6 +402,7 @@ impl FixedWindow {
             prev_count_bits: bits,
             prev_index: 0,
             next_index: 0,
+            recip: u64::MAX / window,
         })
     }
 }

@@ -10,6 +10,7 @@
 //! **Quota changes** keep both counts as they stood at the change: in the new grid, the
 //! window holding the change counts them as its own (`cur`) and its predecessor's (`prev`).
 
+use super::gcra::rule::div_t;
 use super::rules::Rules;
 use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
 use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
@@ -76,10 +77,13 @@ pub struct WeightedParams {
     /// The previous generation's window index at the change, and this one's.
     pub(crate) prev_index: u64,
     pub(crate) next_index: u64,
+    /// `floor((2^64 - 1) / window)`: `x / window` by a multiply (`div_t`), so a key idle a
+    /// window or more finds `now`'s without a 64-bit `div`.
+    pub(crate) recip: u64,
 }
 
 impl Words for WeightedParams {
-    const HOT: usize = 5;
+    const HOT: usize = 6;
 
     fn to_words(&self) -> [u64; PARAM_WORDS] {
         [
@@ -88,7 +92,7 @@ impl Words for WeightedParams {
             u64::from(self.gen),
             self.prev_index,
             self.next_index,
-            0,
+            self.recip,
             0,
         ]
     }
@@ -100,6 +104,7 @@ impl Words for WeightedParams {
             gen: w[2] == 1,
             prev_index: w[3],
             next_index: w[4],
+            recip: w[5],
         }
     }
 }
@@ -184,19 +189,20 @@ fn rolled(s: State, now_index: u64) -> State {
 }
 
 /// [`rolled`] to `now`'s window, `now / w`, dividing only when `now` is neither in the stored
-/// window nor in the next (once per key that sat idle for a window or more, not per decision).
+/// window nor in the next (once per key that sat idle for a window or more, not per decision),
+/// and then by the window's reciprocal `recip` (`div_t`: a multiply, exact for every `now`).
 /// Exact: `now < (index + 1) * w` iff `index >= now / w`, and past that `now < (index + 2) * w`
 /// iff `now / w == index + 1`; an end that saturates is above every `now` but `u64::MAX`,
 /// which divides.
 #[inline(always)]
-fn rolled_to(s: State, now: Nanos, w: Nanos) -> State {
+fn rolled_to(s: State, now: Nanos, w: Nanos, recip: u64) -> State {
     let end = s.index.saturating_add(1).saturating_mul(w);
     if now < end {
         s
     } else if now < end.saturating_add(w) {
         rolled(s, s.index + 1)
     } else {
-        rolled(s, now / w)
+        rolled(s, div_t(now, w, recip))
     }
 }
 
@@ -204,7 +210,7 @@ fn rolled_to(s: State, now: Nanos, w: Nanos) -> State {
 #[inline(always)]
 pub(crate) fn decide(s: State, now: Nanos, n: u64, p: &WeightedParams) -> (Verdict, Option<State>) {
     let w = p.window;
-    let s = rolled_to(s, now, w);
+    let s = rolled_to(s, now, w, p.recip);
     // index <= (MAX_NANOS + w) / w, so these stay below 2^64.
     let start = s.index.saturating_mul(w);
     let end = start.saturating_add(w);
@@ -317,6 +323,7 @@ fn params_of(quota: &Quota) -> Result<WeightedParams, QuotaError> {
         gen: false,
         prev_index: 0,
         next_index: 0,
+        recip: u64::MAX / window,
     })
 }
 

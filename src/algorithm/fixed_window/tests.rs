@@ -348,3 +348,118 @@ fn inert_parameters_store_nothing() {
         assert_eq!(decide((0, 2), 10, n, &p).1, None);
     }
 }
+
+/// `decide` with `/` where it multiplies by the window's reciprocal: the window in force found
+/// by dividing whenever the stored one has ended (the plain model of "which window holds
+/// `now`").
+fn decide_dividing(
+    s: (u64, u64),
+    now: Nanos,
+    n: u64,
+    p: &FixedParams,
+) -> (Verdict, Option<(u64, u64)>) {
+    let (index, count) = s;
+    let now_index = now.saturating_add(p.offset) / p.window;
+    let (k, c) = if count > 0 && index >= now_index {
+        (index, count)
+    } else {
+        (now_index, 0)
+    };
+    let end = window_end(k, p);
+    let mut v = Verdict {
+        kind: Kind::Allow,
+        limit: p.limit,
+        remaining: p.limit.saturating_sub(c),
+        reset_after: end.saturating_sub(now),
+    };
+    if let Some(kind) = early(now, n, p.limit) {
+        v.kind = kind;
+        return (v, None);
+    }
+    if c + n <= p.limit {
+        v.remaining = p.limit - c - n;
+        (v, Some((k, c + n)))
+    } else {
+        v.kind = Kind::Deny {
+            retry_after: v.reset_after,
+        };
+        (v, None)
+    }
+}
+
+fn shifted_params(limit: u64, window: Nanos, offset: Nanos) -> FixedParams {
+    FixedParams {
+        offset,
+        count_bits: count_bits(window, offset),
+        ..params(limit, window)
+    }
+}
+
+#[test]
+fn finding_the_window_by_the_reciprocal_matches_dividing_at_every_edge() {
+    for (window, offset) in [
+        (1, 0),
+        (2, 1),
+        (3, 2),
+        (100, 0),
+        (100, 37),
+        (MAX_NANOS, 0),
+        (MAX_NANOS, MAX_NANOS - 1),
+    ] {
+        let p = shifted_params(1, window, offset);
+        let max_index = (MAX_NANOS + offset) / window;
+        for index in [0, 1, 2, max_index.saturating_sub(1), max_index] {
+            let end = window_end(index, &p);
+            let mut instants = vec![0, 1, MAX_NANOS, MAX_NANOS + 1, u64::MAX - 1, u64::MAX];
+            for base in [
+                end,
+                end.saturating_add(window),
+                end.saturating_add(2 * window),
+            ] {
+                for d in 0..3 {
+                    instants.push(base.saturating_sub(d));
+                    instants.push(base.saturating_add(d));
+                }
+            }
+            for now in instants {
+                for (count, n) in [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)] {
+                    let s = (index, count);
+                    assert_eq!(
+                        decide(s, now, n, &p),
+                        decide_dividing(s, now, n, &p),
+                        "{s:?} at {now}, n = {n}, W = {window}, offset = {offset}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    /// The same on random quotas, offsets, states and instants: near the stored window's end,
+    /// near the next one's, and anywhere.
+    #[test]
+    fn finding_the_window_by_the_reciprocal_matches_dividing(
+        window in 1u64..=MAX_NANOS,
+        offset in proptest::num::u64::ANY,
+        limit in 1u64..4,
+        index in proptest::num::u64::ANY,
+        count in 0u64..5,
+        n in 0u64..5,
+        near in 0u64..4_000,
+        far in proptest::num::u64::ANY,
+        pick in 0u8..3,
+    ) {
+        let offset = offset % window;
+        let p = shifted_params(limit.min(capacity(count_bits(window, offset))), window, offset);
+        let index = index % ((MAX_NANOS + offset) / window + 1);
+        let end = window_end(index, &p);
+        let now = match pick {
+            0 => end.saturating_sub(2_000).saturating_add(near),
+            1 => end.saturating_add(window).saturating_sub(2_000).saturating_add(near),
+            _ => far,
+        };
+        let s = (index, count.min(capacity(p.count_bits)));
+        proptest::prop_assert_eq!(decide(s, now, n, &p), decide_dividing(s, now, n, &p));
+    }
+}

@@ -242,7 +242,7 @@ fn rolling_without_a_division_is_rolling_by_the_division() {
                     .chain([u64::MAX]);
                 for now in nows {
                     assert_eq!(
-                        rolled_to(s, now, w),
+                        rolled_to(s, now, w, u64::MAX / w),
                         rolled(s, now / w),
                         "{s:?} at {now}, W = {w}"
                     );
@@ -272,6 +272,6 @@ proptest::proptest! {
             1 => end.saturating_add(w).saturating_sub(2_000).saturating_add(near),
             _ => far,
         };
-        proptest::prop_assert_eq!(rolled_to(s, now, w), rolled(s, now / w));
+        proptest::prop_assert_eq!(rolled_to(s, now, w, u64::MAX / w), rolled(s, now / w));
     }
 }
