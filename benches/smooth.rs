@@ -15,7 +15,7 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
@@ -126,6 +126,12 @@ fn primitives(s: &Settings, iters: u64) {
     let w64_alone = CachePadded::new(AtomicU64::new(0));
     let w128_alone = CachePadded::new(AtomicU128::new(0));
     let m = CachePadded::new(Mutex::new((0.0f64, 0i64)));
+    let w128_hint = CachePadded::new(AtomicU128::new(0));
+    let hint = CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let w128_clock = CachePadded::new(AtomicU128::new(0));
+    let w128_hint_clock = CachePadded::new(AtomicU128::new(0));
+    let hint_clock = CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let m_clock = CachePadded::new(Mutex::new((0.0f64, 0i64)));
     let cases = vec![
         case("64-bit load + CAS", |_| {
             let cur = w64.load(Ordering::Acquire);
@@ -158,6 +164,58 @@ fn primitives(s: &Settings, iters: u64) {
                 last = new;
                 black_box(ok);
             }
+        }),
+        // What the limiter does since the guess: the expected value from a copy of the last
+        // word written, kept in two 64-bit halves beside it and stored after every success.
+        case("128-bit CAS from a 2 x 64-bit hint (+ 2 stores)", |_| {
+            let guess = u128::from(hint[1].load(Ordering::Acquire)) << 64
+                | u128::from(hint[0].load(Ordering::Acquire));
+            let new = guess + (1 << 64) + 1;
+            let ok = w128_hint
+                .compare_exchange(guess, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            if ok {
+                hint[0].store(new as u64, Ordering::Release);
+                hint[1].store((new >> 64) as u64, Ordering::Release);
+            }
+            black_box(ok);
+        }),
+        // The same three with a clock read before each, as in `try_acquire`: whether the
+        // 16-byte load still costs when the previous CAS is not just before it.
+        case("clock + 128-bit load + CAS", |_| {
+            black_box(Instant::now());
+            let cur = w128_clock.load(Ordering::Acquire);
+            black_box(
+                w128_clock
+                    .compare_exchange(
+                        cur,
+                        cur + (1 << 64) + 1,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok(),
+            );
+        }),
+        case("clock + 128-bit CAS from the hint", |_| {
+            black_box(Instant::now());
+            let guess = u128::from(hint_clock[1].load(Ordering::Acquire)) << 64
+                | u128::from(hint_clock[0].load(Ordering::Acquire));
+            let new = guess + (1 << 64) + 1;
+            let ok = w128_hint_clock
+                .compare_exchange(guess, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            if ok {
+                hint_clock[0].store(new as u64, Ordering::Release);
+                hint_clock[1].store((new >> 64) as u64, Ordering::Release);
+            }
+            black_box(ok);
+        }),
+        case("clock + Mutex lock + update + unlock", |_| {
+            black_box(Instant::now());
+            let mut g = m_clock.lock().unwrap();
+            g.0 += 1.0;
+            g.1 += 1;
+            black_box(&*g);
         }),
         case("64-bit CAS alone (no load)", {
             let mut last = w64_alone.load(Ordering::Acquire);
