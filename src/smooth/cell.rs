@@ -18,9 +18,8 @@
 //!    while the limiter is in debt, so the word does not change).
 //!
 //! # The protocol
-//! - Decisions (lock-free path) read the word (or guess it: see "The guess") and the
-//!   parameters inside one sequence-lock read section (`seq` even and unchanged around both),
-//!   so the pair is consistent (hazard 1).
+//! - Decisions (lock-free path) load the word and read the parameters inside one sequence-lock
+//!   read section (`seq` even and unchanged around both), so the pair is consistent (hazard 1).
 //!   If the word is unlocked they decide and CAS; if it is `LOCKED` they take the writer mutex.
 //!   A refusal (`tryAcquire`'s `nextFree - timeout > now`) needs only the word's `nextFree`: it
 //!   stores nothing and returns before reading the parameters.
@@ -46,32 +45,6 @@
 //! after a `set_rate` that cannot move `nextFree` (the limiter is in debt) or a refund,
 //! decisions that take permits go through the mutex (what Guava always does) until one moves
 //! `nextFree` past `hwm`, usually the next one.
-//!
-//! # The guess
-//! A lock-free decision does not load the word before its CAS: it CASes from a *guess*, the
-//! last word any writer stored (a copy of it in two `AtomicU64` halves next to the word,
-//! written with Release stores after every successful CAS, read with Acquire loads). On a
-//! single thread the guess is the word, and the 16-byte load (as costly as the CAS after it on
-//! x86-64 when it follows a CAS, see `benches/BENCHMARKS.md`) is gone; a wrong guess costs one
-//! failed CAS, and the decision starts over as before, loading the word. A guess is never
-//! trusted for anything a CAS does not check: a refusal, the locked path and the "unchanged,
-//! skip the CAS" shortcut take the loading path.
-//!
-//! Why a successful CAS from a guess `g` used the parameters of `g`'s rate, even though `g` may
-//! be stale, or torn (its halves from two words): let `s` be the section's (even) `seq`.
-//! - The CAS comes after `begin_read` saw `s`, so after the CAS of the `set_rate` that made
-//!   `seq` `s`: the word it finds was written at rate `s/2` or later.
-//! - `g`'s high half (`nextFree` and `LOCKED`) was stored after the CAS of some word `B`. If `B`
-//!   was written by or after a later `set_rate`, that `set_rate` made `seq` odd before its CAS;
-//!   every later CAS is an RMW in its release sequence, so the odd `seq` happens before `B`'s
-//!   CAS, the hint's Release store, our Acquire load of it, and `end_read`, which fails. So `B`
-//!   was written at rate `s/2` or earlier.
-//! - If the CAS succeeds on a word written after a later `set_rate`, that word is unlocked
-//!   (`g` is) and by the invariant its `nextFree` exceeds `B`'s, which is `g`'s: it is not
-//!   `g`. So the word `g` replaced was written at rate `s/2`, the rate of the parameters used.
-//!
-//! The low half (stored permits) needs no argument: the CAS compares it, and the invariant is
-//! about `nextFree` alone.
 //!
 //! # Refunds (cancel safety)
 //! A reservation is refunded only if no `set_rate` happened since it (same `seq`: the state
@@ -211,11 +184,6 @@ impl RateCell {
     }
 }
 
-/// A word's low and high halves.
-fn halves(w: Word) -> [u64; 2] {
-    [w.0 as u64, (w.0 >> 64) as u64]
-}
-
 fn to_bits(p: &Params) -> [u64; 5] {
     [p.stable, p.max, p.threshold, p.slope, p.cool_down].map(f64::to_bits)
 }
@@ -227,21 +195,11 @@ struct Writer {
     hwm: Micros,
 }
 
-/// The state word and, on the same cache line, a copy of the last word written: the guess a
-/// decision starts from (see "The guess" in the module docs).
-#[derive(Debug)]
-struct Slot {
-    word: AtomicU128,
-    /// The last written word's low and high halves. Separate memory from `word` (no
-    /// mixed-size access to one location); two halves may come from two different words.
-    hint: [AtomicU64; 2],
-}
-
 /// One smooth limiter's state and parameters.
 #[derive(Debug)]
 pub(crate) struct SmoothCell {
     // The contended word on its own cache line, away from the read-mostly parameters.
-    slot: CachePadded<Slot>,
+    word: CachePadded<AtomicU128>,
     params: RateCell,
     writer: Mutex<Writer>,
     shape: Shape,
@@ -252,10 +210,7 @@ impl SmoothCell {
     pub(crate) fn new(shape: Shape, permits_per_second: f64) -> SmoothCell {
         let (state, params) = rules::start(&shape, permits_per_second);
         SmoothCell {
-            slot: CachePadded::new(Slot {
-                word: AtomicU128::new(Word::pack(state, false).0),
-                hint: halves(Word::pack(state, false)).map(AtomicU64::new),
-            }),
+            word: CachePadded::new(AtomicU128::new(Word::pack(state, false).0)),
             params: RateCell::new(params),
             writer: Mutex::new(Writer::default()),
             shape,
@@ -263,46 +218,15 @@ impl SmoothCell {
     }
 
     fn load(&self) -> Word {
-        Word(self.slot.word.load(Ordering::Acquire))
+        Word(self.word.load(Ordering::Acquire))
     }
 
-    /// A CAS from a word known to be current (loaded in this read section, or under the
-    /// mutex): an unchanged word needs no write.
     fn cas(&self, current: Word, new: Word) -> bool {
-        current == new || self.cas_from(current, new).is_ok()
-    }
-
-    /// The CAS itself: on failure, the word it found. On success the hint is updated.
-    #[inline]
-    fn cas_from(&self, expected: Word, new: Word) -> Result<(), Word> {
-        match self.slot.word.compare_exchange(
-            expected.0,
-            new.0,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {
-                self.remember(new);
-                Ok(())
-            }
-            Err(found) => Err(Word(found)),
-        }
-    }
-
-    /// The hint: two Acquire loads, each of a half some writer stored after its CAS.
-    #[inline]
-    fn guess(&self) -> Word {
-        let [lo, hi] = self.slot.hint.each_ref().map(|h| h.load(Ordering::Acquire));
-        Word(u128::from(hi) << 64 | u128::from(lo))
-    }
-
-    /// Release stores after the CAS that wrote `w`, so that a reader of either half also sees
-    /// everything before that CAS (for a `set_rate`'s CAS: its odd `seq`).
-    #[inline]
-    fn remember(&self, w: Word) {
-        for (h, bits) in self.slot.hint.iter().zip(halves(w)) {
-            h.store(bits, Ordering::Release);
-        }
+        current == new
+            || self
+                .word
+                .compare_exchange(current.0, new.0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
     }
 
     fn lock(&self) -> MutexGuard<'_, Writer> {
@@ -328,36 +252,6 @@ impl SmoothCell {
     /// `acquire` admits everything). A refusal stores nothing.
     #[inline]
     pub(crate) fn reserve<E>(
-        &self,
-        now: Micros,
-        permits: u64,
-        admit: impl Fn(Micros) -> Result<(), E>,
-    ) -> Result<Ticket, E> {
-        // First one CAS from the hint, not from a load of the word: the CAS checks the guess
-        // (see "The guess" in the module docs). A refusal, a locked word, a changed rate or a
-        // wrong guess go the way that loads the word.
-        let seq = self.params.begin_read();
-        let guess = self.guess();
-        if !guess.locked() && admit(guess.state().next_free).is_ok() {
-            if let Some(p) = self.params.end_read(seq) {
-                let (state, moment) = rules::reserve(guess.state(), &p, now, permits);
-                let next = Word::pack(state, false);
-                if self.cas_from(guess, next).is_ok() {
-                    return Ok(Ticket {
-                        moment,
-                        before: guess,
-                        after: next,
-                        seq,
-                    });
-                }
-            }
-        }
-        self.reserve_loaded(now, permits, admit)
-    }
-
-    /// [`Self::reserve`] from the word itself, loaded in each read section.
-    #[inline(never)]
-    fn reserve_loaded<E>(
         &self,
         now: Micros,
         permits: u64,

@@ -187,32 +187,3 @@ fn no_unlocked_word_from_before_a_set_rate_comes_back() {
         }
     }
 }
-
-/// Single-threaded, every decision's guess is the word: the hint follows every write (grants,
-/// `set_rate`, refunds, the locked path), so no decision pays a failed CAS.
-#[test]
-fn the_guess_follows_every_write() {
-    for shape in [
-        BURSTY,
-        Shape::WarmingUp {
-            warmup: 1_000_000,
-            cold_factor: 3.0,
-        },
-    ] {
-        let c = SmoothCell::new(shape, 1e12);
-        let mut now = 0;
-        for i in 0..50u64 {
-            now += (i % 3) as Micros;
-            let t = reserve(&c, now, 1);
-            assert_eq!(c.guess(), c.load(), "after grant {i}");
-            if i % 7 == 0 {
-                c.cancel(&t);
-                assert_eq!(c.guess(), c.load(), "after refund {i}");
-            }
-            if i % 11 == 0 {
-                c.set_rate(|| now, 1e12 / (1 + i % 2) as f64);
-                assert_eq!(c.guess(), c.load(), "after set_rate {i}");
-            }
-        }
-    }
-}
