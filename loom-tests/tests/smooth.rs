@@ -331,14 +331,14 @@ fn a_word_that_comes_back_after_a_refund_and_a_set_rate() {
     );
 }
 
-/// The guess (a grant CASes from the last word written, not from a load): the reservation
-/// starts from the word before the `set_rate`, from the `set_rate`'s word, or from halves of
-/// both; the other thread's from the `set_rate`'s word or the reservation's. Before
+/// A reservation racing a `set_rate` and the reservation after it, each free to start from
+/// the word before the `set_rate` or after it (as a decision that guessed the word instead of
+/// loading it would: with such a guess read Relaxed this model fails in 2 s). Before
 /// `set_rate(4)`: 2 saved, 3 fresh at 500 ms; after: 4 saved, 1 fresh at 250 ms. A grant that
-/// CASed from the `set_rate`'s word with the old parameters books 1 fresh at 500 ms, which no
-/// order gives.
+/// used the `set_rate`'s word with the old parameters books 1 fresh at 500 ms, which no order
+/// gives.
 #[test]
-fn reserves_from_a_guess_race_set_rate() {
+fn reserve_races_set_rate_and_reserve() {
     linearizable(
         IDLE,
         vec![vec![Op::Reserve(5)], vec![Op::SetRate(4.0), Op::Reserve(1)]],
