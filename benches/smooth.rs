@@ -150,6 +150,8 @@ fn primitives(s: &Settings, iters: u64) {
     let w128_hint_clock = CachePadded::new(AtomicU128::new(0));
     let hint_clock = CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let m_clock = CachePadded::new(Mutex::new((0.0f64, 0i64)));
+    let w128_seq = CachePadded::new(AtomicU128::new(0));
+    let params = CachePadded::new((AtomicU64::new(0), [0u64; 5].map(AtomicU64::new)));
     let shared = CachePadded::new((AtomicU128::new(0), [AtomicU64::new(0), AtomicU64::new(0)]));
     let cases = vec![
         case("64-bit load + CAS", |_| {
@@ -245,6 +247,27 @@ fn primitives(s: &Settings, iters: u64) {
                 h[1].store((new >> 64) as u64, Ordering::Release);
             }
             black_box(ok);
+        }),
+        // What the limiter adds around its word: the parameters' sequence lock (an even `seq`,
+        // five fields, `seq` again), all Acquire loads of one read-mostly line.
+        case("clock + seqlock read + 128-bit load + CAS", |_| {
+            black_box(Instant::now());
+            let seq = params.0.load(Ordering::Acquire);
+            let cur = w128_seq.load(Ordering::Acquire);
+            let f = params.1.each_ref().map(|a| a.load(Ordering::Acquire));
+            let again = params.0.load(Ordering::Acquire);
+            let step = u128::from((f.iter().sum::<u64>() | 1) & 1);
+            black_box(
+                seq == again
+                    && w128_seq
+                        .compare_exchange(
+                            cur,
+                            cur + (step << 64) + step,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok(),
+            );
         }),
         case("clock + Mutex lock + update + unlock", |_| {
             black_box(Instant::now());
