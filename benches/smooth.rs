@@ -15,7 +15,7 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
@@ -40,12 +40,15 @@ const SLOW: f64 = 1.0 / 3600.0;
 /// A named `try_acquire` of one contender.
 type Op<'a> = (&'static str, Box<dyn Fn() -> bool + Sync + 'a>);
 
-/// The four contenders for one path.
+/// The five contenders for one path.
 struct Contenders {
     bursty: SmoothRateLimiter,
     warming: SmoothRateLimiter,
     gcra: RateLimiter,
     mutex: MutexGuava<StdClock>,
+    /// The warming-up rules behind the mutex: the reference for `warming` (its rules cost
+    /// more than the bursty ones).
+    mutex_warming: MutexGuava<StdClock>,
 }
 
 impl Contenders {
@@ -68,21 +71,30 @@ impl Contenders {
                 .unwrap(),
             gcra: RateLimiter::builder(quota).clock(StdClock::new()).build(),
             mutex: MutexGuava::new(GuavaPort::bursty(rate, 1.0), StdClock::new()),
+            mutex_warming: MutexGuava::new(
+                GuavaPort::warming_up(rate, 1_000_000, 3.0),
+                StdClock::new(),
+            ),
         };
         if !allowed {
             // Spend what there is (pay later: the first request of any size goes through).
             let _ = (c.bursty.try_acquire(), c.warming.try_acquire());
             let _ = (c.gcra.try_acquire(), c.mutex.try_acquire());
+            let _ = c.mutex_warming.try_acquire();
         }
         c
     }
 
-    fn ops(&self) -> [Op<'_>; 4] {
+    fn ops(&self) -> [Op<'_>; 5] {
         [
             ("smooth bursty", Box::new(|| self.bursty.try_acquire())),
             ("smooth warming", Box::new(|| self.warming.try_acquire())),
             ("gcra", Box::new(|| self.gcra.try_acquire())),
             ("guava mutex port", Box::new(|| self.mutex.try_acquire())),
+            (
+                "guava mutex port warming",
+                Box::new(|| self.mutex_warming.try_acquire()),
+            ),
         ]
     }
 }
@@ -112,7 +124,13 @@ fn rounds(title: &str, allowed: bool, threads: usize, s: &Settings, iters: u64) 
             })
         })
         .collect();
-    compare(title, s, iters, &["gcra", "guava mutex port"], cases);
+    compare(
+        title,
+        s,
+        iters,
+        &["gcra", "guava mutex port", "guava mutex port warming"],
+        cases,
+    );
 }
 
 /// The bare primitives under the granted path, one thread, no clock: a 64-bit load + CAS (what
@@ -126,6 +144,15 @@ fn primitives(s: &Settings, iters: u64) {
     let w64_alone = CachePadded::new(AtomicU64::new(0));
     let w128_alone = CachePadded::new(AtomicU128::new(0));
     let m = CachePadded::new(Mutex::new((0.0f64, 0i64)));
+    let w128_hint = CachePadded::new(AtomicU128::new(0));
+    let hint = CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let w128_clock = CachePadded::new(AtomicU128::new(0));
+    let w128_hint_clock = CachePadded::new(AtomicU128::new(0));
+    let hint_clock = CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let m_clock = CachePadded::new(Mutex::new((0.0f64, 0i64)));
+    let w128_seq = CachePadded::new(AtomicU128::new(0));
+    let params = CachePadded::new((AtomicU64::new(0), [0u64; 5].map(AtomicU64::new)));
+    let shared = CachePadded::new((AtomicU128::new(0), [AtomicU64::new(0), AtomicU64::new(0)]));
     let cases = vec![
         case("64-bit load + CAS", |_| {
             let cur = w64.load(Ordering::Acquire);
@@ -159,6 +186,96 @@ fn primitives(s: &Settings, iters: u64) {
                 black_box(ok);
             }
         }),
+        // A guessed expected value instead of a load: a copy of the last word written, kept
+        // in two 64-bit halves beside it and stored after every success (tried in the
+        // limiter and reverted: see BENCHMARKS.md).
+        case("128-bit CAS from a 2 x 64-bit hint (+ 2 stores)", |_| {
+            let guess = u128::from(hint[1].load(Ordering::Acquire)) << 64
+                | u128::from(hint[0].load(Ordering::Acquire));
+            let new = guess + (1 << 64) + 1;
+            let ok = w128_hint
+                .compare_exchange(guess, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            if ok {
+                hint[0].store(new as u64, Ordering::Release);
+                hint[1].store((new >> 64) as u64, Ordering::Release);
+            }
+            black_box(ok);
+        }),
+        // The same three with a clock read before each, as in `try_acquire`: whether the
+        // 16-byte load still costs when the previous CAS is not just before it.
+        case("clock + 128-bit load + CAS", |_| {
+            black_box(Instant::now());
+            let cur = w128_clock.load(Ordering::Acquire);
+            black_box(
+                w128_clock
+                    .compare_exchange(
+                        cur,
+                        cur + (1 << 64) + 1,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok(),
+            );
+        }),
+        case("clock + 128-bit CAS from the hint", |_| {
+            black_box(Instant::now());
+            let guess = u128::from(hint_clock[1].load(Ordering::Acquire)) << 64
+                | u128::from(hint_clock[0].load(Ordering::Acquire));
+            let new = guess + (1 << 64) + 1;
+            let ok = w128_hint_clock
+                .compare_exchange(guess, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            if ok {
+                hint_clock[0].store(new as u64, Ordering::Release);
+                hint_clock[1].store((new >> 64) as u64, Ordering::Release);
+            }
+            black_box(ok);
+        }),
+        // As the limiter laid it out: the hint on the word's cache line.
+        case("clock + 128-bit CAS from the hint, same line", |_| {
+            black_box(Instant::now());
+            let (w, h) = (&shared.0, &shared.1);
+            let guess = u128::from(h[1].load(Ordering::Acquire)) << 64
+                | u128::from(h[0].load(Ordering::Acquire));
+            let new = guess + (1 << 64) + 1;
+            let ok = w
+                .compare_exchange(guess, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            if ok {
+                h[0].store(new as u64, Ordering::Release);
+                h[1].store((new >> 64) as u64, Ordering::Release);
+            }
+            black_box(ok);
+        }),
+        // What the limiter adds around its word: the parameters' sequence lock (an even `seq`,
+        // five fields, `seq` again), all Acquire loads of one read-mostly line.
+        case("clock + seqlock read + 128-bit load + CAS", |_| {
+            black_box(Instant::now());
+            let seq = params.0.load(Ordering::Acquire);
+            let cur = w128_seq.load(Ordering::Acquire);
+            let f = params.1.each_ref().map(|a| a.load(Ordering::Acquire));
+            let again = params.0.load(Ordering::Acquire);
+            let step = u128::from((f.iter().sum::<u64>() | 1) & 1);
+            black_box(
+                seq == again
+                    && w128_seq
+                        .compare_exchange(
+                            cur,
+                            cur + (step << 64) + step,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok(),
+            );
+        }),
+        case("clock + Mutex lock + update + unlock", |_| {
+            black_box(Instant::now());
+            let mut g = m_clock.lock().unwrap();
+            g.0 += 1.0;
+            g.1 += 1;
+            black_box(&*g);
+        }),
         case("64-bit CAS alone (no load)", {
             let mut last = w64_alone.load(Ordering::Acquire);
             move |_| {
@@ -184,7 +301,11 @@ fn primitives(s: &Settings, iters: u64) {
         "primitives of the granted path (1 thread, no clock)",
         s,
         iters,
-        &["64-bit load + CAS", "Mutex lock + update + unlock"],
+        &[
+            "64-bit load + CAS",
+            "Mutex lock + update + unlock",
+            "clock + Mutex lock + update + unlock",
+        ],
         cases,
     );
 }
