@@ -183,7 +183,7 @@ impl<A: Algorithm> Engine<A> {
         let src = self.src();
         let r = match slot.decide(
             #[inline(always)]
-            move |cell, now| self.alg.check(cell, now, n, &src),
+            |cell, now| self.alg.check(cell, now, n, &src),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
             Placed::Full(wait) => Err(full_error(wait)),
@@ -197,7 +197,7 @@ impl<A: Algorithm> Engine<A> {
         let src = self.src();
         let allowed = match slot.decide(
             #[inline(always)]
-            move |cell, now| A::allowed(&self.alg.check(cell, now, 1, &src)),
+            |cell, now| A::allowed(&self.alg.check(cell, now, 1, &src)),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => v,
             Placed::Full(_) => false,
@@ -218,7 +218,7 @@ impl<A: Algorithm> Engine<A> {
             &src,
             1,
             #[inline(always)]
-            move |cell, now| self.alg.check(cell, now, 1, &src),
+            |cell, now| self.alg.check(cell, now, 1, &src),
         )
     }
 
@@ -256,7 +256,7 @@ impl<A: Algorithm> Engine<A> {
             src,
             n,
             #[inline(always)]
-            move |cell, now| self.alg.check(cell, now, n, src),
+            |cell, now| self.alg.check(cell, now, n, src),
         )
     }
 
@@ -271,7 +271,7 @@ impl<A: Algorithm> Engine<A> {
     ) -> Decision {
         slot.decide_then(
             #[inline(always)]
-            move |cell, now| (step(cell, now), now),
+            |cell, now| (step(cell, now), now),
             #[inline(always)]
             |placed| {
                 let d = match placed {
