@@ -582,7 +582,10 @@ fn main() {
         direct_threads(&s);
     }
     if wanted("keyed") {
-        for universe in [1, 10_000, 1_000_000].into_iter().filter(|&u| keys_wanted(u)) {
+        for universe in [1, 10_000, 1_000_000]
+            .into_iter()
+            .filter(|&u| keys_wanted(u))
+        {
             for strings in [false, true] {
                 keyed(&s, universe, strings);
             }
