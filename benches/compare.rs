@@ -557,6 +557,19 @@ fn wanted(section: &str) -> bool {
     }
 }
 
+/// `--keys N[,N]` (1, 10000, 1000000) runs the `keyed` section at those key counts only;
+/// default all three.
+fn keys_wanted(universe: u64) -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--keys") {
+        Some(i) => args.get(i + 1).is_some_and(|list| {
+            list.split(',')
+                .any(|s| s.parse::<u64>().ok() == Some(universe))
+        }),
+        None => true,
+    }
+}
+
 fn main() {
     // `--rounds N`, `--batch N` for a longer, finer run on a noisy machine.
     let s = Settings::from_args(ROUNDS);
@@ -569,7 +582,10 @@ fn main() {
         direct_threads(&s);
     }
     if wanted("keyed") {
-        for universe in [1, 10_000, 1_000_000] {
+        for universe in [1, 10_000, 1_000_000]
+            .into_iter()
+            .filter(|&u| keys_wanted(u))
+        {
             for strings in [false, true] {
                 keyed(&s, universe, strings);
             }

@@ -7,8 +7,9 @@
 //! ```
 //!
 //! CASE: `direct`, `direct-floor`, `direct-check`, `gov-direct` (allowed path; each also as
-//! `...-denied`: 1 per hour, spent first), `direct-coarse`, `keyed-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-1m`,
-//! `keyed-floor-1m`, `gov-keyed-10k`; the window algorithms as `win-ALG-direct`,
+//! `...-denied`: 1 per hour, spent first), `direct-coarse`, `keyed-hot`, `keyed-floor-hot`, `keyed-hot-str`, `keyed-floor-hot-str` (one
+//! `String` key), `keyed-check-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-check-10k`,
+//! `keyed-1m`, `keyed-floor-1m`, `gov-keyed-10k`; the window algorithms as `win-ALG-direct`,
 //! `win-ALG-direct-denied`, `win-ALG-keyed-hot` and `win-ALG-keyed-10k`, ALG one of `gcra`,
 //! `fixed`, `sliding8`, `weighted`, `log`, on the quotas of `benches/windows.rs` (1M per ms
 //! allowed, 1 per hour denied). Setup (map filling) is done first and is small next to
@@ -165,6 +166,37 @@ fn main() {
             let l = KeyedRateLimiter::<u64>::new(tq);
             (0..universe).for_each(|k| assert!(l.try_acquire(&k)));
             allowed += run(calls, |i| u64::from(l.try_acquire(&key(i))));
+        }
+        "keyed-floor-hot" => {
+            let l = KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(
+                DefaultClock::new(),
+                1,
+                FAST,
+            );
+            allowed += run(calls, |_| u64::from(l.try_acquire(black_box(&7))));
+        }
+        "keyed-hot-str" => {
+            let l = KeyedRateLimiter::<String>::new(tq);
+            allowed += run(calls, |_| u64::from(l.try_acquire(black_box("k7"))));
+        }
+        "keyed-floor-hot-str" => {
+            let l = KeyedFloor::<String, foldhash::fast::RandomState, _>::new(
+                DefaultClock::new(),
+                1,
+                FAST,
+            );
+            allowed += run(calls, |_| u64::from(l.try_acquire(black_box("k7"))));
+        }
+        "keyed-check-hot" => {
+            let l = KeyedRateLimiter::<u64>::new(tq);
+            allowed += run(calls, |_| {
+                u64::from(black_box(l.check(black_box(&7))).allowed)
+            });
+        }
+        "keyed-check-10k" => {
+            let l = KeyedRateLimiter::<u64>::new(tq);
+            (0..universe).for_each(|k| assert!(l.try_acquire(&k)));
+            allowed += run(calls, |i| u64::from(black_box(l.check(&key(i))).allowed));
         }
         "keyed-floor-10k" | "keyed-floor-1m" => {
             let l = KeyedFloor::<u64, foldhash::fast::RandomState, _>::new(
