@@ -64,12 +64,8 @@ where
     /// The shard of a key with hash `hash`.
     #[inline(always)]
     pub(crate) fn shard(&self, hash: u64) -> &Shard<K, V> {
-        let i = ((hash as usize) << 7) >> self.shift;
-        debug_assert!(i < self.shards.len());
-        // SAFETY: `shift = usize::BITS - log2(shards.len())` (`new`, and neither changes after),
-        // so `i` has at most `log2(shards.len())` bits: `i < shards.len()`. Unchecked because
-        // the bounds check (a load of the length, a compare and a branch) is on every decision.
-        unsafe { self.shards.get_unchecked(i) }
+        // The shift leaves fewer than `usize::BITS` bits, so the index is below `shards.len()`.
+        &self.shards[((hash as usize) << 7) >> self.shift]
     }
 
     /// Every shard, in order.
