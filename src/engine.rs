@@ -48,6 +48,10 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
     /// cell if `op` changed a fresh one. `op` may run more than once (it must be a CAS step).
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>;
+    /// Whether the cell is a keyed table's (decided by [`Rules::check_keyed`]).
+    ///
+    /// [`Rules::check_keyed`]: crate::algorithm::rules::Rules::check_keyed
+    const KEYED: bool = false;
     /// `then(self.decide(op))`. A slot whose decision has out-of-line paths (the keyed store's
     /// miss) applies `then` on each path, so that a large `R` (a full decision) is not merged
     /// with theirs in memory before `then` reads it.
@@ -64,6 +68,26 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     /// [`Placed::Full`].
     fn slot_free_at(&self, now: Nanos) -> Nanos {
         now
+    }
+}
+
+/// `alg`'s decision on a cell of slot type `S`: [`Rules::check_keyed`] on a keyed table's,
+/// [`Rules::check`] on the direct limiter's (a constant branch, gone once monomorphised).
+///
+/// [`Rules::check`]: crate::algorithm::rules::Rules::check
+/// [`Rules::check_keyed`]: crate::algorithm::rules::Rules::check_keyed
+#[inline(always)]
+fn rule_check<A: Algorithm, S: Slot<A>>(
+    alg: &A,
+    cell: &A::Cell,
+    now: Nanos,
+    n: u64,
+    p: &impl ParamSource<A::Params>,
+) -> A::Verdict {
+    if S::KEYED {
+        alg.check_keyed(cell, now, n, p)
+    } else {
+        alg.check(cell, now, n, p)
     }
 }
 
@@ -179,11 +203,11 @@ impl<A: Algorithm> Engine<A> {
     }
 
     #[inline]
-    pub(crate) fn try_acquire_n(&self, slot: &impl Slot<A>, n: u64) -> Result<(), AcquireError> {
+    pub(crate) fn try_acquire_n<S: Slot<A>>(&self, slot: &S, n: u64) -> Result<(), AcquireError> {
         let src = self.src();
         let r = match slot.decide(
             #[inline(always)]
-            |cell, now| self.alg.check(cell, now, n, &src),
+            |cell, now| rule_check::<A, S>(&self.alg, cell, now, n, &src),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
             Placed::Full(wait) => Err(full_error(wait)),
@@ -193,11 +217,11 @@ impl<A: Algorithm> Engine<A> {
     }
 
     #[inline(always)]
-    pub(crate) fn try_acquire(&self, slot: &impl Slot<A>) -> bool {
+    pub(crate) fn try_acquire<S: Slot<A>>(&self, slot: &S) -> bool {
         let src = self.src();
         let allowed = match slot.decide(
             #[inline(always)]
-            |cell, now| A::allowed(&self.alg.check(cell, now, 1, &src)),
+            |cell, now| A::allowed(&rule_check::<A, S>(&self.alg, cell, now, 1, &src)),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => v,
             Placed::Full(_) => false,
@@ -211,14 +235,14 @@ impl<A: Algorithm> Engine<A> {
     /// for a missing key), and a count read from there is not known to be 1: the decision
     /// would take the general path for `n` permits.
     #[inline(always)]
-    pub(crate) fn check(&self, slot: &impl Slot<A>) -> Decision {
+    pub(crate) fn check<S: Slot<A>>(&self, slot: &S) -> Decision {
         let src = self.src();
         self.decide_full(
             slot,
             &src,
             1,
             #[inline(always)]
-            |cell, now| self.alg.check(cell, now, 1, &src),
+            |cell, now| rule_check::<A, S>(&self.alg, cell, now, 1, &src),
         )
     }
 
@@ -245,7 +269,12 @@ impl<A: Algorithm> Engine<A> {
     }
 
     #[inline(always)]
-    fn check_on(&self, slot: &impl Slot<A>, n: u64, src: &impl ParamSource<A::Params>) -> Decision {
+    fn check_on<S: Slot<A>>(
+        &self,
+        slot: &S,
+        n: u64,
+        src: &impl ParamSource<A::Params>,
+    ) -> Decision {
         if n == 0 {
             // A check of nothing is the peek, also where a key cap would refuse a new key
             // (a decision on a scratch cell that stays fresh never meets the cap).
@@ -256,7 +285,7 @@ impl<A: Algorithm> Engine<A> {
             src,
             n,
             #[inline(always)]
-            |cell, now| self.alg.check(cell, now, n, src),
+            |cell, now| rule_check::<A, S>(&self.alg, cell, now, n, src),
         )
     }
 

@@ -293,6 +293,42 @@ pub(crate) fn decide(
         let now_index = div_t(now.saturating_add(p.offset), p.window, p.recip);
         (now_index, 0, window_end(now_index, p))
     };
+    decide_in(k, c, end, now, n, p)
+}
+
+/// [`decide`] with the window in force chosen by selects, not a branch: `now`'s window found
+/// on every call (`div_t`), and the stored one kept iff it is that window or a later one. The
+/// keyed tables' form ([`Rules::check_keyed`]): there a key's word is often not in cache, and
+/// a key comes back about as often in a later window as in its stored one, so a branch on
+/// "is the stored window still in force" is mispredicted half the time and waits for the
+/// word's cache miss before starting over. Not the direct limiter's form: its word is in
+/// cache, and with selects the word to store waits on the clock through the window
+/// arithmetic (benches/BENCHMARKS.md, "Windows, third pass"). The same decisions as
+/// [`decide`] (`tests`).
+#[inline(always)]
+pub(crate) fn decide_by_selects(
+    (index, count): (u64, u64),
+    now: Nanos,
+    n: u64,
+    p: &FixedParams,
+) -> (Verdict, Option<(u64, u64)>) {
+    let now_index = div_t(now.saturating_add(p.offset), p.window, p.recip);
+    let live = (count > 0) & (index >= now_index);
+    let k = if live { index } else { now_index };
+    let c = if live { count } else { 0 };
+    decide_in(k, c, window_end(k, p), now, n, p)
+}
+
+/// The decision of `n` permits at `now` in window `k` (ending at `end`) holding `c`.
+#[inline(always)]
+fn decide_in(
+    k: u64,
+    c: u64,
+    end: Nanos,
+    now: Nanos,
+    n: u64,
+    p: &FixedParams,
+) -> (Verdict, Option<(u64, u64)>) {
     let mut v = Verdict {
         kind: Kind::Allow,
         limit: p.limit,
@@ -467,6 +503,26 @@ impl Rules for FixedWindow {
             #[inline(always)]
             |w, p| {
                 let (v, store) = decide(current(w, p), now, n, p);
+                (v, store.map(|(k, c)| pack(k, c, p)))
+            },
+        )
+    }
+
+    /// `check` with the window in force chosen by selects ([`decide_by_selects`]): a keyed
+    /// table's word is often not in cache.
+    #[inline(always)]
+    fn check_keyed(
+        &self,
+        cell: &Self::Cell,
+        now: Nanos,
+        n: u64,
+        p: &impl ParamSource<FixedParams>,
+    ) -> Verdict {
+        cell.update(
+            p,
+            #[inline(always)]
+            |w, p| {
+                let (v, store) = decide_by_selects(current(w, p), now, n, p);
                 (v, store.map(|(k, c)| pack(k, c, p)))
             },
         )

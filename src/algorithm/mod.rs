@@ -166,6 +166,20 @@ pub(crate) mod rules {
             n: u64,
             p: &impl ParamSource<Self::Params>,
         ) -> Self::Verdict;
+        /// [`check`](Rules::check) on a keyed table's cell, one of many and so often not in
+        /// cache: a rule may decide there in a form that does not branch on the state (a
+        /// mispredicted branch waits for the cache miss before starting over). The same
+        /// decisions as `check`; by default `check` itself.
+        #[inline(always)]
+        fn check_keyed(
+            &self,
+            cell: &Self::Cell,
+            now: Nanos,
+            n: u64,
+            p: &impl ParamSource<Self::Params>,
+        ) -> Self::Verdict {
+            self.check(cell, now, n, p)
+        }
         /// Whether the verdict granted the permits.
         fn allowed(v: &Self::Verdict) -> bool;
         /// The verdict as a non-waiting acquire's result.

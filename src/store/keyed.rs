@@ -67,6 +67,8 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
+    const KEYED: bool = true;
+
     #[inline(always)]
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
         self.store.decide(self.key, op)

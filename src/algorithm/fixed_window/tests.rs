@@ -351,7 +351,8 @@ fn inert_parameters_store_nothing() {
 
 /// `decide` with `/` where it multiplies by the window's reciprocal: the window in force found
 /// by dividing whenever the stored one has ended (the plain model of "which window holds
-/// `now`").
+/// `now`"). Both forms of the rule are checked against it: the branch (`decide`, the direct
+/// limiter's) and the selects (`decide_by_selects`, the keyed tables').
 fn decide_dividing(
     s: (u64, u64),
     now: Nanos,
@@ -387,6 +388,10 @@ fn decide_dividing(
     }
 }
 
+/// The rule's two forms, by name.
+type Rule = fn((u64, u64), Nanos, u64, &FixedParams) -> (Verdict, Option<(u64, u64)>);
+const FORMS: [(&str, Rule); 2] = [("branch", decide), ("selects", decide_by_selects)];
+
 fn shifted_params(limit: u64, window: Nanos, offset: Nanos) -> FixedParams {
     FixedParams {
         offset,
@@ -396,7 +401,7 @@ fn shifted_params(limit: u64, window: Nanos, offset: Nanos) -> FixedParams {
 }
 
 #[test]
-fn finding_the_window_by_the_reciprocal_matches_dividing_at_every_edge() {
+fn both_forms_find_the_window_as_dividing_does_at_every_edge() {
     for (window, offset) in [
         (1, 0),
         (2, 1),
@@ -424,11 +429,14 @@ fn finding_the_window_by_the_reciprocal_matches_dividing_at_every_edge() {
             for now in instants {
                 for (count, n) in [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)] {
                     let s = (index, count);
-                    assert_eq!(
-                        decide(s, now, n, &p),
-                        decide_dividing(s, now, n, &p),
-                        "{s:?} at {now}, n = {n}, W = {window}, offset = {offset}"
-                    );
+                    let model = decide_dividing(s, now, n, &p);
+                    for (form, rule) in FORMS {
+                        assert_eq!(
+                            rule(s, now, n, &p),
+                            model,
+                            "{form}: {s:?} at {now}, n = {n}, W = {window}, offset = {offset}"
+                        );
+                    }
                 }
             }
         }
@@ -439,7 +447,7 @@ proptest::proptest! {
     /// The same on random quotas, offsets, states and instants: near the stored window's end,
     /// near the next one's, and anywhere.
     #[test]
-    fn finding_the_window_by_the_reciprocal_matches_dividing(
+    fn both_forms_find_the_window_as_dividing_does(
         window in 1u64..=MAX_NANOS,
         offset in proptest::num::u64::ANY,
         limit in 1u64..4,
@@ -460,6 +468,44 @@ proptest::proptest! {
             _ => far,
         };
         let s = (index, count.min(capacity(p.count_bits)));
-        proptest::prop_assert_eq!(decide(s, now, n, &p), decide_dividing(s, now, n, &p));
+        let model = decide_dividing(s, now, n, &p);
+        for (form, rule) in FORMS {
+            proptest::prop_assert_eq!(rule(s, now, n, &p), model, "{}", form);
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Through the limiters: a keyed limiter (the selects, `check_keyed`) and a direct one (the
+    /// branch, `check`) on one clock decide every call alike, across a quota change (a word a
+    /// generation behind) and window ends.
+    #[test]
+    fn keyed_and_direct_limiters_decide_alike(
+        limit in 1u64..5,
+        window in 8u64..60,
+        steps in proptest::collection::vec((0u64..60, 0u64..6, 0u8..8), 1..60),
+    ) {
+        let clock = ManualClock::new();
+        let q = |l: u64, w: u64| Quota::new(l, Duration::from_nanos(w)).unwrap();
+        let direct = limiter(q(limit, window), &clock, FixedWindow::new());
+        let keyed = crate::KeyedRateLimiter::<u8>::builder(q(limit, window))
+            .clock(clock.clone())
+            .algorithm(FixedWindow::new())
+            .unwrap()
+            .build();
+        for (advance, n, op) in steps {
+            clock.advance_nanos(advance);
+            match op {
+                0 => {
+                    let (l, w) = (limit + n % 3, window + advance % 7 + 1);
+                    direct.set_quota(q(l, w)).unwrap();
+                    keyed.set_quota(q(l, w)).unwrap();
+                }
+                1 => proptest::prop_assert_eq!(direct.try_acquire(), keyed.try_acquire(&1)),
+                2 => proptest::prop_assert_eq!(direct.try_acquire_n(n), keyed.try_acquire_n(&1, n)),
+                3 => proptest::prop_assert_eq!(direct.peek(), keyed.peek(&1)),
+                _ => proptest::prop_assert_eq!(direct.check_n(n), keyed.check_n(&1, n)),
+            }
+        }
     }
 }
