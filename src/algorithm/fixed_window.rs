@@ -304,7 +304,12 @@ pub(crate) fn decide(
 /// word's cache miss before starting over. Not the direct limiter's form: its word is in
 /// cache, and with selects the word to store waits on the clock through the window
 /// arithmetic (benches/BENCHMARKS.md, "Windows, third pass"). The same decisions as
-/// [`decide`] (`tests`).
+/// [`decide`] on every state [`current`] returns (`tests`).
+///
+/// It does not test `count > 0` (one select less between the clock and the word to store):
+/// an empty count comes with index 0 in every such state (`pack` writes an empty count as the
+/// empty word, and `current` reads a dropped one as `(0, 0)`), and `(0, 0)` kept as "live"
+/// (at `now`'s window 0) is window 0 with nothing counted, as the fresh state is.
 #[inline(always)]
 pub(crate) fn decide_by_selects(
     (index, count): (u64, u64),
@@ -313,7 +318,7 @@ pub(crate) fn decide_by_selects(
     p: &FixedParams,
 ) -> (Verdict, Option<(u64, u64)>) {
     let now_index = div_t(now.saturating_add(p.offset), p.window, p.recip);
-    let live = (count > 0) & (index >= now_index);
+    let live = index >= now_index;
     let k = if live { index } else { now_index };
     let c = if live { count } else { 0 };
     decide_in(k, c, window_end(k, p), now, n, p)

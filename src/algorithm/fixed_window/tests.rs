@@ -388,9 +388,15 @@ fn decide_dividing(
     }
 }
 
-/// The rule's two forms, by name.
+/// The rule's two forms, by name, each with the states it is defined on: the branch form on
+/// any, the selects on those `current` returns (an empty count at index 0).
 type Rule = fn((u64, u64), Nanos, u64, &FixedParams) -> (Verdict, Option<(u64, u64)>);
-const FORMS: [(&str, Rule); 2] = [("branch", decide), ("selects", decide_by_selects)];
+const FORMS: [(&str, Rule, fn((u64, u64)) -> bool); 2] = [
+    ("branch", decide, |_| true),
+    ("selects", decide_by_selects, |(index, count)| {
+        count > 0 || index == 0
+    }),
+];
 
 fn shifted_params(limit: u64, window: Nanos, offset: Nanos) -> FixedParams {
     FixedParams {
@@ -430,7 +436,7 @@ fn both_forms_find_the_window_as_dividing_does_at_every_edge() {
                 for (count, n) in [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)] {
                     let s = (index, count);
                     let model = decide_dividing(s, now, n, &p);
-                    for (form, rule) in FORMS {
+                    for (form, rule, _) in FORMS.iter().filter(|f| f.2(s)) {
                         assert_eq!(
                             rule(s, now, n, &p),
                             model,
@@ -467,9 +473,11 @@ proptest::proptest! {
             1 => end.saturating_add(window).saturating_sub(2_000).saturating_add(near),
             _ => far,
         };
-        let s = (index, count.min(capacity(p.count_bits)));
+        let count = count.min(capacity(p.count_bits));
+        // Every other case an empty count at index 0, the state the selects are defined on.
+        let s = if count == 0 && far % 2 == 0 { (0, 0) } else { (index, count) };
         let model = decide_dividing(s, now, n, &p);
-        for (form, rule) in FORMS {
+        for (form, rule, _) in FORMS.iter().filter(|f| f.2(s)) {
             proptest::prop_assert_eq!(rule(s, now, n, &p), model, "{}", form);
         }
     }
@@ -506,6 +514,27 @@ proptest::proptest! {
                 3 => proptest::prop_assert_eq!(direct.peek(), keyed.peek(&1)),
                 _ => proptest::prop_assert_eq!(direct.check_n(n), keyed.check_n(&1, n)),
             }
+        }
+    }
+}
+
+proptest::proptest! {
+    /// What the selects rely on: every state `current` returns holds an empty count only at
+    /// index 0, for a word written in this quota generation or the previous one (any layout).
+    #[test]
+    fn current_returns_an_empty_count_only_at_index_0(
+        w0 in 1u64..1_000,
+        w1 in 1u64..1_000,
+        index in 0u64..1_000,
+        count in 0u64..8,
+        at in 0u64..1_000_000,
+    ) {
+        let p0 = params(1, w0);
+        let p1 = FixedWindow::new().next_params(&p0, &Quota::new(1, Duration::from_nanos(w1)).unwrap(), at).unwrap();
+        let word = pack(index, count.min(capacity(p0.count_bits)), &p0);
+        for p in [&p0, &p1] {
+            let (k, c) = current(word, p);
+            proptest::prop_assert!(c > 0 || k == 0, "{:?}", (k, c));
         }
     }
 }
