@@ -391,7 +391,8 @@ fn decide_dividing(
 /// The rule's two forms, by name, each with the states it is defined on: the branch form on
 /// any, the selects on those `current` returns (an empty count at index 0).
 type Rule = fn((u64, u64), Nanos, u64, &FixedParams) -> (Verdict, Option<(u64, u64)>);
-const FORMS: [(&str, Rule, fn((u64, u64)) -> bool); 2] = [
+type Defined = fn((u64, u64)) -> bool;
+const FORMS: [(&str, Rule, Defined); 2] = [
     ("branch", decide, |_| true),
     ("selects", decide_by_selects, |(index, count)| {
         count > 0 || index == 0
