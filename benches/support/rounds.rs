@@ -20,15 +20,21 @@ pub struct Case<'a> {
     pub run: Box<dyn FnMut(u64) -> Duration + 'a>,
 }
 
-/// A single-threaded contender: `op(i)` for `i` in `0..iters`, timed as one batch.
+/// A single-threaded contender: `op(i)` for the next `iters` values of `i`, timed as one batch.
+/// `i` goes on from batch to batch (a case's key sequence is walked, not restarted: with short
+/// batches a restart would replay the same few keys, all in cache, and a 1M-key table would be
+/// measured as a hot one).
 pub fn case<'a>(name: &str, mut op: impl FnMut(u64) + 'a) -> Case<'a> {
+    let mut next = 0u64;
     Case {
         name: name.to_string(),
         ops_per_iter: 1,
         run: Box::new(move |iters| {
+            let first = next;
+            next = next.wrapping_add(iters);
             let start = Instant::now();
-            for i in 0..iters {
-                op(i);
+            for k in 0..iters {
+                op(first.wrapping_add(k));
             }
             start.elapsed()
         }),
@@ -59,11 +65,17 @@ pub fn on_threads(threads: usize, iters: u64, op: &(dyn Fn(usize, u64) + Sync)) 
 }
 
 /// A contender run by `threads` threads at once; its ns/op is wall time / total operations.
+/// `i` goes on from batch to batch, as in [`case`].
 pub fn threaded<'a>(name: &str, threads: usize, op: impl Fn(usize, u64) + Sync + 'a) -> Case<'a> {
+    let mut next = 0u64;
     Case {
         name: name.to_string(),
         ops_per_iter: threads as u64,
-        run: Box::new(move |iters| on_threads(threads, iters, &op)),
+        run: Box::new(move |iters| {
+            let first = next;
+            next = next.wrapping_add(iters);
+            on_threads(threads, iters, &|t, i| op(t, first.wrapping_add(i)))
+        }),
     }
 }
 
