@@ -11,10 +11,10 @@
 #   bash benches/run.sh all --write  # also replace the generated section of BENCHMARKS.md
 #                                    # (between its `run.sh:begin` / `run.sh:end` markers)
 #
-# Options: --quick (fewer rounds; numbers are rough), --criterion (also the criterion benches
+# Options: --quick (21 rounds; numbers are rough), --criterion (also the criterion benches
 # direct and keyed, printed only), --write (as above). Extra arguments for `compare` and
-# `windows` after `--`, e.g. `-- --rounds 201 --batch 20000` (compare: more, shorter rounds for a loaded
-# machine).
+# `windows` after `--`, e.g. `-- --rounds 401 --batch 20000` (by default 201 rounds of batches sized
+# to about 0.2 ms each, benches/support/rounds.rs).
 #
 # The benches are their own crate (benches/Cargo.toml, built into benches/target unless
 # CARGO_TARGET_DIR is set). Ratios in a table are paired within its run; absolute ns move with
