@@ -136,6 +136,39 @@ fn a_cancel_after_a_reward_gives_nothing_twice() {
     assert_eq!(drain(&l, 30), 10);
 }
 
+/// A reward moves the tail below an earlier reservation's end, a later one is booked from the
+/// lowered tail, then both are cancelled (found by `tests/redis_gcra_holes.rs`'s property
+/// test): the first cancel's hole reaches up to the tail; the second, the latest, moves the
+/// tail back below that hole's end. The part of the hole at or above the new tail must go
+/// (those positions are free already), or it would be handed out twice: at 104 ms, 2 permits
+/// from the hole and 1 more from the tail, 3 at one instant with a burst of 2.
+#[test]
+fn cancelling_the_latest_below_a_hole_hands_nothing_out_twice() {
+    let quota = Quota::from_interval(50 * MS)
+        .unwrap()
+        .with_burst(2)
+        .unwrap();
+    let (l, clock) = direct(quota, tollgate::Gcra);
+    assert!(!l.block(54 * MS).allowed); // tail at 104 ms
+    let a = l.reserve_n(3).unwrap(); // (104 ms, 254 ms]
+    l.reward(1);
+    l.reward(1); // tail at 154 ms
+    let b = l.reserve_n(1).unwrap(); // (154 ms, 204 ms]
+    a.cancel(); // a hole (104 ms, 204 ms]: a's part below the tail
+    b.cancel(); // the latest: the tail back to 154 ms, and over what is free below it
+    clock.advance(104 * MS);
+    // Both cancelled: the state is the block's alone, as on a limiter that only blocked.
+    let (only_blocked, clock2) = direct(quota, tollgate::Gcra);
+    assert!(!only_blocked.block(54 * MS).allowed);
+    clock2.advance(104 * MS);
+    assert_eq!(l.peek(), only_blocked.peek());
+    assert!(l.try_acquire_n(2).is_ok());
+    assert!(
+        !l.try_acquire(),
+        "a third permit at one instant with a burst of 2"
+    );
+}
+
 /// Holes: a reward drops the holes its lowered tail passes; a block clears them.
 #[test]
 fn gcra_holes_under_rewards_and_blocks() {

@@ -523,3 +523,21 @@ async fn saturated_penalties_refuse_for_good() {
         ));
     }
 }
+
+/// A case the property test found (CI, 2026-12-05): a block, a reservation over the burst,
+/// two rewards, a second reservation, and both cancelled.
+#[test]
+fn rewards_between_reservations_then_both_cancelled() {
+    let server = RedisServer::start();
+    let steps = [
+        Step::Block { key: 0, ms: 54 },
+        Step::Reserve { key: 0, n: 3 },
+        Step::Reward { key: 0, n: 1 },
+        Step::Reward { key: 0, n: 1 },
+        Step::Reserve { key: 0, n: 1 },
+        Step::Cancel { key: 0, pick: 0 },
+        Step::Cancel { key: 0, pick: 0 },
+    ];
+    runtime().block_on(replay(&server, &steps, false));
+    runtime().block_on(replay(&server, &steps, true));
+}

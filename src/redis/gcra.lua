@@ -244,6 +244,18 @@ local function give(start, stop)
   H = out
 end
 
+-- Drops every position at or past the TAT (it moved down: holes stay below it), cutting a hole
+-- that straddles it; as the in-process Holes::cut.
+local function cut()
+  while #H > 0 and H[#H - 1] >= tat do
+    H[#H] = nil
+    H[#H] = nil
+  end
+  if #H > 0 and H[#H] > tat then
+    H[#H] = tat
+  end
+end
+
 -- Whole intervals free in [now, now + tau] behind a tail (>= now), holes not counted.
 local function free(tail)
   local d = tail - now
@@ -396,7 +408,11 @@ elseif op == 'cancel' then
     return {now, 0}
   end
   if tat == stop then
+    -- As Holes::coalesce: what lies at or past the lowered TAT is free already (a hole an
+    -- earlier cancel gave can reach above it after a reward), then the TAT moves down over
+    -- the holes that end where it is.
     tat = start
+    cut()
     while #H > 0 and H[#H] == tat do
       tat = H[#H - 1]
       H[#H] = nil
@@ -435,14 +451,7 @@ elseif op == 'penalize' then
 elseif op == 'reward' then
   if tat > now then
     tat = math.max(tat - x * T, now)
-    -- Cut the holes at the new TAT: drop those at or past it, shorten one across it.
-    while #H > 0 and H[#H - 1] >= tat do
-      H[#H] = nil
-      H[#H] = nil
-    end
-    if #H > 0 and H[#H] > tat then
-      H[#H] = tat
-    end
+    cut()
   end
 else
   return redis.error_reply('tollgate: unknown op')

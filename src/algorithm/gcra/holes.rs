@@ -132,9 +132,13 @@ impl Holes {
         }
     }
 
-    /// The tail after giving back every hole that ends exactly at it (repeatedly): the
-    /// schedule's end moves down over freed stretches.
+    /// The tail after it moved down to `tail` (the latest reservation cancelled): positions at
+    /// or past it are free already, so the holes there go ([`cut`](Holes::cut): a hole given
+    /// by an earlier cancel can reach above a tail that a reward lowered, and kept there it
+    /// would be handed out a second time from the tail); then every hole that ends exactly at
+    /// the tail is given back (repeatedly): the schedule's end moves down over freed stretches.
     pub(crate) fn coalesce(&mut self, mut tail: Nanos) -> Nanos {
+        self.cut(tail);
         while let Some(&(start, end)) = self.spans.last() {
             if end != tail {
                 break;
