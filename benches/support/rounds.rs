@@ -111,15 +111,10 @@ impl Settings {
     }
 }
 
-/// Runs `cases` in interleaved rounds, after one untimed warm-up batch of `iters` calls each
-/// (fills caches, grows maps, faults pages in); returns `times[case][round]` in ns/op.
-pub fn measure(s: &Settings, iters: u64, cases: &mut [Case<'_>]) -> Vec<Vec<f64>> {
-    measure_sized(s, iters, cases).0
-}
-
-/// [`measure`], and each case's batch (calls per round): `--batch N` if given; else `iters`
-/// for a threaded case (its threads start per batch) and, for the single-threaded ones, one
-/// count for all of them: as many calls as the slowest one's warm-up says fit in
+/// Runs `cases` in interleaved rounds, after one untimed warm-up batch each (fills caches,
+/// grows maps, faults pages in); returns `times[case][round]` in ns/op, and each case's batch
+/// (calls per round): `--batch N` if given; else `iters` for a threaded case (its threads
+/// start per batch) and, for the single-threaded ones, one count for all of them: as many calls as the slowest one's warm-up says fit in
 /// [`BATCH_TIME`] (at least 16, at most `iters`). One count, so every contender replays the
 /// same stretch of keys per batch and finds the cache as warm as the others do.
 pub fn measure_sized(
@@ -184,7 +179,7 @@ pub fn paired_ratio(times: &[Vec<f64>], i: usize, r: usize) -> (f64, f64, f64) {
     (median(&mut ratios), lo, hi)
 }
 
-/// Runs `cases` in interleaved rounds ([`measure`]); prints one markdown table with the median
+/// Runs `cases` in interleaved rounds ([`measure_sized`]); prints one markdown table with the median
 /// ns/op and the paired ratio against each contender named in `refs` (median, and in brackets
 /// the interquartile range over rounds).
 pub fn compare(title: &str, s: &Settings, iters: u64, refs: &[&str], mut cases: Vec<Case<'_>>) {
