@@ -366,26 +366,9 @@ fn decide_dividing(
     } else {
         (now_index, 0)
     };
-    let end = window_end(k, p);
-    let mut v = Verdict {
-        kind: Kind::Allow,
-        limit: p.limit,
-        remaining: p.limit.saturating_sub(c),
-        reset_after: end.saturating_sub(now),
-    };
-    if let Some(kind) = early(now, n, p.limit) {
-        v.kind = kind;
-        return (v, None);
-    }
-    if c + n <= p.limit {
-        v.remaining = p.limit - c - n;
-        (v, Some((k, c + n)))
-    } else {
-        v.kind = Kind::Deny {
-            retry_after: v.reset_after,
-        };
-        (v, None)
-    }
+    // The verdict in the window found is the rule's own step: what this model checks is
+    // which window that is.
+    decide_in(k, c, window_end(k, p), now, n, p)
 }
 
 /// The rule's two forms, by name, each with the states it is defined on: the branch form on
