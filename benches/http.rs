@@ -208,6 +208,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The lower and upper quartiles (order statistics, as `median`).
+fn quartiles(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 4], v[v.len() * 3 / 4])
+}
+
 fn main() {
     let rounds = env("HTTP_BENCH_ROUNDS", 7).max(1);
     let requests = env("HTTP_BENCH_REQUESTS", 20_000).max(100);
@@ -280,13 +286,18 @@ fn main() {
 
     println!(
         "\nHTTP layer over loopback: {rounds} interleaved rounds; {requests} requests on {conns} \
-         connections and {single} on 1 connection per variant per round; medians over rounds.\n"
+         connections and {single} on 1 connection per variant per round; medians over rounds. \
+         requests/s is each variant's own median with its interquartile range over rounds: \
+         loopback throughput moves from round to round far more than a variant's ratio to the \
+         no-layer baseline of the same round, so the two columns need not agree (compare by \
+         the ratio).\n"
     );
-    println!("| variant | requests/s | x no layer | p99 (ms) | x no layer | 1-conn median (µs) | cost per request vs no layer (µs) | in process (ns) | in-process cost (ns) |");
+    println!("| variant | requests/s [IQR] | x no layer | p99 (ms) | x no layer | 1-conn median (µs) | cost per request vs no layer (µs) | in process (ns) | in-process cost (ns) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &v in &Variant::ALL {
         let col = |f: &dyn Fn(&Round) -> f64| median(results.iter().map(|r| f(r)).collect());
         let rps = col(&|r| find(r, v).0.rps);
+        let (rps_lo, rps_hi) = quartiles(results.iter().map(|r| find(r, v).0.rps).collect());
         let rps_ratio = col(&|r| find(r, v).0.rps / find(r, Variant::None).0.rps);
         let p99 = col(&|r| find(r, v).0.p99.as_secs_f64() * 1e3);
         let p99_ratio =
@@ -306,7 +317,7 @@ fn main() {
                 .collect(),
         );
         println!(
-            "| {} | {rps:.0} | {rps_ratio:.3} | {p99:.2} | {p99_ratio:.2} | {one:.1} | {one_cost:+.1} | {inproc:.0} | {inproc_cost:+.0} |",
+            "| {} | {rps:.0} [{rps_lo:.0}-{rps_hi:.0}] | {rps_ratio:.3} | {p99:.2} | {p99_ratio:.2} | {one:.1} | {one_cost:+.1} | {inproc:.0} | {inproc_cost:+.0} |",
             v.name()
         );
     }
