@@ -207,7 +207,11 @@ async fn sweep_interval_and_no_sweeper_reach_the_limiters() {
     }
     assert_eq!(l_swept.len(), 0);
     assert!(l_swept.stats().sweeps > 0);
-    // Without one, the cold key stays until a sweep is asked for.
+    // Without one, the cold key stays until a sweep is asked for. Cold, that is, a
+    // millisecond after b's request (the loop above may have ended at once: a's key can be
+    // swept before b's request is even sent on a loaded machine); a sleep lasts at least
+    // its time.
+    tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(l_unswept.stats().sweeps, 0);
     assert_eq!(l_unswept.len(), 1);
     assert_eq!(l_unswept.sweep_now(), 1);
