@@ -94,7 +94,7 @@
 //! `Result<Permit, AcquireError>`. Their "not now" is `AcquireError::AtCapacity { in_flight,
 //! limit }` (no wait to suggest: permits come back when their holders finish); more than the
 //! limit is `ExceedsBurst` for every form, waiting ones included. Their limit is a count:
-//! `limit()`, `set_limit(limit)` (direct), and `in_flight()` / `available()`. No `peek`,
+//! `limit()`, `set_limit(limit)`, and `in_flight()` / `available()`. No `peek`,
 //! `check` or reservations.
 //!
 //! [`SmoothRateLimiter`] (Guava's) has the acquire rows: `try_acquire(_n)`, `acquire(_n)`,

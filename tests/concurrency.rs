@@ -307,3 +307,61 @@ fn allow_untracked_grants_a_new_key_at_the_cap_without_counting_it() {
     );
     drop((a, b));
 }
+
+/// The keyed `set_limit`: every tracked key's limit changes (held permits kept, waiters on a
+/// raised limit served, a waiter above a lowered one refused), new keys start with it.
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn keyed_set_limit_changes_every_key_and_new_ones() {
+    let k = KeyedConcurrencyLimiter::<u32>::new(2).unwrap();
+    let held = k.try_acquire_n(&1, 2).unwrap();
+    let mut waiter = pin!(k.acquire_async(&1));
+    assert!(poll_once(waiter.as_mut()).is_pending());
+    let other = k.try_acquire(&2).unwrap();
+    let mut big = pin!(k.acquire_n_async(&2, 2));
+    assert!(poll_once(big.as_mut()).is_pending());
+
+    k.set_limit(3).unwrap(); // raised: key 1's waiter is served at once
+    assert_eq!(k.limit(), 3);
+    let Poll::Ready(Ok(served)) = poll_once(waiter.as_mut()) else {
+        panic!("a raised limit serves the waiter")
+    };
+    assert_eq!(k.in_flight(&1), 3);
+    let Poll::Ready(Ok(big_served)) = poll_once(big.as_mut()) else {
+        panic!("a raised limit serves key 2's waiter too")
+    };
+    assert_eq!(k.in_flight(&2), 3);
+    drop((big_served, other));
+
+    let mut three = pin!(k.acquire_n_async(&1, 3));
+    assert!(poll_once(three.as_mut()).is_pending());
+    k.set_limit(1).unwrap(); // lowered: nothing revoked, the waiter for 3 refused
+    assert!(matches!(
+        poll_once(three.as_mut()),
+        Poll::Ready(Err(AcquireError::ExceedsBurst {
+            requested: 3,
+            burst: 1
+        }))
+    ));
+    assert_eq!(k.in_flight(&1), 3);
+    drop(held);
+    assert!(k.try_acquire(&1).is_none(), "one still held, limit 1");
+    drop(served);
+    let again = k.try_acquire(&1).unwrap();
+    assert!(k.try_acquire(&1).is_none());
+    // Key 2 (tracked, idle) and key 3 (new) both have the new limit.
+    assert!(matches!(
+        k.try_acquire_n(&2, 2),
+        Err(AcquireError::ExceedsBurst {
+            requested: 2,
+            burst: 1
+        })
+    ));
+    assert!(matches!(
+        k.try_acquire_n(&3, 2),
+        Err(AcquireError::ExceedsBurst { .. })
+    ));
+    assert!(matches!(k.set_limit(0), Err(ConcurrencyError::Zero)));
+    assert_eq!(k.limit(), 1, "a refused limit changes nothing");
+    drop(again);
+}

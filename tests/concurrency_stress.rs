@@ -255,3 +255,67 @@ fn ten_thousand_keys_with_eviction_racing_never_exceed_the_limit() {
     limiter.sweep_now();
     assert_eq!(limiter.len(), 0, "every key idle, so every key evicted");
 }
+
+/// The keyed `set_limit` racing the insert of new keys: after each `set_limit` returns, the
+/// keys inserted so far (the newest of them checked, the ones most likely to have been
+/// inserted during it) all have its limit, however their inserts interleaved with its walk.
+/// (The loom model `keyed_set_limit_races_a_new_key` checks every interleaving of one insert;
+/// this runs the real table under real threads.)
+#[test]
+fn keyed_set_limit_reaches_keys_inserted_during_it() {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use tollgate::KeyedConcurrencyLimiter;
+    const INSERTERS: usize = 2;
+    const MAX_KEYS: u64 = 1_000_000; // per inserter, if the setter's rounds outlast them
+    const ROUNDS: u32 = 2_000;
+    const CHECKED: u64 = 16; // per inserter and round
+    let limiter = Arc::new(KeyedConcurrencyLimiter::<u64>::new(4).unwrap());
+    // Keys `i << 32 | j` for `j` below `progress[i]` were inserted (the newest still tracked,
+    // unless a round's sweep came after them; an untracked key is checked too: it takes the
+    // limit a new key gets).
+    let progress: Arc<Vec<AtomicU64>> =
+        Arc::new((0..INSERTERS).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (l, p, stop) = (limiter.clone(), progress.clone(), stop.clone());
+    let results = run(INSERTERS + 1, move |i| {
+        if i < INSERTERS {
+            let mut j = 0;
+            while j < MAX_KEYS && !stop.load(Ordering::SeqCst) {
+                let key = (i as u64) << 32 | j;
+                assert!(l.try_acquire(&key).is_some(), "a new key, limit 3 or 4");
+                j += 1;
+                p[i].store(j, Ordering::SeqCst);
+            }
+            return j;
+        }
+        // Every inserter under way first, so that the rounds race inserts.
+        while p.iter().any(|done| done.load(Ordering::SeqCst) == 0) {
+            std::thread::yield_now();
+        }
+        let mut checked = 0u64;
+        for round in 0..ROUNDS {
+            let limit = 3 + round % 2;
+            l.set_limit(limit).unwrap();
+            for (w, done) in p.iter().enumerate() {
+                let done = done.load(Ordering::SeqCst);
+                for j in done.saturating_sub(CHECKED)..done {
+                    let key = (w as u64) << 32 | j;
+                    match l.try_acquire_n(&key, limit + 1) {
+                        Err(AcquireError::ExceedsBurst { burst, .. }) => {
+                            assert_eq!(burst, u64::from(limit), "key {key:#x} after round {round}")
+                        }
+                        other => panic!("key {key:#x}: {other:?}"),
+                    }
+                    checked += 1;
+                }
+            }
+            // Idle keys out, so that the next walk is short and set_limits come often: the
+            // race is an insert that read the old limit before a set_limit's store and takes
+            // its shard's lock after the walk passed it.
+            l.sweep_now();
+        }
+        stop.store(true, Ordering::SeqCst);
+        checked
+    });
+    assert!(results[INSERTERS] > 0, "no key was checked: {results:?}");
+}

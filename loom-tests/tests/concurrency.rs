@@ -1,6 +1,7 @@
 //! The concurrency limit's cell (`cell::semaphore::SemCell`, through `tollgate::__loom`):
 //! its lock-free fast path (one CAS to take, one to release) racing the slow path (the FIFO
-//! queue under a mutex, cancels, `set_limit`), and a keyed store's eviction racing an acquire.
+//! queue under a mutex, cancels, `set_limit`), a keyed store's eviction racing an acquire, and
+//! the keyed limiter's `set_limit` racing a new key (the real `KeyedConcurrencyLimiter`).
 //!
 //! Properties, in every interleaving:
 //! - never more permits held than the limit (a high-water count kept by the holders);
@@ -8,7 +9,9 @@
 //!   exactly once (a release racing an enqueue either sees `QUEUED` and serves it, or the
 //!   enqueue sees the freed permits and takes them);
 //! - no permit is lost or duplicated: at the end in flight equals what holders still hold;
-//! - eviction claims only idle cells: a permit is never held on a cell that was evicted.
+//! - eviction claims only idle cells: a permit is never held on a cell that was evicted;
+//! - once the keyed `set_limit` has returned, every key has the new limit, a key inserted
+//!   during it too.
 
 use std::collections::BTreeMap;
 use std::task::{Poll, Wake, Waker};
@@ -271,6 +274,40 @@ fn eviction_races_an_acquire() {
         if let Some(cell) = map.get(&KEY) {
             assert_eq!(cell.state().in_flight, 0);
             assert!(!cell.state().closed);
+        }
+    });
+}
+
+/// The keyed limiter's `set_limit` (store, then walk every shard under its read lock) racing
+/// the insert of a new key (whose cell reads the limit before the shard's write lock, to build
+/// the cell outside it, and again under it): after both, the key has the new limit. With the
+/// read under the write lock removed, loom finds the order that keeps the old one (the cell
+/// built with 1, the walk done before the insert).
+#[test]
+fn keyed_set_limit_races_a_new_key() {
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::BuildHasherDefault;
+    use tollgate::{AcquireError, KeyedConcurrencyLimiter};
+
+    model(|| {
+        let limiter = Arc::new(
+            KeyedConcurrencyLimiter::<u64>::builder(1)
+                .unwrap()
+                .hasher(BuildHasherDefault::<DefaultHasher>::default())
+                .shards(1)
+                .build(),
+        );
+        let inserter = {
+            let limiter = limiter.clone();
+            loom::thread::spawn(move || limiter.try_acquire(&KEY).is_some())
+        };
+        limiter.set_limit(2).unwrap();
+        assert!(inserter.join().unwrap(), "a new key, limit 1 or 2: granted");
+        match limiter.try_acquire_n(&KEY, 3) {
+            Err(AcquireError::ExceedsBurst { burst, .. }) => {
+                assert_eq!(burst, 2, "the key kept the old limit")
+            }
+            other => panic!("3 permits over a limit of 2: {other:?}"),
         }
     });
 }

@@ -7,7 +7,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::concurrency::error::ConcurrencyError;
+use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::report::{self, WaitReport};
 use crate::concurrency::store::SemStore;
@@ -459,6 +459,34 @@ where
     /// ```
     pub fn limit(&self) -> u32 {
         self.store.limit()
+    }
+
+    /// Changes the limit of every key live, as
+    /// [`ConcurrencyLimiter::set_limit`](crate::ConcurrencyLimiter::set_limit) does for one:
+    /// permits held stay held (lowering never revokes), raising it serves waiters at once, and
+    /// a waiter asking for more than a lowered limit is refused with
+    /// [`AcquireError::ExceedsBurst`]. Every tracked key has the new limit before this returns
+    /// (one shard at a time under its read lock; acquires go on meanwhile), so it costs a walk
+    /// over the table; a key tracked later starts with it.
+    ///
+    /// # Errors
+    /// As [`new`](KeyedConcurrencyLimiter::new); the limit in force is then unchanged.
+    ///
+    /// ```
+    /// let l = tollgate::KeyedConcurrencyLimiter::<String>::new(3).unwrap();
+    /// let held = l.try_acquire_n("alice", 3).unwrap();
+    /// l.set_limit(1).unwrap();
+    /// assert_eq!(l.in_flight("alice"), 3); // kept
+    /// assert!(l.try_acquire("alice").is_none());
+    /// drop(held);
+    /// assert!(l.try_acquire("alice").is_some());
+    /// assert!(l.try_acquire_n("bob", 2).is_err()); // a new key: the new limit
+    /// assert!(l.set_limit(0).is_err());
+    /// assert_eq!(l.limit(), 1);
+    /// ```
+    pub fn set_limit(&self, limit: u32) -> Result<(), ConcurrencyError> {
+        self.store.set_limit(check_limit(limit)?);
+        Ok(())
     }
 
     /// Number of tracked keys (O(1)): keys with permits in flight or waiters, and idle keys

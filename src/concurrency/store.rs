@@ -12,6 +12,11 @@
 //! table moving its entries does not move them, and a cell is freed only after it was closed
 //! (so nothing was in flight or queued on it) and its mutex was taken once more
 //! (`SemCell::quiesce`), after the guard was released.
+//!
+//! **A new limit** ([`set_limit`](SemStore::set_limit)) is stored, then set on every cell, one
+//! shard at a time under its *read* guard. A new key's cell takes the limit read under the
+//! shard's *write* guard, so either that walk finds the cell or the cell was made with the
+//! new limit: no key keeps the old one once `set_limit` has returned.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -29,12 +34,15 @@ use crate::store::table::ShardedTable;
 use crate::store::walk::SWEEP_CHUNK;
 use crate::store::when_full::WhenFull;
 use crate::sweeper::Sweep;
-use crate::sync::{unlock_fair, AtomicUsize, Mutex, Ordering, TryLockError};
+use crate::sync::{unlock_fair, AtomicU32, AtomicUsize, Mutex, Ordering, TryLockError};
 
 /// The shared state of a keyed concurrency limiter; the sweeper holds a `Weak` to it.
 pub(crate) struct SemStore<K, S> {
     map: ShardedTable<K, Box<SemCell>, S>,
-    limit: u32,
+    /// The limit of a new key's cell (every tracked cell's too, once `set_limit` returns).
+    limit: AtomicU32,
+    /// Serialises `set_limit`s, so the last one's walk is the last to set any cell.
+    set_lock: Mutex<()>,
     max_keys: usize,
     when_full: WhenFull,
     /// Keys tracked: counted before an insert and after a removal (the exact cap).
@@ -61,7 +69,8 @@ where
     ) -> Self {
         SemStore {
             map: ShardedTable::new(hasher, shards),
-            limit,
+            limit: AtomicU32::new(limit),
+            set_lock: Mutex::new(()),
             max_keys,
             when_full,
             slots: AtomicUsize::new(0),
@@ -72,7 +81,21 @@ where
     }
 
     pub(crate) fn limit(&self) -> u32 {
-        self.limit
+        self.limit.load(Ordering::Acquire)
+    }
+
+    /// Makes `limit` (a valid one) every key's (module docs): new keys' at once, each tracked
+    /// key's as the walk reaches it, all of them before this returns.
+    pub(crate) fn set_limit(&self, limit: u32) {
+        let _serial = self.set_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.limit.store(limit, Ordering::Release);
+        for shard in self.map.shards() {
+            for (_, cell) in shard.read().iter() {
+                // Not closed: a sweep closes a cell only under the write guard, and removes
+                // it under the same hold.
+                cell.set_limit(limit);
+            }
+        }
     }
 
     /// Takes `n` permits for `key` now, or refuses: the non-waiting acquire. The hot path (a
@@ -109,7 +132,7 @@ where
             Step::Wait(w) => w.give_up(),
             Step::Closed => Err(AcquireError::AtCapacity {
                 in_flight: 0,
-                limit: u64::from(self.limit),
+                limit: u64::from(self.limit()),
             }),
         }
     }
@@ -154,26 +177,37 @@ where
         if n == 0 {
             return Step::Done(Ok(Held::untracked(0)));
         }
-        if n > self.limit {
-            return Step::Done(Err(exceeds(n, self.limit)));
+        let limit = self.limit();
+        if n > limit {
+            return Step::Done(Err(exceeds(n, limit)));
         }
         let hash = self.map.hash(key);
         let shard = self.map.shard(hash);
         // Made before the write lock, not under it (a `String` allocates).
-        let mut owned = Some((key.to_owned(), Box::new(SemCell::new(self.limit))));
+        let mut owned = Some((key.to_owned(), Box::new(SemCell::new(limit))));
         for attempt in 0..2 {
             {
                 let mut table = shard.write();
+                // The limit a new cell gets is read under the write guard (module docs): a
+                // `set_limit` since the read above either walks this shard after this hold or
+                // stored its limit before it.
+                let limit = self.limit();
                 if let Some((_, cell)) = table.find(hash, |(k, _)| k.borrow() == key) {
                     // Inserted meanwhile: decide on theirs, under the write guard.
                     // SAFETY: as in `begin`, under the write guard.
                     let cell: &SemCell = unsafe { &*(&**cell as *const SemCell) };
                     return begin(cell, n, queue);
                 }
+                if n > limit {
+                    return Step::Done(Err(exceeds(n, limit)));
+                }
                 if take_slot(&self.slots, self.max_keys) {
-                    let (k, cell) = owned
+                    let (k, mut cell) = owned
                         .take()
-                        .unwrap_or_else(|| (key.to_owned(), Box::new(SemCell::new(self.limit))));
+                        .unwrap_or_else(|| (key.to_owned(), Box::new(SemCell::new(limit))));
+                    if cell.state().limit != limit {
+                        *cell = SemCell::new(limit); // not shared yet: made afresh in place
+                    }
                     // SAFETY: the box is moved into the table below, which does not move its
                     // contents; and it is evicted only as `begin` describes (after this write
                     // guard is released, and only once idle).
@@ -192,7 +226,7 @@ where
             WhenFull::AllowUntracked => Step::Done(Ok(Held::untracked(n))),
             WhenFull::Deny => Step::Done(Err(AcquireError::AtCapacity {
                 in_flight: 0,
-                limit: u64::from(self.limit),
+                limit: u64::from(self.limit()),
             })),
         }
     }
