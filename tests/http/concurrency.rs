@@ -2,8 +2,9 @@
 //! streaming route with a per-key limit of 2 never has more than 2 bodies in flight (counted
 //! by the bodies themselves, with an atomic high-water mark); the third concurrent request is
 //! refused with the configured status and a problem+json body; a client that disconnects
-//! mid-body frees its permit; keys are independent; and a rate limit stacked in the same
-//! layer or as a second layer (both orders) applies too.
+//! mid-body frees its permit; keys are independent; a rate limit stacked in the same layer
+//! or as a second layer (both orders) applies too; and the crate's own keyed concurrency
+//! limiter behind the layer holds the permits and takes a new limit live.
 //!
 //! The concurrency backend lives here, outside the library, on its public API only
 //! (`ConcurrencyBackend`): per-key counters under a mutex, whose total of held permits the
@@ -731,4 +732,67 @@ async fn the_in_process_keyed_concurrency_limiter_holds_permits_for_the_bodies()
     assert_eq!(limiter.in_flight(&alice), 0);
     // Alice's two and bob's one: never more.
     assert_eq!(export.live.high(), 3);
+}
+
+/// The limit of the layer's keyed concurrency limiter changed live (through the layer's
+/// accessor): raised, a request the old limit refused is served; lowered, nothing in flight
+/// is cut off but the next request is refused until enough bodies have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_concurrency_limit_changes_live_through_the_layer() {
+    use std::num::NonZeroUsize;
+    use tollgate::KeyedConcurrencyLimiter;
+
+    let (router, mut export) = export_routes();
+    let layer = RateLimitLayer::builder(x_user())
+        .route_concurrency(
+            "exports",
+            "GET /export",
+            Arc::new(
+                KeyedConcurrencyLimiter::<String>::builder(1)
+                    .unwrap()
+                    .max_keys(NonZeroUsize::new(10_000).unwrap())
+                    .build(),
+            ),
+        )
+        .build()
+        .unwrap();
+    let limiter = Arc::clone(layer.concurrency_limiter("exports").unwrap());
+    let addr = serve_axum(router.layer(layer)).await;
+    let client = client();
+    let alice = "alice".to_owned();
+
+    let first = open(&client, addr, "/export", "alice").await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let gate1 = export.gates.recv().await.unwrap();
+    let refused = get_as(&client, addr, "/export", "alice").await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+
+    limiter.set_limit(2).unwrap();
+    let second = open(&client, addr, "/export", "alice").await;
+    assert_eq!(
+        second.status(),
+        StatusCode::OK,
+        "served under the raised limit"
+    );
+    let gate2 = export.gates.recv().await.unwrap();
+    assert_eq!(limiter.in_flight(&alice), 2);
+
+    limiter.set_limit(1).unwrap();
+    assert_eq!(limiter.in_flight(&alice), 2, "lowering cuts nothing off");
+    gate1.send(Bytes::from_static(b"1\n")).unwrap();
+    drop(gate1);
+    assert_eq!(finish(first).await, "1\n");
+    let third = get_as(&client, addr, "/export", "alice").await;
+    assert_eq!(
+        third.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "one still in flight, limit 1"
+    );
+    drop(gate2);
+    assert!(finish(second).await.is_empty());
+    let fourth = open(&client, addr, "/export", "alice").await;
+    assert_eq!(fourth.status(), StatusCode::OK);
+    drop(export.gates.recv().await.unwrap());
+    assert!(finish(fourth).await.is_empty());
+    assert_eq!(limiter.in_flight(&alice), 0);
 }
