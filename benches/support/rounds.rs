@@ -114,8 +114,9 @@ impl Settings {
 /// Runs `cases` in interleaved rounds, after one untimed warm-up batch each (fills caches,
 /// grows maps, faults pages in); returns `times[case][round]` in ns/op, and each case's batch
 /// (calls per round): `--batch N` if given; else `iters` for a threaded case (its threads
-/// start per batch) and, for the single-threaded ones, one count for all of them: as many calls as the slowest one's warm-up says fit in
-/// [`BATCH_TIME`] (at least 16, at most `iters`). One count, so every contender replays the
+/// start per batch) and, for the single-threaded ones, one count for all of them: as many
+/// calls as the slowest one's warm-up says fit in [`BATCH_TIME`] (at least 16, at most
+/// `iters`). One count, so every contender replays the
 /// same stretch of keys per batch and finds the cache as warm as the others do.
 pub fn measure_sized(
     s: &Settings,
