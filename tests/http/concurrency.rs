@@ -659,13 +659,23 @@ fn a_permit_body_keeps_the_inner_body_and_gives_the_permit_back_when_dropped() {
     assert!(slots.try_acquire_n_owned(&"h".to_owned(), 1).is_ok());
 }
 
+/// The crate's own keyed concurrency limiter, `limit` per user, with a key cap (the layer
+/// refuses one without).
+fn bounded_limiter(limit: u32) -> Arc<tollgate::KeyedConcurrencyLimiter<String>> {
+    Arc::new(
+        tollgate::KeyedConcurrencyLimiter::builder(limit)
+            .unwrap()
+            .max_keys(std::num::NonZeroUsize::new(10_000).unwrap())
+            .build(),
+    )
+}
+
 /// The crate's own `KeyedConcurrencyLimiter` behind the layer (its `ConcurrencyBackend`
 /// impl): a limit of 2 per user held by the bodies, the third refused, a client that
 /// disconnects mid-body gives its permit back, and a limiter without a key cap is refused at
 /// build.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_in_process_keyed_concurrency_limiter_holds_permits_for_the_bodies() {
-    use std::num::NonZeroUsize;
     use tollgate::KeyedConcurrencyLimiter;
 
     let unbounded = Arc::new(KeyedConcurrencyLimiter::<String>::new(2).unwrap());
@@ -678,12 +688,7 @@ async fn the_in_process_keyed_concurrency_limiter_holds_permits_for_the_bodies()
     ));
 
     let (router, mut export) = export_routes();
-    let limiter = Arc::new(
-        KeyedConcurrencyLimiter::<String>::builder(2)
-            .unwrap()
-            .max_keys(NonZeroUsize::new(10_000).unwrap())
-            .build(),
-    );
+    let limiter = bounded_limiter(2);
     let layer = RateLimitLayer::builder(x_user())
         .route_concurrency("exports", "GET /export", Arc::clone(&limiter))
         .problem_json()
@@ -739,21 +744,9 @@ async fn the_in_process_keyed_concurrency_limiter_holds_permits_for_the_bodies()
 /// is cut off but the next request is refused until enough bodies have ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_concurrency_limit_changes_live_through_the_layer() {
-    use std::num::NonZeroUsize;
-    use tollgate::KeyedConcurrencyLimiter;
-
     let (router, mut export) = export_routes();
     let layer = RateLimitLayer::builder(x_user())
-        .route_concurrency(
-            "exports",
-            "GET /export",
-            Arc::new(
-                KeyedConcurrencyLimiter::<String>::builder(1)
-                    .unwrap()
-                    .max_keys(NonZeroUsize::new(10_000).unwrap())
-                    .build(),
-            ),
-        )
+        .route_concurrency("exports", "GET /export", bounded_limiter(1))
         .build()
         .unwrap();
     let limiter = Arc::clone(layer.concurrency_limiter("exports").unwrap());
