@@ -362,6 +362,14 @@ async fn keyed_set_limit_changes_every_key_and_new_ones() {
         Err(AcquireError::ExceedsBurst { .. })
     ));
     assert!(matches!(k.set_limit(0), Err(ConcurrencyError::Zero)));
+    assert!(matches!(
+        k.set_limit(u32::MAX),
+        Err(ConcurrencyError::TooLarge { .. })
+    ));
     assert_eq!(k.limit(), 1, "a refused limit changes nothing");
+    assert!(
+        k.try_acquire(&1).is_none(),
+        "key 1 still at 1 in flight of 1"
+    );
     drop(again);
 }
