@@ -24,7 +24,7 @@ ARGS = [a for a in sys.argv[1:] if a != "--tests"]
 TESTS = "--tests" in sys.argv[1:]
 SRC = ARGS[0] if ARGS else os.path.join(os.path.dirname(__file__), "..", "src")
 
-# Cycles being removed elsewhere (issue 19.6): reported, not failed on. Delete an entry once
+# Cycles being removed elsewhere: reported, not failed on. Delete an entry once
 # its cycle is gone; the check says when that is.
 KNOWN = set()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fail when the HTTP layer (src/http/) or the Redis backend (src/redis/) reaches into the core.
 
-They are built as an outside backend would be (issue 19.2; docs/design.md, "Extension
+They are built as an outside backend would be (docs/design.md, "Extension
 interface"): through the crate's public API only, so that everything they need is public and
 documented. Two checks, on code only (comments, strings and char literals are blanked first;
 rustdoc links are checked by `cargo doc -D warnings` anyway):

@@ -1,4 +1,4 @@
-//! The clock question of issue 14, measured: what each clock costs, and how far a reading can
+//! The clock question, measured: what each clock costs, and how far a reading can
 //! be *earlier* than a reading that happened-before it on the other core.
 //!
 //! 1. **Cost of one read** (interleaved rounds, `support/rounds.rs`), and the same read inside

@@ -1,4 +1,4 @@
-//! Concurrency limits (issue 21.1), same run, interleaved rounds (support/rounds.rs):
+//! Concurrency limits, same run, interleaved rounds (support/rounds.rs):
 //!
 //! - uncontended acquire + release: `ConcurrencyLimiter::try_acquire` and dropping the permit,
 //!   against `tokio::sync::Semaphore::try_acquire` and dropping its permit;
