@@ -16,7 +16,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis_support::RedisServer;
 use tollgate::redis::{
-    FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter, ServerErrorKind,
+    FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter, RedisSemaphore,
+    ServerErrorKind,
 };
 use tollgate::{
     FixedWindow, Gcra, KeyedRateLimiter, Quota, SlidingLog, SlidingWindow, WeightedWindow,
@@ -362,6 +363,150 @@ fn foreign_values_at_window_keys_are_typed_errors_and_left_alone() {
     runner
         .run(&(foreign(), any::<bool>()), |(f, expire)| {
             rt.block_on(w.refuse(&server, &f, expire))
+        })
+        .unwrap();
+}
+
+/// A semaphore per policy it runs under (`Open` and `Fallback` are refused by `connect`).
+async fn semaphores(url: &str) -> Vec<RedisSemaphore> {
+    let mut out = Vec::new();
+    for policy in [
+        FailurePolicy::Error,
+        FailurePolicy::Closed {
+            retry_after: Duration::from_secs(1),
+        },
+    ] {
+        let sem = RedisSemaphore::builder(3)
+            .lease(Duration::from_secs(30))
+            .deadline(DEADLINE)
+            .on_failure(policy)
+            .connect(url)
+            .await
+            .unwrap();
+        out.push(sem);
+    }
+    out
+}
+
+/// Every semaphore operation on `foreign` at the key is refused, typed, and leaves it as it
+/// was.
+async fn semaphore_refuses(
+    server: &RedisServer,
+    sems: &[RedisSemaphore],
+    foreign: &Foreign,
+    expire: bool,
+) -> Result<(), TestCaseError> {
+    let mut conn = server.conn();
+    let key = sems[0].state_key("k");
+    let expire_at = expire.then(|| server_ms(&mut conn) + 600_000);
+    foreign.write(&mut conn, &key, expire_at);
+    let before = snapshot(&mut conn, &key);
+    for (i, sem) in sems.iter().enumerate() {
+        let what = |call: &str| format!("semaphore {i} {call} on {}", foreign.describe());
+        // A lease of another key: its id names a member, which the calls below look for.
+        let other = sem.try_acquire_n("other", 1).await.unwrap();
+        let id = other.id();
+        let own = "zset";
+        refused(
+            sem.try_acquire("k").await,
+            foreign,
+            own,
+            &what("try_acquire"),
+        )?;
+        refused(sem.try_acquire("k").await, foreign, own, &what("again"))?;
+        refused(sem.try_acquire_n("k", 2).await, foreign, own, &what("n"))?;
+        let wait = sem
+            .try_acquire_for_async("k", Duration::from_millis(20))
+            .await;
+        refused(wait, foreign, own, &what("try_acquire_for_async"))?;
+        refused(sem.in_flight("k").await, foreign, own, &what("in_flight"))?;
+        refused(sem.check_token("k", 5).await, foreign, own, &what("check"))?;
+        refused(sem.renew("k", &id).await, foreign, own, &what("renew"))?;
+        refused(sem.release("k", &id).await, foreign, own, &what("release"))?;
+        other.release().await.unwrap();
+        prop_assert_eq!(&snapshot(&mut conn, &key), &before, "{}", what("the key"));
+    }
+    Ok(())
+}
+
+/// The two sorted sets the independent suite reported: a foreign score that made `PEXPIREAT`
+/// fail after the lease was added (two permits held by nobody, on a key that never expires),
+/// and a far score that was granted and pushed the key's expiry 3000 years out.
+#[test]
+fn the_reported_semaphore_members_are_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let sems = rt.block_on(semaphores(&server.url()));
+    let values = [
+        Foreign::Zset(vec![("1e300".into(), b"garbage".to_vec())]),
+        Foreign::Zset(vec![("1e17".into(), b"x:y:z".to_vec())]),
+        Foreign::str("hello"),
+        Foreign::List(b"x".to_vec()),
+    ];
+    for f in &values {
+        rt.block_on(semaphore_refuses(&server, &sems, f, false))
+            .unwrap();
+    }
+}
+
+/// Sorted sets that look almost like a semaphore's: bookkeeping members with the wrong sign
+/// or no leases behind them, leases with scores no grant gives, tokens above the last one.
+fn semaphore_near_misses(now_us: u64) -> Vec<Vec<(String, Vec<u8>)>> {
+    let lease = (now_us + 10_000_000).to_string();
+    let m = |s: &str| s.as_bytes().to_vec();
+    vec![
+        vec![("5".into(), m("#"))],
+        vec![("-5".into(), m("#")), ("2".into(), m("="))],
+        vec![("-5".into(), m("#")), ("-1.5".into(), m("="))],
+        vec![("-5".into(), m("#")), ("-1".into(), m("="))],
+        vec![
+            ("-5".into(), m("#")),
+            ("-1".into(), m("=")),
+            ("1e17".into(), m("5:7:1")),
+        ],
+        vec![
+            ("-5".into(), m("#")),
+            ("-1".into(), m("=")),
+            (lease.clone(), m("6:7:1")),
+        ],
+        vec![
+            ("-5".into(), m("#")),
+            ("-2".into(), m("=")),
+            (lease.clone(), m("5:7:1")),
+        ],
+        vec![
+            ("-5".into(), m("#")),
+            ("-1".into(), m("=")),
+            (lease.clone(), m("5:07:1")),
+        ],
+        vec![
+            ("-5".into(), m("#")),
+            ("-1".into(), m("=")),
+            ("-3".into(), m("5:7:1")),
+        ],
+        vec![("-1".into(), m("=")), (lease, m("5:7:1"))],
+        vec![("-0.5".into(), m("#"))],
+    ]
+}
+
+/// The property for the semaphore: foreign members, scores and types at its key are a typed
+/// error for every operation under both policies, and the key is unchanged.
+#[test]
+fn foreign_values_at_semaphore_keys_are_typed_errors_and_left_alone() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let sems = rt.block_on(semaphores(&server.url()));
+    let now_us = server_ms(&mut server.conn()) * 1000;
+    let near = prop::sample::select(semaphore_near_misses(now_us)).prop_map(Foreign::Zset);
+    let strategy = prop_oneof![3 => foreign(), 2 => near];
+    let mut runner = TestRunner::new(Config {
+        cases: 32,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&(strategy, any::<bool>()), |(f, expire)| {
+            rt.block_on(semaphore_refuses(&server, &sems, &f, expire))
         })
         .unwrap();
 }
