@@ -6,8 +6,8 @@
 -- process, a clock that stepped back behind the newest stamp decides at that stamp: time never
 -- runs backwards within a key, so a clock step never over-admits.
 -- One string key, in one of two forms:
---   "s:c1:c2:...:cj" when every stamp is a sub-window start: s is the index (time / g) of the
---   newest sub-window holding permits, ci the count of sub-window s - i + 1 (c1 > 0, empty
+--   "s:c1:c2:...:cj" when every stamp is a sub-window start less than W before the newest
+--   (encode, below): s is the index (time / g) of the newest sub-window holding permits, ci the count of sub-window s - i + 1 (c1 > 0, empty
 --   sub-windows between kept as 0, j <= k);
 --   "=t1:c1:t2:c2:..." otherwise (a block stamps its entry at its end less W, anywhere): the
 --   entries' stamps (us) and counts, oldest first.
