@@ -1,20 +1,15 @@
 //! Operators' changes to one key on Redis: `reset` (every algorithm: the key's one Redis key is
-//! deleted) and `block`, `penalize`, `reward` (the algorithms whose script has those ops,
+//! deleted, once the script has found it holds the algorithm's own state) and `block`,
+//! `penalize`, `reward` (the algorithms whose script has those ops,
 //! [`Spec::adjusts`](super::algorithm::Spec)): each one script run deciding exactly as the
 //! in-process algorithm's `adjust` (the guide's [Penalties](crate::guide::penalties) page), on
 //! the server's clock.
 
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use super::algorithm::{clamp_i64, CheckReply, RedisAlgorithm, MAX_SPAN_US};
-use super::client::LuaScript;
 use super::error::RedisLimitError;
 use super::limiter::{RedisDecision, RedisRateLimiter};
-
-/// `DEL` of the state key, as a script so that it takes the scripts' path (deadline, cluster
-/// redirects, sentinel) and needs no second command path.
-static RESET: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(include_str!("reset.lua")));
 
 /// The latest instant the scripts' clock reaches, in µs since the epoch: `MAX_NANOS` on a clock
 /// reading Unix time, as the in-process limiter saturates (a longer block lasts until then).
@@ -34,7 +29,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ///
     /// # Errors
     /// The Redis failure under every [`FailurePolicy`](super::FailurePolicy): a reset is not a
-    /// decision, so there is nothing for a policy to admit or refuse.
+    /// decision, so there is nothing for a policy to admit or refuse. A value tollgate did not
+    /// write at the state key is [`RedisLimitError::Server`] (kind `Script`, or `WrongType` for
+    /// another Redis type) and is not deleted.
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
@@ -47,9 +44,12 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     pub async fn reset(&self, key: &str) -> Result<bool, RedisLimitError> {
         let state = self.state_key(key);
         let s = &self.shared;
+        // The algorithm's own script, op `reset`: it validates the key's value as every op
+        // does (a value it did not write is an error, and stays), then deletes it.
+        let (args, len) = s.params.check_args(0);
         let reply = s
             .backend
-            .eval(&RESET, &state, "reset", &[])
+            .eval(&A::spec().script, &state, "reset", &args[..len])
             .await
             .map_err(|f| RedisLimitError::from_failure(f, s.backend.deadline()))?;
         s.hot.forget(&state);

@@ -52,6 +52,8 @@ pub(crate) fn classify(e: RedisError) -> Failure {
         ErrorKind::Extension if e.code() == Some("WRONGTYPE") => {
             server(ServerErrorKind::WrongType, e)
         }
+        // The scripts' own refusal of a value they did not write (`foreign` in prelude.lua).
+        ErrorKind::Extension if e.code() == Some("TOLLGATE") => server(ServerErrorKind::Script, e),
         ErrorKind::Server(RedisKind::NoScript) => server(ServerErrorKind::NoScript, e),
         ErrorKind::Server(RedisKind::ResponseError)
             if e.detail().is_some_and(|d| d.contains("script")) =>
@@ -167,8 +169,9 @@ impl std::error::Error for UnavailableError {
 pub enum ServerErrorKind {
     /// A state key holds another type of value (`WRONGTYPE`): something else wrote there.
     WrongType,
-    /// The script failed: a foreign value at a state key (`"hello"`), or another script
-    /// under the same SHA1.
+    /// The script failed: a value tollgate did not write at a state key (`"hello"` where a
+    /// count belongs, a member or score no script writes in a sorted set; error code
+    /// `TOLLGATE`, and nothing was written), or another script under the same SHA1.
     Script,
     /// `NOSCRIPT` that sending the script with `EVAL` did not fix.
     NoScript,
@@ -302,6 +305,10 @@ mod tests {
             ),
             (
                 "ERR user_script:19: attempt to perform arithmetic on a nil value script: x",
+                ServerErrorKind::Script,
+            ),
+            (
+                "TOLLGATE the state key holds a value tollgate did not write (x) script: y",
                 ServerErrorKind::Script,
             ),
             ("NOSCRIPT No matching script.", ServerErrorKind::NoScript),

@@ -3,6 +3,7 @@
 -- later than now's (a block's) is decided in, as in process.
 -- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (unused), most.
 --   op 'check': take n permits.
+--   op 'reset': delete the state (reply {1}, or {0} if there was none).
 --   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
 --   in-process fixed window makes (src/algorithm/fixed_window.rs, `adjust`), with `most` its
 --   full count; the reply is then the state left, taking nothing (a one-permit check's status
@@ -20,12 +21,22 @@ local k = idiv(now, W)
 local count = 0
 local v = redis.call('GET', key)
 if v then
-  local sk, sc = string.match(v, '^(%d+):(%d+)$')
-  sk = tonumber(sk)
-  if sk and sk >= k then
-    k = sk
-    count = tonumber(sc)
+  -- Only what this script writes (validated before anything is written): a window no later
+  -- than the end of time's, a count of 1 to 2^51 (a window counting nothing is deleted).
+  local a, c = nil, nil
+  if #v <= 33 then
+    a, c = string.match(v, '^(%d+):(%d+)$')
   end
+  local sk = whole(a, 0, idiv(MAX_US, W), 'a fixed window')
+  local sc = whole(c, 1, 2251799813685248, 'a fixed window')
+  if sk >= k then
+    k = sk
+    count = sc
+  end
+end
+
+if op == 'reset' then
+  return {redis.call('DEL', key)}
 end
 
 if op ~= 'check' then
@@ -34,7 +45,7 @@ if op ~= 'check' then
   if op == 'block' and n > 0 then
     -- The window holding the block's last instant (on a clock that ends at MAX_NANOS, as the
     -- in-process one does) is counted full.
-    local last = math.min(now + n - 1, 4611686018427387)
+    local last = math.min(now + n - 1, MAX_US)
     k = math.max(k, idiv(last, W))
     count = most
     changed = true

@@ -5,7 +5,7 @@
 -- ARGV: op, burst b, interval T (us), then
 --   check:   n;  batch: m, n_1 .. n_m;  reserve: n, max_wait (us, or -1 for none);
 --   cancel:  n (unused), the reservation's end, its cost (us);
---   block:   the block's length (us);  penalize, reward: n.
+--   block:   the block's length (us);  penalize, reward: n;  reset: nothing more.
 -- Replies (all integers):
 --   check:   {now, e} (e below) on a key without holes; {now, status, remaining, retry_after or
 --             -1, reset_after} (status 1 allowed, 0 denied, 2 never: over the burst or past the
@@ -16,6 +16,7 @@
 --   reserve: {now, status (1 reserved, 0 wait over max_wait, 3 past the representable range),
 --             wait, the reservation's end}, and the TAT fifth if it was placed in a hole
 --   cancel:  {now, 1 if anything was given back else 0}
+--   reset:   {1} if the key held a state (now deleted), else {0}
 --   block, penalize, reward: {now, status, remaining, retry_after or -1, reset_after}: status
 --             and retry_after of a one-permit check, remaining and reset_after of a peek, on
 --             the state the change left (taking nothing)
@@ -38,17 +39,17 @@ local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- The end of time in us: floor(MAX_NANOS / 1000), the in-process limiter's end, to the us.
 -- Every sum formed below stays under 2^53 (tau <= 2^51, lengths and now far below).
-local MAXT = 4611686018427387
+local MAXT = MAX_US
 local tat = 0
 local v = redis.call('GET', key)
 local holey = false
 if v then
-  tat = tonumber(v)
-  if not tat then
-    holey = true -- holes: decoded off the hot path, below
-  -- Only a TAT this script wrote: a whole number of microseconds, exact in a double.
-  elseif tat < 0 or tat >= 9007199254740992 or tat % 1 ~= 0 then
-    return redis.error_reply('tollgate: the state key holds a value tollgate did not write')
+  if string.find(v, ':', 1, true) then
+    holey = true -- holes: decoded (and validated) off the hot path, below
+  else
+    -- Only a TAT this script wrote: the digits of a whole number of microseconds, at most
+    -- the end of time (not "1e3", " 5", "-0", "0x10": tonumber would take those).
+    tat = whole(v, 1, MAXT, 'a GCRA state')
   end
 end
 
@@ -122,34 +123,34 @@ end
 -- The general way: every op on a key with holes, cancels and adjustments on every key. The
 -- holes are a flat list H = {s1, e1, s2, e2, ...} in absolute microseconds.
 local H = {}
-local bad = 'tollgate: the state key holds a value tollgate did not write'
+local bad = 'GCRA holes'
 if holey then
   if string.find(v, '[^%d:]') or string.find(v, '::') or not string.find(v, '^%d.*%d$') then
-    return redis.error_reply(bad)
+    foreign(bad)
   end
   local first = true
   local prev = nil
   for d in string.gmatch(v, '%d+') do
-    local x = tonumber(d)
-    if x >= 9007199254740992 then
-      return redis.error_reply(bad)
-    end
     if first then
-      tat, first = x, false
+      tat, first = whole(d, 1, MAXT, bad), false
     else
       -- Offsets strictly decreasing (a1 > b1 > a2 > ...), none above the TAT.
-      if x > tat or (prev and x >= prev) then
-        return redis.error_reply(bad)
+      local x = whole(d, 0, tat, bad)
+      if prev and x >= prev then
+        foreign(bad)
       end
       H[#H + 1] = tat - x
       prev = x
     end
   end
   if #H == 0 or #H % 2 ~= 0 then
-    return redis.error_reply(bad)
+    foreign(bad)
   end
 end
 local tat0, count0 = tat, #H
+if op == 'reset' then
+  return {redis.call('DEL', key)}
+end
 
 -- The most holes a key keeps on Redis (a bound on the value's size and the script's work): a
 -- cancel that would make one more gives nothing back, which can only refuse, never admit.

@@ -33,3 +33,38 @@ end
 local function ceil_ms(us)
   return idiv(us + 999, 1000)
 end
+
+-- The latest instant the scripts' clock reaches (us since the epoch): floor(MAX_NANOS / 1000),
+-- the in-process limiter's end of time. No time a script stores is later.
+local MAX_US = 4611686018427387
+
+-- A value at the key that no tollgate script wrote (another program's, or a bug's): refused
+-- before anything is written, since a script is not rolled back and a guess would overwrite
+-- the value or admit on it. The error code TOLLGATE makes it ServerErrorKind::Script
+-- (failure.rs). Every script validates all it reads through this before its first write.
+local function foreign(what)
+  error({err = 'TOLLGATE the state key holds a value tollgate did not write (' .. what ..
+    '): nothing was changed'})
+end
+
+-- The decimal digits `s` as a number, if they are exactly what fmt writes for an integer in
+-- [lo, hi] (no sign, no leading zero, no exponent, exact in a double); else foreign(what).
+local function whole(s, lo, hi, what)
+  if s == nil or #s > 16 or not string.find(s, '^%d+$') then
+    foreign(what)
+  end
+  local x = tonumber(s)
+  if x < lo or x > hi or fmt(x) ~= s then
+    foreign(what)
+  end
+  return x
+end
+
+-- The same for a sorted-set score (a double as Redis replies it): an integer in [lo, hi].
+local function whole_score(s, lo, hi, what)
+  local x = tonumber(s)
+  if x == nil or x ~= x or x < lo or x > hi or x % 1 ~= 0 then
+    foreign(what)
+  end
+  return x
+end

@@ -8,6 +8,7 @@
 -- a peek only read.
 -- KEYS[1]: the sorted set.  ARGV: op, L, W (us), n, k (unused), most.
 --   op 'check': take n permits.
+--   op 'reset': delete the state (reply {1}, or {0} if there was none).
 --   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
 --   in-process sliding log makes (src/algorithm/sliding.rs, `adjust`), the total saturating at
 --   `most`; the reply is then the state left, taking nothing (a one-permit check's status and
@@ -21,18 +22,51 @@ local W = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local now = now_us()
 
+-- Only members this script writes, validated before anything is written: the heavy entries
+-- (all read here), every score -1 or a stamp in range (counted), and the grants this call reads
+-- by name (the oldest and the newest here, those a denial reads below).
+local what = 'a sliding log'
+local STAMPS = 6755399441055743 -- 2^53 - 2^51 - 1: a stamp plus a window stays exact
+
+-- A grant member `m` ("stamp:sequence") scored `score`, validated; its stamp.
+local function grant(m, score)
+  local s, q = string.match(m, '^(%d+):(%d+)$')
+  local stamp = whole(s, 0, STAMPS, what)
+  whole(q, 1, STAMPS, what)
+  if whole_score(score, 0, STAMPS, what) ~= stamp then
+    foreign(what)
+  end
+  return stamp
+end
+
 -- The heavy entries, oldest first: {stamp, count, member}.
 local heavy = {}
 local low = redis.call('ZRANGEBYSCORE', key, -1, -1)
 for _, m in ipairs(low) do
   local s, c = string.match(m, '^h:(%d+):(%d+)$')
-  if s then
-    heavy[#heavy + 1] = {tonumber(s), tonumber(c), m}
-  end
+  heavy[#heavy + 1] = {whole(s, 0, STAMPS, what), whole(c, 1, 2251799813685248, what), m}
 end
 table.sort(heavy, function(a, b) return a[1] < b[1] end)
--- Members scored -1 (the heavy entries, and anything foreign there).
+for i = 2, #heavy do
+  if heavy[i][1] == heavy[i - 1][1] then
+    foreign(what) -- one heavy entry per stamp (add_heavy merges)
+  end
+end
 low = #low
+local card = redis.call('ZCARD', key)
+if card > low then
+  if redis.call('ZCOUNT', key, 0, STAMPS) ~= card - low then
+    foreign(what)
+  end
+  local first = redis.call('ZRANGE', key, low, low, 'WITHSCORES')
+  grant(first[1], first[2])
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  grant(last[1], last[2])
+end
+
+if op == 'reset' then
+  return {redis.call('DEL', key)}
+end
 
 local at, cutoff, expired, lights, total, newest
 
@@ -215,7 +249,8 @@ local got, passed = 0, 0
 local base = low + expired
 local function grant_at(i)
   local r = base + i - 1
-  return tonumber(redis.call('ZRANGE', key, r, r, 'WITHSCORES')[2])
+  local m = redis.call('ZRANGE', key, r, r, 'WITHSCORES')
+  return grant(m[1], m[2])
 end
 for _, h in ipairs(heavy) do
   if h[1] > cutoff then

@@ -6,8 +6,8 @@
 -- process, a clock that stepped back behind the newest stamp decides at that stamp: time never
 -- runs backwards within a key, so a clock step never over-admits.
 -- One string key, in one of two forms:
---   "s:c1:c2:...:cj" when every stamp is a sub-window start: s is the index (time / g) of the
---   newest sub-window holding permits, ci the count of sub-window s - i + 1 (c1 > 0, empty
+--   "s:c1:c2:...:cj" when every stamp is a sub-window start less than W before the newest
+--   (encode, below): s is the index (time / g) of the newest sub-window holding permits, ci the count of sub-window s - i + 1 (c1 > 0, empty
 --   sub-windows between kept as 0, j <= k);
 --   "=t1:c1:t2:c2:..." otherwise (a block stamps its entry at its end less W, anywhere): the
 --   entries' stamps (us) and counts, oldest first.
@@ -15,6 +15,7 @@
 -- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (k divides W: checked by the client),
 -- most.
 --   op 'check': take n permits.
+--   op 'reset': delete the state (reply {1}, or {0} if there was none).
 --   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
 --   in-process sliding window makes (`adjust` there), the total saturating at `most`; the
 --   reply is then the state left, taking nothing (a one-permit check's status and retry_after,
@@ -33,30 +34,80 @@ local now = now_us()
 -- The log, oldest first: {stamp, count}.
 local log = {}
 local v = redis.call('GET', key)
-if v and string.sub(v, 1, 1) == '=' then
-  local t = nil
-  for x in string.gmatch(v, '%d+') do
-    if t == nil then
-      t = tonumber(x)
+
+-- The value that holds `log` (one of the two forms above), nil for an empty log.
+local function encode()
+  local e = log[#log]
+  if e == nil then
+    return nil
+  end
+  -- The short form needs every stamp on a sub-window start, all within one window.
+  for _, x in ipairs(log) do
+    if idiv(x[1], g) * g ~= x[1] or e[1] - x[1] >= W then
+      local parts = {}
+      for _, y in ipairs(log) do
+        parts[#parts + 1] = fmt(y[1]) .. ':' .. fmt(y[2])
+      end
+      return '=' .. table.concat(parts, ':')
+    end
+  end
+  local s = e[1] / g
+  local parts = {fmt(s)}
+  local i = #log
+  for m = s, log[1][1] / g, -1 do
+    if log[i][1] == m * g then
+      parts[#parts + 1] = fmt(log[i][2])
+      i = i - 1
     else
-      log[#log + 1] = {t, tonumber(x)}
-      t = nil
+      parts[#parts + 1] = '0'
     end
   end
-elseif v then
-  local s = nil
-  local counts = {}
-  for x in string.gmatch(v, '%d+') do
-    if s == nil then
-      s = tonumber(x)
-    elseif #counts < k then
-      counts[#counts + 1] = tonumber(x)
+  return table.concat(parts, ':')
+end
+
+if v then
+  -- Only a value this script wrote, validated before anything is written: every number as
+  -- fmt writes it, stamps (and sub-window indices) in range and strictly increasing, counts
+  -- at least 1 (0 only for an empty sub-window between two counted ones) and 2^51 in all, in
+  -- exactly the form encode() gives the log they make.
+  local what = 'a sliding window'
+  local most = 2251799813685248
+  local sum = 0
+  if string.sub(v, 1, 1) == '=' then
+    local t = nil
+    for x in string.gmatch(v, '%d+') do
+      if t == nil then
+        t = whole(x, 0, 6755399441055743, what)
+        if log[#log] and log[#log][1] >= t then
+          foreign(what)
+        end
+      else
+        log[#log + 1] = {t, whole(x, 1, most, what)}
+        sum = sum + log[#log][2]
+        t = nil
+      end
+    end
+  else
+    local s = nil
+    local i = 0
+    for x in string.gmatch(v, '%d+') do
+      if s == nil then
+        s = whole(x, 0, idiv(MAX_US, g), what)
+      else
+        local c = whole(x, 0, most, what)
+        i = i + 1
+        if i > k or c > 0 and s - i + 1 < 0 then
+          foreign(what)
+        end
+        if c > 0 then
+          table.insert(log, 1, {(s - i + 1) * g, c})
+          sum = sum + c
+        end
+      end
     end
   end
-  for i = #counts, 1, -1 do
-    if counts[i] > 0 then
-      log[#log + 1] = {(s - i + 1) * g, counts[i]}
-    end
+  if sum > most or encode() ~= v then
+    foreign(what)
   end
 end
 
@@ -124,34 +175,11 @@ local function store()
     redis.call('DEL', key)
     return
   end
-  local aligned = true
-  for _, x in ipairs(log) do
-    if idiv(x[1], g) * g ~= x[1] then
-      aligned = false
-      break
-    end
-  end
-  local parts
-  if aligned then
-    local s = e / g
-    parts = {fmt(s)}
-    local i = #log
-    for m = s, log[1][1] / g, -1 do
-      if log[i][1] == m * g then
-        parts[#parts + 1] = fmt(log[i][2])
-        i = i - 1
-      else
-        parts[#parts + 1] = '0'
-      end
-    end
-  else
-    parts = {'='}
-    for _, x in ipairs(log) do
-      parts[#parts + 1] = fmt(x[1]) .. ':' .. fmt(x[2])
-    end
-    parts = {'=' .. table.concat(parts, ':', 2)}
-  end
-  redis.call('SET', key, table.concat(parts, ':'), 'PXAT', ceil_ms(e + W))
+  redis.call('SET', key, encode(), 'PXAT', ceil_ms(e + W))
+end
+
+if op == 'reset' then
+  return {redis.call('DEL', key)}
 end
 
 settle()

@@ -5,6 +5,7 @@
 -- One string key "k:cur:prev", expiring when neither count weighs anything any more.
 -- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (unused), most.
 --   op 'check': take n permits.
+--   op 'reset': delete the state (reply {1}, or {0} if there was none).
 --   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
 --   in-process weighted window makes (src/algorithm/weighted.rs, `adjust`), counts saturating
 --   at `most`; the reply is then the state left, taking nothing (a one-permit check's status
@@ -23,12 +24,22 @@ local sk = nil
 local cur, prev = 0, 0
 local v = redis.call('GET', key)
 if v then
-  local a, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
-  sk = tonumber(a)
-  if sk then
-    cur = tonumber(sc)
-    prev = tonumber(sp)
+  -- Only what this script writes (validated before anything is written): a window no later
+  -- than the end of time's, counts up to 2^51, not both 0 (such a state is deleted).
+  local a, sc, sp = nil, nil, nil
+  if #v <= 50 then
+    a, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
+  sk = whole(a, 0, idiv(MAX_US, W), 'a weighted window')
+  cur = whole(sc, 0, 2251799813685248, 'a weighted window')
+  prev = whole(sp, 0, 2251799813685248, 'a weighted window')
+  if cur + prev == 0 then
+    foreign('a weighted window')
+  end
+end
+
+if op == 'reset' then
+  return {redis.call('DEL', key)}
 end
 
 -- The stored state seen from window `to` (rolled forward if that is later).
@@ -46,7 +57,7 @@ if op ~= 'check' then
   local most = tonumber(ARGV[6])
   local changed = true
   if op == 'block' and n > 0 then
-    local last = math.min(now + n - 1, 4611686018427387)
+    local last = math.min(now + n - 1, MAX_US)
     roll(math.max(idiv(last, W), k))
     cur = math.max(cur, L)
   elseif op == 'penalize' and n > 0 then

@@ -16,9 +16,51 @@ local function book(member)
   return 0
 end
 
+-- Validates every member and score of the key before anything is written (a script is not
+-- rolled back): what the scripts write and nothing else, else foreign() and nothing changes.
+-- Reads every member: O(leases), as many as are held at most (each holds a permit, or none).
+--   '#' scored -(a token in 1 .. 2^53 - 1);
+--   '=' scored -(the permits held, at most 2^51), equal to the sum of the leases' permits;
+--   leases '<token>:<nonce>:<n>' as acquire.lua writes them (a token no later than '#', the
+--   nonce a client sends, 0 <= n <= 2^51), scored by an expiry in 1 .. now + 2^51 (a lease
+--   is at most 2^51 us long): the key's expiry, the latest of them, stays bounded.
+-- A key that exists has '#' and '=' (acquire writes them with the first lease).
+local function validate(now)
+  local all = redis.call('ZRANGE', K, 0, -1, 'WITHSCORES')
+  if #all == 0 then
+    return
+  end
+  local what = 'a semaphore'
+  local most = 2251799813685248
+  local last, held, sum, top = nil, nil, 0, 0
+  for i = 1, #all, 2 do
+    local m, score = all[i], all[i + 1]
+    if m == '#' then
+      last = -whole_score(score, -9007199254740991, -1, what)
+    elseif m == '=' then
+      held = -whole_score(score, -most, 0, what)
+    else
+      local t, nonce, n = string.match(m, '^(%d+):(%d+):(%d+)$')
+      t = whole(t, 1, 9007199254740991, what)
+      -- The nonce: a non-negative i64 in decimal, as the client formats it.
+      if nonce == nil or #nonce > 19 or nonce ~= '0' and not string.find(nonce, '^[1-9]') or
+          #nonce == 19 and nonce > '9223372036854775807' then
+        foreign(what)
+      end
+      sum = sum + whole(n, 0, most, what)
+      whole_score(score, 1, now + most, what)
+      top = math.max(top, t)
+    end
+  end
+  if last == nil or held == nil or held ~= sum or top > last then
+    foreign(what)
+  end
+end
+
 -- Drops the leases that ended at or before `now`, gives their permits back, and returns the
--- permits still held.
+-- permits still held. Validates the key first (every script starts here).
 local function purge(now)
+  validate(now)
   local held = book('=')
   local ended = redis.call('ZRANGEBYSCORE', K, '(0', now)
   if #ended > 0 then
