@@ -40,33 +40,7 @@
 //! per-key limits, algorithms, async, HTTP, Redis, Guava, the exact rules, clocks, testing),
 //! and holds the design document.
 //!
-//! ## The method grid
-//! Every limiter speaks one vocabulary; the shape of a name says what the method does:
-//!
-//! - `try_` prefix: may refuse; never waits past its bound (with no bound, never waits at all).
-//! - `_n` suffix: takes a count `n`, and only the `_n` forms take one. Without it: one permit.
-//! - `_for(timeout)`: waits (or books) at most `timeout`.
-//! - `_with(quota)`: decides under a per-call quota (the limit travels with the request).
-//! - `_async`: waits for permits asynchronously on tokio's timer; the in-process limiters
-//!   have a blocking twin without the suffix.
-//! - Keyed limiters take the key first: `check_n(&key, n)`.
-//!
-//! | want | one permit | `n` permits | returns (in process) |
-//! |---|---|---|---|
-//! | look, take nothing | `peek()` | — | [`Decision`] |
-//! | decide now, full report | `check()` | `check_n(n)` (`n = 0` is `peek`) | [`Decision`] |
-//! | decide now under a per-call quota | `check_with(quota)` | `check_n_with(n, quota)` | `Result<Decision, QuotaError>` |
-//! | take now or refuse | `try_acquire()` | `try_acquire_n(n)` | `bool` / `Result<(), AcquireError>` |
-//! | block the thread until granted | `acquire()` | `acquire_n(n)` | `Result<Duration, AcquireError>` (time waited) |
-//! | block at most `timeout` | `try_acquire_for(timeout)` | `try_acquire_n_for(n, timeout)` | `Result<Duration, AcquireError>` |
-//! | await until granted (tokio) | `acquire_async()` | `acquire_n_async(n)` | `Result<Duration, AcquireError>` |
-//! | await at most `timeout` | `try_acquire_for_async(timeout)` | `try_acquire_n_for_async(n, timeout)` | `Result<Duration, AcquireError>` |
-//! | await at most `timeout`, full report | `check_for_async(timeout)` | `check_n_for_async(n, timeout)` | [`Decision`] (denied: the wait needed as `retry_after`, none if never within `timeout`) |
-//! | book ahead, use later (GCRA) | `reserve()` | `reserve_n(n)` | `Result<Reservation, AcquireError>` |
-//! | book only if ready within `max_wait` | `try_reserve_for(max_wait)` | `try_reserve_n_for(n, max_wait)` | `Result<Reservation, AcquireError>` |
-//! | the limit in force / change it live | `quota()` / `set_quota(q)` | | [`Quota`] / `Result<(), QuotaError>` |
-//! | by hand: block, forget / charge, give back | `block(duration)` / `reset()` | `penalize(n)` / `reward(n)` | [`Decision`] (keyed: `Result<Decision, AdjustError>` for `block` and `penalize`, `bool` for `reset`; [guide](guide::penalties)) |
-//! | redis-cell `CL.THROTTLE` (GCRA) | `throttle(max_burst, count, period_secs, quantity)` | | `Result<ThrottleReply, QuotaError>` |
+#![doc = include_str!("../docs/guide/method-grid.md")]
 //!
 //! The same name means the same thing on every limiter:
 //! - `n = 0` always succeeds at once, takes nothing and never waits: `Ok(())`,
@@ -187,7 +161,8 @@ macro_rules! guide_links {
          [testing]: crate::guide::testing\n\
          [operations]: crate::guide::operations\n\
          [concurrency]: crate::guide::concurrency\n\
-         [design]: crate::guide::design\n\n"
+         [design]: crate::guide::design\n\
+         [grid]: crate#the-method-grid\n\n"
     };
 }
 // The user guide, one page per topic (`docs/guide/`), and the design document
