@@ -389,7 +389,8 @@ where
     ///
     /// [`build`](RateLimitLayerBuilder::build) refuses ([`BuildError::Route`]) a pattern that
     /// could never match or that axum would read differently: another or lower-case method,
-    /// a path not starting with `/`, an empty segment (`//`; one trailing slash is fine),
+    /// a path not starting with `/`, whitespace other than the one space between method and
+    /// path, an empty segment (`//`; one trailing slash is fine),
     /// braces other than a whole-segment `{name}`, a repeated name, a wildcard before the
     /// end, or axum 0.7's `:name` (see [`RouteError`](super::RouteError)).
     ///

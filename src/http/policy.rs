@@ -111,18 +111,26 @@ const METHODS: [Method; 9] = [
 
 impl RoutePattern {
     pub(crate) fn parse(pattern: &str) -> Result<RoutePattern, RouteError> {
-        let trimmed = pattern.trim();
-        let (method, path) = match trimmed.split_once(' ') {
+        let path_error = || RouteError::Path(pattern.to_owned());
+        // Exactly one space after a method, and no other whitespace anywhere: a pattern is
+        // written once, so a stray space or tab is a mistake to report, not to guess past.
+        let (method, path) = match pattern.split_once(' ') {
             Some((m, p)) => {
+                // Not a method: a path holding a space, or whitespace before the method.
+                if m.is_empty()
+                    || m.starts_with('/')
+                    || m.chars().any(|c| c.is_whitespace() || c.is_control())
+                {
+                    return Err(path_error());
+                }
                 let method = METHODS
                     .iter()
                     .find(|known| known.as_str() == m)
                     .ok_or_else(|| RouteError::Method(pattern.to_owned()))?;
-                (Some(method.clone()), p.trim())
+                (Some(method.clone()), p)
             }
-            None => (None, trimmed),
+            None => (None, pattern),
         };
-        let path_error = || RouteError::Path(pattern.to_owned());
         let rest = path.strip_prefix('/').ok_or_else(path_error)?;
         if path
             .chars()
@@ -334,7 +342,31 @@ mod tests {
         assert!(m("GET /", Method::GET, "/"));
         assert!(!m("GET /", Method::GET, "/x"));
         assert!(!m("GET /", Method::GET, ""));
-        assert!(m("  GET   /x  ", Method::GET, "/x"));
+    }
+
+    #[test]
+    fn whitespace_other_than_one_space_after_the_method_is_refused() {
+        for bad in [
+            "GET  /x",
+            " GET /x",
+            "GET /x ",
+            "  GET   /x  ",
+            " /x",
+            "/x ",
+            "/a b",
+            "GET\t/x",
+            "GET /x\t",
+            "\tGET /x",
+            "GET /x\r\n",
+            "GET\n/x",
+            "GET /a b",
+            "GET\u{a0}/x",
+            "GET /\u{2028}x",
+        ] {
+            let err = RoutePattern::parse(bad).unwrap_err();
+            assert_eq!(err, RouteError::Path(bad.to_owned()), "{bad:?}");
+        }
+        assert!(m("GET /x", Method::GET, "/x"));
     }
 
     #[test]
@@ -588,13 +620,30 @@ mod tests {
         ]
     }
 
-    /// Splits a pattern as the guide describes: an optional method, a space, the path.
+    /// Splits a pattern as the guide describes: an optional method, one space, the path.
     fn split(pattern: &str) -> (Option<&str>, &str) {
-        let p = pattern.trim();
-        match p.split_once(' ') {
-            Some((m, path)) => (Some(m), path.trim()),
-            None => (None, p),
+        match pattern.split_once(' ') {
+            Some((m, path)) => (Some(m), path),
+            None => (None, pattern),
         }
+    }
+
+    /// Whitespace and control characters a pattern might hold by mistake or by malice.
+    fn hostile_char() -> impl Strategy<Value = char> {
+        prop_oneof![
+            Just(' '),
+            Just('\t'),
+            Just('\r'),
+            Just('\n'),
+            Just('\u{b}'),
+            Just('\u{c}'),
+            Just('\0'),
+            Just('\u{7f}'),
+            Just('\u{85}'),
+            Just('\u{a0}'),
+            Just('\u{2028}'),
+            Just('\u{3000}'),
+        ]
     }
 
     proptest! {
@@ -639,6 +688,37 @@ mod tests {
             for template in templates {
                 // Never panics, and a template only adds matches.
                 let _ = parsed.matches(&Method::GET, "/", Some(&template));
+            }
+        }
+
+        #[test]
+        fn accepted_patterns_hold_no_whitespace_but_the_one_space_after_a_method(
+            pattern in prop_oneof![valid_pattern(), any::<String>()],
+            at in any::<prop::sample::Index>(),
+            c in hostile_char(),
+        ) {
+            let Ok(parsed) = RoutePattern::parse(&pattern) else {
+                return Ok(());
+            };
+            let (method, path) = split(&pattern);
+            prop_assert_eq!(method.is_some(), parsed.method.is_some(), "{:?}", pattern);
+            prop_assert!(
+                !path.chars().any(|c| c.is_whitespace() || c.is_control()),
+                "{:?}", pattern
+            );
+            // Any whitespace or control character added anywhere is refused, with a
+            // `RouteError` (a method misspelt by it is a `Method` error, the rest `Path`).
+            let mut chars: Vec<char> = pattern.chars().collect();
+            let at = at.index(chars.len() + 1);
+            chars.insert(at, c);
+            let hostile: String = chars.into_iter().collect();
+            let err = RoutePattern::parse(&hostile);
+            prop_assert!(
+                matches!(err, Err(RouteError::Path(_) | RouteError::Method(_))),
+                "{:?}: {:?}", hostile, err
+            );
+            if at >= pattern.len() - path.len() {
+                prop_assert_eq!(err, Err(RouteError::Path(hostile.clone())), "{:?}", hostile);
             }
         }
     }
