@@ -375,11 +375,17 @@ where
     ///   `PATCH`, upper case. A `GET` rule also covers `HEAD` (same key, same limiter): a
     ///   server answers `HEAD` with `GET`'s handler (RFC 9110 §9.3.2; axum does). Put a
     ///   `HEAD` rule first to limit `HEAD` apart.
-    /// - **Path**: segments matched byte for byte (no decoding, no case folding, `/export/`
-    ///   is not `/export`: as axum's router matches them); `{name}` matches one non-empty
-    ///   segment; a final `{*name}` matches a slash and at least one more byte (axum's
-    ///   wildcard); a final `/*` matches the path before it and everything under it
-    ///   (`"/api/*"`: `/api`, `/api/`, `/api/v1/x`, not `/apis`).
+    /// - **Path**: segments matched byte for byte (no case folding, `/export/` is not
+    ///   `/export`: as axum's router matches them); `{name}` matches one non-empty segment;
+    ///   a final `{*name}` matches a slash and at least one more byte (axum's wildcard); a
+    ///   final `/*` matches the path before it and everything under it (`"/api/*"`: `/api`,
+    ///   `/api/`, `/api/v1/x`, not `/apis`). A rule also matches the values a handler sees:
+    ///   where the route template axum matched has a parameter or a wildcard, both sides are
+    ///   compared percent-decoded, so `"GET /users/7/export"` covers `/users/%37/export` on
+    ///   the route `/users/{id}/export`. Without a template (the layer runs before routing)
+    ///   any segment may be a parameter: percent-encoded spellings may be counted against a
+    ///   rule that the router would not send to its handler, and none that it would escapes.
+    ///   See the guide's "Route rules".
     /// - **Which path**: the request's full path. With the `axum` feature that is the path
     ///   before any `Router::nest` stripped its prefix (axum's `OriginalUri`), so a rule names
     ///   the full path wherever the layer sits; and where the layer runs after routing
@@ -389,7 +395,8 @@ where
     ///
     /// [`build`](RateLimitLayerBuilder::build) refuses ([`BuildError::Route`]) a pattern that
     /// could never match or that axum would read differently: another or lower-case method,
-    /// a path not starting with `/`, an empty segment (`//`; one trailing slash is fine),
+    /// a path not starting with `/`, whitespace other than the one space between method and
+    /// path, an empty segment (`//`; one trailing slash is fine),
     /// braces other than a whole-segment `{name}`, a repeated name, a wildcard before the
     /// end, or axum 0.7's `:name` (see [`RouteError`](super::RouteError)).
     ///

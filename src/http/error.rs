@@ -126,7 +126,9 @@ pub enum RouteError {
     /// is another method, which no axum method router serves.
     Method(String),
     /// A path that is empty, does not start with `/`, or holds whitespace, a control
-    /// character, `?` or `#` (the query and fragment are not part of the path matched).
+    /// character, `?` or `#` (the query and fragment are not part of the path matched); or
+    /// whitespace around the pattern or other than one space between method and path
+    /// (`"POST  /x"`, `" /x"`, `"GET\t/x"`).
     Path(String),
     /// An empty segment (`//`), other than one trailing slash (`"/export/"` is its own route,
     /// as in axum).
@@ -157,7 +159,7 @@ impl fmt::Display for RouteError {
             RouteError::Path(p) => (
                 p,
                 "the path must start with '/' and hold no whitespace, control character, '?' \
-                 or '#'",
+                 or '#'; one space separates a method from the path",
             ),
             RouteError::EmptySegment(p) => (p, "empty segment ('//')"),
             RouteError::Parameter(p) => (

@@ -25,10 +25,13 @@ use http::{HeaderName, StatusCode};
 /// impl KeyExtractor for Tenant {
 ///     type Key = u64;
 ///     fn extract(&self, req: &Parts) -> Result<u64, KeyError> {
-///         req.headers
-///             .get("x-tenant-id")
-///             .and_then(|v| v.to_str().ok()?.parse().ok())
-///             .ok_or(KeyError::bad_request("missing or invalid x-tenant-id"))
+///         // Exactly one line: with two, which one the key is would be a guess.
+///         let mut lines = req.headers.get_all("x-tenant-id").iter();
+///         match (lines.next(), lines.next()) {
+///             (Some(v), None) => v.to_str().ok().and_then(|v| v.parse().ok()),
+///             _ => None,
+///         }
+///         .ok_or(KeyError::bad_request("missing, repeated or invalid x-tenant-id"))
 ///     }
 /// }
 ///
@@ -205,7 +208,11 @@ impl KeyExtractor for GlobalKey {
 ///
 /// The value must be visible ASCII and at most [`max_len`](HeaderKey::max_len) bytes (256 by
 /// default), because every distinct value is a tracked key: an unbounded value would let one
-/// client spend the table's memory. A missing or unacceptable value is a `400` [`KeyError`].
+/// client spend the table's memory. A missing or unacceptable value is a `400` [`KeyError`],
+/// and so is a header that appears more than once (two field lines, even with equal values):
+/// which line is the key would be a guess, and an authentication layer that checks another
+/// line than the limiter counts would let a client rotate the uncounted one for a fresh
+/// bucket each time. [`OnKeyError`](super::OnKeyError) decides what the layer answers.
 /// Values are client-chosen strings, so see
 /// [`DefaultKeyHasher`](crate::DefaultKeyHasher) on hash flooding.
 ///
@@ -218,6 +225,15 @@ impl KeyExtractor for GlobalKey {
 /// assert_eq!(by_api_key.extract(&parts).unwrap(), "k-123");
 ///
 /// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(by_api_key.extract(&parts).unwrap_err().status(), 400);
+///
+/// // Two lines: ambiguous, refused.
+/// let (parts, ()) = http::Request::get("/")
+///     .header("x-api-key", "rotated")
+///     .header("x-api-key", "k-123")
+///     .body(())
+///     .unwrap()
+///     .into_parts();
 /// assert_eq!(by_api_key.extract(&parts).unwrap_err().status(), 400);
 /// ```
 #[derive(Clone, Debug)]
@@ -257,9 +273,18 @@ impl KeyExtractor for HeaderKey {
     type Key = String;
 
     fn extract(&self, req: &Parts) -> Result<String, KeyError> {
-        let value = req.headers.get(&self.name).ok_or(KeyError::bad_request(
+        let mut lines = req.headers.get_all(&self.name).iter();
+        let value = lines.next().ok_or(KeyError::bad_request(
             "the rate-limit key header is missing",
         ))?;
+        // Two lines are two keys: which one counts would be this extractor's guess, and a
+        // layer in front that reads the other would let a client rotate this one for a fresh
+        // bucket each time.
+        if lines.next().is_some() {
+            return Err(KeyError::bad_request(
+                "the rate-limit key header appears more than once",
+            ));
+        }
         if value.len() > self.max_len {
             return Err(KeyError::bad_request(
                 "the rate-limit key header is too long",
@@ -308,5 +333,73 @@ where
 impl<F> fmt::Debug for KeyFn<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("KeyFn")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parts(lines: &[&[u8]]) -> Parts {
+        let mut req = http::Request::get("/");
+        for line in lines {
+            req = req.header("x-api-key", http::HeaderValue::from_bytes(line).unwrap());
+        }
+        req.body(()).unwrap().into_parts().0
+    }
+
+    fn api_key() -> HeaderKey {
+        HeaderKey::new(HeaderName::from_static("x-api-key"))
+    }
+
+    #[test]
+    fn a_repeated_key_header_is_a_key_error() {
+        assert_eq!(api_key().extract(&parts(&[b"k"])), Ok("k".to_owned()));
+        for lines in [
+            &[&b"a"[..], b"b"][..],
+            &[b"k", b"k"],
+            &[b"k", b""],
+            &[b"", b"k"],
+        ] {
+            let err = api_key().extract(&parts(lines)).unwrap_err();
+            assert_eq!(err.status(), StatusCode::BAD_REQUEST, "{lines:?}");
+            assert_eq!(
+                err.reason(),
+                "the rate-limit key header appears more than once"
+            );
+        }
+    }
+
+    proptest! {
+        /// Any field lines a client sends: a key only from exactly one line, that line's
+        /// value when it is acceptable; never a panic.
+        #[test]
+        fn a_key_comes_from_exactly_one_line(
+            lines in prop::collection::vec(
+                prop_oneof![
+                    prop::collection::vec(any::<u8>(), 0..40),
+                    "[ -~]{0,300}".prop_map(String::into_bytes),
+                ],
+                0..4,
+            ),
+        ) {
+            let lines: Vec<&[u8]> = lines
+                .iter()
+                .map(Vec::as_slice)
+                .filter(|l| http::HeaderValue::from_bytes(l).is_ok())
+                .collect();
+            let got = api_key().extract(&parts(&lines));
+            match lines.as_slice() {
+                // Visible ASCII, space and tab: what `HeaderValue::to_str` accepts.
+                [one] if !one.is_empty()
+                    && one.len() <= 256
+                    && one.iter().all(|b| (0x20..0x7f).contains(b) || *b == b'\t') =>
+                {
+                    prop_assert_eq!(got, Ok(String::from_utf8(one.to_vec()).unwrap()));
+                }
+                _ => prop_assert_eq!(got.unwrap_err().status(), StatusCode::BAD_REQUEST),
+            }
+        }
     }
 }

@@ -74,6 +74,9 @@ pub(crate) struct RoutePattern {
     /// empty literal, and `"/"` is one empty literal.
     segments: Box<[Segment]>,
     end: End,
+    /// Whether a literal segment holds a `%`: without one, and without one in the request's
+    /// path, decoding changes nothing and the byte-for-byte match decides.
+    percent: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,18 +114,26 @@ const METHODS: [Method; 9] = [
 
 impl RoutePattern {
     pub(crate) fn parse(pattern: &str) -> Result<RoutePattern, RouteError> {
-        let trimmed = pattern.trim();
-        let (method, path) = match trimmed.split_once(' ') {
+        let path_error = || RouteError::Path(pattern.to_owned());
+        // Exactly one space after a method, and no other whitespace anywhere: a pattern is
+        // written once, so a stray space or tab is a mistake to report, not to guess past.
+        let (method, path) = match pattern.split_once(' ') {
             Some((m, p)) => {
+                // Not a method: a path holding a space, or whitespace before the method.
+                if m.is_empty()
+                    || m.starts_with('/')
+                    || m.chars().any(|c| c.is_whitespace() || c.is_control())
+                {
+                    return Err(path_error());
+                }
                 let method = METHODS
                     .iter()
                     .find(|known| known.as_str() == m)
                     .ok_or_else(|| RouteError::Method(pattern.to_owned()))?;
-                (Some(method.clone()), p.trim())
+                (Some(method.clone()), p)
             }
-            None => (None, trimmed),
+            None => (None, pattern),
         };
-        let path_error = || RouteError::Path(pattern.to_owned());
         let rest = path.strip_prefix('/').ok_or_else(path_error)?;
         if path
             .chars()
@@ -188,10 +199,14 @@ impl RoutePattern {
             }
             segments.push(Segment::Literal((*seg).into()));
         }
+        let percent = segments
+            .iter()
+            .any(|s| matches!(s, Segment::Literal(lit) if lit.contains('%')));
         Ok(RoutePattern {
             method,
             segments: segments.into(),
             end,
+            percent,
         })
     }
 
@@ -206,10 +221,197 @@ impl RoutePattern {
 
     /// Whether the rule covers a request with this method, path (the full path, as the
     /// router matched it) and, when known, the route template the router matched.
+    ///
+    /// A router matches literal segments byte for byte but percent-decodes parameters, so
+    /// `/users/%37/export` reaches the `/users/{id}/export` handler as id `7`, and the rule
+    /// `GET /users/7/export` must cover it: with the template the path follows, the rule
+    /// matches the values the handler sees ([`matches_units`](Self::matches_units)); without
+    /// one, byte for byte ([`matches_path`](Self::matches_path)) or under any reading of
+    /// which segments are parameters ([`matches_any_reading`](Self::matches_any_reading)).
+    /// Either way a rule that covers the whole template matches.
     pub(crate) fn matches(&self, method: &Method, path: &str, template: Option<&str>) -> bool {
-        self.covers_method(method)
-            && (self.matches_path(path, false)
-                || template.is_some_and(|t| self.matches_path(t, true)))
+        if !self.covers_method(method) {
+            return false;
+        }
+        if template.is_some_and(|t| self.matches_path(t, true)) {
+            return true;
+        }
+        // Without a `%` on either side decoding changes nothing: every reading is the
+        // byte-for-byte one.
+        if !self.percent && !path.contains('%') {
+            return self.matches_path(path, false);
+        }
+        let Some(after) = path.strip_prefix('/') else {
+            return false;
+        };
+        match template.and_then(|t| align(after, t)) {
+            Some(units) => self.matches_units(&units),
+            None => self.matches_path(path, false) || self.matches_any_reading(after),
+        }
+    }
+
+    /// Without a template the path follows (the layer runs before routing, or there is no
+    /// axum router), any segment may be a parameter and any rest a wildcard: the rule
+    /// matches (`path` after its leading slash) if it matches with the first `k` segments
+    /// decoded one by one and the rest decoded as one value, for some `k`. That counts
+    /// percent-encoded spellings a router would not send to the handler too (a 404 then
+    /// costs a permit), but lets no spelling of a handler's values past the rule.
+    fn matches_any_reading(&self, after: &str) -> bool {
+        // Segment starts, as far as the rule's segments reach (and one more): a hostile path
+        // of many segments costs no more than a short one.
+        let bound = self.segments.len() + 1;
+        let mut starts = vec![0];
+        while starts.len() <= bound {
+            let last = *starts.last().expect("starts with 0");
+            match after[last..].find('/') {
+                Some(i) => starts.push(last + i + 1),
+                None => break,
+            }
+        }
+        // Past the bound, the last start begins everything after the rule's reach: it is
+        // only ever the start of a rest.
+        let truncated = starts.len() > bound;
+        let ks = if truncated {
+            starts.len()
+        } else {
+            starts.len() + 1
+        };
+        (0..ks).any(|k| {
+            let mut units: Vec<Unit<'_>> = Vec::with_capacity(k + 1);
+            for j in 0..k {
+                let end = starts.get(j + 1).map_or(after.len(), |next| next - 1);
+                units.push(Unit::Param(&after[starts[j]..end], ""));
+            }
+            if let Some(&start) = starts.get(k) {
+                units.push(Unit::Wildcard(&after[start..], ""));
+            }
+            self.matches_units(&units)
+        })
+    }
+
+    /// The rule over a request's path split into units (see [`align`]): the values a handler
+    /// sees. Literal units as written (the router matched them byte for byte), each
+    /// parameter percent-decoded, and a wildcard's whole rest decoded and split again at every
+    /// `/` (axum decodes the rest as one value, so `%2F` in it is a `/`). The rule's literal
+    /// segments are decoded where they meet a parameter or a wildcard, so any two spellings of
+    /// the same values meet the rule alike. Bytes are compared, not text: a value that is not
+    /// UTF-8 once decoded is refused by axum's `Path` extractor anyway, and equal bytes are
+    /// equal values whatever the handler makes of them.
+    fn matches_units(&self, units: &[Unit<'_>]) -> bool {
+        let segments = &self.segments[..];
+        for (u, unit) in units.iter().enumerate() {
+            let (raw, prefix) = match *unit {
+                Unit::Wildcard(raw, prefix) => {
+                    return self.matches_rest(
+                        &segments[u.min(segments.len())..],
+                        raw,
+                        prefix,
+                        u >= segments.len(),
+                    )
+                }
+                Unit::Literal(raw) => (raw, None),
+                Unit::Param(raw, prefix) => (raw, Some(prefix)),
+            };
+            let Some(segment) = segments.get(u) else {
+                // The rule ends here and the path goes on.
+                return match self.end {
+                    End::Exact => false,
+                    End::Subtree => true,
+                    End::Wildcard => !raw.is_empty() || u + 1 < units.len(),
+                };
+            };
+            let more = u + 1 < units.len();
+            let ok = match (segment, prefix) {
+                (Segment::Param, _) => !raw.is_empty() || more,
+                (Segment::Literal(lit), None) => **lit == *raw,
+                (Segment::Literal(lit), Some(prefix)) => {
+                    lit.strip_prefix(prefix).is_some_and(|l| {
+                        decode(l.as_bytes()).eq(decode(&raw.as_bytes()[prefix.len()..]))
+                    })
+                }
+            };
+            if !ok {
+                return false;
+            }
+        }
+        segments.len() == units.len() && self.end != End::Wildcard
+    }
+
+    /// The rule's `segments` (those from where the template's wildcard starts) over the
+    /// wildcard's raw rest, whose first `prefix` bytes are the template's literal text:
+    /// both decoded and split at every `/`. `ended`: the rule's segments ended before the
+    /// wildcard.
+    fn matches_rest(&self, segments: &[Segment], raw: &str, prefix: &str, ended: bool) -> bool {
+        if ended {
+            return match self.end {
+                End::Exact => false,
+                End::Subtree => true,
+                End::Wildcard => !raw.is_empty(),
+            };
+        }
+        let Some(value) = raw.strip_prefix(prefix) else {
+            return false;
+        };
+        // The rule's literals decoded and split the same way (its first one must begin with
+        // the template's literal text, which is not decoded); a parameter stays one piece.
+        let mut rule: Vec<Option<Vec<u8>>> = Vec::with_capacity(segments.len());
+        for (i, segment) in segments.iter().enumerate() {
+            match segment {
+                Segment::Param => rule.push(None),
+                Segment::Literal(lit) => {
+                    let lit = if i == 0 {
+                        let Some(l) = lit.strip_prefix(prefix) else {
+                            return false;
+                        };
+                        l
+                    } else {
+                        lit
+                    };
+                    let mut bytes = if i == 0 {
+                        prefix.as_bytes().to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    bytes.extend(decode(lit.as_bytes()));
+                    rule.extend(bytes.split(|&b| b == b'/').map(|p| Some(p.to_vec())));
+                }
+            }
+        }
+        // The rest decoded only as far as the rule reaches: one piece past it tells every
+        // end apart, so a long hostile rest costs no more than that.
+        let mut decoded = prefix.as_bytes().to_vec();
+        let mut slashes = 0;
+        for b in decode(value.as_bytes()) {
+            if b == b'/' {
+                slashes += 1;
+                if slashes > rule.len() {
+                    decoded.push(b);
+                    break;
+                }
+            }
+            decoded.push(b);
+        }
+        let pieces: Vec<&[u8]> = decoded.split(|&b| b == b'/').collect();
+        if rule.len() > pieces.len() {
+            return false;
+        }
+        let fits = rule
+            .iter()
+            .zip(&pieces)
+            .enumerate()
+            .all(|(i, (r, p))| match r {
+                None => !p.is_empty() || i + 1 < pieces.len(),
+                Some(lit) => lit == p,
+            });
+        fits && match self.end {
+            End::Exact => rule.len() == pieces.len(),
+            End::Subtree => true,
+            // A slash and at least one more byte.
+            End::Wildcard => {
+                pieces.len() > rule.len() + 1
+                    || pieces.get(rule.len()).is_some_and(|p| !p.is_empty())
+            }
+        }
     }
 
     /// Matches `path` byte for byte, segment by segment, as axum's router (matchit) does: no
@@ -246,6 +448,114 @@ impl RoutePattern {
             End::Subtree => true,
         }
     }
+}
+
+/// A piece of a request's path, split along the route template the router matched.
+#[derive(Clone, Copy, Debug)]
+enum Unit<'a> {
+    /// A literal segment of the template: the router matched it byte for byte.
+    Literal(&'a str),
+    /// A parameter's segment, raw, and the template's literal text before the parameter
+    /// (`x` of `x{id}`; usually empty), which the segment begins with.
+    Param(&'a str, &'a str),
+    /// A wildcard's raw rest (every segment to the end), and the literal text before it.
+    Wildcard(&'a str, &'a str),
+}
+
+/// Splits `path` (after its leading slash) along `template`'s segments: `None` if the path
+/// does not follow the template (which a router never hands a layer, but a layer cannot rule
+/// out), or the template holds escaped braces (`{{`, `}}`) in a segment that is not a plain
+/// literal.
+fn align<'a>(path: &'a str, template: &'a str) -> Option<Vec<Unit<'a>>> {
+    let template = template.strip_prefix('/')?;
+    let mut units = Vec::new();
+    let mut rest = Some(path);
+    let mut tsegs = template.split('/').peekable();
+    while let Some(tseg) = tsegs.next() {
+        let text = rest?;
+        let (seg, next) = match text.split_once('/') {
+            Some((seg, next)) => (seg, Some(next)),
+            None => (text, None),
+        };
+        if is_escaped_literal(tseg) {
+            if !literal_eq(tseg, seg) {
+                return None;
+            }
+            units.push(Unit::Literal(seg));
+        } else {
+            // A parameter, maybe after literal text (`x{id}`); escaped braces in that text
+            // are left to the conservative reading.
+            let open = tseg.find('{')?;
+            let prefix = &tseg[..open];
+            if prefix.contains('}') || tseg[open + 1..].starts_with('{') {
+                return None;
+            }
+            if tseg[open..].starts_with("{*") {
+                if tsegs.peek().is_some() || !text.starts_with(prefix) {
+                    return None;
+                }
+                units.push(Unit::Wildcard(text, prefix));
+                return Some(units);
+            }
+            if !seg.starts_with(prefix) {
+                return None;
+            }
+            units.push(Unit::Param(seg, prefix));
+        }
+        rest = next;
+    }
+    rest.is_none().then_some(units)
+}
+
+/// Whether a template segment is a literal: no brace, or only escaped ones (`{{`, `}}`).
+fn is_escaped_literal(tseg: &str) -> bool {
+    let b = tseg.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'}' if b.get(i + 1) == Some(&b[i]) => i += 2,
+            b'{' | b'}' => return false,
+            _ => i += 1,
+        }
+    }
+    true
+}
+
+/// Whether a path segment is the literal template segment `tseg` (braces escaped as `{{`,
+/// `}}`).
+fn literal_eq(tseg: &str, seg: &str) -> bool {
+    let (t, s) = (tseg.as_bytes(), seg.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < t.len() {
+        if j >= s.len() || t[i] != s[j] {
+            return false;
+        }
+        i += if matches!(t[i], b'{' | b'}') { 2 } else { 1 };
+        j += 1;
+    }
+    j == s.len()
+}
+
+/// Percent-decoding as axum decodes a parameter (the `percent-encoding` crate): `%` and two
+/// hex digits (either case) is that byte; any other `%` is itself.
+fn decode(raw: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let b = *raw.get(i)?;
+        if b == b'%' {
+            if let (Some(h), Some(l)) = (
+                raw.get(i + 1).and_then(|&b| hex(b)),
+                raw.get(i + 2).and_then(|&b| hex(b)),
+            ) {
+                i += 3;
+                // Two hex digits: at most 0xff.
+                return Some((h * 16 + l) as u8);
+            }
+        }
+        i += 1;
+        Some(b)
+    })
 }
 
 /// A route template's `{*name}` segment (not an escaped literal `{{*x}}`).
@@ -334,7 +644,31 @@ mod tests {
         assert!(m("GET /", Method::GET, "/"));
         assert!(!m("GET /", Method::GET, "/x"));
         assert!(!m("GET /", Method::GET, ""));
-        assert!(m("  GET   /x  ", Method::GET, "/x"));
+    }
+
+    #[test]
+    fn whitespace_other_than_one_space_after_the_method_is_refused() {
+        for bad in [
+            "GET  /x",
+            " GET /x",
+            "GET /x ",
+            "  GET   /x  ",
+            " /x",
+            "/x ",
+            "/a b",
+            "GET\t/x",
+            "GET /x\t",
+            "\tGET /x",
+            "GET /x\r\n",
+            "GET\n/x",
+            "GET /a b",
+            "GET\u{a0}/x",
+            "GET /\u{2028}x",
+        ] {
+            let err = RoutePattern::parse(bad).unwrap_err();
+            assert_eq!(err, RouteError::Path(bad.to_owned()), "{bad:?}");
+        }
+        assert!(m("GET /x", Method::GET, "/x"));
     }
 
     #[test]
@@ -368,8 +702,59 @@ mod tests {
         // Byte for byte, as axum routes.
         assert!(!m("/export", Method::GET, "/export/"));
         assert!(!m("/export", Method::GET, "//export"));
-        assert!(!m("/export", Method::GET, "/%65xport"));
         assert!(!m("/export", Method::GET, "/EXPORT"));
+        // With the route template the router matched: its literal segments byte for byte.
+        let d = |pattern: &str, path: &str, template: &str| {
+            RoutePattern::parse(pattern)
+                .unwrap()
+                .matches(&Method::GET, path, Some(template))
+        };
+        assert!(!d("/%65xport/1", "/export/1", "/export/{id}"));
+    }
+
+    #[test]
+    fn a_literal_meets_a_parameter_or_wildcard_as_its_decoded_value() {
+        let d = |pattern: &str, path: &str, template: Option<&str>| {
+            RoutePattern::parse(pattern)
+                .unwrap()
+                .matches(&Method::GET, path, template)
+        };
+        let t = Some("/users/{id}/export");
+        assert!(d("/users/7/export", "/users/%37/export", t));
+        assert!(d("/users/%37/export", "/users/7/export", t));
+        assert!(d("/users/%37/export", "/users/%37/export", t));
+        assert!(!d("/users/7/export", "/users/%38/export", t));
+        // "%" that starts no escape is itself, as axum's extractor reads it.
+        assert!(d("/users/%25ZZ/export", "/users/%ZZ/export", t));
+        assert!(d("/users/%FF/export", "/users/%ff/export", t));
+        // A parameter's `%2F` is part of the one value.
+        assert!(d("/users/a%2Fb/export", "/users/a%2fb/export", t));
+        // Literal text before a parameter is the router's: matched byte for byte.
+        assert!(d("/v7", "/v%37", Some("/v{n}")));
+        assert!(!d("/%767", "/v7", Some("/v{n}")));
+        // A wildcard's rest is decoded as one value: `%2F` is a `/` there.
+        let w = Some("/files/{*rest}");
+        assert!(d("/files/a/b", "/files/a%2Fb", w));
+        assert!(d("/files/a%2Fb", "/files/a/b", w));
+        assert!(d("/files/a/*", "/files/%61%2Fb", w));
+        assert!(d("/files/{x}/b", "/files/a%2Fb", w));
+        assert!(!d("/files/a", "/files/a%2Fb", w));
+        assert!(d("/files/{*r}", "/files/%2F", w));
+        // A rule's parameter is one segment of the values: the rest `a/b` is two, however
+        // it is spelled.
+        assert!(!d("/files/{x}", "/files/a%2Fb", w));
+        assert!(!d("/files/{x}", "/files/a/b", w));
+        assert!(!d("/{x}", "/%2f", Some("/{*rest}")));
+        // The template's literal segments stay literal.
+        assert!(!d("/%66iles/a", "/files/a", Some("/files/{x}")));
+        // No template: any segment may be a parameter, any rest a wildcard.
+        assert!(d("/users/7/export", "/users/%37/export", None));
+        assert!(d("/files/a/b", "/files/a%2Fb", None));
+        assert!(d("/export", "/%65xport", None));
+        assert!(!d("/users/7/export", "/users/%38/export", None));
+        assert!(!d("/a/{*r}", "/a%2F", None));
+        // A template the path does not follow reads as no template.
+        assert!(d("/users/7", "/users/%37", Some("/other")));
     }
 
     #[test]
@@ -588,13 +973,68 @@ mod tests {
         ]
     }
 
-    /// Splits a pattern as the guide describes: an optional method, a space, the path.
+    /// Splits a pattern as the guide describes: an optional method, one space, the path.
     fn split(pattern: &str) -> (Option<&str>, &str) {
-        let p = pattern.trim();
-        match p.split_once(' ') {
-            Some((m, path)) => (Some(m), path.trim()),
-            None => (None, p),
+        match pattern.split_once(' ') {
+            Some((m, path)) => (Some(m), path),
+            None => (None, pattern),
         }
+    }
+
+    /// Whitespace and control characters a pattern might hold by mistake or by malice.
+    fn hostile_char() -> impl Strategy<Value = char> {
+        prop_oneof![
+            Just(' '),
+            Just('\t'),
+            Just('\r'),
+            Just('\n'),
+            Just('\u{b}'),
+            Just('\u{c}'),
+            Just('\0'),
+            Just('\u{7f}'),
+            Just('\u{85}'),
+            Just('\u{a0}'),
+            Just('\u{2028}'),
+            Just('\u{3000}'),
+        ]
+    }
+
+    /// A template's parameter and wildcard values, spelled two ways that decode alike: each
+    /// piece raw or as `%XX` (either case of hex digit). `%Z` is a `%` that starts no escape,
+    /// itself raw, as `%25Z` is; `é`, `/` in a parameter and `0xff` are always encoded.
+    fn two_spellings() -> impl Strategy<Value = (String, String)> {
+        let piece = prop_oneof![
+            Just(&b"7"[..]),
+            Just(&b"a"[..]),
+            Just("é".as_bytes()),
+            Just(&b"/"[..]),
+            Just(&b"%Z"[..]),
+            Just(&b"\xff"[..]),
+            Just(&b"-"[..]),
+        ];
+        let one = |out: &mut String, p: &[u8], encode: bool, lower: bool| {
+            let raw_ok = p
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"-%/".contains(b));
+            if raw_ok && !encode {
+                out.push_str(std::str::from_utf8(p).unwrap());
+                return;
+            }
+            for b in p {
+                let e = format!("%{b:02X}");
+                out.push_str(&if lower { e.to_lowercase() } else { e });
+            }
+        };
+        prop::collection::vec((piece, any::<bool>(), any::<bool>(), any::<bool>()), 1..4).prop_map(
+            move |pieces| {
+                let (mut x, mut y) = (String::new(), String::new());
+                for (p, ex, ey, lower) in pieces {
+                    one(&mut x, p, ex, lower);
+                    one(&mut y, p, ey, !lower);
+                }
+                (x, y)
+            },
+        )
     }
 
     proptest! {
@@ -608,11 +1048,13 @@ mod tests {
             let parsed = parsed.unwrap();
             let (rule_method, rule_path) = split(&pattern);
             for (method, path) in paths {
-                prop_assert_eq!(
-                    parsed.matches(&method, &path, None),
-                    reference_method(rule_method, &method) && reference(rule_path, &path),
-                    "{:?} {} {:?}", pattern, method, path
-                );
+                let got = parsed.matches(&method, &path, None);
+                let want = reference_method(rule_method, &method) && reference(rule_path, &path);
+                // Byte for byte, exactly; percent-encoded spellings may match too.
+                prop_assert!(got || !want, "{:?} {} {:?}", pattern, method, path);
+                if !pattern.contains('%') && !path.contains('%') {
+                    prop_assert_eq!(got, want, "{:?} {} {:?}", pattern, method, path);
+                }
             }
         }
 
@@ -630,15 +1072,100 @@ mod tests {
             };
             let (_, rule_path) = split(&pattern);
             for path in paths {
-                prop_assert_eq!(
-                    parsed.matches(&Method::POST, &path, None),
-                    parsed.method.as_ref().is_none_or(|m| *m == Method::POST) && reference(rule_path, &path),
-                    "{:?} {:?}", pattern, path
-                );
+                let got = parsed.matches(&Method::POST, &path, None);
+                let want = parsed.method.as_ref().is_none_or(|m| *m == Method::POST)
+                    && reference(rule_path, &path);
+                prop_assert!(got || !want, "{:?} {:?}", pattern, path);
+                if !pattern.contains('%') && !path.contains('%') {
+                    prop_assert_eq!(got, want, "{:?} {:?}", pattern, path);
+                }
             }
             for template in templates {
                 // Never panics, and a template only adds matches.
                 let _ = parsed.matches(&Method::GET, "/", Some(&template));
+            }
+        }
+
+        #[test]
+        fn accepted_patterns_hold_no_whitespace_but_the_one_space_after_a_method(
+            pattern in prop_oneof![valid_pattern(), any::<String>()],
+            at in any::<prop::sample::Index>(),
+            c in hostile_char(),
+        ) {
+            let Ok(parsed) = RoutePattern::parse(&pattern) else {
+                return Ok(());
+            };
+            let (method, path) = split(&pattern);
+            prop_assert_eq!(method.is_some(), parsed.method.is_some(), "{:?}", pattern);
+            prop_assert!(
+                !path.chars().any(|c| c.is_whitespace() || c.is_control()),
+                "{:?}", pattern
+            );
+            // Any whitespace or control character added anywhere is refused, with a
+            // `RouteError` (a method misspelt by it is a `Method` error, the rest `Path`).
+            let mut chars: Vec<char> = pattern.chars().collect();
+            let at = at.index(chars.len() + 1);
+            chars.insert(at, c);
+            let hostile: String = chars.into_iter().collect();
+            let err = RoutePattern::parse(&hostile);
+            prop_assert!(
+                matches!(err, Err(RouteError::Path(_) | RouteError::Method(_))),
+                "{:?}: {:?}", hostile, err
+            );
+            if at >= pattern.len() - path.len() {
+                prop_assert_eq!(err, Err(RouteError::Path(hostile.clone())), "{:?}", hostile);
+            }
+        }
+
+        /// Two spellings of the same values for a template's parameters and wildcard meet
+        /// every rule alike, with the template known and without it.
+        #[test]
+        fn spellings_of_the_same_values_meet_a_rule_alike(
+            pattern in valid_pattern(),
+            template in valid_pattern(),
+            values in prop::collection::vec(two_spellings(), 6),
+        ) {
+            let parsed = RoutePattern::parse(&pattern).unwrap();
+            let (_, template) = split(&template);
+            if template.ends_with("/*") {
+                return Ok(()); // the crate's subtree form is no axum template
+            }
+            // The template's parameters and wildcard filled in, one spelling and the other.
+            let fill = |second: bool| {
+                let mut path = String::new();
+                for (i, seg) in template.split('/').skip(1).enumerate() {
+                    path.push('/');
+                    let (x, y) = &values[i % values.len()];
+                    let v = if second { y } else { x };
+                    if seg.starts_with("{*") {
+                        path.push_str(v);
+                    } else if seg.starts_with('{') {
+                        // One segment: a raw `/` in the value would split it.
+                        path.push_str(&v.replace('/', "%2F"));
+                    } else {
+                        path.push_str(seg);
+                    }
+                }
+                path
+            };
+            let (a, b) = (fill(false), fill(true));
+            // The literal rule that is one spelling of the values meets the other.
+            if let Ok(literal) = RoutePattern::parse(&a) {
+                prop_assert!(
+                    literal.matches(&Method::GET, &b, Some(template)),
+                    "{:?} under {:?}: {:?}", a, template, b
+                );
+                prop_assert!(literal.matches(&Method::GET, &b, None), "{:?}: {:?}", a, b);
+            }
+            prop_assert_eq!(
+                parsed.matches(&Method::GET, &a, Some(template)),
+                parsed.matches(&Method::GET, &b, Some(template)),
+                "{:?} under {:?}: {:?} {:?}", pattern, template, a, b
+            );
+            // Without the template the layer may limit more, never a spelling of a matched
+            // path's values less.
+            if parsed.matches(&Method::GET, &a, Some(template)) {
+                prop_assert!(parsed.matches(&Method::GET, &b, None), "{:?} {:?}", pattern, b);
             }
         }
     }

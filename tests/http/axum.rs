@@ -571,3 +571,48 @@ async fn response_aware_mode_counts_only_failed_logins() {
     }
     assert_eq!(send(&c, failing, "POST", "/login", &[]).await.status, 429);
 }
+
+/// Two `X-Api-Key` lines are ambiguous: a layer in front that checks the last one would let a
+/// client rotate the first for a fresh bucket each time. The key extractor refuses such a
+/// request as a key error (400 by default; `OnKeyError` decides), so rotation buys nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_key_header_is_a_key_error_not_a_fresh_bucket() {
+    let keys: Arc<KeyedRateLimiter<String>> = Arc::new(
+        KeyedRateLimiter::builder(Quota::per_minute(1).unwrap())
+            .clock(ManualClock::new())
+            .max_keys(tollgate::http::DEFAULT_MAX_KEYS)
+            .build(),
+    );
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let runs = runs.clone();
+        move || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            std::future::ready("ok")
+        }
+    };
+    let app = Router::new().route("/", get(handler)).layer(
+        RateLimitLayer::with_limiters(HeaderKey::new(HeaderName::from_static("x-api-key")))
+            .limiter(keys.clone())
+            .build()
+            .unwrap(),
+    );
+    let addr = serve_axum(app).await;
+    let c = client();
+    let real = ("x-api-key", "real");
+    assert_eq!(send(&c, addr, "GET", "/", &[real]).await.status, 200);
+    assert_eq!(send(&c, addr, "GET", "/", &[real]).await.status, 429);
+    let mut got = Vec::new();
+    for i in 0..5 {
+        let rotated = format!("rotated-{i}");
+        let res = send(&c, addr, "GET", "/", &[("x-api-key", &rotated), real]).await;
+        got.push(res.status.as_u16());
+    }
+    assert_eq!(got, [400; 5]);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the handler ran past the limit"
+    );
+    assert_eq!(keys.len(), 1, "a rotated first line made a bucket");
+}

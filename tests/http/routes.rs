@@ -6,7 +6,9 @@
 //!
 //! The last tests check the rules against axum's router itself, in process: for generated and
 //! hostile patterns and paths, a request the router sends to the handler is one the layer
-//! limits, and the other way round.
+//! limits, and the other way round (exactly, where nothing is percent-encoded); and a literal
+//! rule over a parameter or a wildcard applies to exactly the requests whose values, as axum's
+//! `Path` extractor decodes them, are the rule's, however either is percent-encoded.
 
 #[path = "support/mod.rs"]
 mod http_support;
@@ -384,8 +386,9 @@ async fn a_flood_of_distinct_keys_stays_within_a_passed_limiters_cap() {
 // --- The rules against axum's router, in process -------------------------------------------
 
 /// Whether axum's router sends `method path` to the one route `route` (200), and whether the
-/// layer, wrapped around the whole router (so it sees every request, routed or not), applies
-/// its rule (`pattern`) to it, seen from the `RateLimit-Policy` header.
+/// layer, wrapped around the whole router (so it sees every request, routed or not, and no
+/// route template), applies its rule (`pattern`) to it, seen from the `RateLimit-Policy`
+/// header.
 fn routed_and_limited(
     route: &str,
     pattern: &str,
@@ -512,7 +515,14 @@ proptest! {
             let Some((routed, limited)) = routed_and_limited(&route, &format!("GET {route}"), method, &path) else {
                 continue; // a path http::Uri refuses never reaches a server
             };
-            prop_assert_eq!(routed, limited, "route {} {} {}", route, method, path);
+            // Wrapped around the whole router, the layer sees no route template, so it reads
+            // any segment as a possible parameter: every request routed to the handler is
+            // limited, and without percent-encoding exactly those are; a percent-encoded
+            // spelling the router sends elsewhere may be limited too.
+            prop_assert!(limited || !routed, "route {} {} {}", route, method, path);
+            if !route.contains('%') && !path.contains('%') {
+                prop_assert_eq!(routed, limited, "route {} {} {}", route, method, path);
+            }
             // A POST is not routed (405) and not limited by a GET rule.
             if let Some((routed, limited)) = routed_and_limited(&route, &format!("GET {route}"), "POST", &path) {
                 prop_assert!(!routed && !limited, "POST {}", path);
@@ -550,7 +560,11 @@ proptest! {
         prop_assert!(accepted_by_axum, "accepted {:?}, axum refuses {:?}", pattern, route);
         for path in paths {
             if let Some((routed, limited)) = routed_and_limited(&route, &pattern, method, &path) {
-                prop_assert_eq!(routed, limited, "{:?} {}", pattern, path);
+                // As above: no template, so percent-encoded spellings may be limited too.
+                prop_assert!(limited || !routed, "{:?} {}", pattern, path);
+                if !route.contains('%') && !path.contains('%') {
+                    prop_assert_eq!(routed, limited, "{:?} {}", pattern, path);
+                }
             }
         }
     }
@@ -571,4 +585,237 @@ fn route_errors_say_why() {
         RouteError::DuplicateParameter(_)
     ));
     assert!(matches!(err("/a/:id"), RouteError::OldSyntax(_)));
+}
+
+// --- Percent-encoded spellings of a parameter's value -----------------------------------------
+
+/// A literal rule on a parameterised route: `%37` is `7` to the handler (axum decodes a
+/// parameter's value), so it is `7` to the rule too. Every run of the id-7 handler is counted
+/// against the rule's 1 per hour; other ids are not limited by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_literal_rule_on_a_parameter_is_met_by_every_spelling_of_its_value() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = {
+        let seen = seen.clone();
+        move |axum::extract::Path(id): axum::extract::Path<String>| {
+            seen.lock().unwrap().push(id);
+            std::future::ready("ok")
+        }
+    };
+    let app = Router::new()
+        .route("/users/{id}/export", get(handler))
+        .layer(one_rule("GET /users/7/export"));
+    let addr = serve_axum(app).await;
+    let c = client();
+    let mut got = Vec::new();
+    for path in [
+        "/users/7/export",
+        "/users/7/export",
+        "/users/%37/export",
+        "/users/%37/export",
+        "/users/8/export",
+        "/users/%38/export",
+    ] {
+        got.push(send(&c, addr, "GET", path, &[]).await.status.as_u16());
+    }
+    assert_eq!(got, [200, 429, 429, 429, 200, 200]);
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen.iter().filter(|id| *id == "7").count(),
+        1,
+        "the id-7 handler ran {seen:?} against a limit of 1"
+    );
+}
+
+/// What axum's `Path` extractor hands the handler of the one route `template` for a path:
+/// `None` if the router sends it elsewhere (404), `Some(None)` if the extractor refuses it
+/// (a value that decodes to invalid UTF-8: the handler never runs), else the names and
+/// values, in order, in Rust's debug form.
+type Extracted = Option<Option<String>>;
+
+/// Sends `GET path` through `service` in process; returns the status, whether the rule's
+/// policy decided it (its `RateLimit-Policy` header), and the body.
+fn oneshot_get<S>(service: S, path: &str) -> Option<(StatusCode, bool, bytes::Bytes)>
+where
+    S: tower::Service<
+        http::Request<axum::body::Body>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+    >,
+{
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let req = http::Request::get(path)
+        .body(axum::body::Body::empty())
+        .ok()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let res = service.oneshot(req).await.unwrap();
+        let limited = res.headers().contains_key("ratelimit-policy");
+        let status = res.status();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        Some((status, limited, body))
+    })
+}
+
+/// A router with the one route `template`, whose handler answers with the parameters it
+/// extracted (`name=value` lines, values in Rust's debug form).
+fn echo_router(template: &str) -> Router {
+    Router::new().route(
+        template,
+        get(
+            |axum::extract::Path(params): axum::extract::Path<Vec<(String, String)>>| async move {
+                format!("{params:?}")
+            },
+        ),
+    )
+}
+
+/// [`Extracted`] for `path`, or `None` if `http::Uri` refuses the path.
+fn extracted(template: &str, path: &str) -> Option<Extracted> {
+    let (status, _, body) = oneshot_get(echo_router(template), path)?;
+    Some(match status {
+        StatusCode::OK => Some(Some(String::from_utf8(body.to_vec()).unwrap())),
+        StatusCode::BAD_REQUEST => Some(None),
+        _ => None,
+    })
+}
+
+/// Route templates with literal segments, parameters, a trailing slash or a final wildcard.
+fn param_template() -> impl Strategy<Value = String> {
+    let seg = prop_oneof![
+        Just("users".to_owned()),
+        Just("7".to_owned()),
+        Just("%41".to_owned()),
+        Just("{}".to_owned()),
+        Just("{}".to_owned()),
+    ];
+    (prop::collection::vec(seg, 0..4), 0..3u8).prop_map(|(segs, end)| {
+        let mut t = String::new();
+        for (i, s) in segs.iter().enumerate() {
+            t.push('/');
+            if s == "{}" {
+                t.push_str(&format!("{{p{i}}}"));
+            } else {
+                t.push_str(s);
+            }
+        }
+        match end {
+            0 if !t.is_empty() => {}
+            1 => t.push('/'),
+            _ => t.push_str("/{*rest}"),
+        }
+        if t.is_empty() {
+            t.push('/');
+        }
+        t
+    })
+}
+
+/// A few values, each with the raw spellings that decode to it: `7` and `%37`, case in hex
+/// digits, `/` inside a value (`%2F`), a `%` that starts no escape (itself, as `%25` is),
+/// bytes that decode to invalid UTF-8, and an encoded `é`.
+const SPELLINGS: [&[&str]; 10] = [
+    &["7", "%37"],
+    &["a", "%61"],
+    &["A", "%41"],
+    &["%2F", "%2f"],
+    &["%", "%25"],
+    &["%ZZ", "%25ZZ", "%25%5A%5a"],
+    &["%FF", "%ff"],
+    &["%C3%A9", "%c3%a9", "%C3%a9"],
+    &["-", "%2D"],
+    &["users", "%75sers", "%75%73%65%72%73"],
+];
+
+/// Values for each segment of a path: indices into [`SPELLINGS`], one to three per segment.
+fn values() -> impl Strategy<Value = Vec<Vec<usize>>> {
+    prop::collection::vec(prop::collection::vec(0..SPELLINGS.len(), 1..3), 1..5)
+}
+
+/// A raw path for `template`: each literal segment as written (or, where `swap` says, replaced
+/// by values), each parameter and the wildcard's rest made of `values` (the rest joined with
+/// raw slashes), each value spelled as `variant` picks.
+fn spell(template: &str, values: &[Vec<usize>], swap: &[bool], variant: &[usize]) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for (i, seg) in template.split('/').skip(1).enumerate() {
+        out.push('/');
+        let spelled: Vec<&str> = values[i % values.len()]
+            .iter()
+            .map(|&v| {
+                n += 1;
+                SPELLINGS[v][variant[n % variant.len()] % SPELLINGS[v].len()]
+            })
+            .collect();
+        if seg.starts_with("{*") {
+            out.push_str(&spelled.join("/"));
+        } else if seg.starts_with('{') || swap[i % swap.len()] {
+            out.push_str(&spelled.concat());
+        } else {
+            out.push_str(seg);
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A literal rule over a parameterised route, with the layer after routing: the rule
+    /// applies to a request the router sends to the handler exactly when the handler
+    /// extracts the same values from it as from the rule's own path, however each is
+    /// percent-encoded.
+    #[test]
+    fn a_literal_rule_applies_exactly_when_the_handler_sees_its_values(
+        template in param_template(),
+        rule in values(),
+        rule_swap in prop::collection::vec(prop::bool::weighted(0.1), 1..5),
+        rule_variant in prop::collection::vec(0..3usize, 1..8),
+        requests in prop::collection::vec(
+            (
+                prop::option::of(values()), // `None`: the rule's values, spelled otherwise
+                prop::collection::vec(prop::bool::weighted(0.1), 1..5),
+                prop::collection::vec(0..3usize, 1..8),
+            ),
+            1..6,
+        ),
+    ) {
+        let rule_path = spell(&template, &rule, &rule_swap, &rule_variant);
+        let Ok(layer) = RateLimitLayer::builder(GlobalKey)
+            .route("r", &format!("GET {rule_path}"), Quota::per_second(1_000_000).unwrap())
+            .build()
+        else {
+            return Ok(()); // a rule path the syntax refuses (an empty segment)
+        };
+        let Some(rule_values) = extracted(&template, &rule_path) else {
+            return Ok(()); // not a path http::Uri takes
+        };
+        let app = echo_router(&template).layer(layer.clone());
+        // The same layer wrapped around the whole router: no route template.
+        let wrapped = tower::Layer::layer(&layer, echo_router(&template));
+        for (values, swap, variant) in requests {
+            let path = spell(&template, values.as_ref().unwrap_or(&rule), &swap, &variant);
+            let Some(values) = extracted(&template, &path) else { continue };
+            let Some(Some(values)) = values else {
+                continue; // not routed here, or refused by the extractor: the handler never runs
+            };
+            let (_, limited, _) = oneshot_get(app.clone(), &path).unwrap();
+            let same = rule_values.as_ref().and_then(|v| v.as_ref()) == Some(&values);
+            prop_assert_eq!(
+                limited, same,
+                "route {} rule {:?} ({:?}) request {:?} ({:?})",
+                template, rule_path, rule_values, path, values
+            );
+            // Without the template the layer cannot tell parameters from literals, so it
+            // may limit more; but never a spelling of the rule's own values.
+            let (_, limited, _) = oneshot_get(wrapped.clone(), &path).unwrap();
+            prop_assert!(
+                limited || !same,
+                "wrapped: route {} rule {:?} request {:?}", template, rule_path, path
+            );
+        }
+    }
 }
