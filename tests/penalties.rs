@@ -518,3 +518,60 @@ fn a_cancel_after_a_reset_gives_at_most_its_own_permits() {
     assert_eq!(before, 10);
     assert!(after <= 2, "{after} permits after the cancel");
 }
+
+/// A grant is stamped `now` (its sub-window's start), also while a block's entry stamped
+/// later still counts after a reward: W = 1 µs, L = 2. A block of 3 µs at 5 µs is an entry of
+/// 2 stamped 7 µs; a reward leaves 1 in it. The grant at 5 µs counts until 6 µs, so at 6.5 µs
+/// a second one fits beside the block's 1 (it was refused until 8 µs: the grant had been
+/// stamped with the block's 7 µs). Direct and keyed, both sliding algorithms; the keyed key
+/// stays tracked until its newest entry (the block's) leaves, at 8 µs.
+#[test]
+fn a_grant_after_a_rewarded_long_block_is_stamped_now() {
+    fn check<A: Algorithm + Copy>(alg: A) {
+        let q = Quota::new(2, Duration::from_nanos(1000)).unwrap();
+        let clock = ManualClock::new();
+        let l = RateLimiter::builder(q)
+            .clock(clock.clone())
+            .algorithm(alg)
+            .unwrap()
+            .build();
+        clock.set(5000);
+        let d = l.block(Duration::from_nanos(3000));
+        assert_eq!(d.retry_after, Some(Duration::from_nanos(3000)), "{alg:?}");
+        assert_eq!(l.reward(1).remaining, 1, "{alg:?}");
+        assert_eq!(l.try_acquire_n(1), Ok(()), "{alg:?}");
+        assert_eq!(l.peek().reset_after, Duration::from_nanos(3000), "{alg:?}");
+        clock.set(6500);
+        assert_eq!(l.try_acquire_n(1), Ok(()), "{alg:?}");
+        // Now full: the grant at 6.5 µs leaves at 7.5 µs, the block's entry at 8 µs.
+        assert_eq!(
+            l.try_acquire_n(1),
+            Err(AcquireError::RateLimited {
+                retry_after: Duration::from_nanos(1000)
+            }),
+            "{alg:?}"
+        );
+
+        let clock = ManualClock::new();
+        let k = KeyedRateLimiter::<u32>::builder(q)
+            .clock(clock.clone())
+            .algorithm(alg)
+            .unwrap()
+            .build();
+        clock.set(5000);
+        assert!(k.block(&1, Duration::from_nanos(3000)).is_ok());
+        assert_eq!(k.reward(&1, 1).remaining, 1, "{alg:?}");
+        assert_eq!(k.try_acquire_n(&1, 1), Ok(()), "{alg:?}");
+        clock.set(6500);
+        assert_eq!(k.try_acquire_n(&1, 1), Ok(()), "{alg:?}");
+        assert_eq!(k.check(&1).retry_after, Some(Duration::from_nanos(1000)));
+        clock.set(7999);
+        assert_eq!(k.sweep_now(), 0, "{alg:?}: the block's entry still counts");
+        assert_eq!(k.peek(&1).remaining, 1, "{alg:?}");
+        clock.set(8000);
+        assert_eq!(k.sweep_now(), 1, "{alg:?}: nothing counts from 8 µs");
+        assert!(!k.contains_key(&1));
+    }
+    check(SlidingLog);
+    check(SlidingWindow::new(2));
+}

@@ -45,6 +45,21 @@ fn ops(l: u64, w: u64) -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..60)
 }
 
+/// Schedules that reach what the mixed ones rarely do: a block longer than the window (its
+/// entry stamped after `now`), rewards taken from it, then grants, penalties and looks while it
+/// still counts, with short advances.
+fn block_reward_grant_ops(l: u64, w: u64) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        4 => (1..=l).prop_map(Op::Check),
+        3 => (0..w).prop_map(Op::Advance),
+        2 => (1..=l).prop_map(Op::Reward),
+        1 => (w..3 * w).prop_map(Op::Block),
+        1 => (1..=l).prop_map(Op::Penalize),
+        1 => Just(Op::Sweep),
+    ];
+    prop::collection::vec(op, 1..40)
+}
+
 /// What a model says, as the limiter's `Decision` (durations in ns).
 fn decision(allowed: bool, limit: u64, remaining: u64, retry: Option<u64>, reset: u64) -> Decision {
     let mut d = if allowed {
@@ -164,7 +179,8 @@ enum Win {
 }
 
 /// The windows: counts per window (fixed, weighted: the window in force is the latest with a
-/// count, or now's), or the list of grants `(stamp, n)` (sliding window and log).
+/// count, or now's), or the list of entries `(stamp, n)` in stamp order (sliding window and
+/// log: grants, penalties and blocks' entries alike).
 struct Windows {
     alg: Win,
     l: u64,
@@ -219,11 +235,6 @@ impl Windows {
         self.counts.get(&k).copied().unwrap_or(0)
     }
 
-    /// Where a sliding decision is made: `max(now, newest stamp)`.
-    fn at(&self, now: u64) -> u64 {
-        self.grants.last().map_or(now, |g| now.max(g.0))
-    }
-
     /// What counts at `now`, in units of `W` for the weighted window, else in permits.
     fn used(&self, now: u64) -> u128 {
         let w = self.w;
@@ -235,14 +246,12 @@ impl Windows {
                 let prev = if k == 0 { 0 } else { self.count(k - 1) };
                 u128::from(prev) * u128::from(w - e) + u128::from(self.count(k)) * u128::from(w)
             }
-            Win::Sub { .. } | Win::Log => {
-                let at = self.at(now);
-                self.grants
-                    .iter()
-                    .filter(|g| g.0 + w > at)
-                    .map(|g| u128::from(g.1))
-                    .sum()
-            }
+            Win::Sub { .. } | Win::Log => self
+                .grants
+                .iter()
+                .filter(|g| g.0 + w > now)
+                .map(|g| u128::from(g.1))
+                .sum(),
         }
     }
 
@@ -273,19 +282,18 @@ impl Windows {
     /// Live grants only (a sliding reward takes the newest live permits; a block stamps
     /// within `W` of the newest live one).
     fn prune(&mut self, now: u64) {
-        let at = self.at(now);
         let w = self.w;
-        self.grants.retain(|g| g.0 + w > at);
+        self.grants.retain(|g| g.0 + w > now);
     }
 
-    /// The stamp a grant at `now` gets.
+    /// The stamp a grant at `now` gets: `now`, or its sub-window's start. A block's entry may
+    /// be stamped later (it counts until the block's end): the grant still gets `now`'s stamp
+    /// and goes before that entry, in stamp order.
     fn stamp(&self, now: u64) -> u64 {
-        let at = self.at(now);
-        let slot = match self.alg {
-            Win::Sub { k } => at - at % (self.w / k),
-            _ => at,
-        };
-        self.grants.last().map_or(slot, |g| slot.max(g.0))
+        match self.alg {
+            Win::Sub { k } => now - now % (self.w / k),
+            _ => now,
+        }
     }
 
     fn add(&mut self, now: u64, n: u64) {
@@ -301,7 +309,8 @@ impl Windows {
             }
             _ => {
                 let s = self.stamp(now);
-                self.grants.push((s, n));
+                let at = self.grants.partition_point(|g| g.0 <= s);
+                self.grants.insert(at, (s, n));
             }
         }
     }
@@ -540,6 +549,30 @@ proptest! {
 
     #[test]
     fn sliding_log_matches_its_model(l in 1u64..6, w in 6u64..20, ops in ops(5, 20)) {
+        let q = Quota::new(l, Duration::from_nanos(w)).unwrap();
+        let m = Windows::new(Win::Log, l, w);
+        run(SlidingLog, q, w, m, &ops)?;
+    }
+
+    #[test]
+    fn sliding_window_stamps_grants_now_beside_a_later_block_entry(
+        (l, sub, k, ops) in (1u64..6, 2u64..5, 2u64..5).prop_flat_map(|(l, sub, k)| {
+            (Just(l), Just(sub), Just(k), block_reward_grant_ops(l, sub * k))
+        })
+    ) {
+        let w = sub * k;
+        prop_assume!(l <= w);
+        let q = Quota::new(l, Duration::from_nanos(w)).unwrap();
+        let m = Windows::new(Win::Sub { k }, l, w);
+        run(SlidingWindow::new(k as u32), q, w, m, &ops)?;
+    }
+
+    #[test]
+    fn sliding_log_stamps_grants_now_beside_a_later_block_entry(
+        (l, w, ops) in (1u64..6, 6u64..20).prop_flat_map(|(l, w)| {
+            (Just(l), Just(w), block_reward_grant_ops(l, w))
+        })
+    ) {
         let q = Quota::new(l, Duration::from_nanos(w)).unwrap();
         let m = Windows::new(Win::Log, l, w);
         run(SlidingLog, q, w, m, &ops)?;

@@ -15,6 +15,14 @@
 //! or with at most four entries, holds no allocation. It sits behind a per-key mutex held
 //! for one decision (`crate::cell::locked`).
 //!
+//! **Block entries.** A block's entry is stamped at the block's end less `W`, after `now` when
+//! the block is longer than the window. A grant is still stamped `now` (a penalty too): it
+//! goes before such an entry, in stamp order, and counts until its own stamp `+ W`, not the
+//! block's end. The ring knows how many of its newest entries are such block entries, so the
+//! rule below that reads "the newest stamp" for the decision's instant and a grant's stamp
+//! reads the newest grant's instead; with no block entry that is the newest entry, and a grant
+//! is pushed at the back as ever.
+//!
 //! **Quota changes** (`set_quota` at `t`): the entries that had left the window in force at
 //! `t` (`stamp + W_old <= t`) are gone for good; the others keep their stamps and count under
 //! the new limit and window. Without that, a wider window would bring back grants that had
@@ -112,10 +120,17 @@ impl Log {
         self.on(|mut e| e.drop_front(gone));
     }
 
-    fn push(&mut self, stamp: Nanos, n: u64) {
-        self.on(|mut e| {
-            e.push(stamp, n);
-        });
+    /// Records `n` permits of a grant or a penalty stamped `stamp` (not before the newest
+    /// grant's): at the back, or in stamp order before the block entries stamped later.
+    fn record(&mut self, stamp: Nanos, n: u64) {
+        if self.entries.blocks() == 0 {
+            self.on(|mut e| {
+                e.push(stamp, n);
+            });
+        } else {
+            self.entries.insert(stamp, n);
+            self.total += n;
+        }
     }
 
     /// Runs `f` on the log seen through its ring's own dispatch (the cold paths; a decision
@@ -214,9 +229,11 @@ impl<E: Entries> Tally<'_, E> {
 
 /// Decides `n` permits at `now`, recording them in `log` if granted.
 ///
-/// A log whose newest stamp is later than `now` (a decision that read the clock later got the
-/// lock first) is decided at that stamp: time never runs backwards within a key, and deciding
-/// later can only count fewer of the older permits, which the later decision already saw.
+/// A log whose newest grant is stamped later than `now` (a decision that read the clock later
+/// got the lock first) is decided at that stamp: time never runs backwards within a key, and
+/// deciding later can only count fewer of the older permits, which the later decision already
+/// saw. A block's entry stamped later is no such reading: it counts, and the decision is made
+/// at `now` (module docs).
 ///
 /// A log one quota generation behind is first brought into `p`'s.
 #[inline(always)]
@@ -227,14 +244,15 @@ pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Ve
         Ring::Heap(entries) => decide_on(Tally { entries, total }, now, n, p),
     };
     if let Some((stamp, n)) = full {
-        log.push(stamp, n);
+        log.record(stamp, n);
     }
     log.entries.settle();
     v
 }
 
-/// [`decide`] on one form; a grant that needs a new entry where the form has none left is
-/// returned (`v` already counts it) for the caller to record on the heap.
+/// [`decide`] on one form; a grant that needs a new entry where the form has none left, or
+/// that goes before a block's entry, is returned (`v` already counts it) for the caller to
+/// record.
 #[inline(always)]
 fn decide_on<E: Entries>(
     mut log: Tally<'_, E>,
@@ -243,7 +261,7 @@ fn decide_on<E: Entries>(
     p: &SlidingParams,
 ) -> (Verdict, Option<(Nanos, u64)>) {
     log.enter(p);
-    let newest = log.newest();
+    let newest = log.entries.newest_grant();
     let at = newest.map_or(now, |s| now.max(s));
     log.prune(at, p.window);
     let mut v = Verdict {
@@ -267,11 +285,18 @@ fn decide_on<E: Entries>(
             at
         };
         let stamp = newest.map_or(slot, |s| slot.max(s));
-        // The stamp is the newest either way: the log is empty from `stamp + W`.
         v.remaining = p.limit - (*log.total + n);
-        v.reset_after = stamp.saturating_add(p.window).saturating_sub(now);
-        let full = (!log.push(stamp, n)).then_some((stamp, n));
-        return (v, full);
+        if log.entries.blocks() == 0 {
+            // The stamp is the newest: the log is empty from `stamp + W`.
+            v.reset_after = stamp.saturating_add(p.window).saturating_sub(now);
+            let full = (!log.push(stamp, n)).then_some((stamp, n));
+            return (v, full);
+        }
+        // A block's entry stamped later stays the newest; the caller records the grant before
+        // it, in stamp order (out of line: the form may have to change).
+        let last = log.newest().map_or(stamp, |s| s.max(stamp));
+        v.reset_after = last.saturating_add(p.window).saturating_sub(now);
+        return (v, Some((stamp, n)));
     }
     // Denied: until enough of the oldest entries have left for n to fit.
     let mut left = *log.total;
@@ -302,15 +327,16 @@ const MOST: u64 = crate::MAX_NANOS;
 ///   entry, kept, still counts after it), then as the kept entries say, fresh if none. A
 ///   stamp cannot be before the clock's origin (a block ending within the first `W` of the
 ///   clock lasts until `W`), nor `W` or more before the newest stamp (a block shorter than an
-///   earlier one that a reward lowered lasts as long as that one's entry).
-/// - penalize `n`: `n` permits stamped as a grant now would be (one entry), the total
-///   saturating at [`MAX_NANOS`](crate::MAX_NANOS).
+///   earlier one that a reward lowered lasts as long as that one's entry). The entry is a
+///   block entry (module docs) when no grant is stamped after it.
+/// - penalize `n`: `n` permits stamped as a grant now would be (one entry, before a block's
+///   entry stamped later), the total saturating at [`MAX_NANOS`](crate::MAX_NANOS).
 /// - reward `n`: the newest `n` permits are taken out (the ones that would count longest),
 ///   floored at an empty log.
 /// - reset: the empty log.
 pub(crate) fn adjust(log: &mut Log, now: Nanos, op: Adjust, p: &SlidingParams) {
     log.enter(p);
-    let at = log.newest().map_or(now, |s| now.max(s));
+    let at = log.entries.newest_grant().map_or(now, |s| now.max(s));
     log.prune(at, p.window);
     match op {
         Adjust::Block { until } if until > now => {
@@ -322,7 +348,7 @@ pub(crate) fn adjust(log: &mut Log, now: Nanos, op: Adjust, p: &SlidingParams) {
             log.drop_front(|s| s <= stamp);
             let add = p.limit.min(MOST - log.total);
             if add > 0 {
-                log.entries.push_front((stamp, add));
+                log.entries.push_block_front((stamp, add));
                 log.total += add;
             }
         }
@@ -330,7 +356,8 @@ pub(crate) fn adjust(log: &mut Log, now: Nanos, op: Adjust, p: &SlidingParams) {
             let add = n.min(MOST - log.total);
             if add > 0 {
                 let slot = at - at % p.granularity;
-                log.push(log.newest().map_or(slot, |s| slot.max(s)), add);
+                let newest = log.entries.newest_grant();
+                log.record(newest.map_or(slot, |s| slot.max(s)), add);
             }
         }
         Adjust::Reward(mut n) => {

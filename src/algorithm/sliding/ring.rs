@@ -7,7 +7,16 @@
 //! Four, not two: at 10k keys the bench's keys hold 2-4.
 //!
 //! The log's quota generation parity rides in the ring's spare bytes, so the log (ring and
-//! total) stays at 80 bytes and the table's entry at most what it was with the heap ring.
+//! total) stays at 80 bytes and the table's entry at most what it was with the heap ring; so
+//! does the count of *block entries* at its end (below).
+//!
+//! **Block entries.** A block stamps its entry at its end less `W`, which can be after `now`;
+//! a grant is still stamped `now` (its sub-window's start) and so goes before such an entry.
+//! The ring counts how many of its newest entries are blocks' entries stamped after every
+//! grant (`blocks`): a grant is recorded at the back when there is none (the hot path, as
+//! before), else in stamp order among them ([`Ring::insert`]). Entries stay in stamp order
+//! either way, which pruning from the front, a reward from the back and the cold time (the
+//! newest stamp) rely on.
 
 use std::collections::VecDeque;
 
@@ -36,19 +45,22 @@ pub(crate) enum Ring {
     Heap(Heap),
 }
 
-/// `len` entries from `buf[head]`, wrapping.
+/// `len` entries from `buf[head]`, wrapping; the newest `blocks` of them are block entries
+/// (module docs).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct InPlace {
     buf: [Entry; INLINE],
     head: u8,
     len: u8,
     gen: bool,
+    blocks: u8,
 }
 
 #[derive(Clone, Debug)]
 pub(crate) struct Heap {
     entries: VecDeque<Entry>,
     gen: bool,
+    blocks: usize,
 }
 
 impl Default for Ring {
@@ -63,16 +75,30 @@ pub(crate) trait Entries {
     fn gen(&self) -> bool;
     fn set_gen(&mut self, gen: bool);
     fn len(&self) -> usize;
+    /// How many of the newest entries are block entries stamped after every grant.
+    fn blocks(&self) -> usize;
     /// The `i`-th entry from the oldest (`i < len`).
     fn get(&self, i: usize) -> Entry;
     fn front(&self) -> Option<Entry>;
     fn back(&self) -> Option<Entry>;
     /// Drops the oldest entry, if any.
     fn pop_front(&mut self);
-    /// Adds `n` permits stamped `stamp` (not before the newest): to the newest entry if it has
-    /// that stamp, else as a new one. False, changing nothing, if that needs room the form
-    /// does not have.
+    /// Adds `n` permits stamped `stamp` (not before the newest; only when no block entry is
+    /// newest, [`blocks`](Self::blocks) `== 0`): to the newest entry if it has that stamp,
+    /// else as a new one. False, changing nothing, if that needs room the form does not have.
     fn push(&mut self, stamp: Nanos, n: u64) -> bool;
+
+    /// The newest stamp but the block entries' among the newest (the newest grant's, a
+    /// penalty's, or a block entry's with a grant stamped after it); the newest entry's when
+    /// there is no block entry.
+    #[inline]
+    fn newest_grant(&self) -> Option<Nanos> {
+        let (len, blocks) = (self.len(), self.blocks());
+        if blocks == 0 {
+            return self.back().map(|(s, _)| s);
+        }
+        (len > blocks).then(|| self.get(len - blocks - 1).0)
+    }
 }
 
 impl InPlace {
@@ -100,6 +126,11 @@ impl Entries for InPlace {
     }
 
     #[inline]
+    fn blocks(&self) -> usize {
+        usize::from(self.blocks)
+    }
+
+    #[inline]
     fn get(&self, i: usize) -> Entry {
         self.buf[self.slot(i)]
     }
@@ -119,11 +150,14 @@ impl Entries for InPlace {
         if self.len > 0 {
             self.head = self.slot(1) as u8;
             self.len -= 1;
+            // Only when every entry was a block entry does one of them leave.
+            self.blocks = self.blocks.min(self.len);
         }
     }
 
     #[inline]
     fn push(&mut self, stamp: Nanos, n: u64) -> bool {
+        debug_assert_eq!(self.blocks, 0);
         if self.len > 0 {
             let last = self.slot(self.len() - 1);
             if self.buf[last].0 == stamp {
@@ -158,6 +192,11 @@ impl Entries for Heap {
     }
 
     #[inline]
+    fn blocks(&self) -> usize {
+        self.blocks
+    }
+
+    #[inline]
     fn get(&self, i: usize) -> Entry {
         self.entries[i]
     }
@@ -175,10 +214,12 @@ impl Entries for Heap {
     #[inline]
     fn pop_front(&mut self) {
         self.entries.pop_front();
+        self.blocks = self.blocks.min(self.entries.len());
     }
 
     #[inline]
     fn push(&mut self, stamp: Nanos, n: u64) -> bool {
+        debug_assert_eq!(self.blocks, 0);
         match self.entries.back_mut() {
             Some((s, c)) if *s == stamp => *c += n,
             _ => self.entries.push_back((stamp, n)),
@@ -207,6 +248,13 @@ impl Entries for Ring {
         match self {
             Ring::InPlace(r) => r.len(),
             Ring::Heap(r) => r.len(),
+        }
+    }
+
+    fn blocks(&self) -> usize {
+        match self {
+            Ring::InPlace(r) => r.blocks(),
+            Ring::Heap(r) => r.blocks(),
         }
     }
 
@@ -264,17 +312,23 @@ impl Ring {
         }
     }
 
+    /// Drops the newest entry (a block entry if any is newest: one fewer).
     pub(crate) fn pop_back(&mut self) -> Option<Entry> {
         match self {
             Ring::InPlace(r) if r.len > 0 => {
                 r.len -= 1;
+                r.blocks = r.blocks.saturating_sub(1);
                 Some(r.get(r.len()))
             }
             Ring::InPlace(_) => None,
-            Ring::Heap(r) => r.entries.pop_back(),
+            Ring::Heap(r) => {
+                r.blocks = r.blocks.saturating_sub(1);
+                r.entries.pop_back()
+            }
         }
     }
 
+    /// Adds `e` as the oldest entry (not counted as a block entry).
     pub(crate) fn push_front(&mut self, e: Entry) {
         match self {
             Ring::InPlace(r) if r.len() < INLINE => {
@@ -286,6 +340,75 @@ impl Ring {
         }
     }
 
+    /// Adds a block's entry `e` as the oldest: a block entry among the newest ones iff every
+    /// entry is one (no grant is stamped after it).
+    pub(crate) fn push_block_front(&mut self, e: Entry) {
+        let all = self.blocks() == self.len();
+        self.push_front(e);
+        if all {
+            self.set_blocks(self.blocks() + 1);
+        }
+    }
+
+    /// Adds `n` permits stamped `stamp`, a grant's or a penalty's (not before
+    /// [`newest_grant`](Entries::newest_grant)), in stamp order among the block entries: onto
+    /// an entry of that stamp if there is one, else as a new entry; the block entries stamped
+    /// after it stay the newest ones. With no block entry it is [`push`](Entries::push).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn insert(&mut self, stamp: Nanos, n: u64) {
+        let (len, blocks) = (self.len(), self.blocks());
+        let mut i = len - blocks;
+        while i < len && self.get(i).0 < stamp {
+            i += 1;
+        }
+        if i < len && self.get(i).0 == stamp {
+            self.get_mut(i).1 += n;
+            self.set_blocks(len - i - 1);
+        } else if i > 0 && self.get(i - 1).0 == stamp {
+            self.get_mut(i - 1).1 += n;
+            self.set_blocks(len - i);
+        } else {
+            self.insert_at(i, (stamp, n));
+            self.set_blocks(len - i);
+        }
+    }
+
+    fn set_blocks(&mut self, blocks: usize) {
+        match self {
+            // At most `INLINE` in place.
+            Ring::InPlace(r) => r.blocks = blocks as u8,
+            Ring::Heap(r) => r.blocks = blocks,
+        }
+    }
+
+    /// The `i`-th entry from the oldest (`i < len`), to change in place.
+    fn get_mut(&mut self, i: usize) -> &mut Entry {
+        match self {
+            Ring::InPlace(r) => {
+                let at = r.slot(i);
+                &mut r.buf[at]
+            }
+            Ring::Heap(r) => &mut r.entries[i],
+        }
+    }
+
+    /// Puts `e` at index `i` (`i <= len`), the entries from `i` on moving one place newer.
+    fn insert_at(&mut self, i: usize, e: Entry) {
+        match self {
+            Ring::InPlace(r) if r.len() < INLINE => {
+                for j in (i..r.len()).rev() {
+                    let (to, from) = (r.slot(j + 1), r.slot(j));
+                    r.buf[to] = r.buf[from];
+                }
+                let at = r.slot(i);
+                r.buf[at] = e;
+                r.len += 1;
+            }
+            _ => self.heap().entries.insert(i, e),
+        }
+    }
+
     /// The heap form, the in-place entries moved onto it first (with room for as many again).
     #[cold]
     #[inline(never)]
@@ -293,8 +416,12 @@ impl Ring {
         if let Ring::InPlace(r) = self {
             let mut entries = VecDeque::with_capacity(2 * INLINE);
             entries.extend((0..r.len()).map(|i| r.get(i)));
-            let gen = r.gen;
-            *self = Ring::Heap(Heap { entries, gen });
+            let (gen, blocks) = (r.gen, r.blocks());
+            *self = Ring::Heap(Heap {
+                entries,
+                gen,
+                blocks,
+            });
         }
         match self {
             Ring::Heap(r) => r,
@@ -323,6 +450,8 @@ impl Ring {
         if r.entries.len() <= BACK_IN_PLACE {
             let mut back = InPlace {
                 gen: r.gen,
+                // At most `BACK_IN_PLACE`: the entries' count bounds it.
+                blocks: r.blocks as u8,
                 ..InPlace::default()
             };
             for (i, e) in r.entries.iter().enumerate() {
@@ -351,9 +480,10 @@ impl Ring {
         matches!(self, Ring::Heap(_))
     }
 
-    /// Appends a new newest entry (tests: the ring against a plain deque).
+    /// Appends a new newest entry, not a block entry (tests: the ring against a plain deque).
     #[cfg(test)]
     pub(crate) fn push_back(&mut self, e: Entry) {
+        self.set_blocks(0);
         match self {
             Ring::InPlace(r) if r.len() < INLINE => {
                 let at = r.slot(r.len());

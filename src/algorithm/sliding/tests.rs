@@ -108,6 +108,63 @@ fn a_later_newest_stamp_is_decided_at() {
 }
 
 #[test]
+fn a_grant_goes_before_a_block_entry_stamped_later() {
+    // L = 2, W = 1000: a block until 8000 at 5000 is an entry of 2 stamped 7000; a reward
+    // leaves 1 in it. A grant at 5000 is stamped 5000 (not 7000) and counts until 6000.
+    let p = params(SlidingLog, 2, 1000);
+    let mut log = Log::default();
+    adjust(&mut log, 5000, Adjust::Block { until: 8000 }, &p);
+    adjust(&mut log, 5000, Adjust::Reward(1), &p);
+    assert_eq!(log.entries(), [(7000, 1)]);
+    assert_eq!(
+        fields(&decide(&mut log, 5000, 1, &p)),
+        (Kind::Allow, 0, 3000)
+    );
+    assert_eq!(log.entries(), [(5000, 1), (7000, 1)]);
+    assert_eq!(log.cold_at(&p), 8000);
+    // A decision that read the clock before the grant's stamp is still made at that stamp.
+    assert_eq!(
+        decide(&mut log, 4990, 1, &p).kind,
+        Kind::Deny { retry_after: 1010 }
+    );
+    // At 6500 the grant has left; the block's entry has not.
+    assert_eq!(
+        fields(&decide(&mut log, 6500, 1, &p)),
+        (Kind::Allow, 0, 1500)
+    );
+    assert_eq!(log.entries(), [(6500, 1), (7000, 1)]);
+    // A reward takes the newest permits: the block's.
+    adjust(&mut log, 6500, Adjust::Reward(1), &p);
+    assert_eq!(log.entries(), [(6500, 1)]);
+    assert_eq!(log.cold_at(&p), 7500);
+    // A penalty is stamped as a grant: before a block's entry stamped later.
+    adjust(&mut log, 6500, Adjust::Block { until: 9000 }, &p);
+    assert_eq!(log.entries(), [(8000, 2)]);
+    adjust(&mut log, 6500, Adjust::Reward(2), &p);
+    assert!(log.is_empty());
+    adjust(&mut log, 6600, Adjust::Block { until: 9000 }, &p);
+    adjust(&mut log, 6600, Adjust::Reward(1), &p);
+    adjust(&mut log, 6600, Adjust::Penalize(1), &p);
+    assert_eq!(log.entries(), [(6600, 1), (8000, 1)]);
+}
+
+#[test]
+fn a_sub_window_grant_goes_before_a_block_entry_off_the_grid() {
+    // W = 100 in sub-windows of 25, L = 2: a block until 105 at 10 is stamped 5, inside the
+    // sub-window [0, 25); a grant at 20 is stamped 0, the sub-window's start, before it.
+    let p = params(SlidingWindow::new(4), 2, 100);
+    let mut log = Log::default();
+    adjust(&mut log, 10, Adjust::Block { until: 105 }, &p);
+    adjust(&mut log, 10, Adjust::Reward(1), &p);
+    assert_eq!(fields(&decide(&mut log, 20, 1, &p)), (Kind::Allow, 0, 85));
+    assert_eq!(log.entries(), [(0, 1), (5, 1)]);
+    // At 100 the grant's sub-window has left; the block's entry counts until 105.
+    assert_eq!(fields(&decide(&mut log, 100, 0, &p)), (Kind::Peek, 1, 5));
+    assert_eq!(fields(&decide(&mut log, 100, 1, &p)), (Kind::Allow, 0, 100));
+    assert_eq!(log.entries(), [(5, 1), (100, 1)]);
+}
+
+#[test]
 fn stamps_stay_ordered_across_a_change_of_grid() {
     // Sub-windows of 50 logged, then sub-windows of 100 (set_quota to W = 200).
     let p = params(SlidingWindow::new(2), 10, 100);
@@ -262,6 +319,7 @@ fn per_call_quotas_are_the_limit_or_refused() {
 enum Step {
     PushBack(u64),
     PushFront(u64),
+    PushBlockFront(u64),
     PopFront,
     PopBack,
     Push(u64, u64),
@@ -275,6 +333,8 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
     prop_oneof![
         3 => any::<u64>().prop_map(Step::PushBack),
         1 => any::<u64>().prop_map(Step::PushFront),
+        // Stamps from the few the pushes use and above: block entries before and after them.
+        2 => (0..8u64).prop_map(Step::PushBlockFront),
         2 => Just(Step::PopFront),
         1 => Just(Step::PopBack),
         1 => (0..100u64).prop_map(Step::AddToBack),
@@ -287,41 +347,80 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
 
 proptest::proptest! {
     /// The ring (in place up to four, on the heap beyond, back in place at two) holds exactly
-    /// what a plain `VecDeque` does, in order, through every move between the two forms.
+    /// what a plain `VecDeque` does, in order, through every move between the two forms, and
+    /// counts the block entries among the newest as a model that marks each entry does.
     #[test]
     fn the_ring_is_a_deque(steps in proptest::collection::vec(step(), 0..200)) {
         use std::collections::VecDeque;
         let mut ring = ring::Ring::default();
-        let mut model: VecDeque<(Nanos, u64)> = VecDeque::new();
+        // Each entry with whether it is a block entry that no grant has been recorded after.
+        let mut model: VecDeque<((Nanos, u64), bool)> = VecDeque::new();
+        let blocks = |m: &VecDeque<((Nanos, u64), bool)>| {
+            m.iter().rev().take_while(|(_, b)| *b).count()
+        };
         let mut gen = false;
         for (i, s) in steps.into_iter().enumerate() {
             match s {
                 Step::PushBack(v) => {
                     ring.push_back((v, i as u64));
-                    model.push_back((v, i as u64));
+                    model.iter_mut().for_each(|(_, b)| *b = false);
+                    model.push_back(((v, i as u64), false));
                 }
                 Step::PushFront(v) => {
                     ring.push_front((v, i as u64));
-                    model.push_front((v, i as u64));
+                    model.push_front(((v, i as u64), false));
+                }
+                Step::PushBlockFront(v) => {
+                    ring.push_block_front((v, i as u64));
+                    let all = blocks(&model) == model.len();
+                    model.push_front(((v, i as u64), all));
                 }
                 Step::PopFront => {
                     ring.pop_front();
                     model.pop_front();
                 }
-                Step::PopBack => proptest::prop_assert_eq!(ring.pop_back(), model.pop_back()),
-                Step::Push(stamp, n) => {
+                Step::PopBack => {
+                    proptest::prop_assert_eq!(ring.pop_back(), model.pop_back().map(|(e, _)| e));
+                }
+                Step::Push(stamp, n) if blocks(&model) == 0 => {
                     // The rule's push: onto the newest entry if it has the stamp.
                     proptest::prop_assert!(ring.push(stamp, n));
                     match model.back_mut() {
-                        Some((s, c)) if *s == stamp => *c += n,
-                        _ => model.push_back((stamp, n)),
+                        Some(((s, c), _)) if *s == stamp => *c += n,
+                        _ => model.push_back(((stamp, n), false)),
                     }
+                }
+                Step::Push(stamp, n) => {
+                    // A grant before block entries: in stamp order among them (not before the
+                    // newest grant), onto an entry of its stamp if any; the entries up to it
+                    // are no longer block entries among the newest.
+                    let start = model.len() - blocks(&model);
+                    let stamp = match start {
+                        0 => stamp,
+                        _ => stamp.max(model[start - 1].0 .0),
+                    };
+                    ring.insert(stamp, n);
+                    let mut at = start;
+                    while at < model.len() && model[at].0 .0 < stamp {
+                        at += 1;
+                    }
+                    let upto = if at < model.len() && model[at].0 .0 == stamp {
+                        model[at].0 .1 += n;
+                        at + 1
+                    } else if at > 0 && model[at - 1].0 .0 == stamp {
+                        model[at - 1].0 .1 += n;
+                        at
+                    } else {
+                        model.insert(at, ((stamp, n), false));
+                        at + 1
+                    };
+                    model.iter_mut().take(upto).for_each(|(_, b)| *b = false);
                 }
                 Step::AddToBack(n) => {
                     if let Some((_, c)) = ring.back_mut() {
                         *c += n;
                     }
-                    if let Some((_, c)) = model.back_mut() {
+                    if let Some(((_, c), _)) = model.back_mut() {
                         *c += n;
                     }
                 }
@@ -333,10 +432,12 @@ proptest::proptest! {
             }
             proptest::prop_assert_eq!(ring.len(), model.len());
             proptest::prop_assert_eq!(ring.is_empty(), model.is_empty());
-            proptest::prop_assert_eq!(ring.front(), model.front().copied());
-            proptest::prop_assert_eq!(ring.back(), model.back().copied());
+            proptest::prop_assert_eq!(ring.front(), model.front().map(|(e, _)| *e));
+            proptest::prop_assert_eq!(ring.back(), model.back().map(|(e, _)| *e));
             let held: Vec<_> = (0..ring.len()).map(|i| ring.get(i)).collect();
-            proptest::prop_assert_eq!(held, Vec::from(model.clone()));
+            let want: Vec<_> = model.iter().map(|(e, _)| *e).collect();
+            proptest::prop_assert_eq!(held, want);
+            proptest::prop_assert_eq!(ring.blocks(), blocks(&model));
             proptest::prop_assert_eq!(ring.gen(), gen);
             proptest::prop_assert!(ring.on_heap() || ring.len() <= INLINE);
         }
