@@ -575,3 +575,78 @@ fn a_grant_after_a_rewarded_long_block_is_stamped_now() {
     check(SlidingLog);
     check(SlidingWindow::new(2));
 }
+
+/// The weighted window's block ending in a later window leaves the key's counts in that
+/// window, ahead of the clock. A reward lowers its count, and until the clock reaches it every
+/// decision is made as at its start (`e = 0`: the window before it weighs fully); grants and
+/// penalties count in it.
+#[test]
+fn weighted_window_decides_a_rewarded_blocks_window_as_at_its_start() {
+    let (l, clock) = direct(q(10, S), WeightedWindow);
+    clock.advance(300 * MS); // 1000.3 s, window 1000
+    assert_eq!(l.penalize(3).remaining, 7);
+    // Until 1001.3 s: window 1001 full, with window 1000's 3 as its previous count.
+    assert!(!l.block(S).allowed);
+    // 8 from window 1001's 10: 2 left, and the 3 before it weigh fully, as at 1001.0 s.
+    assert_eq!(l.reward(8).remaining, 5);
+    assert_eq!(l.penalize(1).remaining, 4); // counted in window 1001 too
+    assert!(l.try_acquire_n(4).is_ok());
+    // Window 1001 counts 7, window 1000 3: the next permit fits once 3 (W - e) + 8 W <= 10 W,
+    // e = W - floor(2 W / 3) into window 1001.
+    let d = l.check();
+    assert_eq!(d.retry_after, Some(Duration::from_nanos(1_033_333_334)));
+    assert_eq!(d.reset_after, Duration::from_millis(2700)); // window 1001's count weighs until 1003 s
+    clock.advance(Duration::from_nanos(1_033_333_334));
+    assert!(l.try_acquire());
+    assert!(!l.try_acquire());
+}
+
+/// A reward that empties the block's later window (both its counts) makes the key a fresh
+/// one: decided in the clock's window, and evictable at once.
+#[test]
+fn weighted_window_a_block_window_emptied_by_a_reward_is_a_fresh_key() {
+    let (l, clock) = direct(q(10, S), WeightedWindow);
+    let (fresh, fresh_clock) = direct(q(10, S), WeightedWindow);
+    clock.advance(300 * MS);
+    fresh_clock.advance(300 * MS);
+    assert!(!l.block(2 * S).allowed); // window 1002 full
+    assert_eq!(l.reward(10).remaining, 10);
+    for step in 0..12u64 {
+        let n = step % 4 * 3;
+        assert_eq!(l.check_n(n), fresh.check_n(n), "step {step}");
+        clock.advance(300 * MS);
+        fresh_clock.advance(300 * MS);
+    }
+    // Keyed: the emptied key carries nothing, so a sweep evicts it; one count left keeps it.
+    let (k, clock) = keyed(q(10, S), WeightedWindow);
+    clock.advance(300 * MS);
+    assert!(k.block(&1, 2 * S).is_ok());
+    assert!(k.block(&2, 2 * S).is_ok());
+    assert_eq!(k.reward(&1, 10).remaining, 10);
+    assert_eq!(k.reward(&2, 9).remaining, 9); // 1 left in window 1002
+    assert_eq!(k.sweep_now(), 1);
+    assert!(!k.contains_key(&1) && k.contains_key(&2));
+    clock.advance(2700 * MS - Duration::from_nanos(1)); // window 1002's count weighs until 1004 s
+    clock.advance(S);
+    assert_eq!(k.sweep_now(), 0);
+    clock.advance_nanos(1);
+    assert_eq!(k.sweep_now(), 1);
+}
+
+/// A block shorter than the key's later window (after a reward lowered it) counts that window
+/// full: it lasts to that window's end, then decays as after any full window.
+#[test]
+fn weighted_window_a_shorter_block_lasts_to_the_later_windows_end() {
+    let (l, clock) = direct(q(10, S), WeightedWindow);
+    clock.advance(300 * MS); // 1000.3 s
+    assert!(!l.block(2 * S).allowed); // until 1002.3 s: window 1002 full
+    assert_eq!(l.reward(4).remaining, 4);
+    // Until 1000.4 s asked; window 1002 is counted full again: refused until 1003 s, and one
+    // permit fits W - floor(9 W / 10) = 100 ms into window 1003.
+    let d = l.block(100 * MS);
+    assert_eq!(d.retry_after, Some(2800 * MS));
+    clock.advance(2800 * MS - Duration::from_nanos(1));
+    assert!(!l.try_acquire());
+    clock.advance_nanos(1);
+    assert!(l.try_acquire());
+}
