@@ -387,22 +387,19 @@ impl<A: Algorithm> Engine<A> {
         let (booking, now, tracked) = match placed {
             Placed::Tracked((b, now)) => (b?, now, true),
             Placed::Untracked((b, now)) => (b?, now, false),
-            Placed::Full(wait) => {
-                let Some(deadline) = deadline else {
-                    // No deadline: wait the cap's suggested time and decide again.
-                    return Ok(Next::Sleep {
-                        wait,
-                        then: Then::Retry,
-                    });
-                };
+            Placed::Full(_) => {
                 // The earliest grant: when a slot can free (judged from the keys as they are;
                 // later decisions only delay it), then the new key's own wait from a fresh
-                // cell at that time. Past the deadline, nothing could be granted in time:
-                // refuse now rather than sleep and then fail.
+                // cell at that time. What a fresh key refuses (a window's count above its
+                // limit, a wait past the limiter's time) is refused now, as it is below the
+                // cap, and so is a grant past the deadline: never a sleep and then a failure.
+                // Otherwise sleep until that slot can free, however far (not the cap's
+                // suggested wait, which is capped at the quota's period: a waiter behind a
+                // long block would wake once a period), and decide again.
                 let now = self.clock.now();
                 let free_at = slot.slot_free_at(now);
                 let grant = self.fresh_ready_at(free_at, n, &src)?;
-                if grant > deadline {
+                if deadline.is_some_and(|deadline| grant > deadline) {
                     return Err(full_error(grant.saturating_sub(now)));
                 }
                 return Ok(Next::Sleep {

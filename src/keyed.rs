@@ -369,8 +369,10 @@ where
 
     /// Takes `n` permits for `key`, blocking until they are available; returns the time
     /// waited (`n = 0`: `Ok(Duration::ZERO)` at once). With GCRA, `n` above the burst waits
-    /// `(n - burst) * T` from a full bucket. At a full key cap with [`WhenFull::Deny`] it
-    /// waits for the cap's suggested time and tries again.
+    /// `(n - burst) * T` from a full bucket. At a full key cap with [`WhenFull::Deny`] a new
+    /// key waits until the earliest tracked key turns cold (one sleep, judged from the keys as
+    /// they are) and tries again; what a fresh key would refuse is refused at once, before any
+    /// sleep (the guide's [Per-key limits](crate::guide::keyed), "Key cap").
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] if the wait does not fit in the limiter's time;
@@ -796,8 +798,9 @@ where
 
     /// Takes `n` permits for `key`, waiting asynchronously on tokio's timer; returns the time
     /// waited. With GCRA slots are booked at the first poll, so waiters are granted in that
-    /// order, each woken once. At a full key cap with [`WhenFull::Deny`] it waits the cap's
-    /// suggested time and tries again.
+    /// order, each woken once. At a full key cap with [`WhenFull::Deny`] a new key waits as
+    /// [`acquire_n`](KeyedRateLimiter::acquire_n) does: until the earliest tracked key turns
+    /// cold (one wake-up), refusing at once what a fresh key would refuse.
     ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future before it completes cancels its booking, in any

@@ -762,6 +762,145 @@ async fn an_async_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_
     assert_eq!(start.elapsed(), 300 * MS);
 }
 
+/// A keyed limiter of `alg` on a manual clock, at most `cap` keys (`WhenFull::Deny`), or
+/// uncapped.
+fn capped<A: tollgate::Algorithm>(
+    alg: A,
+    q: Quota,
+    cap: Option<usize>,
+) -> (ManualClock, KeyedRateLimiter<u64, A>) {
+    let clock = ManualClock::new();
+    let b = KeyedRateLimiter::<u64>::builder(q)
+        .clock(clock.clone())
+        .when_full(WhenFull::Deny);
+    let b = match cap {
+        Some(cap) => b.max_keys(std::num::NonZeroUsize::new(cap).unwrap()),
+        None => b,
+    };
+    (clock, b.algorithm(alg).unwrap().build())
+}
+
+/// At a full key cap (`WhenFull::Deny`) a waiting acquire of a new key answers, at once,
+/// what it answers when the cap is not full: a window algorithm refuses a count above its
+/// limit (`ExceedsBurst`), a wait past the limiter's time is `Unrepresentable`; it never
+/// sleeps for a slot first. GCRA serves a count above its burst by waiting, so there it waits
+/// for the slot and then its own `(n - burst) * T`.
+#[test]
+fn a_waiting_acquire_at_the_cap_refuses_at_once_what_a_fresh_key_would() {
+    fn check<A: tollgate::Algorithm + Copy>(alg: A, n: u64) {
+        let q = Quota::new(2, Duration::from_secs(1)).unwrap();
+        // What the same acquire of a new key meets without the cap.
+        let (_, free) = capped(alg, q, None);
+        let want = free.acquire_n(&2, n);
+        assert!(want.is_err(), "{alg:?} {n}: {want:?}");
+        let (clock, l) = capped(alg, q, Some(1));
+        assert!(l.try_acquire(&1));
+        assert_eq!(l.acquire_n(&2, n), want, "{alg:?} {n}");
+        assert_eq!(l.try_acquire_n_for(&2, n, 100 * S), want, "{alg:?} {n}");
+        assert!(
+            clock.sleeps().is_empty(),
+            "{alg:?} {n}: {:?}",
+            clock.sleeps()
+        );
+        assert!(!l.contains_key(&2));
+    }
+    const S: Duration = Duration::from_secs(1);
+    for n in [3, u64::MAX] {
+        check(tollgate::FixedWindow::new(), n);
+        check(tollgate::SlidingWindow::new(2), n);
+        check(tollgate::SlidingLog, n);
+        check(tollgate::WeightedWindow, n);
+    }
+    // GCRA: a wait of u64::MAX * T does not fit the limiter's time.
+    check(tollgate::Gcra, u64::MAX);
+    // GCRA books a count above the burst: T = 500 ms, key 1 is cold at 500 ms; then 3
+    // permits from a full bucket of 2 wait one T more.
+    let q = Quota::new(2, S).unwrap();
+    let (clock, l) = capped(tollgate::Gcra, q, Some(1));
+    assert!(l.try_acquire(&1));
+    assert_eq!(l.acquire_n(&2, 3), Ok(S));
+    assert_eq!(clock.sleeps(), [500 * MS, 500 * MS]);
+    // A count whose wait fits the limiter's time from now but not from when a slot frees
+    // (60 s, behind a block): no grant can ever come, so it is refused before any sleep.
+    let n = tollgate::MAX_NANOS / 1_000_000_000 - 29; // (n - 1) s from a full bucket of 1
+    let (clock, free) = capped(tollgate::Gcra, Quota::per_second(1).unwrap(), None);
+    assert!(free.acquire_n(&2, n).is_ok());
+    assert_eq!(clock.sleeps(), [Duration::from_secs(n - 1)]);
+    let (clock, l) = capped(tollgate::Gcra, Quota::per_second(1).unwrap(), Some(1));
+    assert!(l.block(&1, 60 * S).is_ok());
+    assert_eq!(
+        l.acquire_n(&2, n),
+        Err(AcquireError::Unrepresentable { requested: n })
+    );
+    assert!(clock.sleeps().is_empty(), "{:?}", clock.sleeps().len());
+}
+
+/// An untimed wait at a full key cap sleeps until the earliest tracked key turns cold, once,
+/// however far that is (it polled once per quota period: sixty wake-ups behind a one-minute
+/// block at 1/s).
+#[test]
+fn an_untimed_wait_at_the_cap_sleeps_until_the_earliest_slot_frees() {
+    fn check<A: tollgate::Algorithm + Copy>(alg: A, cold: Duration) {
+        let (clock, l) = capped(alg, Quota::per_second(1).unwrap(), Some(2));
+        assert!(l.block(&1, 60 * S).is_ok());
+        assert!(l.block(&2, 90 * S).is_ok());
+        assert_eq!(l.acquire(&3), Ok(cold), "{alg:?}");
+        assert_eq!(clock.sleeps(), [cold], "{alg:?}");
+        assert!(l.contains_key(&3) && !l.contains_key(&1) && l.contains_key(&2));
+    }
+    const S: Duration = Duration::from_secs(1);
+    check(tollgate::Gcra, 60 * S);
+    check(tollgate::FixedWindow::new(), 60 * S);
+    check(tollgate::SlidingWindow::new(2), 60 * S);
+    check(tollgate::SlidingLog, 60 * S);
+    // The block's window (59 s) weighs in the next one too.
+    check(tollgate::WeightedWindow, 61 * S);
+}
+
+/// The async waits at a full key cap, on tokio's paused time: a count a fresh key would refuse
+/// is refused without advancing time, and an untimed wait behind a long block wakes once.
+#[cfg(feature = "tokio")]
+#[tokio::test(start_paused = true)]
+async fn async_waits_at_the_cap_refuse_at_once_and_wake_once_for_a_slot() {
+    use std::future::Future;
+    use std::pin::pin;
+
+    /// Polls `f` to completion, counting its polls (each after the first is a wake-up).
+    async fn polls<F: Future>(f: F) -> (F::Output, usize) {
+        let mut f = pin!(f);
+        let mut n = 0;
+        let out = std::future::poll_fn(|cx| {
+            n += 1;
+            f.as_mut().poll(cx)
+        })
+        .await;
+        (out, n)
+    }
+
+    const S: Duration = Duration::from_secs(1);
+    let l = KeyedRateLimiter::<u64>::builder(Quota::per_second(2).unwrap())
+        .clock(TokioClock::new())
+        .max_keys(std::num::NonZeroUsize::MIN)
+        .when_full(WhenFull::Deny)
+        .algorithm(tollgate::SlidingLog)
+        .unwrap()
+        .build();
+    let start = tokio::time::Instant::now();
+    assert!(l.block(&1, 60 * S).is_ok());
+    let exceeds = Err(AcquireError::ExceedsBurst {
+        requested: 3,
+        burst: 2,
+    });
+    assert_eq!(l.acquire_n_async(&2, 3).await, exceeds);
+    assert_eq!(l.try_acquire_n_for_async(&2, 3, 100 * S).await, exceeds);
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    let (got, polled) = polls(l.acquire_async(&2)).await;
+    assert_eq!(got, Ok(60 * S));
+    assert_eq!(start.elapsed(), 60 * S);
+    assert_eq!(polled, 2, "one wake-up");
+    assert!(l.contains_key(&2) && !l.contains_key(&1));
+}
+
 /// The key cap against a plain model of its rule (`docs/guide/keyed.md`, "Key cap"), on GCRA with
 /// random T, burst, cap and policy, over random schedules of peek + check, timed and untimed
 /// waits and advances on a few keys:

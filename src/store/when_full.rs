@@ -28,8 +28,10 @@ pub enum WhenFull {
     /// cold, earlier if it got busier since). A peek of the new key reports the same.
     /// `try_acquire_n` returns
     /// [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
-    /// blocking and async `acquire` wait for a slot and try again; the timed waits return
-    /// `RateLimited` at once when a slot plus the key's own wait would end past the timeout.
+    /// blocking and async `acquire` sleep until the earliest tracked key turns cold (once,
+    /// judged from the keys as they are) and try again, refusing at once what a fresh key
+    /// would refuse; the timed waits return `RateLimited` at once when a slot plus the key's
+    /// own wait would end past the timeout.
     /// The safe default: the cap is never a way around the limit.
     #[default]
     Deny,
