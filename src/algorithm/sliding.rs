@@ -123,7 +123,7 @@ impl Log {
     /// Records `n` permits of a grant or a penalty stamped `stamp` (not before the newest
     /// grant's): at the back, or in stamp order before the block entries stamped later.
     fn record(&mut self, stamp: Nanos, n: u64) {
-        if self.entries.blocks() == 0 {
+        if self.entries.no_blocks() {
             self.on(|mut e| {
                 e.push(stamp, n);
             });
@@ -286,7 +286,7 @@ fn decide_on<E: Entries>(
         };
         let stamp = newest.map_or(slot, |s| slot.max(s));
         v.remaining = p.limit - (*log.total + n);
-        if log.entries.blocks() == 0 {
+        if log.entries.no_blocks() {
             // The stamp is the newest: the log is empty from `stamp + W`.
             v.reset_after = stamp.saturating_add(p.window).saturating_sub(now);
             let full = (!log.push(stamp, n)).then_some((stamp, n));

@@ -14,7 +14,9 @@
 //! a grant is still stamped `now` (its sub-window's start) and so goes before such an entry.
 //! The ring counts how many of its newest entries are blocks' entries stamped after every
 //! grant (`blocks`): a grant is recorded at the back when there is none (the hot path, as
-//! before), else in stamp order among them ([`Ring::insert`]). Entries stay in stamp order
+//! before), else in stamp order among them ([`Ring::insert`]). Departures from the front leave
+//! the count as it was (the hot path pays nothing for it), so it is read as at most the
+//! number of entries; it is 0 only when there is no block entry. Entries stay in stamp order
 //! either way, which pruning from the front, a reward from the back and the cold time (the
 //! newest stamp) rely on.
 
@@ -45,8 +47,8 @@ pub(crate) enum Ring {
     Heap(Heap),
 }
 
-/// `len` entries from `buf[head]`, wrapping; the newest `blocks` of them are block entries
-/// (module docs).
+/// `len` entries from `buf[head]`, wrapping; the newest `min(blocks, len)` of them are block
+/// entries (module docs).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct InPlace {
     buf: [Entry; INLINE],
@@ -77,15 +79,18 @@ pub(crate) trait Entries {
     fn len(&self) -> usize;
     /// How many of the newest entries are block entries stamped after every grant.
     fn blocks(&self) -> usize;
+    /// Whether there is no block entry: one load, for the hot path (`false` may be stale once
+    /// block entries left from the front; [`blocks`](Self::blocks) is exact).
+    fn no_blocks(&self) -> bool;
     /// The `i`-th entry from the oldest (`i < len`).
     fn get(&self, i: usize) -> Entry;
     fn front(&self) -> Option<Entry>;
     fn back(&self) -> Option<Entry>;
     /// Drops the oldest entry, if any.
     fn pop_front(&mut self);
-    /// Adds `n` permits stamped `stamp` (not before the newest; only when no block entry is
-    /// newest, [`blocks`](Self::blocks) `== 0`): to the newest entry if it has that stamp,
-    /// else as a new one. False, changing nothing, if that needs room the form does not have.
+    /// Adds `n` permits stamped `stamp` (not before the newest; only when
+    /// [`no_blocks`](Self::no_blocks)): to the newest entry if it has that stamp, else as a
+    /// new one. False, changing nothing, if that needs room the form does not have.
     fn push(&mut self, stamp: Nanos, n: u64) -> bool;
 
     /// The newest stamp but the block entries' among the newest (the newest grant's, a
@@ -93,10 +98,10 @@ pub(crate) trait Entries {
     /// there is no block entry.
     #[inline]
     fn newest_grant(&self) -> Option<Nanos> {
-        let (len, blocks) = (self.len(), self.blocks());
-        if blocks == 0 {
+        if self.no_blocks() {
             return self.back().map(|(s, _)| s);
         }
+        let (len, blocks) = (self.len(), self.blocks());
         (len > blocks).then(|| self.get(len - blocks - 1).0)
     }
 }
@@ -127,7 +132,12 @@ impl Entries for InPlace {
 
     #[inline]
     fn blocks(&self) -> usize {
-        usize::from(self.blocks)
+        usize::from(self.blocks.min(self.len))
+    }
+
+    #[inline]
+    fn no_blocks(&self) -> bool {
+        self.blocks == 0
     }
 
     #[inline]
@@ -150,14 +160,12 @@ impl Entries for InPlace {
         if self.len > 0 {
             self.head = self.slot(1) as u8;
             self.len -= 1;
-            // Only when every entry was a block entry does one of them leave.
-            self.blocks = self.blocks.min(self.len);
         }
     }
 
     #[inline]
     fn push(&mut self, stamp: Nanos, n: u64) -> bool {
-        debug_assert_eq!(self.blocks, 0);
+        debug_assert!(self.no_blocks());
         if self.len > 0 {
             let last = self.slot(self.len() - 1);
             if self.buf[last].0 == stamp {
@@ -193,7 +201,12 @@ impl Entries for Heap {
 
     #[inline]
     fn blocks(&self) -> usize {
-        self.blocks
+        self.blocks.min(self.entries.len())
+    }
+
+    #[inline]
+    fn no_blocks(&self) -> bool {
+        self.blocks == 0
     }
 
     #[inline]
@@ -214,12 +227,11 @@ impl Entries for Heap {
     #[inline]
     fn pop_front(&mut self) {
         self.entries.pop_front();
-        self.blocks = self.blocks.min(self.entries.len());
     }
 
     #[inline]
     fn push(&mut self, stamp: Nanos, n: u64) -> bool {
-        debug_assert_eq!(self.blocks, 0);
+        debug_assert!(self.no_blocks());
         match self.entries.back_mut() {
             Some((s, c)) if *s == stamp => *c += n,
             _ => self.entries.push_back((stamp, n)),
@@ -255,6 +267,13 @@ impl Entries for Ring {
         match self {
             Ring::InPlace(r) => r.blocks(),
             Ring::Heap(r) => r.blocks(),
+        }
+    }
+
+    fn no_blocks(&self) -> bool {
+        match self {
+            Ring::InPlace(r) => r.no_blocks(),
+            Ring::Heap(r) => r.no_blocks(),
         }
     }
 
@@ -314,22 +333,21 @@ impl Ring {
 
     /// Drops the newest entry (a block entry if any is newest: one fewer).
     pub(crate) fn pop_back(&mut self) -> Option<Entry> {
+        self.set_blocks(self.blocks().saturating_sub(1));
         match self {
             Ring::InPlace(r) if r.len > 0 => {
                 r.len -= 1;
-                r.blocks = r.blocks.saturating_sub(1);
                 Some(r.get(r.len()))
             }
             Ring::InPlace(_) => None,
-            Ring::Heap(r) => {
-                r.blocks = r.blocks.saturating_sub(1);
-                r.entries.pop_back()
-            }
+            Ring::Heap(r) => r.entries.pop_back(),
         }
     }
 
     /// Adds `e` as the oldest entry (not counted as a block entry).
     pub(crate) fn push_front(&mut self, e: Entry) {
+        // Exact first: a count left high by departures would take `e` in.
+        self.set_blocks(self.blocks());
         match self {
             Ring::InPlace(r) if r.len() < INLINE => {
                 r.head = r.slot(INLINE - 1) as u8;
@@ -451,7 +469,7 @@ impl Ring {
             let mut back = InPlace {
                 gen: r.gen,
                 // At most `BACK_IN_PLACE`: the entries' count bounds it.
-                blocks: r.blocks as u8,
+                blocks: r.blocks() as u8,
                 ..InPlace::default()
             };
             for (i, e) in r.entries.iter().enumerate() {

@@ -382,7 +382,7 @@ proptest::proptest! {
                 Step::PopBack => {
                     proptest::prop_assert_eq!(ring.pop_back(), model.pop_back().map(|(e, _)| e));
                 }
-                Step::Push(stamp, n) if blocks(&model) == 0 => {
+                Step::Push(stamp, n) if ring.no_blocks() => {
                     // The rule's push: onto the newest entry if it has the stamp.
                     proptest::prop_assert!(ring.push(stamp, n));
                     match model.back_mut() {
@@ -391,9 +391,9 @@ proptest::proptest! {
                     }
                 }
                 Step::Push(stamp, n) => {
-                    // A grant before block entries: in stamp order among them (not before the
-                    // newest grant), onto an entry of its stamp if any; the entries up to it
-                    // are no longer block entries among the newest.
+                    // A grant beside block entries (or a count left by departures): in stamp
+                    // order among them (not before the newest grant), onto an entry of its
+                    // stamp if any; the entries up to it are no longer block entries.
                     let start = model.len() - blocks(&model);
                     let stamp = match start {
                         0 => stamp,
@@ -438,6 +438,7 @@ proptest::proptest! {
             let want: Vec<_> = model.iter().map(|(e, _)| *e).collect();
             proptest::prop_assert_eq!(held, want);
             proptest::prop_assert_eq!(ring.blocks(), blocks(&model));
+            proptest::prop_assert!(!ring.no_blocks() || blocks(&model) == 0);
             proptest::prop_assert_eq!(ring.gen(), gen);
             proptest::prop_assert!(ring.on_heap() || ring.len() <= INLINE);
         }
