@@ -643,7 +643,7 @@ fn a_cancel_within_the_clocks_skew_of_a_stretchs_end_gives_nothing_back() {
     );
 }
 
-/// Issue 18.4: keys busier than when the cap's lower bound on cold times was taken. Cap 2,
+/// Keys busier than when the cap's lower bound on cold times was taken. Cap 2,
 /// T = 13 ns, burst 6: keys 1 and 2 take a permit at 0 (cold at 13) and another at 13 (cold at
 /// 26). At 13 nothing is cold, so a check on key 3 is refused until 26; the peek just before
 /// it must say the same, field for field, and so must `check_n(0)` (which is the peek).
@@ -677,7 +677,7 @@ fn a_peek_at_the_cap_agrees_with_the_check_when_keys_got_busier() {
     assert!(l.contains_key(&3));
 }
 
-/// Issue 18.4: a timed wait that cannot be granted by its deadline, counting the wait for a
+/// A timed wait that cannot be granted by its deadline, counting the wait for a
 /// slot at the cap, returns at once. Cap 1, T = 100 ns, burst 2: key 1 takes 2 permits at 0
 /// (cold at 200). Key 2 gets a slot at 200 at the earliest, and 3 permits from a full bucket
 /// of 2 take one more T: ready at 300, past the 200 ns deadline.
@@ -708,7 +708,7 @@ fn a_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
     assert!(l.contains_key(&2) && !l.contains_key(&1));
 }
 
-/// Issue 18.4: the slot's time is judged from the keys as they are, not from a stale lower
+/// The slot's time is judged from the keys as they are, not from a stale lower
 /// bound. T = 100 ns, burst 3: key 1 is cold at 100 when stored, then busier (cold at 300): a
 /// wait that the bound would allow (slot at 100) but the table does not (slot at 300) is
 /// refused at once, and an untimed acquire still waits exactly until the slot frees.

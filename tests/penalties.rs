@@ -1,4 +1,4 @@
-//! Block, penalize, reward and reset (issue 22.4), per algorithm, on a `ManualClock`: what a
+//! Block, penalize, reward and reset, per algorithm, on a `ManualClock`: what a
 //! decision sees during and after each, the key cap, the sweeper, quota changes and GCRA's
 //! holes. The rules are in `docs/guide/penalties.md`.
 

@@ -1,4 +1,4 @@
-//! Property tests of block, penalize, reward and reset (issue 22.4): random schedules of
+//! Property tests of block, penalize, reward and reset: random schedules of
 //! checks, advances, sweeps and the four operations on a `ManualClock`, every `Decision`
 //! compared with a plain reference model written from the rules in
 //! `docs/guide/penalties.md`, on a direct limiter and on a key of a keyed one. The models are

@@ -1,4 +1,4 @@
-//! Real threads racing decisions, penalties and rewards on one limit (issue 22.4): counts
+//! Real threads racing decisions, penalties and rewards on one limit: counts
 //! only, never timing. On a frozen clock a key's state is exactly what it has taken, so
 //! whatever the interleaving the end state must be `taken = grants + penalties - rewards`
 //! (each thread rewards only what it took itself, so no reward ever meets the floor of a full

@@ -1,5 +1,5 @@
-//! The failure policy decides only when Redis could not answer (issue 20.2), and a limiter
-//! starts while Redis is down (issue 20.3). Real servers on loopback, each put in the state
+//! The failure policy decides only when Redis could not answer, and a limiter
+//! starts while Redis is down. Real servers on loopback, each put in the state
 //! that produces one row of the guide's table; every loop is bounded.
 #![cfg(feature = "redis")]
 

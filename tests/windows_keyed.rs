@@ -169,7 +169,7 @@ fn a_background_sweeper_evicts_window_keys() {
     assert!(l.stats().evicted >= 100);
 }
 
-/// Issue 18.2: a sweep at the instant a key's grants leave the window, then `set_quota` to a
+/// A sweep at the instant a key's grants leave the window, then `set_quota` to a
 /// wider window: the swept and the never-swept limiter decide alike, since grants that had
 /// left the window in force at the change are gone for good (`docs/guide/algorithms.md`, "Quota changes
 /// and per-call quotas"). The log at 5 per 9 ns widened to 1 per 41 ns (the issue's case); the
@@ -224,7 +224,7 @@ fn cap_op() -> impl Strategy<Value = CapOp> {
     ]
 }
 
-/// Issue 18.4, on every algorithm and both policies: a peek of a key the table does not hold
+/// On every algorithm and both policies: a peek of a key the table does not hold
 /// (and `check_n(0)`, which is the peek) says what the check right after it meets: the cap's
 /// refusal field for field, or a fresh key's full limit; a timed wait that fails has not
 /// slept; the table never holds more than the cap.

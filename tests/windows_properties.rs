@@ -1,5 +1,5 @@
 //! Property tests of the window algorithms: random schedules on a `ManualClock`, every call
-//! compared with a plain reference model written from the definitions (issue 10), every
+//! compared with a plain reference model written from the definitions, every
 //! `Decision` field included, then the window property each algorithm guarantees checked on
 //! the permits the limiter actually granted.
 //!
@@ -521,7 +521,7 @@ proptest! {
         at_most_per_window(&granted, l, w, 0..=last)?;
     }
 
-    /// Issue 18.2: quota changes on the sliding window and log follow the guide's rule (the
+    /// Quota changes on the sliding window and log follow the guide's rule (the
     /// model's `set_quota`), every `Decision` field; a limiter that is looked at before every
     /// call and swept at random decides exactly like one that is not.
     #[test]
@@ -538,7 +538,7 @@ proptest! {
     }
 }
 
-/// Issue 18.2: 1 per 2 ns, one grant at 0; at 2 (the grant has left the window) `set_quota`
+/// 1 per 2 ns, one grant at 0; at 2 (the grant has left the window) `set_quota`
 /// to 1 per 1 s. The grant stays gone (`docs/guide/algorithms.md`, "Quota changes and per-call quotas"): a peek
 /// says remaining 1, and says the same whether or not the key was looked at before the change.
 fn widen_after_expiry<A: Algorithm + Copy>(alg: A) {
@@ -569,7 +569,7 @@ fn a_wider_window_does_not_revive_expired_grants() {
     widen_after_expiry(SlidingWindow::new(2));
 }
 
-// Quota changes on the fixed window (issue 18.1).
+// Quota changes on the fixed window.
 
 /// The fixed window under `set_quota`, from the guide's rule (`docs/guide/algorithms.md`): the count of the window current
 /// at a change is carried into the new grid's window holding the change, and never lowered: a
@@ -695,7 +695,7 @@ proptest! {
     /// `Decision` field, over random acquisitions, per-call quotas and quota changes between
     /// windows of 1 to 64 ns (narrow words: a 4 ns window's count holds 7 at most). Equal
     /// decisions mean no window ever admits more than the rule allows (nor less), and a
-    /// per-call count the word cannot hold is refused (issue 18.3), not capped.
+    /// per-call count the word cannot hold is refused, not capped.
     #[test]
     fn fixed_window_quota_changes_carry_counts_whole(
         l in 1u64..=64,
@@ -772,7 +772,7 @@ proptest! {
 
 /// `check_with` under a quota the limiter can run decides exactly as a limiter built with the
 /// call's count on the same windows (the call's period plays no part), every `Decision` field,
-/// on shared state: the call's count is the limit, never another (issue 18.3).
+/// on shared state: the call's count is the limit, never another.
 fn per_call_is_its_count<A: Algorithm + Copy>(
     alg: A,
     l: u64,

@@ -138,7 +138,7 @@ fn fixed_window_set_quota_racing_decisions() {
 
 /// `set_quota` from (1 per 100 ns) to (1 per 1000 ns) at 150 on a sliding window or log whose
 /// one grant, at 0, left the window at 100, racing a `try_acquire` at 150. The grant stays gone
-/// under the wider window (issue 18.2), whether the decision runs before the change, after it,
+/// under the wider window, whether the decision runs before the change, after it,
 /// or between the new parameters' store and the migration of the log (which must then bring
 /// the log into the new generation itself): the permit is granted in every interleaving, and
 /// counted under the new quota after.

@@ -776,7 +776,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Issue 18.5: for any bytes a client puts left of what the outermost trusted proxy
+        /// For any bytes a client puts left of what the outermost trusted proxy
         /// appended (on that proxy's line or on lines of its own), the key is the address that
         /// proxy appended: with one or several trusted hops, trusted by network or by count.
         #[test]

@@ -455,7 +455,7 @@ mod tests {
         RatePolicy::of(&q).advertised()
     }
 
-    /// Issue 18.5: 50/s in bursts of 1 was advertised as `q=1;w=1` (its 20 ms tolerance
+    /// 50/s in bursts of 1 was advertised as `q=1;w=1` (its 20 ms tolerance
     /// rounded up to a second), and so was 10/s: a client pacing by it ran up to 50 times
     /// slower than allowed.
     #[test]

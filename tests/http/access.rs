@@ -1,4 +1,4 @@
-//! Allow and deny lists (issue 22.5) under a real axum server on 127.0.0.1:0.
+//! Allow and deny lists under a real axum server on 127.0.0.1:0.
 //!
 //! The test client connects from loopback and plays the trusted proxy: it appends the client
 //! address as the rightmost `X-Forwarded-For` entry, which is how these tests vary the client

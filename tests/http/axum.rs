@@ -211,7 +211,7 @@ async fn forwarded_for_rotation_does_not_bypass_but_proxy_appended_addresses_are
     assert_eq!(direct.peek(&localhost()).remaining, 0);
 }
 
-/// Issue 18.5: a byte the client writes left of what the trusted proxy appended (nginx's
+/// A byte the client writes left of what the trusted proxy appended (nginx's
 /// `$proxy_add_x_forwarded_for` appends to the client's own line) must not turn the header
 /// into a key error, which `OnKeyError::Allow` would let through unlimited. The key is the
 /// proxy-appended address; the 6th request within the hour is 429.

@@ -1,4 +1,4 @@
-//! The HTTP layer's concurrency mode (issue 21.3) over a real axum server on loopback: a
+//! The HTTP layer's concurrency mode over a real axum server on loopback: a
 //! streaming route with a per-key limit of 2 never has more than 2 bodies in flight (counted
 //! by the bodies themselves, with an atomic high-water mark); the third concurrent request is
 //! refused with the configured status and a problem+json body; a client that disconnects

@@ -59,7 +59,7 @@ async fn plain_hyper_is_limited_per_peer_with_problem_json() {
     assert_eq!(limiter.peek(&"127.0.0.1".parse().unwrap()).remaining, 0);
 }
 
-/// Issue 18.5: `RateLimit-Policy` states the configured rate, `q` per `w` whole seconds. It
+/// `RateLimit-Policy` states the configured rate, `q` per `w` whole seconds. It
 /// said `q=1;w=1` for 50/s in bursts of 1 (the 20 ms tolerance rounded up to a second), so a
 /// client pacing by it ran 50 times slower than allowed. A client that paces at `w / q`
 /// (rounded up to the nanosecond) is never refused.

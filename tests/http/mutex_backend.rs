@@ -1,4 +1,4 @@
-//! A backend that lives outside the library, built from its public API only (issue 19.2):
+//! A backend that lives outside the library, built from its public API only:
 //! `MutexBackend`, GCRA over a `Mutex<HashMap<K, _>>`, implements `tollgate::http::Backend`
 //! and serves the HTTP layer over a real socket, and its reservation implements
 //! `tollgate::Hold`, so `all_or_none_async` takes from it and from an in-process limiter

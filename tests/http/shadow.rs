@@ -1,4 +1,4 @@
-//! Shadow mode (issue 22.3) under a real axum server on 127.0.0.1:0: policies that decide
+//! Shadow mode under a real axum server on 127.0.0.1:0: policies that decide
 //! and count but never refuse, switched at run time.
 //!
 //! Limiters run on a `ManualClock` never advanced, so what a quota admits is exact whatever

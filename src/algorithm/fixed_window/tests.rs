@@ -210,7 +210,7 @@ fn month_long_and_century_long_windows_do_not_overflow() {
     );
 }
 
-/// Issue 18.1: 1000 taken in a 1 ms window; at 1 ns the quota goes to 1 per 18 ns and back
+/// 1000 taken in a 1 ms window; at 1 ns the quota goes to 1 per 18 ns and back
 /// to 1000 per 1 ms. The count is carried through a layout too narrow to hold it, and must
 /// come back whole: nothing more passes before the window ends (direct and keyed, windows
 /// from the clock's origin or the epoch).
@@ -300,7 +300,7 @@ fn a_saturated_count_stays_full_when_carried_again() {
     assert_eq!((k, c), (0, 999_999));
 }
 
-/// Issue 18.3: a per-call count the key's word cannot hold beside the limiter's window index
+/// A per-call count the key's word cannot hold beside the limiter's window index
 /// is refused with a typed error (it was silently capped to the word: `limit` 1023 for 5000),
 /// direct and keyed, and nothing is taken; a count the word holds is the call's limit.
 #[test]

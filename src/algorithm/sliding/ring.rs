@@ -2,8 +2,9 @@
 //! heap beyond.
 //!
 //! Why in place: at many keys a decision's cost was the cache miss on the heap ring's newest
-//! entry after the table's own miss (benches/BENCHMARKS.md, issue 23.3). Keys that hold a few
-//! live entries (most, at rates well below the limit) now read them in the table's entry.
+//! entry after the table's own miss (benches/BENCHMARKS.md, "Sliding windows, third pass").
+//! Keys that hold a few live entries (most, at rates well below the limit) now read them in
+//! the table's entry.
 //! Four, not two: at 10k keys the bench's keys hold 2-4.
 //!
 //! The log's quota generation parity rides in the ring's spare bytes, so the log (ring and

@@ -282,7 +282,7 @@ fn a_per_call_quota_reads_the_limiters_window_and_generation() {
     assert_eq!(fields(&decide(&mut log, 3, 0, &call)), (Kind::Peek, 3, 0));
 }
 
-/// Issue 18.3 on the sliding algorithms: a per-call quota whose burst differs from its count
+/// On the sliding algorithms: a per-call quota whose burst differs from its count
 /// is refused (it was read as the count), any count is the call's limit, and inert parameters
 /// store nothing.
 #[test]

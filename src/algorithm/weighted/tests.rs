@@ -132,7 +132,7 @@ fn quota_changes_keep_the_counts_at_the_change() {
     assert_eq!(current(0, &p2), State::default());
 }
 
-/// Issue 18.1 on the weighted counter: 1000 taken in a 1 ms window, then 1 per 18 ns and back
+/// On the weighted counter: 1000 taken in a 1 ms window, then 1 per 18 ns and back
 /// to 1000 per 1 ms at 1 ns. Both counts are carried whole (32-bit, whatever the window), so
 /// nothing more passes before the window ends, direct and keyed; after it, the previous
 /// window's 1000 still weigh by what the sliding window covers of it.
@@ -170,7 +170,7 @@ fn counts_carried_twice_through_a_narrow_window_are_kept() {
     assert_eq!(keyed.peek(&1).remaining, 250);
 }
 
-/// Issue 18.3: a per-call count above the 32-bit counts is refused (it was capped to
+/// A per-call count above the 32-bit counts is refused (it was capped to
 /// `u32::MAX`), as the limiter's own quota is; nothing is taken.
 #[test]
 fn a_per_call_count_above_u32_is_an_error() {
