@@ -10,18 +10,15 @@
 //! waiting (its future dropped, or its deadline passed) strands nobody: the batch goes anyway
 //! and its permits are taken, as a single call already sent would take them.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
-
-use crate::DefaultKeyHasher;
 
 use super::algorithm::{clamp_i64, Params, Spec};
 use super::client::Backend;
 use super::failure::Failure;
 use super::meter::Counters;
+use super::sharded_map::ShardedMap;
 
 /// A check's reply, in the shape of the script's `check` reply.
 type Reply = Result<Vec<i64>, Failure>;
@@ -31,15 +28,12 @@ struct Waiter {
     tx: oneshot::Sender<Reply>,
 }
 
-/// Checks waiting for the call in flight on their key (present = a call is in flight).
-type Shard = Mutex<HashMap<String, Vec<Waiter>, DefaultKeyHasher>>;
-
 /// The most checks one script call decides (a bound on the script's run time).
 const MAX_BATCH: usize = 256;
 
 pub(crate) struct Coalescer {
-    hasher: DefaultKeyHasher,
-    shards: Box<[Shard]>,
+    /// Checks waiting for the call in flight on their key (present = a call is in flight).
+    queues: ShardedMap<Vec<Waiter>>,
 }
 
 /// What the batches are sent through, and the coalescer itself: the limiter's shared state,
@@ -53,18 +47,9 @@ pub(crate) trait Via: Send + Sync + 'static {
 
 impl Coalescer {
     pub(crate) fn new() -> Coalescer {
-        let hasher = DefaultKeyHasher::default();
         Coalescer {
-            shards: (0..16)
-                .map(|_| Mutex::new(HashMap::with_hasher(hasher.clone())))
-                .collect(),
-            hasher,
+            queues: ShardedMap::new(16),
         }
-    }
-
-    fn shard(&self, key: &str) -> &Shard {
-        let h = self.hasher.hash_one(key) >> 32;
-        &self.shards[(h % self.shards.len() as u64) as usize]
     }
 
     /// Checks `n` permits on `state` with `spec`'s script (whose `batch` op decides a list of
@@ -81,7 +66,7 @@ impl Coalescer {
             return spec.check(shared.backend(), state, n, p).await;
         };
         let queued = {
-            let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
+            let mut map = me.queues.lock(state);
             match map.get_mut(state) {
                 Some(q) => {
                     let (tx, rx) = oneshot::channel();
@@ -160,7 +145,7 @@ impl<S: Via> Drop for HandOff<'_, S> {
 /// The checks queued on `state`, or `None` after marking the key idle if there are none.
 fn take_or_idle<S: Via>(shared: &S, state: &str) -> Option<Vec<Waiter>> {
     let me = shared.coalescer()?;
-    let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = me.queues.lock(state);
     let q = map.get_mut(state)?;
     if q.is_empty() {
         map.remove(state);

@@ -106,6 +106,7 @@ mod reservation;
 mod semaphore;
 mod sentinel;
 mod shared;
+mod sharded_map;
 mod sliding_log;
 mod sliding_window;
 mod wait;
