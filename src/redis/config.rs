@@ -470,17 +470,23 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         if self.prefix.contains(['{', '}']) {
             return Err(RedisLimitError::InvalidPrefix(self.prefix.clone()));
         }
-        self.hot.check::<A>()?;
+        self.hot.check(A::spec())?;
         self.algorithm.redis_params(self.quota)
     }
 
     fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
+        let backend = Arc::new(Backend::new(
+            conn,
+            self.deadline,
+            self.name.as_deref(),
+            self.trace_keys,
+        ));
         let shared = Arc::new(Shared {
-            backend: Backend::new(conn, self.deadline, self.name.as_deref(), self.trace_keys),
+            hot: self.hot.build(&backend),
+            backend,
             prefix: self.prefix,
             quota: self.quota,
             params,
-            hot: self.hot.build(),
         });
         RedisRateLimiter {
             shared,

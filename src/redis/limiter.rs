@@ -302,11 +302,12 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         quota: Option<Quota>,
     ) -> Result<RedisDecision, RedisLimitError> {
         let state = self.key_under(key, params);
-        match super::hot_path::check::<A>(&self.shared, &state, n, params).await {
+        let s = &self.shared;
+        match s.hot.check(&s.backend, A::spec(), &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
                 if !r.decision.allowed {
-                    self.shared.backend.counters.refused(key, n, &r.decision);
+                    s.backend.counters.refused(key, n, &r.decision);
                 }
                 Ok(RedisDecision {
                     decision: r.decision,
@@ -314,7 +315,6 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                 })
             }
             Err(failure) => {
-                let s = &self.shared;
                 let decision = self.policy.decide(
                     failure,
                     s.backend.deadline(),
