@@ -48,10 +48,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         // does (a value it did not write is an error, and stays), then deletes it.
         let (args, len) = s.params.check_args(0);
         let reply = s
-            .backend
+            .client
             .eval(&A::spec().script, &state, "reset", &args[..len])
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, s.backend.deadline()))?;
+            .map_err(|f| RedisLimitError::from_failure(f, s.client.deadline()))?;
         s.hot.forget(&state);
         match reply.as_slice() {
             [deleted] => Ok(*deleted > 0),
@@ -151,10 +151,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         ];
         let s = &self.shared;
         let sent = Instant::now();
-        let reply = s.backend.eval(&A::spec().script, &state, op, &args).await;
+        let reply = s.client.eval(&A::spec().script, &state, op, &args).await;
         // Whatever happened, this process's cached denial of the key may be wrong now.
         s.hot.forget(&state);
-        let reply = reply.map_err(|f| RedisLimitError::from_failure(f, s.backend.deadline()))?;
+        let reply = reply.map_err(|f| RedisLimitError::from_failure(f, s.client.deadline()))?;
         let r = CheckReply::parse(&reply, p.limit)?;
         if let Some(cache) = &s.hot.cache {
             // A one-permit denial with nothing left (a block, a penalty) is exactly what a

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::{Algorithm, Decision, Quota};
 
-use super::client::{Backend, LuaScript};
+use super::client::{LuaScript, ScriptClient};
 use super::error::RedisLimitError;
 use super::failure::Failure;
 
@@ -76,13 +76,13 @@ impl Spec {
     /// Runs the script's check of `n` permits on `state`: the reply in [`CheckReply`]'s shape.
     pub(crate) async fn check(
         &'static self,
-        backend: &Backend,
+        client: &ScriptClient,
         state: &str,
         n: u64,
         p: Params,
     ) -> Result<Vec<i64>, Failure> {
         let (args, len) = p.check_args(n);
-        let reply = backend
+        let reply = client
             .eval(&self.script, state, "check", &args[..len])
             .await?;
         Ok((self.expand)(reply, p.clamp(n), p))

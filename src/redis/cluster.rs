@@ -17,7 +17,7 @@ use ::redis::cluster_routing::SingleNodeRoutingInfo;
 use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::command::command;
-use super::meter::Counters;
+use super::meter::Meter;
 
 /// Where the next try goes.
 enum Target {
@@ -36,7 +36,7 @@ pub(crate) async fn eval(
     key: &str,
     op: &str,
     args: &[i64],
-    counters: &Counters,
+    meter: &Meter,
 ) -> Result<Vec<i64>, RedisError> {
     let mut target = Target::Slot;
     let mut send_body = false;
@@ -58,7 +58,7 @@ pub(crate) async fn eval(
         match e.kind() {
             ErrorKind::Server(ServerErrorKind::NoScript) if !send_body => {
                 // EVAL also caches the script on that node, so the next call is EVALSHA.
-                counters.script_loaded();
+                meter.script_loaded();
                 send_body = true;
                 continue;
             }

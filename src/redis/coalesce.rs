@@ -16,9 +16,9 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::algorithm::{clamp_i64, Params, Spec};
-use super::client::Backend;
+use super::client::ScriptClient;
 use super::failure::Failure;
-use super::meter::Counters;
+use super::meter::Meter;
 use super::sharded_map::ShardedMap;
 
 /// A check's reply, in the shape of the script's `check` reply.
@@ -34,15 +34,15 @@ const MAX_BATCH: usize = 256;
 
 pub(crate) struct Coalescer {
     /// Where the batches go (a spawned batch holds on to the coalescer, so it owns this).
-    backend: Arc<Backend>,
+    client: Arc<ScriptClient>,
     /// Checks waiting for the call in flight on their key (present = a call is in flight).
     queues: ShardedMap<Vec<Waiter>>,
 }
 
 impl Coalescer {
-    pub(crate) fn new(backend: Arc<Backend>) -> Coalescer {
+    pub(crate) fn new(client: Arc<ScriptClient>) -> Coalescer {
         Coalescer {
-            backend,
+            client,
             queues: ShardedMap::new(16),
         }
     }
@@ -74,13 +74,13 @@ impl Coalescer {
         };
         match queued {
             Some(rx) => {
-                Counters::bump(coalesced);
-                match tokio::time::timeout(self.backend.deadline(), rx).await {
+                Meter::bump(coalesced);
+                match tokio::time::timeout(self.client.deadline(), rx).await {
                     Ok(Ok(reply)) => reply,
                     // The sender went without a reply (the runtime is shutting down), or the
                     // queue and the batch together took longer than the deadline.
                     Ok(Err(_)) | Err(_) => {
-                        self.backend.counters.failed(&Failure::Timeout);
+                        self.client.meter.failed(&Failure::Timeout);
                         Err(Failure::Timeout)
                     }
                 }
@@ -93,7 +93,7 @@ impl Coalescer {
                     state,
                     params: p,
                 };
-                spec.check(&self.backend, state, n, p).await
+                spec.check(&self.client, state, n, p).await
             }
         }
     }
@@ -125,10 +125,7 @@ impl Coalescer {
                 args.extend([clamp_i64(p.limit), clamp_i64(p.span_us)]);
                 args.push(clamp_i64(batch.len() as u64));
                 args.extend(batch.iter().map(|w| w.n));
-                let reply = self
-                    .backend
-                    .eval(&spec.script, &state, "batch", &args)
-                    .await;
+                let reply = self.client.eval(&spec.script, &state, "batch", &args).await;
                 answer(spec, p, batch, reply);
             }
             match self.take_or_idle(&state) {

@@ -12,12 +12,12 @@ use ::redis::sentinel::{SentinelClient, SentinelServerType};
 use crate::{Quota, QuotaError};
 
 use super::algorithm::{Params, RedisAlgorithm};
-use super::client::{Backend, Conn};
+use super::client::{Conn, ScriptClient};
 use super::error::RedisLimitError;
 use super::limiter::RedisRateLimiter;
 use super::policy::FailurePolicy;
 use super::sentinel::SentinelConn;
-use super::shared::Shared;
+use super::shared::SharedLimiter;
 use crate::Gcra;
 
 /// The per-call deadline unless configured: long enough for a loaded loopback or LAN round
@@ -475,15 +475,15 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     }
 
     fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
-        let backend = Arc::new(Backend::new(
+        let client = Arc::new(ScriptClient::new(
             conn,
             self.deadline,
             self.name.as_deref(),
             self.trace_keys,
         ));
-        let shared = Arc::new(Shared {
-            hot: self.hot.build(&backend),
-            backend,
+        let shared = Arc::new(SharedLimiter {
+            hot: self.hot.build(&client),
+            client,
             prefix: self.prefix,
             quota: self.quota,
             params,

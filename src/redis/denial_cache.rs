@@ -23,7 +23,7 @@ use super::sharded_map::ShardedMap;
 
 /// A cached denial: Redis's reply fields and when the call that got it was sent.
 #[derive(Clone, Copy)]
-struct Entry {
+struct Denial {
     sent: Instant,
     server_now_us: u64,
     retry_us: u64,
@@ -31,7 +31,7 @@ struct Entry {
 }
 
 pub(crate) struct DenialCache {
-    denials: ShardedMap<Entry>,
+    denials: ShardedMap<Denial>,
     /// Per shard; `shards * cap <= max_keys`, so the total is capped exactly.
     cap: usize,
 }
@@ -95,7 +95,7 @@ impl DenialCache {
         if n != 1 || retry_us == 0 {
             return;
         }
-        let entry = Entry {
+        let entry = Denial {
             sent,
             server_now_us,
             retry_us,

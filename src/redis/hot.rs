@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::algorithm::{Params, Spec};
-use super::client::Backend;
+use super::client::ScriptClient;
 use super::coalesce::Coalescer;
 use super::denial_cache::DenialCache;
 use super::error::RedisLimitError;
 use super::failure::Failure;
-use super::meter::Counters;
+use super::meter::Meter;
 
 /// The builder's choices.
 #[derive(Clone, Copy, Debug, Default)]
@@ -34,13 +34,13 @@ impl HotOptions {
         Ok(())
     }
 
-    /// The options at work, coalescing (if on) through `backend`.
-    pub(crate) fn build(self, backend: &Arc<Backend>) -> Hot {
+    /// The options at work, coalescing (if on) through `client`.
+    pub(crate) fn build(self, client: &Arc<ScriptClient>) -> Hot {
         Hot {
             cache: self.denial_cache.map(|m| DenialCache::new(m.get())),
             coalescer: self
                 .coalesce
-                .then(|| Arc::new(Coalescer::new(backend.clone()))),
+                .then(|| Arc::new(Coalescer::new(client.clone()))),
             local_denials: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
         }
@@ -59,10 +59,10 @@ pub(crate) struct Hot {
 
 impl Hot {
     /// A check of `n` permits on `state` under `p` with `spec`'s script: the script's `check`
-    /// reply, from the denial cache, the coalescer or `backend`.
+    /// reply, from the denial cache, the coalescer or `client`.
     pub(crate) async fn check(
         &self,
-        backend: &Backend,
+        client: &ScriptClient,
         spec: &'static Spec,
         state: &str,
         n: u64,
@@ -70,15 +70,15 @@ impl Hot {
     ) -> Result<Vec<i64>, Failure> {
         if let Some(cache) = &self.cache {
             if let Some(reply) = cache.lookup(state, n, Instant::now()) {
-                Counters::bump(&self.local_denials);
-                backend.counters.local_denial();
+                Meter::bump(&self.local_denials);
+                client.meter.local_denial();
                 return Ok(reply.to_vec());
             }
         }
         let sent = Instant::now();
         let reply = match &self.coalescer {
             Some(c) => c.check(spec, state, n, p, &self.coalesced).await,
-            None => spec.check(backend, state, n, p).await,
+            None => spec.check(client, state, n, p).await,
         };
         if let (Some(cache), Ok(r)) = (&self.cache, &reply) {
             cache.record(state, n, sent, r);

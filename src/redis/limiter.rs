@@ -12,10 +12,10 @@ use crate::{AcquireError, Decision, ThrottleReply};
 use super::algorithm::{state_key, CheckReply, Params, RedisAlgorithm};
 use super::error::RedisLimitError;
 use super::failure::Failure;
-use super::meter::Counters;
+use super::meter::Meter;
 use super::policy::FailurePolicy;
 use super::reservation::{self, RedisReservation};
-use super::shared::Shared;
+use super::shared::SharedLimiter;
 
 /// A [`Decision`] and where it came from.
 ///
@@ -99,7 +99,7 @@ pub struct RedisStats {
 /// # Ok(()) }
 /// ```
 pub struct RedisRateLimiter<A: RedisAlgorithm = Gcra> {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<SharedLimiter>,
     pub(super) policy: FailurePolicy<A>,
     pub(super) algorithm: A,
 }
@@ -199,8 +199,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # }
     /// ```
     pub fn stats(&self) -> RedisStats {
-        let c = &self.shared.backend.counters;
-        let get = Counters::get;
+        let c = &self.shared.client.meter;
+        let get = Meter::get;
         RedisStats {
             replies: get(&c.replies),
             timeouts: get(&c.timeouts),
@@ -303,11 +303,11 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ) -> Result<RedisDecision, RedisLimitError> {
         let state = self.key_under(key, params);
         let s = &self.shared;
-        match s.hot.check(&s.backend, A::spec(), &state, n, params).await {
+        match s.hot.check(&s.client, A::spec(), &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
                 if !r.decision.allowed {
-                    s.backend.counters.refused(key, n, &r.decision);
+                    s.client.meter.refused(key, n, &r.decision);
                 }
                 Ok(RedisDecision {
                     decision: r.decision,
@@ -317,15 +317,15 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             Err(failure) => {
                 let decision = self.policy.decide(
                     failure,
-                    s.backend.deadline(),
+                    s.client.deadline(),
                     &state,
                     n,
                     params.limit,
                     quota,
                 )?;
-                s.backend.counters.policy_decided();
+                s.client.meter.policy_decided();
                 if !decision.allowed {
-                    s.backend.counters.refused(key, n, &decision);
+                    s.client.meter.refused(key, n, &decision);
                 }
                 Ok(RedisDecision {
                     decision,
@@ -341,7 +341,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         p: Params,
     ) -> Result<Vec<i64>, Failure> {
-        A::spec().check(&self.shared.backend, state, n, p).await
+        A::spec().check(&self.shared.client, state, n, p).await
     }
 
     /// Tries one permit for `key` and reports everything about the decision.
@@ -688,7 +688,7 @@ impl RedisRateLimiter<Gcra> {
             Ok(ticket) => Ok(RedisReservation::new(self.shared.clone(), ticket?)),
             Err(f) => Err(RedisLimitError::from_failure(
                 f,
-                self.shared.backend.deadline(),
+                self.shared.client.deadline(),
             )),
         }
     }
@@ -700,7 +700,7 @@ impl<A: RedisAlgorithm> fmt::Debug for RedisRateLimiter<A> {
             .field("algorithm", &A::NAME)
             .field("quota", &self.shared.quota)
             .field("prefix", &self.shared.prefix)
-            .field("backend", &self.shared.backend)
+            .field("backend", &self.shared.client)
             .field("policy", &self.policy)
             .finish()
     }

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use crate::Quota;
 
 use super::algorithm::Params;
-use super::client::Backend;
+use super::client::ScriptClient;
 
 /// What every handle on one limiter shares (cancel tasks hold it too).
-pub(crate) struct Shared {
+pub(crate) struct SharedLimiter {
     /// Shared with the coalescer's batches, which a spawned task sends.
-    pub(super) backend: Arc<Backend>,
+    pub(super) client: Arc<ScriptClient>,
     pub(super) prefix: String,
     pub(super) quota: Quota,
     pub(super) params: Params,

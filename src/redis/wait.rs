@@ -137,10 +137,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                     failure.policy_decides() && !matches!(self.policy, FailurePolicy::Error);
                 let r = self
                     .policy
-                    .acquire(failure, s.backend.deadline(), &state, n, timeout_left)
+                    .acquire(failure, s.client.deadline(), &state, n, timeout_left)
                     .await;
                 if decides {
-                    s.backend.counters.policy_decided();
+                    s.client.meter.policy_decided();
                 }
                 Ok((r?, None))
             }

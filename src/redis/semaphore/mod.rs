@@ -431,11 +431,11 @@ impl RedisSemaphore {
         op: &str,
         args: &[i64],
     ) -> Result<Vec<i64>, RedisLimitError> {
-        let backend = &self.inner.carrier.shared.backend;
-        backend
+        let client = &self.inner.carrier.shared.client;
+        client
             .eval(script, state, op, args)
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, backend.deadline()))
+            .map_err(|f| RedisLimitError::from_failure(f, client.deadline()))
     }
 
     /// Tries until granted, refused for good, or past `timeout` (`None`: no bound).
@@ -495,14 +495,14 @@ impl RedisSemaphore {
         let reply = match reply {
             Ok(reply) => AcquireReply::parse(&reply)?,
             Err(failure) => {
-                let deadline = self.inner.carrier.shared.backend.deadline();
+                let deadline = self.inner.carrier.shared.client.deadline();
                 return match &self.inner.policy {
                     // Redis answered with an error: typed under every policy.
                     _ if !failure.policy_decides() => {
                         Err(RedisLimitError::from_failure(failure, deadline))
                     }
                     FailurePolicy::Closed { retry_after } => {
-                        self.inner.carrier.shared.backend.counters.policy_decided();
+                        self.inner.carrier.shared.client.meter.policy_decided();
                         Err(AcquireError::RateLimited {
                             retry_after: *retry_after,
                         }
@@ -554,7 +554,7 @@ impl AcquireCall {
                 .inner
                 .carrier
                 .shared
-                .backend
+                .client
                 .eval(script::acquire(), &task_state, "acquire", &args)
                 .await
         });
