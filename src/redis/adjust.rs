@@ -1,15 +1,16 @@
 //! Operators' changes to one key on Redis: `reset` (every algorithm: the key's one Redis key is
 //! deleted, once the script has found it holds the algorithm's own state) and `block`,
 //! `penalize`, `reward` (the algorithms whose script has those ops,
-//! [`Spec::adjusts`](super::algorithm::Spec)): each one script run deciding exactly as the
+//! [`Spec::adjusts`](super::scripts::Spec)): each one script run deciding exactly as the
 //! in-process algorithm's `adjust` (the guide's [Penalties](crate::guide::penalties) page), on
 //! the server's clock.
 
 use std::time::{Duration, Instant};
 
-use super::algorithm::{clamp_i64, CheckReply, RedisAlgorithm, MAX_SPAN_US};
+use super::algorithm::RedisAlgorithm;
 use super::error::RedisLimitError;
 use super::limiter::{RedisDecision, RedisRateLimiter};
+use super::scripts::{clamp_i64, CheckReply, MAX_SPAN_US};
 
 /// The latest instant the scripts' clock reaches, in µs since the epoch: `MAX_NANOS` on a clock
 /// reading Unix time, as the in-process limiter saturates (a longer block lasts until then).

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::algorithm::{clamp_i64, Params, Spec};
 use super::client::ScriptClient;
 use super::failure::Failure;
 use super::meter::Meter;
+use super::scripts::{clamp_i64, Params, Spec};
 use super::sharded_map::ShardedMap;
 
 /// A check's reply, in the shape of the script's `check` reply.

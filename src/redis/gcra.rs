@@ -5,8 +5,9 @@
 //! `throttle`, reservations, blocks, penalties and rewards) are in `super`,
 //! `super::reservation` and `super::adjust`.
 
-use super::algorithm::{clamp_i64, script_spec, Params, RedisAlgorithm};
+use super::algorithm::RedisAlgorithm;
 use super::error::RedisLimitError;
+use super::scripts::{self, clamp_i64, script_spec, Params};
 use crate::Gcra;
 use crate::Quota;
 
@@ -16,7 +17,7 @@ use crate::Quota;
 impl RedisAlgorithm for Gcra {
     const NAME: &'static str = "gcra";
 
-    script_spec!("gcra.lua", reserves: true, batches: true, adjusts: true, with: [], expand: expand);
+    script_spec!(scripts::GCRA, reserves: true, batches: true, adjusts: true, expand: expand);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::interval(quota)

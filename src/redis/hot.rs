@@ -7,13 +7,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::algorithm::{Params, Spec};
 use super::client::ScriptClient;
 use super::coalesce::Coalescer;
 use super::denial_cache::DenialCache;
 use super::error::RedisLimitError;
 use super::failure::Failure;
 use super::meter::Meter;
+use super::scripts::{Params, Spec};
 
 /// The builder's choices.
 #[derive(Clone, Copy, Debug, Default)]

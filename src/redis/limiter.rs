@@ -9,12 +9,13 @@ use crate::Gcra;
 use crate::Quota;
 use crate::{AcquireError, Decision, ThrottleReply};
 
-use super::algorithm::{state_key, CheckReply, Params, RedisAlgorithm};
+use super::algorithm::{state_key, RedisAlgorithm};
 use super::error::RedisLimitError;
 use super::failure::Failure;
 use super::meter::Meter;
 use super::policy::FailurePolicy;
 use super::reservation::{self, RedisReservation};
+use super::scripts::{CheckReply, Params};
 use super::shared::SharedLimiter;
 
 /// A [`Decision`] and where it came from.

@@ -102,6 +102,7 @@ mod limiter;
 mod meter;
 mod policy;
 mod reservation;
+mod scripts;
 mod semaphore;
 mod sentinel;
 mod sharded_map;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::Quota;
 
-use super::algorithm::Params;
 use super::client::ScriptClient;
+use super::scripts::Params;
 
 /// What every handle on one limiter shares (cancel tasks hold it too).
 pub(crate) struct SharedLimiter {
