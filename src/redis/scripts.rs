@@ -16,21 +16,26 @@ pub(crate) use reply::CheckReply;
 
 /// The scripts of the algorithms, each after the shared prelude (and `exact.lua`, the exact
 /// product comparisons, where the script needs them).
-pub(crate) const GCRA: &str = concat!(include_str!("prelude.lua"), include_str!("gcra.lua"));
-pub(crate) const FIXED_WINDOW: &str = concat!(
-    include_str!("prelude.lua"),
-    include_str!("fixed_window.lua")
+pub(crate) const GCRA: &str = concat!(
+    include_str!("scripts/prelude.lua"),
+    include_str!("scripts/gcra.lua")
 );
-pub(crate) const SLIDING_LOG: &str =
-    concat!(include_str!("prelude.lua"), include_str!("sliding_log.lua"));
+pub(crate) const FIXED_WINDOW: &str = concat!(
+    include_str!("scripts/prelude.lua"),
+    include_str!("scripts/fixed_window.lua")
+);
+pub(crate) const SLIDING_LOG: &str = concat!(
+    include_str!("scripts/prelude.lua"),
+    include_str!("scripts/sliding_log.lua")
+);
 pub(crate) const SLIDING_WINDOW: &str = concat!(
-    include_str!("prelude.lua"),
-    include_str!("sliding_window.lua")
+    include_str!("scripts/prelude.lua"),
+    include_str!("scripts/sliding_window.lua")
 );
 pub(crate) const WEIGHTED: &str = concat!(
-    include_str!("prelude.lua"),
-    include_str!("exact.lua"),
-    include_str!("weighted.lua")
+    include_str!("scripts/prelude.lua"),
+    include_str!("scripts/exact.lua"),
+    include_str!("scripts/weighted.lua")
 );
 
 /// The parts of an algorithm (not nameable outside the crate, which seals the trait).

@@ -14,7 +14,7 @@ macro_rules! script {
         pub(super) fn $name() -> &'static LuaScript {
             static SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| {
                 LuaScript::new(concat!(
-                    include_str!("../prelude.lua"),
+                    include_str!("../scripts/prelude.lua"),
                     include_str!("common.lua"),
                     include_str!($file)
                 ))
