@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 use super::limiter::{RedisDecision, RedisRateLimiter};
 use super::scripts::{clamp_i64, CheckReply, MAX_SPAN_US};
 

@@ -4,7 +4,7 @@
 
 use crate::{Algorithm, Quota};
 
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 use super::scripts::{Params, Spec, MAX_SPAN_US};
 
 /// An algorithm the Redis limiter can run: the in-process algorithm types that have a Lua

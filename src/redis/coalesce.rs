@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::client::ScriptClient;
-use super::failure::Failure;
-use super::meter::Meter;
+use super::connection::client::ScriptClient;
+use super::connection::failure::Failure;
+use super::connection::meter::Meter;
 use super::scripts::{clamp_i64, Params, Spec};
 use super::sharded_map::ShardedMap;
 

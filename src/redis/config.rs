@@ -12,12 +12,12 @@ use ::redis::sentinel::{SentinelClient, SentinelServerType};
 use crate::{Quota, QuotaError};
 
 use super::algorithm::RedisAlgorithm;
-use super::client::{Conn, ScriptClient};
-use super::error::RedisLimitError;
+use super::connection::client::{Conn, ScriptClient};
+use super::connection::error::RedisLimitError;
+use super::connection::sentinel::SentinelConn;
 use super::limiter::RedisRateLimiter;
 use super::policy::FailurePolicy;
 use super::scripts::Params;
-use super::sentinel::SentinelConn;
 use super::shared::SharedLimiter;
 use crate::Gcra;
 

@@ -2,7 +2,7 @@
 //! `"k:count"` per limited thing, expiring at the end of its window.
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 use super::scripts::{self, script_spec, Params, MAX_SPAN_US};
 use crate::FixedWindow;
 use crate::Quota;

@@ -6,7 +6,7 @@
 //! `super::reservation` and `super::adjust`.
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 use super::scripts::{self, clamp_i64, script_spec, Params};
 use crate::Gcra;
 use crate::Quota;

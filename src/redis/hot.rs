@@ -7,12 +7,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::client::ScriptClient;
 use super::coalesce::Coalescer;
+use super::connection::client::ScriptClient;
+use super::connection::error::RedisLimitError;
+use super::connection::failure::Failure;
+use super::connection::meter::Meter;
 use super::denial_cache::DenialCache;
-use super::error::RedisLimitError;
-use super::failure::Failure;
-use super::meter::Meter;
 use super::scripts::{Params, Spec};
 
 /// The builder's choices.

@@ -6,7 +6,7 @@ use std::num::NonZeroUsize;
 use super::algorithm::RedisAlgorithm;
 use super::config::RedisRateLimiterBuilder;
 #[cfg(doc)]
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 
 impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// Denies locally, with no round trip, the single-permit calls on a key that Redis has

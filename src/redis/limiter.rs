@@ -10,9 +10,9 @@ use crate::Quota;
 use crate::{AcquireError, Decision, ThrottleReply};
 
 use super::algorithm::{state_key, RedisAlgorithm};
-use super::error::RedisLimitError;
-use super::failure::Failure;
-use super::meter::Meter;
+use super::connection::error::RedisLimitError;
+use super::connection::failure::Failure;
+use super::connection::meter::Meter;
 use super::policy::FailurePolicy;
 use super::reservation::{self, RedisReservation};
 use super::scripts::{CheckReply, Params};

@@ -86,25 +86,19 @@
 
 mod adjust;
 mod algorithm;
-mod client;
-mod cluster;
 mod coalesce;
-mod command;
 mod config;
+mod connection;
 mod denial_cache;
-mod error;
-mod failure;
 mod fixed_window;
 mod gcra;
 mod hot;
 mod hot_builder;
 mod limiter;
-mod meter;
 mod policy;
 mod reservation;
 mod scripts;
 mod semaphore;
-mod sentinel;
 mod sharded_map;
 mod shared;
 mod sliding_log;
@@ -114,8 +108,8 @@ mod weighted;
 
 pub use algorithm::RedisAlgorithm;
 pub use config::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
-pub use error::RedisLimitError;
-pub use failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
+pub use connection::error::RedisLimitError;
+pub use connection::failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
 pub use limiter::{RedisDecision, RedisRateLimiter, RedisStats};
 pub use policy::FailurePolicy;
 pub use reservation::RedisReservation;

@@ -10,8 +10,8 @@ use crate::Quota;
 use crate::{AcquireError, Decision};
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
-use super::failure::Failure;
+use super::connection::error::RedisLimitError;
+use super::connection::failure::Failure;
 use crate::Gcra;
 
 /// What the limiter does when Redis could not answer: no reply within the deadline, no

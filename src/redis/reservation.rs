@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use crate::{AcquireError, Decision};
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
-use super::failure::Failure;
+use super::connection::error::RedisLimitError;
+use super::connection::failure::Failure;
 use super::scripts::{clamp_i64, Params};
 use super::shared::SharedLimiter;
 use crate::Gcra;

@@ -8,8 +8,8 @@ mod reply;
 
 use std::sync::LazyLock;
 
-use super::client::{LuaScript, ScriptClient};
-use super::failure::Failure;
+use super::connection::client::{LuaScript, ScriptClient};
+use super::connection::failure::Failure;
 
 pub(crate) use params::{clamp_i64, Params, MAX_SPAN_US};
 pub(crate) use reply::CheckReply;
@@ -87,7 +87,7 @@ macro_rules! script_spec {
     ($body:expr, reserves: $reserves:literal, batches: $batches:literal, adjusts: $adjusts:literal $(, expand: $expand:expr)?) => {
         fn spec() -> &'static $crate::redis::scripts::Spec {
             static SPEC: $crate::redis::scripts::Spec = $crate::redis::scripts::Spec {
-                script: ::std::sync::LazyLock::new(|| $crate::redis::client::LuaScript::new($body)),
+                script: ::std::sync::LazyLock::new(|| $crate::redis::connection::client::LuaScript::new($body)),
                 reserves: $reserves,
                 batches: $batches,
                 expand: $crate::redis::scripts::script_spec!(@expand $($expand)?),

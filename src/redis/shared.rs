@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::Quota;
 
-use super::client::ScriptClient;
+use super::connection::client::ScriptClient;
 use super::scripts::Params;
 
 /// What every handle on one limiter shares (cancel tasks hold it too).

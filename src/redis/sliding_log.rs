@@ -7,7 +7,7 @@
 //! count grants only; few, since a block drops every entry it outlasts).
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 use super::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::SlidingLog;

@@ -21,7 +21,7 @@
 //! count)` entries either way.
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 use super::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::SlidingWindow;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::{AcquireError, Decision};
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
-use super::failure::Failure;
+use super::connection::error::RedisLimitError;
+use super::connection::failure::Failure;
 use super::limiter::{admitted, RedisRateLimiter};
 use super::policy::FailurePolicy;
 use super::reservation;

@@ -3,7 +3,7 @@
 //! compared in 26-bit limbs, no floats). One short string per key whatever `L`.
 
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
+use super::connection::error::RedisLimitError;
 use super::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::WeightedWindow;

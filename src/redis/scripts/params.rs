@@ -2,7 +2,7 @@
 
 use crate::Quota;
 
-use super::super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
 
 /// A quota as the scripts see it: integer microseconds and permits, all at most
 /// [`MAX_SPAN_US`], so that every sum the scripts make stays exact in a Lua double.

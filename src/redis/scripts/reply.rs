@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::Decision;
 
-use super::super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
 
 /// The reply of every script's check: `{now, status, remaining, retry_after or -1, reset_after}`.
 #[derive(Clone, Copy, Debug)]

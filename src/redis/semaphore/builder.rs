@@ -10,7 +10,7 @@ use ::redis::cluster_async::ClusterConnection;
 use crate::Quota;
 
 use super::super::config::RedisRateLimiterBuilder;
-use super::super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
 use super::super::limiter::RedisRateLimiter;
 use super::super::policy::FailurePolicy;
 use super::super::scripts::MAX_SPAN_US;

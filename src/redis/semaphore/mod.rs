@@ -16,8 +16,8 @@ use tokio::task::JoinHandle;
 
 use crate::AcquireError;
 
-use super::error::RedisLimitError;
-use super::failure::Failure;
+use super::connection::error::RedisLimitError;
+use super::connection::failure::Failure;
 use super::limiter::{RedisRateLimiter, RedisStats};
 use super::policy::FailurePolicy;
 use script::{AcquireReply, InspectReply};
@@ -426,7 +426,7 @@ impl RedisSemaphore {
 
     async fn eval(
         &self,
-        script: &super::client::LuaScript,
+        script: &super::connection::client::LuaScript,
         state: &str,
         op: &str,
         args: &[i64],

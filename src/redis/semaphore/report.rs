@@ -8,7 +8,7 @@
 
 use crate::AcquireError;
 
-use super::super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
 
 pub(super) struct Report {
     #[cfg(feature = "metrics")]

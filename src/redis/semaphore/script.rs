@@ -4,8 +4,8 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::super::client::LuaScript;
-use super::super::error::RedisLimitError;
+use super::super::connection::client::LuaScript;
+use super::super::connection::error::RedisLimitError;
 
 /// `fn name() -> &'static LuaScript` for `$file` after the prelude and the semaphore's common
 /// part.
