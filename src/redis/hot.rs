@@ -2,18 +2,22 @@
 //! (`denial_cache`, `coalesce`: `hot_builder.rs`) configure, the state they keep, and the path
 //! a check takes through them: the local denial cache, then the coalescer, then Redis.
 
+mod coalesce;
+mod denial_cache;
+mod sharded_map;
+
 use std::num::NonZeroUsize;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::coalesce::Coalescer;
 use super::connection::client::ScriptClient;
 use super::connection::error::RedisLimitError;
 use super::connection::failure::Failure;
 use super::connection::meter::Meter;
-use super::denial_cache::DenialCache;
 use super::scripts::{Params, Spec};
+use coalesce::Coalescer;
+use denial_cache::DenialCache;
 
 /// The builder's choices.
 #[derive(Clone, Copy, Debug, Default)]

@@ -86,10 +86,8 @@
 
 mod adjust;
 mod algorithm;
-mod coalesce;
 mod config;
 mod connection;
-mod denial_cache;
 mod fixed_window;
 mod gcra;
 mod hot;
@@ -99,7 +97,6 @@ mod policy;
 mod reservation;
 mod scripts;
 mod semaphore;
-mod sharded_map;
 mod shared;
 mod sliding_log;
 mod sliding_window;

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::connection::client::ScriptClient;
-use super::connection::failure::Failure;
-use super::connection::meter::Meter;
-use super::scripts::{clamp_i64, Params, Spec};
+use super::super::connection::client::ScriptClient;
+use super::super::connection::failure::Failure;
+use super::super::connection::meter::Meter;
+use super::super::scripts::{clamp_i64, Params, Spec};
 use super::sharded_map::ShardedMap;
 
 /// A check's reply, in the shape of the script's `check` reply.
