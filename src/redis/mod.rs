@@ -84,32 +84,19 @@
 //! Redis 7.0 or later (or a compatible server): the scripts call `TIME` before writing, which
 //! needs script effects replication, the only mode since 7.0.
 
-mod adjust;
-mod algorithm;
-mod config;
 mod connection;
-mod fixed_window;
-mod gcra;
 mod hot;
-mod hot_builder;
-mod limiter;
-mod policy;
-mod reservation;
+mod rate;
 mod scripts;
 mod semaphore;
-mod shared;
-mod sliding_log;
-mod sliding_window;
-mod wait;
-mod weighted;
 
-pub use algorithm::RedisAlgorithm;
-pub use config::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
 pub use connection::error::RedisLimitError;
 pub use connection::failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
-pub use limiter::{RedisDecision, RedisRateLimiter, RedisStats};
-pub use policy::FailurePolicy;
-pub use reservation::RedisReservation;
+pub use rate::algorithm::RedisAlgorithm;
+pub use rate::builder::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
+pub use rate::limiter::{RedisDecision, RedisRateLimiter, RedisStats};
+pub use rate::policy::FailurePolicy;
+pub use rate::reservation::RedisReservation;
 pub use semaphore::{
     KeepAlive, Lease, LeaseId, RedisSemaphore, RedisSemaphoreBuilder, Released, DEFAULT_LEASE,
 };

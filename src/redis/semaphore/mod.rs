@@ -18,8 +18,8 @@ use crate::AcquireError;
 
 use super::connection::error::RedisLimitError;
 use super::connection::failure::Failure;
-use super::limiter::{RedisRateLimiter, RedisStats};
-use super::policy::FailurePolicy;
+use super::rate::limiter::{RedisRateLimiter, RedisStats};
+use super::rate::policy::FailurePolicy;
 use script::{AcquireReply, InspectReply};
 
 pub use builder::{RedisSemaphoreBuilder, DEFAULT_LEASE};

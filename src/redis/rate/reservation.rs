@@ -18,10 +18,10 @@ use tokio::time::Instant;
 
 use crate::{AcquireError, Decision};
 
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::failure::Failure;
+use super::super::scripts::{clamp_i64, Params};
 use super::algorithm::RedisAlgorithm;
-use super::connection::error::RedisLimitError;
-use super::connection::failure::Failure;
-use super::scripts::{clamp_i64, Params};
 use super::shared::SharedLimiter;
 use crate::Gcra;
 
@@ -107,7 +107,7 @@ pub(crate) async fn reserve(
     let cost = params
         .span_us
         .checked_mul(n)
-        .filter(|c| *c <= super::scripts::MAX_SPAN_US * 2)
+        .filter(|c| *c <= super::super::scripts::MAX_SPAN_US * 2)
         .ok_or(RedisLimitError::Limited(AcquireError::Unrepresentable {
             requested: n,
         }));

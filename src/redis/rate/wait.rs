@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use crate::{AcquireError, Decision};
 
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::failure::Failure;
+use super::super::scripts::{CheckReply, Params};
 use super::algorithm::RedisAlgorithm;
-use super::connection::error::RedisLimitError;
-use super::connection::failure::Failure;
 use super::limiter::{admitted, RedisRateLimiter};
 use super::policy::FailurePolicy;
 use super::reservation;
-use super::scripts::{CheckReply, Params};
 
 /// A wait's outcome before the failure policy: the time waited and the decision as the grant
 /// left the key, or Redis's failure with the part of the timeout left.

@@ -9,13 +9,13 @@ use crate::Gcra;
 use crate::Quota;
 use crate::{AcquireError, Decision, ThrottleReply};
 
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::failure::Failure;
+use super::super::connection::meter::Meter;
+use super::super::scripts::{CheckReply, Params};
 use super::algorithm::{state_key, RedisAlgorithm};
-use super::connection::error::RedisLimitError;
-use super::connection::failure::Failure;
-use super::connection::meter::Meter;
 use super::policy::FailurePolicy;
 use super::reservation::{self, RedisReservation};
-use super::scripts::{CheckReply, Params};
 use super::shared::SharedLimiter;
 
 /// A [`Decision`] and where it came from.
@@ -62,10 +62,10 @@ pub struct RedisStats {
     /// Decisions and waits that the failure policy answered instead of Redis.
     pub policy_decisions: u64,
     /// Checks the local denial cache answered, with no round trip
-    /// ([`denial_cache`](super::RedisRateLimiterBuilder::denial_cache)).
+    /// ([`denial_cache`](super::super::RedisRateLimiterBuilder::denial_cache)).
     pub local_denials: u64,
     /// Checks that went to Redis in one script call with others
-    /// ([`coalesce`](super::RedisRateLimiterBuilder::coalesce)).
+    /// ([`coalesce`](super::super::RedisRateLimiterBuilder::coalesce)).
     pub coalesced: u64,
 }
 
@@ -100,7 +100,7 @@ pub struct RedisStats {
 /// # Ok(()) }
 /// ```
 pub struct RedisRateLimiter<A: RedisAlgorithm = Gcra> {
-    pub(super) shared: Arc<SharedLimiter>,
+    pub(crate) shared: Arc<SharedLimiter>,
     pub(super) policy: FailurePolicy<A>,
     pub(super) algorithm: A,
 }
@@ -239,7 +239,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// peeks.
     ///
     /// # Errors
-    /// What [`connect`](super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// What [`connect`](super::super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
     /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
     /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
@@ -395,7 +395,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// Like [`check_n`](Self::check_n) under `quota` for this call only (its own state).
     ///
     /// # Errors
-    /// What [`connect`](super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// What [`connect`](super::super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
     /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
     /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback

@@ -1,6 +1,8 @@
 //! [`RedisRateLimiterBuilder`]: the quota, the algorithm, the key prefix, the per-call
 //! deadline, the failure policy, and the connection.
 
+mod hot_keys;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,13 +13,13 @@ use ::redis::sentinel::{SentinelClient, SentinelServerType};
 
 use crate::{Quota, QuotaError};
 
+use super::super::connection::client::{Conn, ScriptClient};
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::sentinel::SentinelConn;
+use super::super::scripts::Params;
 use super::algorithm::RedisAlgorithm;
-use super::connection::client::{Conn, ScriptClient};
-use super::connection::error::RedisLimitError;
-use super::connection::sentinel::SentinelConn;
 use super::limiter::RedisRateLimiter;
 use super::policy::FailurePolicy;
-use super::scripts::Params;
 use super::shared::SharedLimiter;
 use crate::Gcra;
 
@@ -57,7 +59,7 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     name: Option<String>,
     /// Whether refusal events carry the key (feature `tracing`).
     trace_keys: bool,
-    pub(super) hot: super::hot::HotOptions,
+    pub(super) hot: super::super::hot::HotOptions,
     /// A mistake found while configuring, reported by `connect`.
     error: Option<RedisLimitError>,
 }
@@ -262,7 +264,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// restarted during an outage starts.
     ///
     /// # Errors
-    /// [`RedisLimitError::Server`] (kind [`Client`](super::ServerErrorKind::Client)) for a URL
+    /// [`RedisLimitError::Server`] (kind [`Client`](super::super::ServerErrorKind::Client)) for a URL
     /// that does not parse, and the errors of
     /// [`with_connection_manager`](Self::with_connection_manager).
     ///

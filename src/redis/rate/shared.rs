@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use crate::Quota;
 
-use super::connection::client::ScriptClient;
-use super::scripts::Params;
+use super::super::connection::client::ScriptClient;
+use super::super::scripts::Params;
 
 /// What every handle on one limiter shares (cancel tasks hold it too).
 pub(crate) struct SharedLimiter {
     /// Shared with the coalescer's batches, which a spawned task sends.
-    pub(super) client: Arc<ScriptClient>,
-    pub(super) prefix: String,
-    pub(super) quota: Quota,
-    pub(super) params: Params,
-    pub(super) hot: super::hot::Hot,
+    pub(crate) client: Arc<ScriptClient>,
+    pub(crate) prefix: String,
+    pub(crate) quota: Quota,
+    pub(crate) params: Params,
+    pub(crate) hot: super::super::hot::Hot,
 }

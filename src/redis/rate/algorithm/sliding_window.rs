@@ -20,9 +20,9 @@
 //! short form again. The script reads both, and decides on the in-process log of `(stamp,
 //! count)` entries either way.
 
-use super::algorithm::RedisAlgorithm;
-use super::connection::error::RedisLimitError;
-use super::scripts::{self, script_spec, Params};
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::SlidingWindow;
 

@@ -6,9 +6,9 @@
 //! many permits whatever its size (`"h:<stamp>:<count>"`, scored -1 so that the stamp ranges
 //! count grants only; few, since a block drops every entry it outlasts).
 
-use super::algorithm::RedisAlgorithm;
-use super::connection::error::RedisLimitError;
-use super::scripts::{self, script_spec, Params};
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::SlidingLog;
 

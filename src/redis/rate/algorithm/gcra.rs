@@ -3,11 +3,11 @@
 //! cancelled out of order, the in-process rule of `algorithm::gcra::holes`), the same value
 //! carries them after the TAT (`gcra.lua`). The methods only GCRA has (redis-cell's
 //! `throttle`, reservations, blocks, penalties and rewards) are in `super`,
-//! `super::reservation` and `super::adjust`.
+//! `super::super::reservation` and `super::super::adjust`.
 
-use super::algorithm::RedisAlgorithm;
-use super::connection::error::RedisLimitError;
-use super::scripts::{self, clamp_i64, script_spec, Params};
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, clamp_i64, script_spec, Params};
 use crate::Gcra;
 use crate::Quota;
 

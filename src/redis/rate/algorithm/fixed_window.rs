@@ -1,9 +1,9 @@
 //! The fixed window on Redis: windows `[kW, (k+1)W)` of the server's Unix time, one string key
 //! `"k:count"` per limited thing, expiring at the end of its window.
 
-use super::algorithm::RedisAlgorithm;
-use super::connection::error::RedisLimitError;
-use super::scripts::{self, script_spec, Params, MAX_SPAN_US};
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params, MAX_SPAN_US};
 use crate::FixedWindow;
 use crate::Quota;
 

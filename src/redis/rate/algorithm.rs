@@ -2,15 +2,21 @@
 //! its script ([`Spec`]), its key tag, and how a [`Quota`] becomes the script's integer
 //! parameters; and the name of a key's state.
 
+mod fixed_window;
+mod gcra;
+mod sliding_log;
+mod sliding_window;
+mod weighted;
+
 use crate::{Algorithm, Quota};
 
-use super::connection::error::RedisLimitError;
-use super::scripts::{Params, Spec, MAX_SPAN_US};
+use super::super::connection::error::RedisLimitError;
+use super::super::scripts::{Params, Spec, MAX_SPAN_US};
 
 /// An algorithm the Redis limiter can run: the in-process algorithm types that have a Lua
 /// script, so that `RedisRateLimiter<SlidingLog>` runs the same [`SlidingLog`](crate::SlidingLog)
 /// a `KeyedRateLimiter<K, SlidingLog>` runs, with the same decisions and `Decision` fields
-/// (see [`RedisRateLimiter`](super::RedisRateLimiter) for the resolution of times):
+/// (see [`RedisRateLimiter`](super::super::RedisRateLimiter) for the resolution of times):
 ///
 /// | algorithm | on Redis |
 /// |---|---|

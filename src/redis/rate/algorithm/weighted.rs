@@ -2,9 +2,9 @@
 //! `"k:cur:prev"`, weighed in exact integer arithmetic inside the script (104-bit products
 //! compared in 26-bit limbs, no floats). One short string per key whatever `L`.
 
-use super::algorithm::RedisAlgorithm;
-use super::connection::error::RedisLimitError;
-use super::scripts::{self, script_spec, Params};
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::WeightedWindow;
 
