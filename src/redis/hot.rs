@@ -1,5 +1,5 @@
 //! A hot key that costs Redis almost nothing: what the builder's two opt-in options
-//! (`denial_cache`, `coalesce`: `hot_builder.rs`) configure, the state they keep, and the path
+//! (`denial_cache`, `coalesce`: `rate/builder/hot_keys.rs`) configure, the state they keep, and the path
 //! a check takes through them: the local denial cache, then the coalescer, then Redis.
 
 mod coalesce;

@@ -49,7 +49,7 @@ pub struct Spec {
     /// reply every script's caller reads ([`CheckReply`]); GCRA sends less and this fills in
     /// the rest.
     pub(crate) expand: fn(Vec<i64>, i64, Params) -> Vec<i64>,
-    /// The script has the ops `block`, `penalize` and `reward` (`adjust.rs`), each replying
+    /// The script has the ops `block`, `penalize` and `reward` (`rate/adjust.rs`), each replying
     /// in full (the [`CheckReply`] shape, never through `expand`).
     pub(crate) adjusts: bool,
 }

@@ -7,7 +7,7 @@
 //! `MOVED` back (issue 20: hundreds of `ASK` errors during a reshard). Here `ASKING` and the
 //! script go to the named node as one pipeline, written together on that connection: the
 //! server runs them back to back. Our own cluster connections have redis-rs's retries off
-//! (`retries(0)`, see `config.rs`), so every redirect comes back to this loop; on `MOVED`
+//! (`retries(0)`, see `rate/builder.rs`), so every redirect comes back to this loop; on `MOVED`
 //! redis-rs still refreshes its slot map, and the next try routes by the new map.
 
 use std::time::Duration;

@@ -320,7 +320,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         let params = self.validate()?;
         let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
         let client = ClusterClient::builder(nodes)
-            // Redirects come back to us (cluster.rs): redis-rs's own ASK handling sends ASKING
+            // Redirects come back to us (connection/cluster.rs): redis-rs's own ASK handling sends ASKING
             // apart from the command. Other retries are within our deadline anyway.
             .retries(0)
             .build()

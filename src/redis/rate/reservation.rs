@@ -2,7 +2,7 @@
 //! reservation is ready, and cancel if the waiter goes away first. A cancel is decided inside
 //! the script by the in-process rule: the latest reservation on its key is undone exactly; an
 //! earlier one's future part becomes a hole that later arrivals fill, lowest first, kept in
-//! the key's one value (`gcra.lua`).
+//! the key's one value (`scripts/gcra.lua`).
 //!
 //! Cancel safety: the reserve call runs in its own task, so a waiter dropped while the call is
 //! in flight still learns what was reserved and cancels it; a waiter dropped while sleeping

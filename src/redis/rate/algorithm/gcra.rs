@@ -1,7 +1,7 @@
 //! GCRA on Redis: one string key holding the integer TAT in microseconds, expiring when the
 //! bucket is full again; while the key has holes (stretches given back by reservations
 //! cancelled out of order, the in-process rule of `algorithm::gcra::holes`), the same value
-//! carries them after the TAT (`gcra.lua`). The methods only GCRA has (redis-cell's
+//! carries them after the TAT (`scripts/gcra.lua`). The methods only GCRA has (redis-cell's
 //! `throttle`, reservations, blocks, penalties and rewards) are in `super`,
 //! `super::super::reservation` and `super::super::adjust`.
 
