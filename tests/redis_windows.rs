@@ -238,8 +238,8 @@ fn script_integer_helpers_are_exact() {
     let server = RedisServer::start();
     let mut conn = server.conn();
     let body = concat!(
-        include_str!("../src/redis/prelude.lua"),
-        include_str!("../src/redis/exact.lua"),
+        include_str!("../src/redis/scripts/prelude.lua"),
+        include_str!("../src/redis/scripts/exact.lua"),
         "local a, b, c, d = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n",
         "return {mul_cmp(a, b, c, d), muldiv(a, b, c), muldiv_ceil(a, b, c), idiv(a, c)}\n"
     );

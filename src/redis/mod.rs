@@ -84,40 +84,19 @@
 //! Redis 7.0 or later (or a compatible server): the scripts call `TIME` before writing, which
 //! needs script effects replication, the only mode since 7.0.
 
-mod adjust;
-mod algorithm;
-mod client;
-mod cluster;
-mod coalesce;
-mod command;
-mod config;
-mod denial_cache;
-mod error;
-mod failure;
-mod fixed_window;
-mod gcra;
+mod connection;
 mod hot;
-mod hot_builder;
-mod hot_path;
-mod limiter;
-mod meter;
-mod policy;
-mod reservation;
+mod rate;
+mod scripts;
 mod semaphore;
-mod sentinel;
-mod shared;
-mod sliding_log;
-mod sliding_window;
-mod wait;
-mod weighted;
 
-pub use algorithm::RedisAlgorithm;
-pub use config::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
-pub use error::RedisLimitError;
-pub use failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
-pub use limiter::{RedisDecision, RedisRateLimiter, RedisStats};
-pub use policy::FailurePolicy;
-pub use reservation::RedisReservation;
+pub use connection::error::RedisLimitError;
+pub use connection::failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
+pub use rate::algorithm::RedisAlgorithm;
+pub use rate::builder::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
+pub use rate::limiter::{RedisDecision, RedisRateLimiter, RedisStats};
+pub use rate::policy::FailurePolicy;
+pub use rate::reservation::RedisReservation;
 pub use semaphore::{
     KeepAlive, Lease, LeaseId, RedisSemaphore, RedisSemaphoreBuilder, Released, DEFAULT_LEASE,
 };

@@ -9,11 +9,11 @@ use ::redis::cluster_async::ClusterConnection;
 
 use crate::Quota;
 
-use super::super::algorithm::MAX_SPAN_US;
-use super::super::config::RedisRateLimiterBuilder;
-use super::super::error::RedisLimitError;
-use super::super::limiter::RedisRateLimiter;
-use super::super::policy::FailurePolicy;
+use super::super::connection::error::RedisLimitError;
+use super::super::rate::builder::RedisRateLimiterBuilder;
+use super::super::rate::limiter::RedisRateLimiter;
+use super::super::rate::policy::FailurePolicy;
+use super::super::scripts::MAX_SPAN_US;
 use super::RedisSemaphore;
 
 /// A lease's length unless configured: long enough that a renewal every third of it survives

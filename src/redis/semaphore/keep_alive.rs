@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
 use super::lease::{Lease, LeaseId, Released};
 
 /// What the renewing task last learned.

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
 use super::RedisSemaphore;
 
 /// What names a lease on its key: its fencing token, a random nonce of the process that took

@@ -1,5 +1,5 @@
 //! What a [`RedisSemaphore`](super::RedisSemaphore) reports beyond its Redis calls (those are
-//! the rate limiter's `Counters`): acquires by outcome, waits, and the permits this process
+//! the rate limiter's `Meter`): acquires by outcome, waits, and the permits this process
 //! holds leases on, in the series the in-process concurrency limiters use
 //! (`tollgate::metric_names`: `tollgate_decisions_total`, `tollgate_permits_granted_total`,
 //! `tollgate_waits_total`, `tollgate_wait_seconds`, `tollgate_in_flight`), with the same
@@ -8,7 +8,7 @@
 
 use crate::AcquireError;
 
-use super::super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
 
 pub(super) struct Report {
     #[cfg(feature = "metrics")]
@@ -31,7 +31,7 @@ impl Report {
     }
 
     /// Counts an acquire of `n` permits that ended with `r` (a failure of Redis is no
-    /// decision: the `Counters` count it by kind).
+    /// decision: the `Meter` counts it by kind).
     pub(super) fn decided<T>(&self, r: &Result<T, RedisLimitError>, n: u64) {
         let outcome = match r {
             Ok(_) => crate::metric_names::OUTCOME_ALLOWED,

@@ -4,8 +4,8 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::super::client::LuaScript;
-use super::super::error::RedisLimitError;
+use super::super::connection::client::LuaScript;
+use super::super::connection::error::RedisLimitError;
 
 /// `fn name() -> &'static LuaScript` for `$file` after the prelude and the semaphore's common
 /// part.
@@ -14,7 +14,7 @@ macro_rules! script {
         pub(super) fn $name() -> &'static LuaScript {
             static SCRIPT: LazyLock<LuaScript> = LazyLock::new(|| {
                 LuaScript::new(concat!(
-                    include_str!("../prelude.lua"),
+                    include_str!("../scripts/prelude.lua"),
                     include_str!("common.lua"),
                     include_str!($file)
                 ))

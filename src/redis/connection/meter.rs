@@ -10,7 +10,7 @@ use super::failure::{Failure, ServerErrorKind, UnavailableKind};
 /// The counters behind `RedisRateLimiter::stats` (and `RedisSemaphore::stats`), and the
 /// same events reported to `metrics` and `tracing`.
 #[derive(Default)]
-pub(crate) struct Counters {
+pub(crate) struct Meter {
     pub(crate) replies: AtomicU64,
     pub(crate) timeouts: AtomicU64,
     pub(crate) errors: AtomicU64,
@@ -32,16 +32,16 @@ struct Warn {
     trace_keys: bool,
 }
 
-impl Counters {
+impl Meter {
     /// Counters for the limiter named `name` (`None`: unnamed), registering its series with
     /// the `metrics` recorder installed now.
-    pub(crate) fn new(name: Option<&str>, trace_keys: bool) -> Counters {
+    pub(crate) fn new(name: Option<&str>, trace_keys: bool) -> Meter {
         let label = name.unwrap_or(crate::metric_names::UNNAMED);
         #[cfg(not(any(feature = "metrics", feature = "tracing")))]
         let _ = label;
         #[cfg(not(feature = "tracing"))]
         let _ = trace_keys;
-        Counters {
+        Meter {
             #[cfg(feature = "metrics")]
             metrics: Some(Box::new(handles::Handles::register(label))),
             #[cfg(feature = "tracing")]
@@ -53,7 +53,7 @@ impl Counters {
                 .build(),
                 trace_keys,
             })),
-            ..Counters::default()
+            ..Meter::default()
         }
     }
 

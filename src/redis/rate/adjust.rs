@@ -1,14 +1,15 @@
 //! Operators' changes to one key on Redis: `reset` (every algorithm: the key's one Redis key is
 //! deleted, once the script has found it holds the algorithm's own state) and `block`,
 //! `penalize`, `reward` (the algorithms whose script has those ops,
-//! [`Spec::adjusts`](super::algorithm::Spec)): each one script run deciding exactly as the
+//! [`Spec::adjusts`](super::super::scripts::Spec)): each one script run deciding exactly as the
 //! in-process algorithm's `adjust` (the guide's [Penalties](crate::guide::penalties) page), on
 //! the server's clock.
 
 use std::time::{Duration, Instant};
 
-use super::algorithm::{clamp_i64, CheckReply, RedisAlgorithm, MAX_SPAN_US};
-use super::error::RedisLimitError;
+use super::super::connection::error::RedisLimitError;
+use super::super::scripts::{clamp_i64, CheckReply, MAX_SPAN_US};
+use super::algorithm::RedisAlgorithm;
 use super::limiter::{RedisDecision, RedisRateLimiter};
 
 /// The latest instant the scripts' clock reaches, in µs since the epoch: `MAX_NANOS` on a clock
@@ -20,7 +21,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// Forgets `key`'s state under the limiter's quota (the Redis key
     /// [`state_key`](Self::state_key) names is deleted): its next call in every process is
     /// decided as a fresh key's. Whether there was state. Every algorithm. This process's
-    /// cached denial of the key, if any ([`denial_cache`](super::RedisRateLimiterBuilder::denial_cache)),
+    /// cached denial of the key, if any ([`denial_cache`](super::super::RedisRateLimiterBuilder::denial_cache)),
     /// is forgotten too; other processes' caches go on refusing until their cached
     /// `retry_after` (the guide's [Redis](crate::guide::redis) page).
     ///
@@ -28,7 +29,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// [`state_key_with`](Self::state_key_with) names.
     ///
     /// # Errors
-    /// The Redis failure under every [`FailurePolicy`](super::FailurePolicy): a reset is not a
+    /// The Redis failure under every [`FailurePolicy`](super::super::FailurePolicy): a reset is not a
     /// decision, so there is nothing for a policy to admit or refuse. A value tollgate did not
     /// write at the state key is [`RedisLimitError::Server`] (kind `Script`, or `WrongType` for
     /// another Redis type) and is not deleted.
@@ -48,10 +49,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         // does (a value it did not write is an error, and stays), then deletes it.
         let (args, len) = s.params.check_args(0);
         let reply = s
-            .backend
+            .client
             .eval(&A::spec().script, &state, "reset", &args[..len])
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, s.backend.deadline()))?;
+            .map_err(|f| RedisLimitError::from_failure(f, s.client.deadline()))?;
         s.hot.forget(&state);
         match reply.as_slice() {
             [deleted] => Ok(*deleted > 0),
@@ -72,7 +73,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # Errors
     /// [`RedisLimitError::Unsupported`] for an algorithm whose script has no blocks
     /// ([`Gcra`](crate::Gcra), for now); the Redis failure under every
-    /// [`FailurePolicy`](super::FailurePolicy) (a change is not a decision).
+    /// [`FailurePolicy`](super::super::FailurePolicy) (a change is not a decision).
     ///
     /// ```
     /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter<tollgate::SlidingLog>) -> Result<(), tollgate::redis::RedisLimitError> {
@@ -151,10 +152,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         ];
         let s = &self.shared;
         let sent = Instant::now();
-        let reply = s.backend.eval(&A::spec().script, &state, op, &args).await;
+        let reply = s.client.eval(&A::spec().script, &state, op, &args).await;
         // Whatever happened, this process's cached denial of the key may be wrong now.
         s.hot.forget(&state);
-        let reply = reply.map_err(|f| RedisLimitError::from_failure(f, s.backend.deadline()))?;
+        let reply = reply.map_err(|f| RedisLimitError::from_failure(f, s.client.deadline()))?;
         let r = CheckReply::parse(&reply, p.limit)?;
         if let Some(cache) = &s.hot.cache {
             // A one-permit denial with nothing left (a block, a penalty) is exactly what a

@@ -14,7 +14,7 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 use super::cluster;
 use super::command::command;
 use super::failure::{classify, Failure};
-use super::meter::Counters;
+use super::meter::Meter;
 use super::sentinel::SentinelConn;
 
 // Plain statistics counters (no protocol between them, `Relaxed`): std atomics, not the core
@@ -51,23 +51,23 @@ pub(crate) enum Conn {
 }
 
 /// The connection, its deadline, and the counters.
-pub(crate) struct Backend {
+pub(crate) struct ScriptClient {
     conn: Conn,
     deadline: Duration,
-    pub(crate) counters: Counters,
+    pub(crate) meter: Meter,
 }
 
-impl Backend {
+impl ScriptClient {
     pub(crate) fn new(
         conn: Conn,
         deadline: Duration,
         name: Option<&str>,
         trace_keys: bool,
-    ) -> Backend {
-        Backend {
+    ) -> ScriptClient {
+        ScriptClient {
             conn,
             deadline,
-            counters: Counters::new(name, trace_keys),
+            meter: Meter::new(name, trace_keys),
         }
     }
 
@@ -87,9 +87,9 @@ impl Backend {
     ) -> Result<Vec<i64>, Failure> {
         let call = async {
             match &self.conn {
-                Conn::Single(c) => single(c.clone(), script, key, op, args, &self.counters).await,
+                Conn::Single(c) => single(c.clone(), script, key, op, args, &self.meter).await,
                 Conn::Sentinel(s) => match s.current() {
-                    Some(c) => single(c, script, key, op, args, &self.counters).await,
+                    Some(c) => single(c, script, key, op, args, &self.meter).await,
                     None => Err(RedisError::from(std::io::Error::new(
                         std::io::ErrorKind::NotConnected,
                         "no primary found through sentinel yet",
@@ -103,7 +103,7 @@ impl Backend {
                         key,
                         op,
                         args,
-                        &self.counters,
+                        &self.meter,
                     )
                     .await
                 }
@@ -111,13 +111,13 @@ impl Backend {
         };
         let result = match tokio::time::timeout(self.deadline, call).await {
             Ok(Ok(reply)) => {
-                self.counters.reply();
+                self.meter.reply();
                 return Ok(reply);
             }
             Ok(Err(e)) => classify(e),
             Err(_) => Failure::Timeout,
         };
-        self.counters.failed(&result);
+        self.meter.failed(&result);
         if let (Conn::Sentinel(s), true) = (&self.conn, result.policy_decides()) {
             // The primary may have moved: ask the sentinels, in the background.
             s.resolve_soon();
@@ -133,7 +133,7 @@ async fn single(
     key: &str,
     op: &str,
     args: &[i64],
-    counters: &Counters,
+    meter: &Meter,
 ) -> Result<Vec<i64>, RedisError> {
     let reply = command("EVALSHA", script.sha(), key, op, args)
         .query_async(&mut conn)
@@ -141,7 +141,7 @@ async fn single(
     match reply {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // EVAL also caches the script on that node, so the next call is EVALSHA.
-            counters.script_loaded();
+            meter.script_loaded();
             command("EVAL", script.body, key, op, args)
                 .query_async(&mut conn)
                 .await
@@ -150,8 +150,9 @@ async fn single(
     }
 }
 
-impl fmt::Debug for Backend {
+impl fmt::Debug for ScriptClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The name `Debug` printed before the type was renamed: the output does not change.
         f.debug_struct("Backend")
             .field(
                 "conn",

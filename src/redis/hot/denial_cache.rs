@@ -17,30 +17,22 @@
 //! `retry_after` and `reset_after` as Redis sent them less the local time elapsed since the
 //! call was sent, rounded up to whole microseconds (never longer than Redis would now say).
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::Mutex;
 use std::time::Instant;
 
-use crate::DefaultKeyHasher;
+use super::sharded_map::ShardedMap;
 
 /// A cached denial: Redis's reply fields and when the call that got it was sent.
 #[derive(Clone, Copy)]
-struct Entry {
+struct Denial {
     sent: Instant,
     server_now_us: u64,
     retry_us: u64,
     reset_us: u64,
 }
 
-/// One shard: a map under a lock, holding at most `cap` entries.
-type Shard = Mutex<HashMap<String, Entry, DefaultKeyHasher>>;
-
 pub(crate) struct DenialCache {
-    /// Chooses the shard (from the hash's high half; each map uses it too, from the low bits).
-    hasher: DefaultKeyHasher,
-    shards: Box<[Shard]>,
-    /// Per shard; `shards.len() * cap <= max_keys`, so the total is capped exactly.
+    denials: ShardedMap<Denial>,
+    /// Per shard; `shards * cap <= max_keys`, so the total is capped exactly.
     cap: usize,
 }
 
@@ -54,21 +46,11 @@ impl DenialCache {
     /// A cache of at most `max_keys` denials (at least 1).
     pub(crate) fn new(max_keys: usize) -> DenialCache {
         let max_keys = max_keys.max(1);
-        let shards = max_keys.min(16);
-        let hasher = DefaultKeyHasher::default();
+        let denials = ShardedMap::new(max_keys.min(16));
         DenialCache {
-            shards: (0..shards)
-                .map(|_| Mutex::new(HashMap::with_hasher(hasher.clone())))
-                .collect(),
-            hasher,
-            cap: max_keys / shards,
+            cap: max_keys / denials.shards(),
+            denials,
         }
-    }
-
-    fn shard(&self, key: &str) -> &Shard {
-        let h = self.hasher.hash_one(key) >> 32;
-        // Fewer than 2^32 shards: the index fits.
-        &self.shards[(h % self.shards.len() as u64) as usize]
     }
 
     /// The reply for a call for `n` permits on `key` at `now`, if a cached denial answers it:
@@ -78,7 +60,7 @@ impl DenialCache {
         if n != 1 {
             return None;
         }
-        let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.denials.lock(key);
         let e = *map.get(key)?;
         let elapsed = elapsed_us_ceil(e.sent, now);
         if elapsed >= e.retry_us {
@@ -113,13 +95,13 @@ impl DenialCache {
         if n != 1 || retry_us == 0 {
             return;
         }
-        let entry = Entry {
+        let entry = Denial {
             sent,
             server_now_us,
             retry_us,
             reset_us,
         };
-        let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.denials.lock(key);
         if let Some(old) = map.get_mut(key) {
             *old = entry;
             return;
@@ -137,19 +119,13 @@ impl DenialCache {
 
     /// Forgets `key`'s denial (this process gave permits back on it).
     pub(crate) fn forget(&self, key: &str) {
-        self.shard(key)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        self.denials.lock(key).remove(key);
     }
 
     /// Entries held (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
+        self.denials.len()
     }
 }
 

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use crate::{AcquireError, Decision};
 
-use super::algorithm::{CheckReply, Params, RedisAlgorithm};
-use super::error::RedisLimitError;
-use super::failure::Failure;
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::failure::Failure;
+use super::super::scripts::{CheckReply, Params};
+use super::algorithm::RedisAlgorithm;
 use super::limiter::{admitted, RedisRateLimiter};
 use super::policy::FailurePolicy;
 use super::reservation;
@@ -137,10 +138,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                     failure.policy_decides() && !matches!(self.policy, FailurePolicy::Error);
                 let r = self
                     .policy
-                    .acquire(failure, s.backend.deadline(), &state, n, timeout_left)
+                    .acquire(failure, s.client.deadline(), &state, n, timeout_left)
                     .await;
                 if decides {
-                    s.backend.counters.policy_decided();
+                    s.client.meter.policy_decided();
                 }
                 Ok((r?, None))
             }

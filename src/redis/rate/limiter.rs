@@ -9,13 +9,14 @@ use crate::Gcra;
 use crate::Quota;
 use crate::{AcquireError, Decision, ThrottleReply};
 
-use super::algorithm::{state_key, CheckReply, Params, RedisAlgorithm};
-use super::error::RedisLimitError;
-use super::failure::Failure;
-use super::meter::Counters;
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::failure::Failure;
+use super::super::connection::meter::Meter;
+use super::super::scripts::{CheckReply, Params};
+use super::algorithm::{state_key, RedisAlgorithm};
 use super::policy::FailurePolicy;
 use super::reservation::{self, RedisReservation};
-use super::shared::Shared;
+use super::shared::SharedLimiter;
 
 /// A [`Decision`] and where it came from.
 ///
@@ -61,10 +62,10 @@ pub struct RedisStats {
     /// Decisions and waits that the failure policy answered instead of Redis.
     pub policy_decisions: u64,
     /// Checks the local denial cache answered, with no round trip
-    /// ([`denial_cache`](super::RedisRateLimiterBuilder::denial_cache)).
+    /// ([`denial_cache`](super::super::RedisRateLimiterBuilder::denial_cache)).
     pub local_denials: u64,
     /// Checks that went to Redis in one script call with others
-    /// ([`coalesce`](super::RedisRateLimiterBuilder::coalesce)).
+    /// ([`coalesce`](super::super::RedisRateLimiterBuilder::coalesce)).
     pub coalesced: u64,
 }
 
@@ -99,7 +100,7 @@ pub struct RedisStats {
 /// # Ok(()) }
 /// ```
 pub struct RedisRateLimiter<A: RedisAlgorithm = Gcra> {
-    pub(super) shared: Arc<Shared>,
+    pub(crate) shared: Arc<SharedLimiter>,
     pub(super) policy: FailurePolicy<A>,
     pub(super) algorithm: A,
 }
@@ -199,8 +200,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # }
     /// ```
     pub fn stats(&self) -> RedisStats {
-        let c = &self.shared.backend.counters;
-        let get = Counters::get;
+        let c = &self.shared.client.meter;
+        let get = Meter::get;
         RedisStats {
             replies: get(&c.replies),
             timeouts: get(&c.timeouts),
@@ -238,7 +239,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// peeks.
     ///
     /// # Errors
-    /// What [`connect`](super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// What [`connect`](super::super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
     /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
     /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
@@ -302,11 +303,12 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         quota: Option<Quota>,
     ) -> Result<RedisDecision, RedisLimitError> {
         let state = self.key_under(key, params);
-        match super::hot_path::check::<A>(&self.shared, &state, n, params).await {
+        let s = &self.shared;
+        match s.hot.check(&s.client, A::spec(), &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
                 if !r.decision.allowed {
-                    self.shared.backend.counters.refused(key, n, &r.decision);
+                    s.client.meter.refused(key, n, &r.decision);
                 }
                 Ok(RedisDecision {
                     decision: r.decision,
@@ -314,18 +316,17 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                 })
             }
             Err(failure) => {
-                let s = &self.shared;
                 let decision = self.policy.decide(
                     failure,
-                    s.backend.deadline(),
+                    s.client.deadline(),
                     &state,
                     n,
                     params.limit,
                     quota,
                 )?;
-                s.backend.counters.policy_decided();
+                s.client.meter.policy_decided();
                 if !decision.allowed {
-                    s.backend.counters.refused(key, n, &decision);
+                    s.client.meter.refused(key, n, &decision);
                 }
                 Ok(RedisDecision {
                     decision,
@@ -341,7 +342,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         p: Params,
     ) -> Result<Vec<i64>, Failure> {
-        A::spec().check(&self.shared.backend, state, n, p).await
+        A::spec().check(&self.shared.client, state, n, p).await
     }
 
     /// Tries one permit for `key` and reports everything about the decision.
@@ -394,7 +395,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// Like [`check_n`](Self::check_n) under `quota` for this call only (its own state).
     ///
     /// # Errors
-    /// What [`connect`](super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
+    /// What [`connect`](super::super::RedisRateLimiterBuilder::connect) returns for a quota the algorithm
     /// cannot run ([`RedisLimitError::QuotaOutOfRange`], [`RedisLimitError::InvalidQuota`],
     /// [`RedisLimitError::Unsupported`]); under [`FailurePolicy::Error`] the Redis failure;
     /// under [`FailurePolicy::Fallback`], [`RedisLimitError::InvalidQuota`] if the fallback
@@ -688,7 +689,7 @@ impl RedisRateLimiter<Gcra> {
             Ok(ticket) => Ok(RedisReservation::new(self.shared.clone(), ticket?)),
             Err(f) => Err(RedisLimitError::from_failure(
                 f,
-                self.shared.backend.deadline(),
+                self.shared.client.deadline(),
             )),
         }
     }
@@ -700,7 +701,7 @@ impl<A: RedisAlgorithm> fmt::Debug for RedisRateLimiter<A> {
             .field("algorithm", &A::NAME)
             .field("quota", &self.shared.quota)
             .field("prefix", &self.shared.prefix)
-            .field("backend", &self.shared.backend)
+            .field("backend", &self.shared.client)
             .field("policy", &self.policy)
             .finish()
     }

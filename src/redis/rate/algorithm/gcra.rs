@@ -1,12 +1,13 @@
 //! GCRA on Redis: one string key holding the integer TAT in microseconds, expiring when the
 //! bucket is full again; while the key has holes (stretches given back by reservations
 //! cancelled out of order, the in-process rule of `algorithm::gcra::holes`), the same value
-//! carries them after the TAT (`gcra.lua`). The methods only GCRA has (redis-cell's
+//! carries them after the TAT (`scripts/gcra.lua`). The methods only GCRA has (redis-cell's
 //! `throttle`, reservations, blocks, penalties and rewards) are in `super`,
-//! `super::reservation` and `super::adjust`.
+//! `super::super::reservation` and `super::super::adjust`.
 
-use super::algorithm::{clamp_i64, script_spec, Params, RedisAlgorithm};
-use super::error::RedisLimitError;
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, clamp_i64, script_spec, Params};
 use crate::Gcra;
 use crate::Quota;
 
@@ -16,7 +17,7 @@ use crate::Quota;
 impl RedisAlgorithm for Gcra {
     const NAME: &'static str = "gcra";
 
-    script_spec!("gcra.lua", reserves: true, batches: true, adjusts: true, with: [], expand: expand);
+    script_spec!(scripts::GCRA, reserves: true, batches: true, adjusts: true, expand: expand);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::interval(quota)

@@ -10,18 +10,16 @@
 //! waiting (its future dropped, or its deadline passed) strands nobody: the batch goes anyway
 //! and its permits are taken, as a single call already sent would take them.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::DefaultKeyHasher;
-
-use super::algorithm::{clamp_i64, Params, Spec};
-use super::client::Backend;
-use super::failure::Failure;
-use super::meter::Counters;
+use super::super::connection::client::ScriptClient;
+use super::super::connection::failure::Failure;
+use super::super::connection::meter::Meter;
+use super::super::scripts::{clamp_i64, Params, Spec};
+use super::sharded_map::ShardedMap;
 
 /// A check's reply, in the shape of the script's `check` reply.
 type Reply = Result<Vec<i64>, Failure>;
@@ -31,57 +29,37 @@ struct Waiter {
     tx: oneshot::Sender<Reply>,
 }
 
-/// Checks waiting for the call in flight on their key (present = a call is in flight).
-type Shard = Mutex<HashMap<String, Vec<Waiter>, DefaultKeyHasher>>;
-
 /// The most checks one script call decides (a bound on the script's run time).
 const MAX_BATCH: usize = 256;
 
 pub(crate) struct Coalescer {
-    hasher: DefaultKeyHasher,
-    shards: Box<[Shard]>,
-}
-
-/// What the batches are sent through, and the coalescer itself: the limiter's shared state,
-/// which a spawned batch holds on to.
-pub(crate) trait Via: Send + Sync + 'static {
-    fn backend(&self) -> &Backend;
-    fn coalescer(&self) -> Option<&Coalescer>;
-    /// The counter of checks that went in a batch.
-    fn coalesced(&self) -> &std::sync::atomic::AtomicU64;
+    /// Where the batches go (a spawned batch holds on to the coalescer, so it owns this).
+    client: Arc<ScriptClient>,
+    /// Checks waiting for the call in flight on their key (present = a call is in flight).
+    queues: ShardedMap<Vec<Waiter>>,
 }
 
 impl Coalescer {
-    pub(crate) fn new() -> Coalescer {
-        let hasher = DefaultKeyHasher::default();
+    pub(crate) fn new(client: Arc<ScriptClient>) -> Coalescer {
         Coalescer {
-            shards: (0..16)
-                .map(|_| Mutex::new(HashMap::with_hasher(hasher.clone())))
-                .collect(),
-            hasher,
+            client,
+            queues: ShardedMap::new(16),
         }
     }
 
-    fn shard(&self, key: &str) -> &Shard {
-        let h = self.hasher.hash_one(key) >> 32;
-        &self.shards[(h % self.shards.len() as u64) as usize]
-    }
-
     /// Checks `n` permits on `state` with `spec`'s script (whose `batch` op decides a list of
-    /// checks),
-    /// coalesced with the other checks on `state` in flight from this process.
-    pub(crate) async fn check<S: Via>(
-        shared: &Arc<S>,
+    /// checks), coalesced with the other checks on `state` in flight from this process;
+    /// `coalesced` counts the checks that went in a batch.
+    pub(crate) async fn check(
+        self: &Arc<Self>,
         spec: &'static Spec,
         state: &str,
         n: u64,
         p: Params,
+        coalesced: &AtomicU64,
     ) -> Reply {
-        let Some(me) = shared.coalescer() else {
-            return spec.check(shared.backend(), state, n, p).await;
-        };
         let queued = {
-            let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.queues.lock(state);
             match map.get_mut(state) {
                 Some(q) => {
                     let (tx, rx) = oneshot::channel();
@@ -96,14 +74,13 @@ impl Coalescer {
         };
         match queued {
             Some(rx) => {
-                Counters::bump(shared.coalesced());
-                let deadline = shared.backend().deadline();
-                match tokio::time::timeout(deadline, rx).await {
+                Meter::bump(coalesced);
+                match tokio::time::timeout(self.client.deadline(), rx).await {
                     Ok(Ok(reply)) => reply,
                     // The sender went without a reply (the runtime is shutting down), or the
                     // queue and the batch together took longer than the deadline.
                     Ok(Err(_)) | Err(_) => {
-                        shared.backend().counters.failed(&Failure::Timeout);
+                        self.client.meter.failed(&Failure::Timeout);
                         Err(Failure::Timeout)
                     }
                 }
@@ -111,12 +88,49 @@ impl Coalescer {
             None => {
                 // Hands the queue on when this call completes or is dropped.
                 let _hand_off = HandOff {
-                    shared: shared.clone(),
+                    coalescer: self.clone(),
                     spec,
                     state,
                     params: p,
                 };
-                spec.check(shared.backend(), state, n, p).await
+                spec.check(&self.client, state, n, p).await
+            }
+        }
+    }
+
+    /// The checks queued on `state`, or `None` after marking the key idle if there are none.
+    fn take_or_idle(&self, state: &str) -> Option<Vec<Waiter>> {
+        let mut map = self.queues.lock(state);
+        let q = map.get_mut(state)?;
+        if q.is_empty() {
+            map.remove(state);
+            return None;
+        }
+        Some(std::mem::take(q))
+    }
+
+    /// Sends the queued checks as batches until none are left.
+    async fn drive(
+        self: Arc<Self>,
+        spec: &'static Spec,
+        state: String,
+        p: Params,
+        mut waiting: Vec<Waiter>,
+    ) {
+        loop {
+            while !waiting.is_empty() {
+                let rest = waiting.split_off(waiting.len().min(MAX_BATCH));
+                let batch = std::mem::replace(&mut waiting, rest);
+                let mut args = Vec::with_capacity(3 + batch.len());
+                args.extend([clamp_i64(p.limit), clamp_i64(p.span_us)]);
+                args.push(clamp_i64(batch.len() as u64));
+                args.extend(batch.iter().map(|w| w.n));
+                let reply = self.client.eval(&spec.script, &state, "batch", &args).await;
+                answer(spec, p, batch, reply);
+            }
+            match self.take_or_idle(&state) {
+                Some(more) => waiting = more,
+                None => return,
             }
         }
     }
@@ -124,76 +138,35 @@ impl Coalescer {
 
 /// The end of a call in flight on `state`: the checks queued meanwhile go as the next batch
 /// (from a spawned task), or the key becomes idle.
-struct HandOff<'a, S: Via> {
-    shared: Arc<S>,
+struct HandOff<'a> {
+    coalescer: Arc<Coalescer>,
     spec: &'static Spec,
     state: &'a str,
     params: Params,
 }
 
-impl<S: Via> Drop for HandOff<'_, S> {
+impl Drop for HandOff<'_> {
     fn drop(&mut self) {
-        let Some(waiting) = take_or_idle(&*self.shared, self.state) else {
+        let Some(waiting) = self.coalescer.take_or_idle(self.state) else {
             return;
         };
-        let (shared, spec, params) = (self.shared.clone(), self.spec, self.params);
+        let (coalescer, spec, params) = (self.coalescer.clone(), self.spec, self.params);
         let state = self.state.to_owned();
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn(drive(shared, spec, state, params, waiting));
+                rt.spawn(coalescer.drive(spec, state, params, waiting));
             }
             Err(_) => {
                 // No runtime to send from: the waiters fail as a timeout would.
                 for w in waiting {
                     let _ = w.tx.send(Err(Failure::Timeout));
                 }
-                while let Some(more) = take_or_idle(&*shared, &state) {
+                while let Some(more) = coalescer.take_or_idle(&state) {
                     for w in more {
                         let _ = w.tx.send(Err(Failure::Timeout));
                     }
                 }
             }
-        }
-    }
-}
-
-/// The checks queued on `state`, or `None` after marking the key idle if there are none.
-fn take_or_idle<S: Via>(shared: &S, state: &str) -> Option<Vec<Waiter>> {
-    let me = shared.coalescer()?;
-    let mut map = me.shard(state).lock().unwrap_or_else(|e| e.into_inner());
-    let q = map.get_mut(state)?;
-    if q.is_empty() {
-        map.remove(state);
-        return None;
-    }
-    Some(std::mem::take(q))
-}
-
-/// Sends the queued checks as batches until none are left.
-async fn drive<S: Via>(
-    shared: Arc<S>,
-    spec: &'static Spec,
-    state: String,
-    p: Params,
-    mut waiting: Vec<Waiter>,
-) {
-    loop {
-        while !waiting.is_empty() {
-            let rest = waiting.split_off(waiting.len().min(MAX_BATCH));
-            let batch = std::mem::replace(&mut waiting, rest);
-            let mut args = Vec::with_capacity(3 + batch.len());
-            args.extend([clamp_i64(p.limit), clamp_i64(p.span_us)]);
-            args.push(clamp_i64(batch.len() as u64));
-            args.extend(batch.iter().map(|w| w.n));
-            let reply = shared
-                .backend()
-                .eval(&spec.script, &state, "batch", &args)
-                .await;
-            answer(spec, p, batch, reply);
-        }
-        match take_or_idle(&*shared, &state) {
-            Some(more) => waiting = more,
-            None => return,
         }
     }
 }

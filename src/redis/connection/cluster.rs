@@ -7,7 +7,7 @@
 //! `MOVED` back (issue 20: hundreds of `ASK` errors during a reshard). Here `ASKING` and the
 //! script go to the named node as one pipeline, written together on that connection: the
 //! server runs them back to back. Our own cluster connections have redis-rs's retries off
-//! (`retries(0)`, see `config.rs`), so every redirect comes back to this loop; on `MOVED`
+//! (`retries(0)`, see `rate/builder.rs`), so every redirect comes back to this loop; on `MOVED`
 //! redis-rs still refreshes its slot map, and the next try routes by the new map.
 
 use std::time::Duration;
@@ -17,7 +17,7 @@ use ::redis::cluster_routing::SingleNodeRoutingInfo;
 use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::command::command;
-use super::meter::Counters;
+use super::meter::Meter;
 
 /// Where the next try goes.
 enum Target {
@@ -36,7 +36,7 @@ pub(crate) async fn eval(
     key: &str,
     op: &str,
     args: &[i64],
-    counters: &Counters,
+    meter: &Meter,
 ) -> Result<Vec<i64>, RedisError> {
     let mut target = Target::Slot;
     let mut send_body = false;
@@ -58,7 +58,7 @@ pub(crate) async fn eval(
         match e.kind() {
             ErrorKind::Server(ServerErrorKind::NoScript) if !send_body => {
                 // EVAL also caches the script on that node, so the next call is EVALSHA.
-                counters.script_loaded();
+                meter.script_loaded();
                 send_body = true;
                 continue;
             }

@@ -20,8 +20,9 @@
 //! short form again. The script reads both, and decides on the in-process log of `(stamp,
 //! count)` entries either way.
 
-use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::error::RedisLimitError;
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::SlidingWindow;
 
@@ -39,7 +40,7 @@ use crate::SlidingWindow;
 impl RedisAlgorithm for SlidingWindow {
     const NAME: &'static str = "sliding";
 
-    script_spec!("sliding_window.lua", reserves: false, batches: false, adjusts: true, with: []);
+    script_spec!(scripts::SLIDING_WINDOW, reserves: false, batches: false, adjusts: true);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         let p = Params::window(quota)?;

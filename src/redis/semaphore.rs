@@ -16,10 +16,10 @@ use tokio::task::JoinHandle;
 
 use crate::AcquireError;
 
-use super::error::RedisLimitError;
-use super::failure::Failure;
-use super::limiter::{RedisRateLimiter, RedisStats};
-use super::policy::FailurePolicy;
+use super::connection::error::RedisLimitError;
+use super::connection::failure::Failure;
+use super::rate::limiter::{RedisRateLimiter, RedisStats};
+use super::rate::policy::FailurePolicy;
 use script::{AcquireReply, InspectReply};
 
 pub use builder::{RedisSemaphoreBuilder, DEFAULT_LEASE};
@@ -426,16 +426,16 @@ impl RedisSemaphore {
 
     async fn eval(
         &self,
-        script: &super::client::LuaScript,
+        script: &super::connection::client::LuaScript,
         state: &str,
         op: &str,
         args: &[i64],
     ) -> Result<Vec<i64>, RedisLimitError> {
-        let backend = &self.inner.carrier.shared.backend;
-        backend
+        let client = &self.inner.carrier.shared.client;
+        client
             .eval(script, state, op, args)
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, backend.deadline()))
+            .map_err(|f| RedisLimitError::from_failure(f, client.deadline()))
     }
 
     /// Tries until granted, refused for good, or past `timeout` (`None`: no bound).
@@ -495,14 +495,14 @@ impl RedisSemaphore {
         let reply = match reply {
             Ok(reply) => AcquireReply::parse(&reply)?,
             Err(failure) => {
-                let deadline = self.inner.carrier.shared.backend.deadline();
+                let deadline = self.inner.carrier.shared.client.deadline();
                 return match &self.inner.policy {
                     // Redis answered with an error: typed under every policy.
                     _ if !failure.policy_decides() => {
                         Err(RedisLimitError::from_failure(failure, deadline))
                     }
                     FailurePolicy::Closed { retry_after } => {
-                        self.inner.carrier.shared.backend.counters.policy_decided();
+                        self.inner.carrier.shared.client.meter.policy_decided();
                         Err(AcquireError::RateLimited {
                             retry_after: *retry_after,
                         }
@@ -554,7 +554,7 @@ impl AcquireCall {
                 .inner
                 .carrier
                 .shared
-                .backend
+                .client
                 .eval(script::acquire(), &task_state, "acquire", &args)
                 .await
         });

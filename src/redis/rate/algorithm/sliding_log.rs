@@ -6,8 +6,9 @@
 //! many permits whatever its size (`"h:<stamp>:<count>"`, scored -1 so that the stamp ranges
 //! count grants only; few, since a block drops every entry it outlasts).
 
-use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::error::RedisLimitError;
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::SlidingLog;
 
@@ -15,7 +16,7 @@ use crate::SlidingLog;
 impl RedisAlgorithm for SlidingLog {
     const NAME: &'static str = "log";
 
-    script_spec!("sliding_log.lua", reserves: false, batches: false, adjusts: true, with: []);
+    script_spec!(scripts::SLIDING_LOG, reserves: false, batches: false, adjusts: true);
 
     fn redis_params(&self, quota: Quota) -> Result<Params, RedisLimitError> {
         Params::window(quota)

@@ -1,6 +1,6 @@
 //! What went wrong on the way to Redis, sorted once ([`classify`]) into the two kinds the
 //! limiter treats differently: Redis could not answer ([`UnavailableError`], decided by the
-//! [`FailurePolicy`](super::FailurePolicy)), or it answered with an error
+//! [`FailurePolicy`](super::super::FailurePolicy)), or it answered with an error
 //! ([`ServerError`], returned under every policy: an admission would hide a bug).
 
 use std::fmt;
@@ -99,9 +99,9 @@ pub enum UnavailableKind {
     Busy,
 }
 
-/// Redis could not answer: the [`FailurePolicy`](super::FailurePolicy) decides, and
-/// [`FailurePolicy::Error`](super::FailurePolicy::Error) returns this as
-/// [`RedisLimitError::Unavailable`](super::RedisLimitError::Unavailable). The redis client's
+/// Redis could not answer: the [`FailurePolicy`](super::super::FailurePolicy) decides, and
+/// [`FailurePolicy::Error`](super::super::FailurePolicy::Error) returns this as
+/// [`RedisLimitError::Unavailable`](super::super::RedisLimitError::Unavailable). The redis client's
 /// error, when there is one, is its [`source`](std::error::Error::source).
 ///
 /// ```
@@ -183,8 +183,8 @@ pub enum ServerErrorKind {
 }
 
 /// Redis answered with an error (or the client refused the call): returned as
-/// [`RedisLimitError::Server`](super::RedisLimitError::Server) under every
-/// [`FailurePolicy`](super::FailurePolicy), never an admission or a refusal. The redis
+/// [`RedisLimitError::Server`](super::super::RedisLimitError::Server) under every
+/// [`FailurePolicy`](super::super::FailurePolicy), never an admission or a refusal. The redis
 /// client's error is its [`source`](std::error::Error::source).
 ///
 /// ```

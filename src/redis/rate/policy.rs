@@ -9,9 +9,9 @@ use crate::KeyedRateLimiter;
 use crate::Quota;
 use crate::{AcquireError, Decision};
 
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::failure::Failure;
 use super::algorithm::RedisAlgorithm;
-use super::error::RedisLimitError;
-use super::failure::Failure;
 use crate::Gcra;
 
 /// What the limiter does when Redis could not answer: no reply within the deadline, no
@@ -27,7 +27,7 @@ use crate::Gcra;
 /// their failure (and a fallback limiter is left as it is).
 ///
 /// Every policy answers within the deadline; none of them hides the failure from metrics
-/// (see [`RedisStats`](super::RedisStats)), and [`RedisDecision::server_time`] is `None` for a
+/// (see [`RedisStats`](super::super::RedisStats)), and [`RedisDecision::server_time`] is `None` for a
 /// decision the policy made. `A` is the limiter's algorithm: a fallback limiter runs the same
 /// one.
 ///
@@ -47,7 +47,7 @@ use crate::Gcra;
 /// let _closed: FailurePolicy = FailurePolicy::Closed { retry_after: Duration::from_secs(1) };
 /// ```
 ///
-/// [`RedisDecision::server_time`]: super::RedisDecision::server_time
+/// [`RedisDecision::server_time`]: super::super::RedisDecision::server_time
 #[derive(Default)]
 #[non_exhaustive]
 pub enum FailurePolicy<A: RedisAlgorithm = Gcra> {

@@ -1,8 +1,9 @@
 //! The fixed window on Redis: windows `[kW, (k+1)W)` of the server's Unix time, one string key
 //! `"k:count"` per limited thing, expiring at the end of its window.
 
-use super::algorithm::{script_spec, Params, RedisAlgorithm, MAX_SPAN_US};
-use super::error::RedisLimitError;
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params, MAX_SPAN_US};
 use crate::FixedWindow;
 use crate::Quota;
 
@@ -12,7 +13,7 @@ use crate::Quota;
 impl RedisAlgorithm for FixedWindow {
     const NAME: &'static str = "fixed";
 
-    script_spec!("fixed_window.lua", reserves: false, batches: false, adjusts: true, with: []);
+    script_spec!(scripts::FIXED_WINDOW, reserves: false, batches: false, adjusts: true);
 
     /// The in-process fixed window's full count for this window on a clock reading Unix time
     /// (the all-ones count beside the largest window index up to `MAX_NANOS`), at most 2^51

@@ -22,8 +22,8 @@ use super::failure::{Failure, ServerError, UnavailableError};
 /// ```
 ///
 /// Redis errors come in two kinds: [`Unavailable`](Self::Unavailable) (Redis could not
-/// answer: the [`FailurePolicy`](super::FailurePolicy) decides, and only
-/// [`FailurePolicy::Error`](super::FailurePolicy::Error) returns it) and
+/// answer: the [`FailurePolicy`](super::super::FailurePolicy) decides, and only
+/// [`FailurePolicy::Error`](super::super::FailurePolicy::Error) returns it) and
 /// [`Server`](Self::Server) (Redis answered with an error: returned under every policy).
 /// Neither exposes the redis client's error type; it is their
 /// [`source`](std::error::Error::source).
@@ -34,7 +34,7 @@ pub enum RedisLimitError {
     /// (`RateLimited`, `ExceedsBurst`, `Unrepresentable`).
     Limited(AcquireError),
     /// Redis did not answer within the deadline
-    /// ([`FailurePolicy::Error`](super::FailurePolicy::Error) only). The script may still
+    /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only). The script may still
     /// have run: a permit may have been taken, never one too many granted.
     Timeout {
         /// The per-call deadline in force.
@@ -42,7 +42,7 @@ pub enum RedisLimitError {
     },
     /// Redis could not answer: no connection, the cluster down for the key's slot, loading,
     /// a slot migration that did not settle within the deadline
-    /// ([`FailurePolicy::Error`](super::FailurePolicy::Error) only; the other policies decide).
+    /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only; the other policies decide).
     Unavailable(UnavailableError),
     /// Redis answered with an error, or the client refused the call (a wrong-type or
     /// foreign value at a state key, a script error, a bad URL): under every policy, since
@@ -61,7 +61,7 @@ pub enum RedisLimitError {
     /// The algorithm, as configured, cannot run on Redis (a
     /// [`FixedWindow`](crate::FixedWindow) counted from a clock's origin rather than the
     /// epoch; a [`SlidingWindow`](crate::SlidingWindow) whose sub-windows are not whole
-    /// microseconds), or a [`FailurePolicy::Fallback`](super::FailurePolicy::Fallback) limiter
+    /// microseconds), or a [`FailurePolicy::Fallback`](super::super::FailurePolicy::Fallback) limiter
     /// runs another algorithm than the one chosen after it.
     Unsupported(&'static str),
     /// The server replied with something no tollgate script returns (another script under the

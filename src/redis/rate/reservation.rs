@@ -2,7 +2,7 @@
 //! reservation is ready, and cancel if the waiter goes away first. A cancel is decided inside
 //! the script by the in-process rule: the latest reservation on its key is undone exactly; an
 //! earlier one's future part becomes a hole that later arrivals fill, lowest first, kept in
-//! the key's one value (`gcra.lua`).
+//! the key's one value (`scripts/gcra.lua`).
 //!
 //! Cancel safety: the reserve call runs in its own task, so a waiter dropped while the call is
 //! in flight still learns what was reserved and cancels it; a waiter dropped while sleeping
@@ -18,10 +18,11 @@ use tokio::time::Instant;
 
 use crate::{AcquireError, Decision};
 
-use super::algorithm::{clamp_i64, Params, RedisAlgorithm};
-use super::error::RedisLimitError;
-use super::failure::Failure;
-use super::shared::Shared;
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::failure::Failure;
+use super::super::scripts::{clamp_i64, Params};
+use super::algorithm::RedisAlgorithm;
+use super::shared::SharedLimiter;
 use crate::Gcra;
 
 /// A reservation as Redis stored it.
@@ -97,7 +98,7 @@ type ReserveReply = Result<Vec<i64>, Failure>;
 /// that. The call runs in a spawned task: if this future is dropped before the reply, the task
 /// cancels whatever was reserved.
 pub(crate) async fn reserve(
-    shared: &Arc<Shared>,
+    shared: &Arc<SharedLimiter>,
     state_key: String,
     params: Params,
     n: u64,
@@ -106,7 +107,7 @@ pub(crate) async fn reserve(
     let cost = params
         .span_us
         .checked_mul(n)
-        .filter(|c| *c <= super::algorithm::MAX_SPAN_US * 2)
+        .filter(|c| *c <= super::super::scripts::MAX_SPAN_US * 2)
         .ok_or(RedisLimitError::Limited(AcquireError::Unrepresentable {
             requested: n,
         }));
@@ -126,7 +127,7 @@ pub(crate) async fn reserve(
                 max_wait_us,
             ];
             shared
-                .backend
+                .client
                 .eval(&Gcra::spec().script, &key, "reserve", &args)
                 .await
         })
@@ -191,7 +192,7 @@ fn parse(
 /// that cancels the reservation once the reply arrives.
 struct InFlight {
     task: Option<JoinHandle<ReserveReply>>,
-    shared: Arc<Shared>,
+    shared: Arc<SharedLimiter>,
     state_key: String,
     params: Params,
     n: u64,
@@ -221,7 +222,7 @@ impl Drop for InFlight {
 /// Gives the reservation's future back (decided by the script on the server's clock, by the
 /// in-process rule): the latest is undone, an earlier one becomes a hole. Returns whether
 /// anything was given back.
-pub(crate) async fn cancel(shared: &Shared, t: &Ticket) -> Result<bool, Failure> {
+pub(crate) async fn cancel(shared: &SharedLimiter, t: &Ticket) -> Result<bool, Failure> {
     let args = [
         clamp_i64(t.params.limit),
         clamp_i64(t.params.span_us),
@@ -230,7 +231,7 @@ pub(crate) async fn cancel(shared: &Shared, t: &Ticket) -> Result<bool, Failure>
         clamp_i64(t.cost),
     ];
     let reply = shared
-        .backend
+        .client
         .eval(&Gcra::spec().script, &t.state_key, "cancel", &args)
         .await?;
     let refunded = reply.get(1) == Some(&1);
@@ -242,7 +243,7 @@ pub(crate) async fn cancel(shared: &Shared, t: &Ticket) -> Result<bool, Failure>
 }
 
 /// Sleeps until the reservation is ready, cancelling it if dropped first. Returns the wait.
-pub(crate) async fn sleep_until_ready(shared: &Arc<Shared>, ticket: Ticket) -> Duration {
+pub(crate) async fn sleep_until_ready(shared: &Arc<SharedLimiter>, ticket: Ticket) -> Duration {
     let ready = ticket.received + ticket.wait;
     if ticket.wait.is_zero() || ticket.cost == 0 {
         return ticket.wait;
@@ -255,7 +256,7 @@ pub(crate) async fn sleep_until_ready(shared: &Arc<Shared>, ticket: Ticket) -> D
     wait
 }
 
-fn spawn_cancel(shared: &Arc<Shared>, ticket: &Ticket) {
+fn spawn_cancel(shared: &Arc<SharedLimiter>, ticket: &Ticket) {
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         let (shared, ticket) = (shared.clone(), ticket.clone());
         rt.spawn(async move {
@@ -280,12 +281,12 @@ fn spawn_cancel(shared: &Arc<Shared>, ticket: &Ticket) {
 /// ```
 #[must_use = "a reservation holds permits: wait for it, or cancel it to give them back"]
 pub struct RedisReservation {
-    shared: Arc<Shared>,
+    shared: Arc<SharedLimiter>,
     ticket: Ticket,
 }
 
 impl RedisReservation {
-    pub(crate) fn new(shared: Arc<Shared>, ticket: Ticket) -> Self {
+    pub(crate) fn new(shared: Arc<SharedLimiter>, ticket: Ticket) -> Self {
         RedisReservation { shared, ticket }
     }
 
@@ -340,7 +341,7 @@ impl RedisReservation {
     pub async fn cancel(self) -> Result<bool, RedisLimitError> {
         cancel(&self.shared, &self.ticket)
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, self.shared.backend.deadline()))
+            .map_err(|f| RedisLimitError::from_failure(f, self.shared.client.deadline()))
     }
 }
 

@@ -3,10 +3,10 @@
 
 use std::num::NonZeroUsize;
 
-use super::algorithm::RedisAlgorithm;
-use super::config::RedisRateLimiterBuilder;
+use super::super::algorithm::RedisAlgorithm;
+use super::RedisRateLimiterBuilder;
 #[cfg(doc)]
-use super::error::RedisLimitError;
+use crate::redis::connection::error::RedisLimitError;
 
 impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// Denies locally, with no round trip, the single-permit calls on a key that Redis has
@@ -20,11 +20,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// as Redis sent them less the time since the denied call was sent,
     /// [`RedisDecision::server_time`] advanced by the same (so it may run ahead of Redis's
     /// clock by up to that call's round trip: the cached denial ends early, never late). It never refuses what Redis would admit, with one exception: another process
-    /// giving permits back (a cancelled [`RedisReservation`](super::RedisReservation)) or a
-    /// reset of the key (`DEL` of [`state_key`](super::RedisRateLimiter::state_key)) does not
+    /// giving permits back (a cancelled [`RedisReservation`](crate::redis::RedisReservation)) or a
+    /// reset of the key (`DEL` of [`state_key`](crate::redis::RedisRateLimiter::state_key)) does not
     /// reach this cache, which goes on refusing until the cached `retry_after` has passed.
     /// Calls for more than one permit, and peeks, always ask Redis. Counted in
-    /// [`RedisStats::local_denials`](super::RedisStats::local_denials).
+    /// [`RedisStats::local_denials`](crate::redis::RedisStats::local_denials).
     ///
     /// ```
     /// use std::num::NonZeroUsize;
@@ -33,7 +33,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # let _ = b;
     /// ```
     ///
-    /// [`RedisDecision::server_time`]: super::RedisDecision::server_time
+    /// [`RedisDecision::server_time`]: crate::redis::RedisDecision::server_time
     pub fn denial_cache(mut self, max_keys: NonZeroUsize) -> Self {
         self.hot.denial_cache = Some(max_keys);
         self
@@ -47,7 +47,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// instead of one per call. A queued call still answers within the
     /// [`deadline`](Self::deadline). Off by default. [`Gcra`](crate::Gcra) only: with
     /// another algorithm, [`connect`](Self::connect) returns [`RedisLimitError::Unsupported`].
-    /// Counted in [`RedisStats::coalesced`](super::RedisStats::coalesced).
+    /// Counted in [`RedisStats::coalesced`](crate::redis::RedisStats::coalesced).
     ///
     /// ```
     /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())

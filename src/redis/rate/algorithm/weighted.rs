@@ -2,8 +2,9 @@
 //! `"k:cur:prev"`, weighed in exact integer arithmetic inside the script (104-bit products
 //! compared in 26-bit limbs, no floats). One short string per key whatever `L`.
 
-use super::algorithm::{script_spec, Params, RedisAlgorithm};
-use super::error::RedisLimitError;
+use super::RedisAlgorithm;
+use crate::redis::connection::error::RedisLimitError;
+use crate::redis::scripts::{self, script_spec, Params};
 use crate::Quota;
 use crate::WeightedWindow;
 
@@ -11,7 +12,7 @@ use crate::WeightedWindow;
 impl RedisAlgorithm for WeightedWindow {
     const NAME: &'static str = "weighted";
 
-    script_spec!("weighted.lua", reserves: false, batches: false, adjusts: true, with: ["exact.lua"]);
+    script_spec!(scripts::WEIGHTED, reserves: false, batches: false, adjusts: true);
 
     /// The in-process counts are 32-bit: a penalty saturates at `u32::MAX` (or at `L`, for a
     /// limit the in-process counter refuses).

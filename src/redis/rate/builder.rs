@@ -1,6 +1,8 @@
 //! [`RedisRateLimiterBuilder`]: the quota, the algorithm, the key prefix, the per-call
 //! deadline, the failure policy, and the connection.
 
+mod hot_keys;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,13 +13,14 @@ use ::redis::sentinel::{SentinelClient, SentinelServerType};
 
 use crate::{Quota, QuotaError};
 
-use super::algorithm::{Params, RedisAlgorithm};
-use super::client::{Backend, Conn};
-use super::error::RedisLimitError;
+use super::super::connection::client::{Conn, ScriptClient};
+use super::super::connection::error::RedisLimitError;
+use super::super::connection::sentinel::SentinelConn;
+use super::super::scripts::Params;
+use super::algorithm::RedisAlgorithm;
 use super::limiter::RedisRateLimiter;
 use super::policy::FailurePolicy;
-use super::sentinel::SentinelConn;
-use super::shared::Shared;
+use super::shared::SharedLimiter;
 use crate::Gcra;
 
 /// The per-call deadline unless configured: long enough for a loaded loopback or LAN round
@@ -56,7 +59,7 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     name: Option<String>,
     /// Whether refusal events carry the key (feature `tracing`).
     trace_keys: bool,
-    pub(super) hot: super::hot::HotOptions,
+    pub(super) hot: super::super::hot::HotOptions,
     /// A mistake found while configuring, reported by `connect`.
     error: Option<RedisLimitError>,
 }
@@ -261,7 +264,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// restarted during an outage starts.
     ///
     /// # Errors
-    /// [`RedisLimitError::Server`] (kind [`Client`](super::ServerErrorKind::Client)) for a URL
+    /// [`RedisLimitError::Server`] (kind [`Client`](super::super::ServerErrorKind::Client)) for a URL
     /// that does not parse, and the errors of
     /// [`with_connection_manager`](Self::with_connection_manager).
     ///
@@ -317,7 +320,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         let params = self.validate()?;
         let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
         let client = ClusterClient::builder(nodes)
-            // Redirects come back to us (cluster.rs): redis-rs's own ASK handling sends ASKING
+            // Redirects come back to us (connection/cluster.rs): redis-rs's own ASK handling sends ASKING
             // apart from the command. Other retries are within our deadline anyway.
             .retries(0)
             .build()
@@ -470,17 +473,23 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         if self.prefix.contains(['{', '}']) {
             return Err(RedisLimitError::InvalidPrefix(self.prefix.clone()));
         }
-        self.hot.check::<A>()?;
+        self.hot.check(A::spec())?;
         self.algorithm.redis_params(self.quota)
     }
 
     fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
-        let shared = Arc::new(Shared {
-            backend: Backend::new(conn, self.deadline, self.name.as_deref(), self.trace_keys),
+        let client = Arc::new(ScriptClient::new(
+            conn,
+            self.deadline,
+            self.name.as_deref(),
+            self.trace_keys,
+        ));
+        let shared = Arc::new(SharedLimiter {
+            hot: self.hot.build(&client),
+            client,
             prefix: self.prefix,
             quota: self.quota,
             params,
-            hot: self.hot.build(),
         });
         RedisRateLimiter {
             shared,

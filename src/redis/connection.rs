@@ -1,0 +1,11 @@
+//! The way to Redis: the connection (one server, a cluster, or the primary Redis Sentinel
+//! names), the per-call deadline, script invocation (`EVALSHA`, `EVAL` after `NOSCRIPT`, cluster
+//! redirects), how a failure is classified, the typed error, and what the calls report.
+
+pub(super) mod client;
+mod cluster;
+mod command;
+pub(super) mod error;
+pub(super) mod failure;
+pub(super) mod meter;
+pub(super) mod sentinel;
