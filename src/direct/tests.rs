@@ -183,7 +183,7 @@ fn a_reservation_ready_at_once_and_cancelled_is_refunded() {
 
 #[test]
 fn five_dropped_waiters_in_any_order_lose_no_capacity() {
-    // The scenario, synchronously: burst 1 at 10/s, one permit taken, five waiters
+    // The reported scenario, synchronously: burst 1 at 10/s, one permit taken, five waiters
     // reserve and all give up; the next arrival waits one interval, not six.
     for order in [
         [0, 1, 2, 3, 4],

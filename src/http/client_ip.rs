@@ -588,7 +588,7 @@ mod tests {
     fn client_bytes_left_of_the_client_position_are_never_read() {
         let nets = ClientIp::trusted_proxies(nets(&["127.0.0.1/32"]));
         let fwd = nets.clone().header(ForwardedHeader::Forwarded);
-        // The lines: one line, the proxy's entry appended to the client's.
+        // The reported lines: one line, the proxy's entry appended to the client's.
         let p = raw_parts(
             "127.0.0.1:1",
             "x-forwarded-for",

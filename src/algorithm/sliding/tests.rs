@@ -254,7 +254,7 @@ fn a_change_forgets_what_had_left_the_window() {
 
 #[test]
 fn a_log_whose_newest_entry_had_left_is_cold_at_once() {
-    // The case on two sub-windows: 1 per 2 ns, a grant at 0, 1 per 1 s at 2.
+    // The reported case on two sub-windows: 1 per 2 ns, a grant at 0, 1 per 1 s at 2.
     let p0 = params(SlidingWindow::new(2), 1, 2);
     let mut log = Log::default();
     decide(&mut log, 0, 1, &p0);

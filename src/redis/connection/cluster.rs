@@ -4,7 +4,7 @@
 //! `ASKING` sets a one-shot flag on the connection, consumed by the next command. redis-rs
 //! sends it as a request of its own on the node's shared, multiplexed connection, so under
 //! concurrency another task's command can consume the flag and the redirected script gets
-//! `MOVED` back (issue 20: hundreds of `ASK` errors during a reshard). Here `ASKING` and the
+//! `MOVED` back (measured: hundreds of `ASK` errors during a reshard). Here `ASKING` and the
 //! script go to the named node as one pipeline, written together on that connection: the
 //! server runs them back to back. Our own cluster connections have redis-rs's retries off
 //! (`retries(0)`, see `rate/builder.rs`), so every redirect comes back to this loop; on `MOVED`

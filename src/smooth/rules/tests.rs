@@ -60,7 +60,7 @@ fn bursty_starts_empty_and_warming_up_starts_cold() {
     assert_eq!(s.stored, p.max);
 }
 
-/// The worked example: rate 2, warm-up 4 s, cold factor 3. Above the threshold (4
+/// The worked example: rate 2, warm-up 4 s, cold factor 3. Above the threshold (4
 /// permits) each permit costs the trapezoid under `500000 + p * 250000`.
 #[test]
 fn warm_up_worked_example() {
