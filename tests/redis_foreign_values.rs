@@ -311,6 +311,53 @@ fn near_misses() -> Vec<&'static str> {
         "=5:1:5:1",
         "1:1:x",
     ]
+    .into_iter()
+    .chain(block_count_near_misses())
+    .collect()
+}
+
+/// Strings shaped almost like a sliding window's with a block count (`=t1:c1:...:tj:cj=b`,
+/// `1 <= b <= j`).
+fn block_count_near_misses() -> Vec<&'static str> {
+    vec![
+        "=5:1=0",
+        "=5:1=2",
+        "=5:1=",
+        "=5:1=01",
+        "=5:1==1",
+        "=5:1=1=1",
+        "=5:1=1:1",
+        "=5:1:7=1",
+        "=5:0=1",
+        "=9:1:5:1=1",
+        "=5:1=9007199254740993",
+        "=1=1",
+        "==1",
+        "1:1=1",
+    ]
+}
+
+/// Sorted sets shaped almost like a sliding log's: block entries (`b:stamp:count`, scored -1)
+/// that are not the newest entries, share a stamp, or are malformed.
+fn log_near_misses() -> Vec<Vec<(String, Vec<u8>)>> {
+    let m = |s: &str| s.as_bytes().to_vec();
+    let heavy = |s: &str| ("-1".to_owned(), m(s));
+    vec![
+        vec![heavy("b:5:1"), heavy("h:7:1")],
+        vec![heavy("b:5:1"), heavy("h:5:1")],
+        vec![heavy("b:5:1"), heavy("b:5:2")],
+        vec![heavy("b:5:1"), ("7".into(), m("7:1"))],
+        vec![heavy("b:7:1"), ("7".into(), m("7:1"))],
+        vec![heavy("b:5:1"), heavy("h:3:1"), ("6".into(), m("6:1"))],
+        vec![heavy("b:5:0")],
+        vec![heavy("b:05:1")],
+        vec![heavy("b::1")],
+        vec![heavy("B:5:1")],
+        vec![heavy("bh:5:1")],
+        vec![heavy("b:5:1:1")],
+        vec![("5".into(), m("b:5:1"))],
+        vec![("-2".into(), m("b:5:1"))],
+    ]
 }
 
 /// Random hostile bytes, near misses, and other types; a sorted set with at least one member
@@ -336,6 +383,9 @@ fn foreign() -> impl Strategy<Value = Foreign> {
         Just(b"x:y:z".to_vec()),
         Just(b"h:5:x".to_vec()),
         Just(b"h::1".to_vec()),
+        Just(b"b:5:x".to_vec()),
+        Just(b"b::1".to_vec()),
+        Just(b"b:5:0".to_vec()),
         Just(b"1:2:3:4".to_vec()),
     ];
     prop_oneof![
@@ -344,7 +394,23 @@ fn foreign() -> impl Strategy<Value = Foreign> {
         1 => hostile.clone().prop_map(Foreign::List),
         1 => (hostile.clone(), hostile).prop_map(|(f, v)| Foreign::Hash(f, v)),
         2 => prop::collection::vec((score, member), 1..4).prop_map(Foreign::Zset),
+        1 => prop::sample::select(log_near_misses()).prop_map(Foreign::Zset),
     ]
+}
+
+/// The near misses of the forms that mark block entries (the sliding window's block count, the
+/// sliding log's `b:` members), each: refused, typed, by every window algorithm (and GCRA),
+/// the key left as it was.
+#[test]
+fn near_misses_of_block_entries_are_refused_and_left_alone() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let w = rt.block_on(Windows::new(&server.url()));
+    let strings = block_count_near_misses().into_iter().map(Foreign::str);
+    let sets = log_near_misses().into_iter().map(Foreign::Zset);
+    for (i, f) in strings.chain(sets).enumerate() {
+        rt.block_on(w.refuse(&server, &f, i % 2 == 0)).unwrap();
+    }
 }
 
 /// The property: whatever foreign value sits at a window algorithm's (or GCRA's) state key,

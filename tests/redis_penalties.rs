@@ -201,7 +201,11 @@ fn sliding_schedule() -> impl Strategy<Value = (SlidingWindow, Quota, Vec<Step>)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    // 32 cases by default (each starts a server); PROPTEST_CASES raises it for a soak run.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn fixed_window_adjusts_as_in_process((q, s) in schedule()) {
@@ -396,8 +400,8 @@ async fn changes_return_the_failure_under_every_policy() {
 /// plus the window, not until the block's end (the rule "an entry counts while `stamp > now -
 /// W`, a grant is stamped `now`"): quota 2 per 200 ms, a 60 s block (an entry of 2 stamped
 /// 59.8 s ahead) rewarded by 1, one grant now, and one more once that grant left the window.
-/// The scripts still stamp a grant at the newest stamp (the block's), which holds it for the
-/// whole block; they are to follow the in-process rule once it lands, then this runs.
+/// (A script that stamped the grant at the newest stamp, the block's, held it for the whole
+/// block.)
 async fn a_grant_after_a_rewarded_block_counts_one_window<A: RedisAlgorithm>(alg: A) {
     let server = RedisServer::start();
     let quota = Quota::new(2, Duration::from_millis(200)).unwrap();
@@ -412,12 +416,18 @@ async fn a_grant_after_a_rewarded_block_counts_one_window<A: RedisAlgorithm>(alg
     l.reward("k", 1).await.unwrap();
     let first = l.decide("k").await.unwrap();
     assert!(first.decision.allowed, "{}: {first:?}", A::NAME);
-    // The block's rewarded entry (one permit) still counts, for about 60 s.
+    // The block's rewarded entry (one permit) still counts, for about 60 s, and the key lives
+    // as long.
     assert!(
         first.decision.reset_after >= Duration::from_secs(59),
         "{}: {first:?}",
         A::NAME
     );
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(l.state_key("k"))
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(ttl >= 59_000, "{}: the key expires in {ttl} ms", A::NAME);
     let later = redis_support::eventually(150, Duration::from_millis(20), async || {
         l.check("k").await.unwrap().allowed
     })
@@ -426,13 +436,116 @@ async fn a_grant_after_a_rewarded_block_counts_one_window<A: RedisAlgorithm>(alg
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "pending the in-process stamping rule for grants after a block's entry; see the guide's Redis page"]
 async fn sliding_log_grant_after_rewarded_block_counts_one_window() {
     a_grant_after_a_rewarded_block_counts_one_window(SlidingLog).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "pending the in-process stamping rule for grants after a block's entry; see the guide's Redis page"]
 async fn sliding_window_grant_after_rewarded_block_counts_one_window() {
     a_grant_after_a_rewarded_block_counts_one_window(SlidingWindow::new(4)).await;
+}
+
+/// A key written before block entries were marked (a block's entry among the sliding log's
+/// `h:` members, the sliding window's `=t:c` form with no block count) decides as it did then:
+/// a grant beside the block's later entry is stamped at it and counts until it leaves. That can
+/// only under-admit: quota 2 per 200 ms, the entry of a 60 s block rewarded by 1 (stamped
+/// 59.8 s ahead), one grant, then a denial until the block's end.
+async fn an_unmarked_block_entry_decides_as_before<A: RedisAlgorithm>(
+    alg: A,
+    write: impl Fn(&mut redis::Connection, &str, u64),
+) {
+    let server = RedisServer::start();
+    let quota = Quota::new(2, Duration::from_millis(200)).unwrap();
+    let l = RedisRateLimiter::builder(quota)
+        .algorithm(alg)
+        .unwrap()
+        .deadline(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let mut conn = server.conn();
+    let t: Vec<u64> = redis::cmd("TIME").query(&mut conn).unwrap();
+    // Off the sliding window's 50 ms grid, as a block's end less W mostly is.
+    let stamp = (t[0] * 1_000_000 + t[1] + 59_800_000) / 50_000 * 50_000 + 1;
+    let key = l.state_key("k");
+    write(&mut conn, &key, stamp);
+    let _: () = redis::cmd("PEXPIREAT")
+        .arg(&key)
+        .arg((stamp + 200_000).div_ceil(1000))
+        .query(&mut conn)
+        .unwrap();
+    let first = l.decide("k").await.unwrap();
+    assert!(first.decision.allowed, "{}: {first:?}", A::NAME);
+    let second = l.decide("k").await.unwrap();
+    assert!(!second.decision.allowed, "{}: {second:?}", A::NAME);
+    let retry = second.decision.retry_after.unwrap();
+    assert!(retry >= Duration::from_secs(59), "{}: {second:?}", A::NAME);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_log_unmarked_block_entry_decides_as_before() {
+    an_unmarked_block_entry_decides_as_before(SlidingLog, |conn, key, stamp| {
+        let _: () = redis::cmd("ZADD")
+            .arg(key)
+            .arg(-1)
+            .arg(format!("h:{stamp}:1"))
+            .query(conn)
+            .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_window_unmarked_block_entry_decides_as_before() {
+    an_unmarked_block_entry_decides_as_before(SlidingWindow::new(4), |conn, key, stamp| {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(format!("={stamp}:1"))
+            .query(conn)
+            .unwrap();
+    })
+    .await;
+}
+
+/// The stored forms of block entries, as the guide's Redis page gives them: after a 60 s block
+/// rewarded by 1 and a grant (quota 2 per 200 ms), the sliding log holds the grant's member
+/// and `b:<stamp>:1`, the sliding window `=<grant's stamp>:1:<stamp>:1=1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_entries_are_stored_marked() {
+    let server = RedisServer::start();
+    let quota = Quota::new(2, Duration::from_millis(200)).unwrap();
+    let log = RedisRateLimiter::builder(quota)
+        .algorithm(SlidingLog)
+        .unwrap()
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let sliding = RedisRateLimiter::builder(quota)
+        .algorithm(SlidingWindow::new(4))
+        .unwrap()
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let mut conn = server.conn();
+    let us = |r: &RedisDecision| u64::try_from(r.server_time.unwrap().as_micros()).unwrap();
+
+    let b = us(&log.block("k", Duration::from_secs(60)).await.unwrap()) + 59_800_000;
+    log.reward("k", 1).await.unwrap();
+    let g = us(&log.decide("k").await.unwrap());
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg(log.state_key("k"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(members, [format!("b:{b}:1"), format!("{g}:1")]);
+
+    let b = us(&sliding.block("k", Duration::from_secs(60)).await.unwrap()) + 59_800_000;
+    sliding.reward("k", 1).await.unwrap();
+    let g = us(&sliding.decide("k").await.unwrap()) / 50_000 * 50_000;
+    let value: String = redis::cmd("GET")
+        .arg(sliding.state_key("k"))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(value, format!("={g}:1:{b}:1=1"));
 }

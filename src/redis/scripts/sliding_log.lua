@@ -1,11 +1,16 @@
--- Sliding log (exact): with at = max(now, the newest stamp) (a block can stamp an entry after
--- now; as in process, time never runs backwards within a key), admit n iff the permits stamped
--- in (at - W, at] plus n are <= L.
+-- Sliding log (exact): with at = max(now, the newest grant's stamp) (as in process, time never
+-- runs backwards within a key), admit n iff the permits stamped in (at - W, at] plus n are <= L.
 -- One sorted set per key. A grant adds one member per permit, scored by its stamp (us), named
 -- "stamp:sequence" (unique). The changes an operator makes (block, penalize) add one member of
--- many permits each, scored -1 (below every stamp, so the stamp ranges count grants only) and
--- named "h:stamp:count"; there are few (each block drops every entry it outlasts). A denial and
--- a peek only read.
+-- many permits each, scored -1 (below every stamp, so the stamp ranges count grants only); there
+-- are few (each block drops every entry it outlasts). A penalty's, and a block's entry once a
+-- grant or a penalty is stamped at or after it, is named "h:stamp:count"; a block's entry
+-- stamped after every grant and penalty (a *block entry*, src/algorithm/sliding.rs) is named
+-- "b:stamp:count". Block entries are the newest entries; the decision instant and a grant's or
+-- a penalty's stamp read the newest stamp but theirs, so a grant beside a block's later entry
+-- is stamped now and counts one window, not until the block's end. A set written before block
+-- entries were named has none: it decides at its newest stamp, as it did (never later than a
+-- grant's own clock reading would: only under-admits). A denial and a peek only read.
 -- KEYS[1]: the sorted set.  ARGV: op, L, W (us), n, k (unused), most.
 --   op 'check': take n permits.
 --   op 'reset': delete the state (reply {1}, or {0} if there was none).
@@ -23,8 +28,9 @@ local n = tonumber(ARGV[4])
 local now = now_us()
 
 -- Only members this script writes, validated before anything is written: the heavy entries
--- (all read here), every score -1 or a stamp in range (counted), and the grants this call reads
--- by name (the oldest and the newest here, those a denial reads below).
+-- (all read here: one per stamp, the block entries the newest of all), every score -1 or a stamp
+-- in range (counted), and the grants this call reads by name (the oldest and the newest here,
+-- those a denial reads below).
 local what = 'a sliding log'
 local STAMPS = 6755399441055743 -- 2^53 - 2^51 - 1: a stamp plus a window stays exact
 
@@ -39,17 +45,19 @@ local function grant(m, score)
   return stamp
 end
 
--- The heavy entries, oldest first: {stamp, count, member}.
+-- The heavy entries, oldest first: {stamp, count, member, whether a block entry}.
 local heavy = {}
 local low = redis.call('ZRANGEBYSCORE', key, -1, -1)
 for _, m in ipairs(low) do
-  local s, c = string.match(m, '^h:(%d+):(%d+)$')
-  heavy[#heavy + 1] = {whole(s, 0, STAMPS, what), whole(c, 1, 2251799813685248, what), m}
+  local kind, s, c = string.match(m, '^([hb]):(%d+):(%d+)$')
+  heavy[#heavy + 1] = {whole(s, 0, STAMPS, what), whole(c, 1, 2251799813685248, what), m,
+    kind == 'b'}
 end
 table.sort(heavy, function(a, b) return a[1] < b[1] end)
 for i = 2, #heavy do
-  if heavy[i][1] == heavy[i - 1][1] then
-    foreign(what) -- one heavy entry per stamp (add_heavy merges)
+  -- One heavy entry per stamp (add_heavy merges); no block entry before another heavy one.
+  if heavy[i][1] == heavy[i - 1][1] or heavy[i - 1][4] and not heavy[i][4] then
+    foreign(what)
   end
 end
 low = #low
@@ -61,7 +69,13 @@ if card > low then
   local first = redis.call('ZRANGE', key, low, low, 'WITHSCORES')
   grant(first[1], first[2])
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  grant(last[1], last[2])
+  local top = grant(last[1], last[2])
+  -- A block entry is stamped after every grant (a grant at its stamp or later unblocks it).
+  for _, h in ipairs(heavy) do
+    if h[4] and h[1] <= top then
+      foreign(what)
+    end
+  end
 end
 
 if op == 'reset' then
@@ -70,21 +84,27 @@ end
 
 local at, cutoff, expired, lights, total, newest
 
--- Reads the state at max(now, newest): at, cutoff, the expired and live grants' counts, the
--- live total and the newest stamp (nil if nothing counts).
+-- Reads the state at max(now, the newest stamp but the block entries'): at, cutoff, the expired
+-- and live grants' counts, the live total and the newest stamp, block entries included (nil if
+-- nothing counts).
 local function read()
-  local light_newest = nil
+  local grants = nil
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if top[2] and tonumber(top[2]) >= 0 then
-    light_newest = tonumber(top[2])
+    grants = tonumber(top[2])
   end
-  newest = light_newest
+  newest = grants
+  for _, h in ipairs(heavy) do
+    if not h[4] and (grants == nil or h[1] > grants) then
+      grants = h[1]
+    end
+  end
   if #heavy > 0 and (newest == nil or heavy[#heavy][1] > newest) then
     newest = heavy[#heavy][1]
   end
   at = now
-  if newest ~= nil and newest > at then
-    at = newest
+  if grants ~= nil and grants > at then
+    at = grants
   end
   cutoff = at - W
   expired = redis.call('ZCOUNT', key, 0, fmt(cutoff))
@@ -118,34 +138,55 @@ local function prune(upto, grants)
   heavy = kept
 end
 
--- Sets heavy entry i's count (removing it at 0).
-local function set_heavy(i, c)
+-- A heavy entry's member: its kind, stamp and count.
+local function name(h)
+  local kind = 'h:'
+  if h[4] then
+    kind = 'b:'
+  end
+  return kind .. fmt(h[1]) .. ':' .. fmt(h[2])
+end
+
+-- Sets heavy entry i's count and kind (removing it at count 0).
+local function set_heavy(i, c, block)
   local h = heavy[i]
   redis.call('ZREM', key, h[3])
   low = low - 1
   if c > 0 then
     low = low + 1
-    h[2] = c
-    h[3] = 'h:' .. fmt(h[1]) .. ':' .. fmt(c)
+    h[2], h[4] = c, block
+    h[3] = name(h)
     redis.call('ZADD', key, -1, h[3])
   else
     table.remove(heavy, i)
   end
 end
 
--- Adds `c` permits stamped `s` as a heavy entry (merged with one of the same stamp).
-local function add_heavy(s, c)
+-- Adds `c` permits stamped `s` as a heavy entry, a block entry if `block` (merged with one of
+-- the same stamp).
+local function add_heavy(s, c, block)
   for i, h in ipairs(heavy) do
     if h[1] == s then
-      set_heavy(i, h[2] + c)
+      set_heavy(i, h[2] + c, block)
       return
     end
   end
-  local m = 'h:' .. fmt(s) .. ':' .. fmt(c)
-  redis.call('ZADD', key, -1, m)
+  local h = {s, c, nil, block}
+  h[3] = name(h)
+  redis.call('ZADD', key, -1, h[3])
   low = low + 1
-  heavy[#heavy + 1] = {s, c, m}
+  heavy[#heavy + 1] = h
   table.sort(heavy, function(a, b) return a[1] < b[1] end)
+end
+
+-- Before a grant or a penalty stamped `s`: the block entries stamped at or before it are no
+-- longer stamped after every grant (the later ones stay block entries).
+local function unblock(s)
+  for i, h in ipairs(heavy) do
+    if h[4] and h[1] <= s then
+      set_heavy(i, h[2], false)
+    end
+  end
 end
 
 read()
@@ -163,12 +204,18 @@ if op ~= 'check' then
     read()
     local add = math.min(L, most - total)
     if add > 0 then
-      add_heavy(stamp, add)
+      -- A block entry iff every entry left is one (none is a grant or a penalty).
+      local block = redis.call('ZCARD', key) == low
+      for _, h in ipairs(heavy) do
+        block = block and h[4]
+      end
+      add_heavy(stamp, add, block)
     end
   elseif op == 'penalize' and n > 0 then
     local add = math.min(n, most - total)
     if add > 0 then
-      add_heavy(at, add)
+      unblock(at)
+      add_heavy(at, add, false)
     end
   elseif op == 'reward' then
     while n > 0 and total > 0 do
@@ -179,7 +226,7 @@ if op ~= 'check' then
       end
       if h ~= nil and (light_top == nil or h[1] >= light_top) then
         local take = math.min(n, h[2])
-        set_heavy(#heavy, h[2] - take)
+        set_heavy(#heavy, h[2] - take, h[4])
         n, total = n - take, total - take
       else
         local above = cutoff
@@ -217,6 +264,7 @@ if n > L then
 end
 if total + n <= L then
   prune(cutoff, expired)
+  unblock(at)
   local stamp = fmt(at)
   local card = redis.call('ZCARD', key)
   local batch = {}
@@ -237,7 +285,10 @@ if total + n <= L then
     redis.call('ZADD', key, 'NX', stamp, stamp .. ':' .. fmt(seq))
   end
   total = total + n
-  newest = at
+  -- A block entry stamped later stays the newest: the key lives until it leaves.
+  if newest == nil or at > newest then
+    newest = at
+  end
   redis.call('PEXPIREAT', key, ceil_ms(newest + W))
   return {now, 1, L - total, -1, reset()}
 end

@@ -1,16 +1,25 @@
 -- Sliding window of k sub-windows: the window W split into k sub-windows of g = W / k (whole us,
 -- aligned to the Unix epoch on the server's clock). The state is the in-process one
 -- (src/algorithm/sliding.rs): a log of (stamp, count) entries, oldest first, a grant stamped
--- with the start of its sub-window; with at = max(now, the newest stamp), the permits counted
--- are those of entries stamped after at - W, and n is admitted iff they plus n are <= L. As in
--- process, a clock that stepped back behind the newest stamp decides at that stamp: time never
--- runs backwards within a key, so a clock step never over-admits.
--- One string key, in one of two forms:
---   "s:c1:c2:...:cj" when every stamp is a sub-window start less than W before the newest
---   (encode, below): s is the index (time / g) of the newest sub-window holding permits, ci the count of sub-window s - i + 1 (c1 > 0, empty
+-- with the start of its sub-window; with at = max(now, the newest grant's stamp), the permits
+-- counted are those of entries stamped after at - W, and n is admitted iff they plus n are
+-- <= L. As in process, a clock that stepped back behind the newest grant's stamp decides at
+-- that stamp: time never runs backwards within a key, so a clock step never over-admits.
+-- The newest entries may be *block entries*: a block's entries stamped after every grant and
+-- penalty (a block longer than the window stamps its entry after now). The decision instant
+-- and a grant's or a penalty's stamp read the newest stamp but theirs: a grant beside a
+-- block's later entry is stamped at its sub-window's start, goes before that entry, and counts
+-- one window, not until the block's end.
+-- One string key, in one of three forms:
+--   "s:c1:c2:...:cj" when there is no block entry and every stamp is a sub-window start less
+--   than W before the newest (encode, below): s is the index (time / g) of the newest
+--   sub-window holding permits, ci the count of sub-window s - i + 1 (c1 > 0, empty
 --   sub-windows between kept as 0, j <= k);
---   "=t1:c1:t2:c2:..." otherwise (a block stamps its entry at its end less W, anywhere): the
---   entries' stamps (us) and counts, oldest first.
+--   "=t1:c1:t2:c2:..." otherwise, when there is no block entry (a block stamps its entry at
+--   its end less W, anywhere): the entries' stamps (us) and counts, oldest first;
+--   "=t1:c1:t2:c2:...=b" when the newest b entries (1 <= b <= their number) are block entries.
+-- A value written before block entries were stored has none: it decides at its newest stamp,
+-- as it did (never later than a grant's own clock reading would: only under-admits).
 -- It expires when its newest entry leaves the window. A denial and a peek only read.
 -- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (k divides W: checked by the client),
 -- most.
@@ -31,24 +40,30 @@ local k = tonumber(ARGV[5])
 local g = W / k
 local now = now_us()
 
--- The log, oldest first: {stamp, count}.
+-- The log, oldest first: {stamp, count}; its newest `blocks` entries are block entries.
 local log = {}
+local blocks = 0
 local v = redis.call('GET', key)
 
--- The value that holds `log` (one of the two forms above), nil for an empty log.
+-- The value that holds `log` (one of the three forms above), nil for an empty log.
 local function encode()
   local e = log[#log]
   if e == nil then
     return nil
   end
-  -- The short form needs every stamp on a sub-window start, all within one window.
+  -- The short form needs every stamp on a sub-window start, all within one window, and no
+  -- block entry.
   for _, x in ipairs(log) do
-    if idiv(x[1], g) * g ~= x[1] or e[1] - x[1] >= W then
+    if blocks > 0 or idiv(x[1], g) * g ~= x[1] or e[1] - x[1] >= W then
       local parts = {}
       for _, y in ipairs(log) do
         parts[#parts + 1] = fmt(y[1]) .. ':' .. fmt(y[2])
       end
-      return '=' .. table.concat(parts, ':')
+      local tail = ''
+      if blocks > 0 then
+        tail = '=' .. fmt(blocks)
+      end
+      return '=' .. table.concat(parts, ':') .. tail
     end
   end
   local s = e[1] / g
@@ -68,14 +83,21 @@ end
 if v then
   -- Only a value this script wrote, validated before anything is written: every number as
   -- fmt writes it, stamps (and sub-window indices) in range and strictly increasing, counts
-  -- at least 1 (0 only for an empty sub-window between two counted ones) and 2^51 in all, in
-  -- exactly the form encode() gives the log they make.
+  -- at least 1 (0 only for an empty sub-window between two counted ones) and 2^51 in all, a
+  -- block count from 1 to the number of entries, in exactly the form encode() gives the log
+  -- they make.
   local what = 'a sliding window'
   local most = 2251799813685248
   local sum = 0
   if string.sub(v, 1, 1) == '=' then
+    local entries = v
+    local tail = string.find(v, '=', 2, true)
+    if tail then
+      entries = string.sub(v, 1, tail - 1)
+      blocks = whole(string.sub(v, tail + 1), 1, most, what)
+    end
     local t = nil
-    for x in string.gmatch(v, '%d+') do
+    for x in string.gmatch(entries, '%d+') do
       if t == nil then
         t = whole(x, 0, 6755399441055743, what)
         if log[#log] and log[#log][1] >= t then
@@ -106,7 +128,7 @@ if v then
       end
     end
   end
-  if sum > most or encode() ~= v then
+  if sum > most or blocks > #log or encode() ~= v then
     foreign(what)
   end
 end
@@ -118,6 +140,12 @@ end
 
 local function newest()
   local e = log[#log]
+  return e and e[1]
+end
+
+-- The newest stamp but the block entries' (nil if every entry is one).
+local function newest_grant()
+  local e = log[#log - blocks]
   return e and e[1]
 end
 
@@ -134,17 +162,28 @@ local function drop_front(gone)
       kept[#kept + 1] = log[j]
     end
     log = kept
+    -- Block entries leave last: only once every entry left was one.
+    blocks = math.min(blocks, #log)
   end
 end
 
--- `c` permits stamped `s` (at least the newest stamp), merged into the newest entry if equal.
-local function push(s, c)
-  local e = log[#log]
-  if e and e[1] == s then
-    e[2] = e[2] + c
-  else
-    log[#log + 1] = {s, c}
+-- `c` permits of a grant or a penalty stamped `s` (not before the newest grant's stamp), in
+-- stamp order: merged into an entry of that stamp, else a new entry before the block entries
+-- stamped later, which stay block entries (those stamped at or before `s` no longer are).
+local function record(s, c)
+  local i = #log - blocks + 1
+  while log[i] and log[i][1] < s do
+    i = i + 1
   end
+  if log[i] and log[i][1] == s then
+    log[i][2] = log[i][2] + c
+  elseif log[i - 1] and log[i - 1][1] == s then
+    i = i - 1
+    log[i][2] = log[i][2] + c
+  else
+    table.insert(log, i, {s, c})
+  end
+  blocks = #log - i
   total = total + c
 end
 
@@ -152,17 +191,17 @@ local at
 -- The instant decisions are made at, and the log pruned to what counts then.
 local function settle()
   at = now
-  local s = newest()
+  local s = newest_grant()
   if s and s > at then
     at = s
   end
   drop_front(function(stamp) return stamp + W <= at end)
 end
 
--- The start of at's sub-window, never before the newest stamp.
+-- The start of at's sub-window, never before the newest grant's stamp.
 local function slot()
   local s = idiv(at, g) * g
-  local e = newest()
+  local e = newest_grant()
   if e and e > s then
     s = e
   end
@@ -197,13 +236,17 @@ if op ~= 'check' then
     drop_front(function(s) return s <= stamp end)
     local add = math.min(L, most - total)
     if add > 0 then
+      -- A block entry iff every entry left is one (none is a grant or a penalty).
+      if blocks == #log then
+        blocks = blocks + 1
+      end
       table.insert(log, 1, {stamp, add})
       total = total + add
     end
   elseif op == 'penalize' and n > 0 then
     local add = math.min(n, most - total)
     if add > 0 then
-      push(slot(), add)
+      record(slot(), add)
     end
   elseif op == 'reward' and n > 0 and total > 0 then
     while n > 0 and log[#log] do
@@ -216,6 +259,7 @@ if op ~= 'check' then
         break
       end
       log[#log] = nil
+      blocks = math.max(blocks - 1, 0)
     end
   else
     changed = false
@@ -245,7 +289,7 @@ if n > L then
   return {now, 2, remaining, -1, reset()}
 end
 if total + n <= L then
-  push(slot(), n)
+  record(slot(), n)
   store()
   return {now, 1, L - total, -1, reset()}
 end

@@ -3,8 +3,12 @@
 //! permits adds `n` members in one script run, so keep `n` and `L` moderate, or use GCRA or
 //! the weighted counter. Expired entries are trimmed only by admissions and changes, and the
 //! key expires when its newest entry leaves the window. A block or a penalty is one member of
-//! many permits whatever its size (`"h:<stamp>:<count>"`, scored -1 so that the stamp ranges
-//! count grants only; few, since a block drops every entry it outlasts).
+//! many permits whatever its size (scored -1 so that the stamp ranges count grants only; few,
+//! since a block drops every entry it outlasts): `"b:<stamp>:<count>"` for a block's entry
+//! stamped after every grant and penalty (a *block entry*, which the decision's instant and a
+//! grant's stamp do not read, as in process), `"h:<stamp>:<count>"` for the others. A set
+//! written before block entries were marked holds only `h:` members and decides at its newest
+//! stamp, as it did (it can only under-admit).
 
 use super::RedisAlgorithm;
 use crate::redis::connection::error::RedisLimitError;

@@ -17,8 +17,12 @@
 //! A block (`block`) stamps its entry at the block's end less `W`, anywhere in a sub-window, as
 //! the in-process window does: until that entry leaves the window, the key is stored as
 //! `"=t1:c1:t2:c2:..."`, every entry's stamp (µs) and count, oldest first, and then in the
-//! short form again. The script reads both, and decides on the in-process log of `(stamp,
-//! count)` entries either way.
+//! short form again. While the newest `b` entries are *block entries* (a block's entries
+//! stamped after every grant and penalty, which the decision's instant and a grant's stamp do
+//! not read, as in process), the key is `"=t1:c1:...:tj:cj=b"`. The script reads all three, and
+//! decides on the in-process log of `(stamp, count)` entries either way; a key written before
+//! block entries were marked has none, and decides at its newest stamp, as it did (it can only
+//! under-admit).
 
 use super::RedisAlgorithm;
 use crate::redis::connection::error::RedisLimitError;
