@@ -128,7 +128,7 @@ impl Log {
                 e.push(stamp, n);
             });
         } else {
-            self.entries.insert(stamp, n);
+            self.entries.insert_in_order(stamp, n);
             self.total += n;
         }
     }
