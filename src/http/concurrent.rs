@@ -22,7 +22,7 @@ use super::concurrency_backend::{Busy, ConcurrencyBackend};
 use super::key::KeyExtractor;
 use super::permit_body::PermitBody;
 use super::policy::SlotPolicy;
-use super::rejection::{reject, Problem, RejectBody};
+use super::responses::rejection::{reject, Problem, RejectBody};
 use super::service::{RateLimit, ResponseFuture};
 use super::state::Shared;
 

@@ -10,7 +10,7 @@ use http::Method;
 
 use super::backend::Backend;
 use super::error::{BuildError, RouteError};
-use super::headers::{PolicyLabel, RatePolicy};
+use super::responses::headers::{PolicyLabel, RatePolicy};
 
 /// A named limit: the name appears in the `RateLimit-Policy` / `RateLimit` headers.
 pub(crate) struct Policy<B> {

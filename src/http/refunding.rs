@@ -13,9 +13,9 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::backend::Backend;
-use super::headers::RateHeaders;
 use super::refund::Refunds;
-use super::rejection::RejectBody;
+use super::responses::headers::RateHeaders;
+use super::responses::rejection::RejectBody;
 use super::state::{Shared, Verdict};
 
 /// Reserves `cost` permits, calls `inner`, and refunds them if the response head satisfies the

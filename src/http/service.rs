@@ -21,10 +21,10 @@ use tower_service::Service;
 use super::access::Screen;
 use super::backend::{Answer, Backend};
 use super::concurrency_backend::NoConcurrency;
-use super::headers::RateHeaders;
 use super::key::{KeyError, KeyExtractor};
 use super::policy::SlotPolicy;
-use super::rejection::{is_grpc, reject, Problem, RejectBody};
+use super::responses::headers::RateHeaders;
+use super::responses::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 use super::stats::Outcome;
 

@@ -19,7 +19,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::backend::Backend;
-use super::rejection::RejectBody;
+use super::responses::rejection::RejectBody;
 use super::state::{proceed, Shared};
 
 /// Waits for `cost` permits (at most `max_delay`), then calls `inner` or answers 429.

@@ -14,11 +14,11 @@ use tower_service::Service;
 
 use super::backend::Backend;
 use super::concurrency_backend::NoConcurrency;
-use super::headers::{HeaderStyle, RateHeaders};
 use super::ops::Ops;
 use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::refund::Refunds;
-use super::rejection::{reject, Problem, RejectBody};
+use super::responses::headers::{HeaderStyle, RateHeaders};
+use super::responses::rejection::{reject, Problem, RejectBody};
 use super::stats::Outcome;
 use crate::Decision;
 
