@@ -17,11 +17,11 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::backend::Backend;
 use super::concurrency_backend::{Busy, ConcurrencyBackend};
 use super::key::KeyExtractor;
 use super::permit_body::PermitBody;
 use super::policy::SlotPolicy;
+use super::rate::backend::Backend;
 use super::responses::rejection::{reject, Problem, RejectBody};
 use super::service::{RateLimit, ResponseFuture};
 use super::state::Shared;

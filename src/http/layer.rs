@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use tower_layer::Layer;
 
-use super::backend::Backend;
 use super::concurrency_backend::NoConcurrency;
 use super::ops::PolicyOps;
+use super::rate::backend::Backend;
 use super::service::RateLimit;
 use super::shadow::Enforcement;
 use super::state::Shared;

@@ -87,7 +87,6 @@
 //! ```
 
 mod access;
-mod backend;
 mod builder;
 mod client_ip;
 mod concurrency_backend;
@@ -99,9 +98,7 @@ mod layer;
 mod ops;
 mod permit_body;
 mod policy;
-#[cfg(feature = "redis")]
-mod redis_backend;
-mod refund;
+mod rate;
 mod refunding;
 mod responses;
 mod service;
@@ -111,7 +108,6 @@ mod state;
 mod stats;
 
 pub use access::AccessList;
-pub use backend::{Answer, Backend, RefundBackend};
 pub use builder::{
     FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
 };
@@ -122,6 +118,7 @@ pub use error::{BuildError, RouteError};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
 pub use permit_body::PermitBody;
+pub use rate::backend::{Answer, Backend, RefundBackend};
 pub use responses::headers::HeaderStyle;
 pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::{RateLimit, ResponseFuture};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use http::Method;
 
-use super::backend::Backend;
 use super::error::{BuildError, RouteError};
+use super::rate::backend::Backend;
 use super::responses::headers::{PolicyLabel, RatePolicy};
 
 /// A named limit: the name appears in the `RateLimit-Policy` / `RateLimit` headers.

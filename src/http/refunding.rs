@@ -5,15 +5,15 @@
 //! login attempts against a burst of 5 reach the handler 5 times, because each admitted one
 //! holds its permits while it runs. (Checking first and charging after the response would let
 //! all thousand through.) The taking and giving back are the backend's, captured as
-//! [`Refunds`] (see [`refund`](super::refund)).
+//! [`Refunds`] (see [`refund`](super::rate::refunds)).
 
 use std::sync::Arc;
 
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::backend::Backend;
-use super::refund::Refunds;
+use super::rate::backend::Backend;
+use super::rate::refunds::Refunds;
 use super::responses::headers::RateHeaders;
 use super::responses::rejection::RejectBody;
 use super::state::{Shared, Verdict};

@@ -19,10 +19,10 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::access::Screen;
-use super::backend::{Answer, Backend};
 use super::concurrency_backend::NoConcurrency;
 use super::key::{KeyError, KeyExtractor};
 use super::policy::SlotPolicy;
+use super::rate::backend::{Answer, Backend};
 use super::responses::headers::RateHeaders;
 use super::responses::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};

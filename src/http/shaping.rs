@@ -18,7 +18,7 @@ use std::time::Duration;
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::backend::Backend;
+use super::rate::backend::Backend;
 use super::responses::rejection::RejectBody;
 use super::state::{proceed, Shared};
 

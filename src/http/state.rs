@@ -12,11 +12,11 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
-use super::backend::Backend;
 use super::concurrency_backend::NoConcurrency;
 use super::ops::Ops;
 use super::policy::{Policy, PolicyTable, SlotPolicy};
-use super::refund::Refunds;
+use super::rate::backend::Backend;
+use super::rate::refunds::Refunds;
 use super::responses::headers::{HeaderStyle, RateHeaders};
 use super::responses::rejection::{reject, Problem, RejectBody};
 use super::stats::Outcome;

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::super::access::AccessList;
-use super::super::backend::Backend;
 use super::super::error::BuildError;
 use super::super::key::AddrSource;
 use super::super::ops::{KeyFmt, Ops, PolicyOps};
+use super::super::rate::backend::Backend;
 use super::super::shadow::{Enforcement, EnforcementFlag};
 use super::super::stats::Counters;
 use super::RateLimitLayerBuilder;
