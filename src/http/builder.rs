@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::concurrency_backend::{ConcurrencyBackend, NoConcurrency};
+use super::concurrency::backend::{ConcurrencyBackend, NoConcurrency};
 use super::error::BuildError;
 use super::key::KeyExtractor;
 use super::layer::RateLimitLayer;

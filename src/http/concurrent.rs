@@ -17,9 +17,9 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::concurrency_backend::{Busy, ConcurrencyBackend};
+use super::concurrency::backend::{Busy, ConcurrencyBackend};
+use super::concurrency::permit_body::PermitBody;
 use super::key::KeyExtractor;
-use super::permit_body::PermitBody;
 use super::policy::SlotPolicy;
 use super::rate::backend::Backend;
 use super::responses::rejection::{reject, Problem, RejectBody};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tower_layer::Layer;
 
-use super::concurrency_backend::NoConcurrency;
+use super::concurrency::backend::NoConcurrency;
 use super::ops::PolicyOps;
 use super::rate::backend::Backend;
 use super::service::RateLimit;

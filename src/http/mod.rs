@@ -89,14 +89,13 @@
 mod access;
 mod builder;
 mod client_ip;
-mod concurrency_backend;
+mod concurrency;
 mod concurrent;
 mod error;
 mod ip_set;
 mod key;
 mod layer;
 mod ops;
-mod permit_body;
 mod policy;
 mod rate;
 mod refunding;
@@ -112,12 +111,12 @@ pub use builder::{
     FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
 };
 pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
-pub use concurrency_backend::{Busy, ConcurrencyBackend, NoConcurrency};
+pub use concurrency::backend::{Busy, ConcurrencyBackend, NoConcurrency};
+pub use concurrency::permit_body::PermitBody;
 pub use concurrent::PermitFuture;
 pub use error::{BuildError, RouteError};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
-pub use permit_body::PermitBody;
 pub use rate::backend::{Answer, Backend, RefundBackend};
 pub use responses::headers::HeaderStyle;
 pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};

@@ -19,7 +19,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::access::Screen;
-use super::concurrency_backend::NoConcurrency;
+use super::concurrency::backend::NoConcurrency;
 use super::key::{KeyError, KeyExtractor};
 use super::policy::SlotPolicy;
 use super::rate::backend::{Answer, Backend};

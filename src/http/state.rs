@@ -12,7 +12,7 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
-use super::concurrency_backend::NoConcurrency;
+use super::concurrency::backend::NoConcurrency;
 use super::ops::Ops;
 use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::rate::backend::Backend;
