@@ -4,6 +4,8 @@
 //! a key, or a [`KeyError`] saying why it could not. What the layer does with that error is the
 //! [`OnKeyError`](super::OnKeyError) policy. The client-IP extractors live in `client_ip.rs`.
 
+pub(super) mod client_ip;
+
 use std::fmt;
 use std::net::IpAddr;
 

@@ -88,7 +88,6 @@
 
 mod access;
 mod builder;
-mod client_ip;
 mod concurrency;
 mod concurrent;
 mod error;
@@ -110,11 +109,11 @@ pub use access::AccessList;
 pub use builder::{
     FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
 };
-pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use concurrency::backend::{Busy, ConcurrencyBackend, NoConcurrency};
 pub use concurrency::permit_body::PermitBody;
 pub use concurrent::PermitFuture;
 pub use error::{BuildError, RouteError};
+pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
 pub use rate::backend::{Answer, Backend, RefundBackend};
