@@ -91,7 +91,6 @@ mod builder;
 mod concurrency;
 mod concurrent;
 mod error;
-mod ip_set;
 mod key;
 mod layer;
 mod ops;
