@@ -93,16 +93,13 @@ mod concurrent;
 mod error;
 mod key;
 mod layer;
-mod ops;
 mod policy;
 mod rate;
 mod refunding;
 mod responses;
 mod service;
-mod shadow;
 mod shaping;
 mod state;
-mod stats;
 
 pub use access::AccessList;
 pub use builder::{
@@ -115,13 +112,13 @@ pub use error::{BuildError, RouteError};
 pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
+pub use policy::shadow::Enforcement;
+pub use policy::stats::PolicyStats;
 pub use rate::backend::{Answer, Backend, RefundBackend};
 pub use responses::headers::HeaderStyle;
 pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::{RateLimit, ResponseFuture};
-pub use shadow::Enforcement;
 pub use state::OnKeyError;
-pub use stats::PolicyStats;
 
 // The `http` types the API takes (see the module docs, "The `http` types").
 pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};

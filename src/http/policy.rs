@@ -4,6 +4,10 @@
 //! method), and matched in the order they were added; the first match wins, and a request
 //! that matches no route falls back to the default policy, if there is one, or is not limited.
 
+pub(super) mod ops;
+pub(super) mod shadow;
+pub(super) mod stats;
+
 use std::sync::Arc;
 
 use http::Method;

@@ -21,12 +21,12 @@ use tower_service::Service;
 use super::access::Screen;
 use super::concurrency::backend::NoConcurrency;
 use super::key::{KeyError, KeyExtractor};
+use super::policy::stats::Outcome;
 use super::policy::SlotPolicy;
 use super::rate::backend::{Answer, Backend};
 use super::responses::headers::RateHeaders;
 use super::responses::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
-use super::stats::Outcome;
 
 /// The rate-limiting service made by [`RateLimitLayer`](super::RateLimitLayer).
 ///

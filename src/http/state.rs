@@ -13,13 +13,13 @@ use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
 use super::concurrency::backend::NoConcurrency;
-use super::ops::Ops;
+use super::policy::ops::Ops;
+use super::policy::stats::Outcome;
 use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::rate::backend::Backend;
 use super::rate::refunds::Refunds;
 use super::responses::headers::{HeaderStyle, RateHeaders};
 use super::responses::rejection::{reject, Problem, RejectBody};
-use super::stats::Outcome;
 use crate::Decision;
 
 /// What the layer does when the key extractor fails (see [`KeyError`](super::KeyError)).
