@@ -89,16 +89,13 @@
 mod access;
 mod builder;
 mod concurrency;
-mod concurrent;
 mod error;
 mod key;
 mod layer;
 mod policy;
 mod rate;
-mod refunding;
 mod responses;
 mod service;
-mod shaping;
 mod state;
 
 pub use access::AccessList;
@@ -107,7 +104,6 @@ pub use builder::{
 };
 pub use concurrency::backend::{Busy, ConcurrencyBackend, NoConcurrency};
 pub use concurrency::permit_body::PermitBody;
-pub use concurrent::PermitFuture;
 pub use error::{BuildError, RouteError};
 pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
@@ -117,6 +113,7 @@ pub use policy::stats::PolicyStats;
 pub use rate::backend::{Answer, Backend, RefundBackend};
 pub use responses::headers::HeaderStyle;
 pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};
+pub use service::concurrent::PermitFuture;
 pub use service::{RateLimit, ResponseFuture};
 pub use state::OnKeyError;
 

@@ -4,7 +4,11 @@
 //!
 //! `poll_ready` only forwards to the inner service: capacity is decided per request, in
 //! `call`, never reserved by readiness. Shaping and refunds wait, so they run as boxed futures
-//! ([`shaping`](super::shaping), [`refunding`](super::refunding)).
+//! ([`shaping`](shaping), [`refunding`](refunding)).
+
+pub(super) mod concurrent;
+mod refunding;
+mod shaping;
 
 use std::convert::Infallible;
 use std::fmt;
@@ -210,14 +214,14 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
         let fut = match (&shared.mode, shadow) {
             (Mode::Shape(max_delay), false) => {
                 let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::shaping::shaped(
+                ResponseFuture::boxed(Box::pin(shaping::shaped(
                     shared, index, key, cost, *max_delay, grpc, inner, req,
                 )))
             }
             (Mode::Refund(refunds), _) => {
                 let refunds = refunds.clone();
                 let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::refunding::refunding(
+                ResponseFuture::boxed(Box::pin(refunding::refunding(
                     shared, refunds, index, key, cost, grpc, shadow, inner, req,
                 )))
             }

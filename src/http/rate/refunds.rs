@@ -1,6 +1,6 @@
 //! The refund mechanism of response-aware limits: a backend's reserve and refund, captured as
 //! [`Refunds`] so the layer (generic over any [`Backend`]) can run them. The request path that
-//! uses them is [`refunding`](super::super::refunding).
+//! uses them is [`refunding`](super::super::service::refunding).
 //!
 //! Only a [`RefundBackend`] can give permits back, which the builder's
 //! [`refund_if`](super::super::RateLimitLayerBuilder::refund_if) requires: its reserve and refund are
