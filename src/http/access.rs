@@ -5,6 +5,7 @@
 //! no deny list goes through without a limiter; **deny wins over allow**. Addresses come from
 //! the layer's [`AddrSource`]: the extractor's own (`PeerIp`, `ClientIp`: the same trusted
 //! client address the key comes from) or one given to the builder, never a raw header.
+//! Networks are kept as sorted disjoint ranges ([`ip_set`]).
 
 mod ip_set;
 

@@ -86,6 +86,11 @@
 //! assert!(layer.is_ok());
 //! ```
 
+// Folders by concern, each importing only from those below it (`.ci/import_cycles.py`):
+// builder -> layer -> service (with its request paths: concurrent, shaping, refunding) ->
+// state -> policy (the route table, and per policy: ops, shadow, stats) -> access -> key
+// (extractors, client_ip); rate/ (backends, refunds), concurrency/ (backend, permit body),
+// responses/ (headers, rejections) and error.rs at the bottom.
 mod access;
 mod builder;
 mod concurrency;

@@ -3,6 +3,9 @@
 //! Routes are written as people write them in docs, `"POST /login"` or `"/api/*"` (any
 //! method), and matched in the order they were added; the first match wins, and a request
 //! that matches no route falls back to the default policy, if there is one, or is not limited.
+//!
+//! Beside the table, each policy's running state: [`ops`] (indexed like the table), its
+//! enforcement switch ([`shadow`]) and its counters ([`stats`]).
 
 pub(super) mod ops;
 pub(super) mod shadow;

@@ -4,7 +4,8 @@
 //!
 //! `poll_ready` only forwards to the inner service: capacity is decided per request, in
 //! `call`, never reserved by readiness. Shaping and refunds wait, so they run as boxed futures
-//! ([`shaping`](shaping), [`refunding`](refunding)).
+//! ([`shaping`], [`refunding`]). With a concurrency backend the service is the one of
+//! [`concurrent`], whose permit rides in the response body.
 
 pub(super) mod concurrent;
 mod refunding;

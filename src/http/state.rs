@@ -4,7 +4,8 @@
 //! layer and every service it makes (axum makes one per route, and clones it per request)
 //! share it, so every request meets the same limiters. [`Shared::verdict`] turns a backend's
 //! decision into a [`Verdict`], which the service carries out at once and the waiting paths
-//! ([shaping](super::service::shaping), [refunds](super::service::refunding)) carry out with [`proceed`].
+//! ([shaping](super::service::shaping), [refunds](super::service::refunding)) carry out with
+//! [`proceed`].
 
 use std::time::Duration;
 

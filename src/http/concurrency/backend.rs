@@ -2,8 +2,9 @@
 //! concurrency limiter (at most `limit` requests in flight per key), [`Busy`] (its "not now"),
 //! and [`NoConcurrency`] (a layer without that mode).
 //!
-//! Kept small on purpose, as [`Backend`](super::super::Backend) is for rate limits, so that any keyed
-//! semaphore can sit behind the layer: take a permit for a key now or refuse, and say the limit.
+//! Kept small on purpose, as [`Backend`](super::super::Backend) is for rate limits, so that
+//! any keyed semaphore can sit behind the layer: take a permit for a key now or refuse, and say
+//! the limit.
 //! The permit is a `'static` guard the layer keeps until the response body is finished or
 //! dropped (see [`PermitBody`](super::super::PermitBody)); dropping it gives the slot back.
 
@@ -83,8 +84,8 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
 
     /// The most permits one key may hold at once (the limit in force; it may change live).
     /// [`build`](super::super::RateLimitLayerBuilder::build) refuses a backend whose limit is 0
-    /// ([`BuildError::ZeroConcurrency`](super::super::BuildError::ZeroConcurrency)): it would refuse
-    /// every request.
+    /// ([`BuildError::ZeroConcurrency`](super::super::BuildError::ZeroConcurrency)): it would
+    /// refuse every request.
     fn limit(&self) -> u32;
 
     /// Whether the memory this backend keeps for keys stays bounded however many distinct keys

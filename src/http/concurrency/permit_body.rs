@@ -120,8 +120,8 @@ impl<B: Default, P> Default for PermitBody<B, P> {
     }
 }
 
-/// An inner body from bytes, without a permit ([`ProblemJson`](super::super::ProblemJson) rejections
-/// of an outer layer).
+/// An inner body from bytes, without a permit ([`ProblemJson`](super::super::ProblemJson)
+/// rejections of an outer layer).
 impl<B: From<Bytes>, P> From<Bytes> for PermitBody<B, P> {
     fn from(bytes: Bytes) -> Self {
         PermitBody::new(B::from(bytes), None)

@@ -3,8 +3,8 @@
 //! uses them is [`refunding`](super::super::service::refunding).
 //!
 //! Only a [`RefundBackend`] can give permits back, which the builder's
-//! [`refund_if`](super::super::RateLimitLayerBuilder::refund_if) requires: its reserve and refund are
-//! captured there. For the in-process limiter the refund is
+//! [`refund_if`](super::super::RateLimitLayerBuilder::refund_if) requires: its reserve and
+//! refund are captured there. For the in-process limiter the refund is
 //! [`Reservation::cancel`](crate::Reservation::cancel), which makes a cancelled reservation's
 //! capacity reusable even when it was ready at once and other requests reserved after it
 //! (the core keeps such stretches as holes that later requests fill).
