@@ -5,13 +5,17 @@
 //! no deny list goes through without a limiter; **deny wins over allow**. Addresses come from
 //! the layer's [`AddrSource`]: the extractor's own (`PeerIp`, `ClientIp`: the same trusted
 //! client address the key comes from) or one given to the builder, never a raw header.
+//! Networks are kept as sorted disjoint ranges ([`ip_set`]).
+
+mod ip_set;
 
 use std::fmt;
 
 use http::request::Parts;
 
+use ip_set::IpSet;
+
 use super::error::BuildError;
-use super::ip_set::IpSet;
 use super::key::{AddrSource, KeyError, KeyExtractor};
 use super::IpNet;
 

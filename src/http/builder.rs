@@ -11,15 +11,15 @@ use std::time::Duration;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::backend::{Backend, RefundBackend};
-use super::concurrency_backend::{ConcurrencyBackend, NoConcurrency};
+use super::concurrency::backend::{ConcurrencyBackend, NoConcurrency};
 use super::error::BuildError;
-use super::headers::HeaderStyle;
 use super::key::KeyExtractor;
 use super::layer::RateLimitLayer;
 use super::policy::{sf_name, Policy, PolicyTable, RoutePattern, SlotPolicy};
-use super::refund::Refunds;
-use super::rejection::{NoBody, ProblemJson};
+use super::rate::backend::{Backend, RefundBackend};
+use super::rate::refunds::Refunds;
+use super::responses::headers::HeaderStyle;
+use super::responses::rejection::{NoBody, ProblemJson};
 use super::state::{Mode, OnKeyError, Shared};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 

@@ -2,7 +2,10 @@
 //!
 //! An extractor sees the request head ([`Parts`]: method, URI, headers, extensions) and returns
 //! a key, or a [`KeyError`] saying why it could not. What the layer does with that error is the
-//! [`OnKeyError`](super::OnKeyError) policy. The client-IP extractors live in `client_ip.rs`.
+//! [`OnKeyError`](super::OnKeyError) policy. The client-IP extractors live in [`client_ip`]
+//! (its CIDR networks and forwarded headers under `key/client_ip/`).
+
+pub(super) mod client_ip;
 
 use std::fmt;
 use std::net::IpAddr;

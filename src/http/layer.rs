@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use tower_layer::Layer;
 
-use super::backend::Backend;
-use super::concurrency_backend::NoConcurrency;
-use super::ops::PolicyOps;
+use super::concurrency::backend::NoConcurrency;
+use super::policy::ops::PolicyOps;
+use super::policy::shadow::Enforcement;
+use super::policy::stats::PolicyStats;
+use super::rate::backend::Backend;
 use super::service::RateLimit;
-use super::shadow::Enforcement;
 use super::state::Shared;
-use super::stats::PolicyStats;
 
 /// A tower [`Layer`] that rate-limits requests: see the [module docs](super) and
 /// [`RateLimitLayer::builder`].

@@ -86,49 +86,41 @@
 //! assert!(layer.is_ok());
 //! ```
 
+// Folders by concern, each importing only from those below it (`.ci/import_cycles.py`):
+// builder -> layer -> service (with its request paths: concurrent, shaping, refunding) ->
+// state -> policy (the route table, and per policy: ops, shadow, stats) -> access -> key
+// (extractors, client_ip); rate/ (backends, refunds), concurrency/ (backend, permit body),
+// responses/ (headers, rejections) and error.rs at the bottom.
 mod access;
-mod backend;
 mod builder;
-mod client_ip;
-mod concurrency_backend;
-mod concurrent;
+mod concurrency;
 mod error;
-mod headers;
-mod ip_set;
 mod key;
 mod layer;
-mod ops;
-mod permit_body;
 mod policy;
-#[cfg(feature = "redis")]
-mod redis_backend;
-mod refund;
-mod refunding;
-mod rejection;
+mod rate;
+mod responses;
 mod service;
-mod shadow;
-mod shaping;
 mod state;
-mod stats;
 
 pub use access::AccessList;
-pub use backend::{Answer, Backend, RefundBackend};
 pub use builder::{
     FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
 };
-pub use client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
-pub use concurrency_backend::{Busy, ConcurrencyBackend, NoConcurrency};
-pub use concurrent::PermitFuture;
+pub use concurrency::backend::{Busy, ConcurrencyBackend, NoConcurrency};
+pub use concurrency::permit_body::PermitBody;
 pub use error::{BuildError, RouteError};
-pub use headers::HeaderStyle;
+pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
 pub use layer::RateLimitLayer;
-pub use permit_body::PermitBody;
-pub use rejection::{NoBody, Problem, ProblemJson, RejectBody};
+pub use policy::shadow::Enforcement;
+pub use policy::stats::PolicyStats;
+pub use rate::backend::{Answer, Backend, RefundBackend};
+pub use responses::headers::HeaderStyle;
+pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};
+pub use service::concurrent::PermitFuture;
 pub use service::{RateLimit, ResponseFuture};
-pub use shadow::Enforcement;
 pub use state::OnKeyError;
-pub use stats::PolicyStats;
 
 // The `http` types the API takes (see the module docs, "The `http` types").
 pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};

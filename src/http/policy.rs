@@ -3,14 +3,21 @@
 //! Routes are written as people write them in docs, `"POST /login"` or `"/api/*"` (any
 //! method), and matched in the order they were added; the first match wins, and a request
 //! that matches no route falls back to the default policy, if there is one, or is not limited.
+//!
+//! Beside the table, each policy's running state: [`ops`] (indexed like the table), its
+//! enforcement switch ([`shadow`]) and its counters ([`stats`]).
+
+pub(super) mod ops;
+pub(super) mod shadow;
+pub(super) mod stats;
 
 use std::sync::Arc;
 
 use http::Method;
 
-use super::backend::Backend;
 use super::error::{BuildError, RouteError};
-use super::headers::{PolicyLabel, RatePolicy};
+use super::rate::backend::Backend;
+use super::responses::headers::{PolicyLabel, RatePolicy};
 
 /// A named limit: the name appears in the `RateLimit-Policy` / `RateLimit` headers.
 pub(crate) struct Policy<B> {

@@ -4,7 +4,12 @@
 //!
 //! `poll_ready` only forwards to the inner service: capacity is decided per request, in
 //! `call`, never reserved by readiness. Shaping and refunds wait, so they run as boxed futures
-//! ([`shaping`](super::shaping), [`refunding`](super::refunding)).
+//! ([`shaping`], [`refunding`]). With a concurrency backend the service is the one of
+//! [`concurrent`], whose permit rides in the response body.
+
+pub(super) mod concurrent;
+mod refunding;
+mod shaping;
 
 use std::convert::Infallible;
 use std::fmt;
@@ -19,14 +24,14 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::access::Screen;
-use super::backend::{Answer, Backend};
-use super::concurrency_backend::NoConcurrency;
-use super::headers::RateHeaders;
+use super::concurrency::backend::NoConcurrency;
 use super::key::{KeyError, KeyExtractor};
+use super::policy::stats::Outcome;
 use super::policy::SlotPolicy;
-use super::rejection::{is_grpc, reject, Problem, RejectBody};
+use super::rate::backend::{Answer, Backend};
+use super::responses::headers::RateHeaders;
+use super::responses::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
-use super::stats::Outcome;
 
 /// The rate-limiting service made by [`RateLimitLayer`](super::RateLimitLayer).
 ///
@@ -210,14 +215,14 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
         let fut = match (&shared.mode, shadow) {
             (Mode::Shape(max_delay), false) => {
                 let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::shaping::shaped(
+                ResponseFuture::boxed(Box::pin(shaping::shaped(
                     shared, index, key, cost, *max_delay, grpc, inner, req,
                 )))
             }
             (Mode::Refund(refunds), _) => {
                 let refunds = refunds.clone();
                 let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(super::refunding::refunding(
+                ResponseFuture::boxed(Box::pin(refunding::refunding(
                     shared, refunds, index, key, cost, grpc, shadow, inner, req,
                 )))
             }

@@ -4,7 +4,8 @@
 //! layer and every service it makes (axum makes one per route, and clones it per request)
 //! share it, so every request meets the same limiters. [`Shared::verdict`] turns a backend's
 //! decision into a [`Verdict`], which the service carries out at once and the waiting paths
-//! ([shaping](super::shaping), [refunds](super::refunding)) carry out with [`proceed`].
+//! ([shaping](super::service::shaping), [refunds](super::service::refunding)) carry out with
+//! [`proceed`].
 
 use std::time::Duration;
 
@@ -12,14 +13,14 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
-use super::backend::Backend;
-use super::concurrency_backend::NoConcurrency;
-use super::headers::{HeaderStyle, RateHeaders};
-use super::ops::Ops;
+use super::concurrency::backend::NoConcurrency;
+use super::policy::ops::Ops;
+use super::policy::stats::Outcome;
 use super::policy::{Policy, PolicyTable, SlotPolicy};
-use super::refund::Refunds;
-use super::rejection::{reject, Problem, RejectBody};
-use super::stats::Outcome;
+use super::rate::backend::Backend;
+use super::rate::refunds::Refunds;
+use super::responses::headers::{HeaderStyle, RateHeaders};
+use super::responses::rejection::{reject, Problem, RejectBody};
 use crate::Decision;
 
 /// What the layer does when the key extractor fails (see [`KeyError`](super::KeyError)).

@@ -1,16 +1,16 @@
 //! The builder's settings for running in production: allow and deny lists, and shadow mode.
 //! Kept apart from the limits' settings; [`OpsSettings::build`] makes the layer's
-//! [`Ops`](crate::http::ops::Ops) once the policy table's names are known.
+//! [`Ops`](crate::http::policy::ops::Ops) once the policy table's names are known.
 
 use std::sync::Arc;
 
 use super::super::access::AccessList;
-use super::super::backend::Backend;
 use super::super::error::BuildError;
 use super::super::key::AddrSource;
-use super::super::ops::{KeyFmt, Ops, PolicyOps};
-use super::super::shadow::{Enforcement, EnforcementFlag};
-use super::super::stats::Counters;
+use super::super::policy::ops::{KeyFmt, Ops, PolicyOps};
+use super::super::policy::shadow::{Enforcement, EnforcementFlag};
+use super::super::policy::stats::Counters;
+use super::super::rate::backend::Backend;
 use super::RateLimitLayerBuilder;
 
 /// What the builder was told about lists and shadow mode.

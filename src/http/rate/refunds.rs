@@ -1,10 +1,10 @@
 //! The refund mechanism of response-aware limits: a backend's reserve and refund, captured as
 //! [`Refunds`] so the layer (generic over any [`Backend`]) can run them. The request path that
-//! uses them is [`refunding`](super::refunding).
+//! uses them is [`refunding`](super::super::service::refunding).
 //!
 //! Only a [`RefundBackend`] can give permits back, which the builder's
-//! [`refund_if`](super::RateLimitLayerBuilder::refund_if) requires: its reserve and refund are
-//! captured there. For the in-process limiter the refund is
+//! [`refund_if`](super::super::RateLimitLayerBuilder::refund_if) requires: its reserve and
+//! refund are captured there. For the in-process limiter the refund is
 //! [`Reservation::cancel`](crate::Reservation::cancel), which makes a cancelled reservation's
 //! capacity reusable even when it was ready at once and other requests reserved after it
 //! (the core keeps such stretches as holes that later requests fill).
@@ -35,8 +35,8 @@ type TakeFn<B> = for<'a> fn(
 /// Response-aware limits on a backend: the predicate, and the backend's reserve and refund
 /// (captured where the backend is known to be a [`RefundBackend`]).
 pub(crate) struct Refunds<B: Backend> {
-    pub(super) refund_if: RefundFn,
-    pub(super) take: TakeFn<B>,
+    pub(crate) refund_if: RefundFn,
+    pub(crate) take: TakeFn<B>,
 }
 
 impl<B: Backend> Clone for Refunds<B> {

@@ -1,6 +1,6 @@
 //! What happened to each request, per policy: one [`Outcome`] per request that reaches a
 //! policy (or the layer's lists), counted in the policy's [`Counters`] and read as
-//! [`PolicyStats`] through [`RateLimitLayer::stats`](super::RateLimitLayer::stats).
+//! [`PolicyStats`] through [`RateLimitLayer::stats`](super::super::RateLimitLayer::stats).
 //!
 //! [`Counters::record`] is the one place every outcome passes through, so a metrics recorder
 //! hooks in there, with the policy's name beside it.
@@ -27,7 +27,7 @@ pub(crate) enum Outcome {
     /// A deny list matched: `403`, no limiter ran.
     Denied,
     /// No key (or no client address for a deny list): answered per
-    /// [`OnKeyError`](super::OnKeyError).
+    /// [`OnKeyError`](super::super::OnKeyError).
     KeyError,
     /// The backend failed (Redis down): `503` when enforcing, through in shadow.
     Unavailable,
@@ -152,12 +152,12 @@ impl Counters {
 }
 
 /// How many requests of a policy ended which way, since the layer was built: read with
-/// [`RateLimitLayer::stats`](super::RateLimitLayer::stats) (and
-/// [`unmatched_stats`](super::RateLimitLayer::unmatched_stats) for requests no policy
+/// [`RateLimitLayer::stats`](super::super::RateLimitLayer::stats) (and
+/// [`unmatched_stats`](super::super::RateLimitLayer::unmatched_stats) for requests no policy
 /// applies to). Each request counts once. Counters only grow (wrapping after 2^64).
 ///
 /// During a shadow rollout, `would_refuse` (and with shaping `would_delay`) is what
-/// enforcing would have changed: see [`Enforcement`](super::Enforcement).
+/// enforcing would have changed: see [`Enforcement`](super::super::Enforcement).
 ///
 /// ```
 /// use tollgate::http::{GlobalKey, PolicyStats, RateLimitLayer};
@@ -171,7 +171,7 @@ impl Counters {
 #[non_exhaustive]
 pub struct PolicyStats {
     /// Allowed by the limiter (enforcing or in shadow). For
-    /// [`unmatched_stats`](super::RateLimitLayer::unmatched_stats): requests that passed
+    /// [`unmatched_stats`](super::super::RateLimitLayer::unmatched_stats): requests that passed
     /// the lists, unlimited.
     pub allowed: u64,
     /// Refused by the limiter for now while enforcing: `429` with `Retry-After`, a gRPC
@@ -180,7 +180,7 @@ pub struct PolicyStats {
     /// Refused by the limiter while in shadow: let through; enforcing would have refused
     /// them.
     pub would_refuse: u64,
-    /// In shadow with [shaping](super::RateLimitLayerBuilder::shape): let through at once;
+    /// In shadow with [shaping](super::super::RateLimitLayerBuilder::shape): let through at once;
     /// enforcing would have made them wait (at most the maximum delay).
     pub would_delay: u64,
     /// Matched an allow list: no limiter ran.
@@ -188,13 +188,13 @@ pub struct PolicyStats {
     /// Matched a deny list: `403`, no limiter ran.
     pub denied: u64,
     /// Had no usable key (or no client address for a deny list): answered per
-    /// [`OnKeyError`](super::OnKeyError).
+    /// [`OnKeyError`](super::super::OnKeyError).
     pub key_errors: u64,
     /// The limiter could not decide (a Redis failure): `503` while enforcing, let through
     /// in shadow.
     pub unavailable: u64,
     /// Could never pass (a cost above the burst) while enforcing: the
-    /// [`never_status`](super::RateLimitLayerBuilder::never_status), without `Retry-After`.
+    /// [`never_status`](super::super::RateLimitLayerBuilder::never_status), without `Retry-After`.
     pub never: u64,
 }
 

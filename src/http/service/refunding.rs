@@ -5,18 +5,18 @@
 //! login attempts against a burst of 5 reach the handler 5 times, because each admitted one
 //! holds its permits while it runs. (Checking first and charging after the response would let
 //! all thousand through.) The taking and giving back are the backend's, captured as
-//! [`Refunds`] (see [`refund`](super::refund)).
+//! [`Refunds`] (see [`refund`](super::super::rate::refunds)).
 
 use std::sync::Arc;
 
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::backend::Backend;
-use super::headers::RateHeaders;
-use super::refund::Refunds;
-use super::rejection::RejectBody;
-use super::state::{Shared, Verdict};
+use super::super::rate::backend::Backend;
+use super::super::rate::refunds::Refunds;
+use super::super::responses::headers::RateHeaders;
+use super::super::responses::rejection::RejectBody;
+use super::super::state::{Shared, Verdict};
 
 /// Reserves `cost` permits, calls `inner`, and refunds them if the response head satisfies the
 /// layer's refund predicate. An inner service error keeps the permits. In `shadow`, a refused

@@ -1,7 +1,7 @@
 //! Shadow mode: a policy that decides and takes permits as usual but never refuses and never
 //! waits, switchable at run time ([`Enforcement`], one flag per policy).
 //!
-//! The layer's verdict reads the flag once per request (see [`state`](super::state)): a
+//! The layer's verdict reads the flag once per request (see [`state`](super::super::state)): a
 //! refusal in shadow becomes a request that goes through, counted as `would_refuse`. Refused
 //! requests take no permits when enforcing either, so with the default (refusing) mode the
 //! limiter's state in shadow is exactly what it would be when enforcing, and switching to
@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 ///
 /// A policy in shadow decides every request and takes its permits as usual, then lets it
 /// through whatever the decision: no `429`, no wait when shaping, no `503` when a Redis
-/// backend fails. Its [`PolicyStats`](super::PolicyStats) count what enforcing would have
+/// backend fails. Its [`PolicyStats`](super::super::PolicyStats) count what enforcing would have
 /// done (`would_refuse`, `would_delay`). Switch at build time
-/// ([`shadow`](super::RateLimitLayerBuilder::shadow),
-/// [`shadow_policy`](super::RateLimitLayerBuilder::shadow_policy)) or at run time
-/// ([`RateLimitLayer::set_enforcement`](super::RateLimitLayer::set_enforcement)).
+/// ([`shadow`](super::super::RateLimitLayerBuilder::shadow),
+/// [`shadow_policy`](super::super::RateLimitLayerBuilder::shadow_policy)) or at run time
+/// ([`RateLimitLayer::set_enforcement`](super::super::RateLimitLayer::set_enforcement)).
 ///
 /// ```
 /// use tollgate::http::{Enforcement, GlobalKey, RateLimitLayer};

@@ -2,10 +2,11 @@
 //! concurrency limiter (at most `limit` requests in flight per key), [`Busy`] (its "not now"),
 //! and [`NoConcurrency`] (a layer without that mode).
 //!
-//! Kept small on purpose, as [`Backend`](super::Backend) is for rate limits, so that any keyed
-//! semaphore can sit behind the layer: take a permit for a key now or refuse, and say the limit.
+//! Kept small on purpose, as [`Backend`](super::super::Backend) is for rate limits, so that
+//! any keyed semaphore can sit behind the layer: take a permit for a key now or refuse, and say
+//! the limit.
 //! The permit is a `'static` guard the layer keeps until the response body is finished or
-//! dropped (see [`PermitBody`](super::PermitBody)); dropping it gives the slot back.
+//! dropped (see [`PermitBody`](super::super::PermitBody)); dropping it gives the slot back.
 
 use std::fmt;
 use std::sync::Arc;
@@ -82,16 +83,16 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
     type Permit: Send + 'static;
 
     /// The most permits one key may hold at once (the limit in force; it may change live).
-    /// [`build`](super::RateLimitLayerBuilder::build) refuses a backend whose limit is 0
-    /// ([`BuildError::ZeroConcurrency`](super::BuildError::ZeroConcurrency)): it would refuse
-    /// every request.
+    /// [`build`](super::super::RateLimitLayerBuilder::build) refuses a backend whose limit is 0
+    /// ([`BuildError::ZeroConcurrency`](super::super::BuildError::ZeroConcurrency)): it would
+    /// refuse every request.
     fn limit(&self) -> u32;
 
     /// Whether the memory this backend keeps for keys stays bounded however many distinct keys
     /// arrive (a key cap, or keys forgotten once they hold nothing and nobody waits, within a
-    /// bound). As for rate limits ([`Backend::keys_bounded`](super::Backend::keys_bounded)),
-    /// [`build`](super::RateLimitLayerBuilder::build) refuses a backend that says no unless
-    /// [`allow_unbounded_keys`](super::RateLimitLayerBuilder::allow_unbounded_keys) is set.
+    /// bound). As for rate limits ([`Backend::keys_bounded`](super::super::Backend::keys_bounded)),
+    /// [`build`](super::super::RateLimitLayerBuilder::build) refuses a backend that says no unless
+    /// [`allow_unbounded_keys`](super::super::RateLimitLayerBuilder::allow_unbounded_keys) is set.
     fn keys_bounded(&self) -> bool;
 
     /// Takes `n` permits for `key` if that many are free now, or refuses at once with
@@ -148,9 +149,9 @@ impl fmt::Display for Busy {
 impl std::error::Error for Busy {}
 
 /// The concurrency type of a layer without concurrency limits (the default of
-/// [`RateLimitLayer`](super::RateLimitLayer)'s last type parameter): such a layer keeps the
+/// [`RateLimitLayer`](super::super::RateLimitLayer)'s last type parameter): such a layer keeps the
 /// inner service's response type. It has no values; the builder's
-/// [`concurrency`](super::RateLimitLayerBuilder::concurrency) replaces it with a
+/// [`concurrency`](super::super::RateLimitLayerBuilder::concurrency) replaces it with a
 /// [`ConcurrencyBackend`].
 ///
 /// ```

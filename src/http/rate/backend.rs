@@ -57,7 +57,7 @@ pub trait Backend: Send + Sync + 'static {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// The quota in force. The `RateLimit-Policy` header states its burst and configured rate
-    /// (see [`HeaderStyle`](super::HeaderStyle)).
+    /// (see [`HeaderStyle`](super::super::HeaderStyle)).
     fn quota(&self) -> Quota;
 
     /// The time the quota's limit refers to: how long a full limit takes to come back. GCRA:
@@ -82,9 +82,9 @@ pub trait Backend: Send + Sync + 'static {
     fn window(&self) -> Duration;
 
     /// Whether the memory this backend keeps for keys stays bounded however many distinct
-    /// keys arrive. [`build`](super::RateLimitLayerBuilder::build) refuses a backend that
-    /// says no ([`BuildError::UnboundedKeys`](super::BuildError::UnboundedKeys)) unless
-    /// [`allow_unbounded_keys`](super::RateLimitLayerBuilder::allow_unbounded_keys) is set:
+    /// keys arrive. [`build`](super::super::RateLimitLayerBuilder::build) refuses a backend that
+    /// says no ([`BuildError::UnboundedKeys`](super::super::BuildError::UnboundedKeys)) unless
+    /// [`allow_unbounded_keys`](super::super::RateLimitLayerBuilder::allow_unbounded_keys) is set:
     /// clients choose keys (addresses, /64s, header values), so an uncapped table is memory a
     /// client can grow at will.
     ///
@@ -138,7 +138,7 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// A [`Backend`] whose permits can be taken before the handler runs and given back after it
-/// (response-aware limits, [`refund_if`](super::RateLimitLayerBuilder::refund_if)): the
+/// (response-aware limits, [`refund_if`](super::super::RateLimitLayerBuilder::refund_if)): the
 /// backends with reservations, [`KeyedRateLimiter`] and `RedisRateLimiter` running
 /// [`Gcra`]. The window algorithms only count what was admitted, so a permit given back could
 /// not be told apart from one still in use: they do not implement it, and `refund_if` does not

@@ -17,14 +17,14 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::backend::Backend;
-use super::concurrency_backend::{Busy, ConcurrencyBackend};
-use super::key::KeyExtractor;
-use super::permit_body::PermitBody;
-use super::policy::SlotPolicy;
-use super::rejection::{reject, Problem, RejectBody};
-use super::service::{RateLimit, ResponseFuture};
-use super::state::Shared;
+use super::super::concurrency::backend::{Busy, ConcurrencyBackend};
+use super::super::concurrency::permit_body::PermitBody;
+use super::super::key::KeyExtractor;
+use super::super::policy::SlotPolicy;
+use super::super::rate::backend::Backend;
+use super::super::responses::rejection::{reject, Problem, RejectBody};
+use super::super::state::Shared;
+use super::{RateLimit, ResponseFuture};
 
 /// With concurrency limits: the response body is the inner one in a [`PermitBody`], holding
 /// the request's permit (if a concurrency policy applied) until it ends or is dropped.

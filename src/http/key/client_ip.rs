@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::request::Parts;
 
-use super::key::{AddrSource, KeyError, KeyExtractor};
+use super::{AddrSource, KeyError, KeyExtractor};
 pub(crate) use cidr::canonical;
 use cidr::mask;
 pub use cidr::{IpNet, IpNetError};
@@ -192,7 +192,7 @@ impl Trust {
 /// So a key error means your proxies wrote something that is not an address where the
 /// client is expected, or a client inside the networks you trust sent junk (the walk reaches
 /// its own entries): trust only your proxies' addresses, and keep the default
-/// [`OnKeyError::Reject`](super::OnKeyError::Reject), which answers it with `400`.
+/// [`OnKeyError::Reject`](super::super::OnKeyError::Reject), which answers it with `400`.
 ///
 /// ```
 /// use std::net::{IpAddr, SocketAddr};

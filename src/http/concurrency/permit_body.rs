@@ -113,15 +113,15 @@ impl<B: Body, P> Body for PermitBody<B, P> {
 }
 
 /// An empty inner body without a permit, so the layer's own rejections can be made in this
-/// type ([`NoBody`](super::NoBody)) when another layer sits outside this one.
+/// type ([`NoBody`](super::super::NoBody)) when another layer sits outside this one.
 impl<B: Default, P> Default for PermitBody<B, P> {
     fn default() -> Self {
         PermitBody::new(B::default(), None)
     }
 }
 
-/// An inner body from bytes, without a permit ([`ProblemJson`](super::ProblemJson) rejections
-/// of an outer layer).
+/// An inner body from bytes, without a permit ([`ProblemJson`](super::super::ProblemJson)
+/// rejections of an outer layer).
 impl<B: From<Bytes>, P> From<Bytes> for PermitBody<B, P> {
     fn from(bytes: Bytes) -> Self {
         PermitBody::new(B::from(bytes), None)

@@ -1,15 +1,15 @@
 //! The layer's running state beside its limiters: allow and deny lists
-//! ([`access`](super::access)), each policy's [`Enforcement`](super::Enforcement) switch
-//! ([`shadow`](super::shadow)) and outcome counters ([`stats`](super::stats)). Indexed like
-//! the policy table (routes in order, then the default), plus counters for requests no policy
-//! applies to.
+//! ([`access`](super::super::access)), each policy's [`Enforcement`](super::super::Enforcement)
+//! switch ([`shadow`](super::shadow)) and outcome counters ([`stats`](super::stats)). Indexed
+//! like the policy table (routes in order, then the default), plus counters for requests no
+//! policy applies to.
 
 use std::sync::Arc;
 
 use http::request::Parts;
 
-use super::access::{screen, Lists, Screen};
-use super::key::{AddrSource, KeyExtractor};
+use super::super::access::{screen, Lists, Screen};
+use super::super::key::{AddrSource, KeyExtractor};
 use super::shadow::EnforcementFlag;
 use super::stats::{Counters, Outcome};
 

@@ -10,7 +10,7 @@
 
 use std::net::IpAddr;
 
-use super::client_ip::{canonical, IpNet};
+use super::super::key::client_ip::{canonical, IpNet};
 
 /// The IPv4-mapped range `::ffff:0:0/96`, as a 128-bit range.
 const MAPPED: (u128, u128) = (0xffff << 32, (0xffff << 32) | 0xffff_ffff);
