@@ -128,7 +128,7 @@ impl Log {
                 e.push(stamp, n);
             });
         } else {
-            self.entries.insert(stamp, n);
+            self.entries.insert_grant(stamp, n);
             self.total += n;
         }
     }
