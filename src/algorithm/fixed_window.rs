@@ -156,7 +156,7 @@ impl FixedWindow {
 }
 
 /// Bit 63 of a word: the parity of the quota generation it was written under.
-pub(crate) const GEN: u64 = 1 << 63;
+const GEN: u64 = 1 << 63;
 
 /// The fixed window's parameters: the quota, the window grid, the word's layout, and what a
 /// word from the previous quota generation needs to be read in this one.
@@ -296,13 +296,13 @@ pub(crate) fn decide(
 
 /// [`decide`] with the window in force chosen by selects, not a branch: `now`'s window found
 /// on every call (`div_t`), and the stored one kept iff it is that window or a later one. The
-/// keyed tables' form (`Rules::check_keyed`, in `crate::cell::fixed_window`): there a key's word is often not in cache, and
-/// a key comes back about as often in a later window as in its stored one, so a branch on
-/// "is the stored window still in force" is mispredicted half the time and waits for the
-/// word's cache miss before starting over. Not the direct limiter's form: its word is in
-/// cache, and with selects the word to store waits on the clock through the window
-/// arithmetic (benches/BENCHMARKS.md, "Windows, third pass"). The same decisions as
-/// [`decide`] on every state [`current`] returns (`tests`).
+/// keyed tables' form (`Rules::check_keyed`, in `crate::cell::fixed_window`): there a key's
+/// word is often not in cache, and a key comes back about as often in a later window as in
+/// its stored one, so a branch on "is the stored window still in force" is mispredicted half
+/// the time and waits for the word's cache miss before starting over. Not the direct
+/// limiter's form: its word is in cache, and with selects the word to store waits on the
+/// clock through the window arithmetic (benches/BENCHMARKS.md, "Windows, third pass"). The
+/// same decisions as [`decide`] on every state [`current`] returns (`tests`).
 ///
 /// It does not test `count > 0` (one select less between the clock and the word to store):
 /// an empty count comes with index 0 in every such state (`pack` writes an empty count as the
@@ -395,6 +395,13 @@ fn window_end(k: u64, p: &FixedParams) -> Nanos {
     k.saturating_add(1)
         .saturating_mul(p.window)
         .saturating_sub(p.offset)
+}
+
+/// Whether the word holds nothing a fresh cell's (all-zero) word does not: the empty word of
+/// either generation parity.
+#[inline(always)]
+pub(crate) fn is_empty_word(w: u64) -> bool {
+    w & !GEN == 0
 }
 
 /// From this instant the state decides like a fresh key: its window has ended.

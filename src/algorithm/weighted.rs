@@ -65,7 +65,7 @@ use crate::MAX_NANOS;
 pub struct WeightedWindow;
 
 /// Bit 127: the quota generation parity.
-pub(crate) const GEN: u128 = 1 << 127;
+const GEN: u128 = 1 << 127;
 
 /// The weighted counter's parameters, and how to read a word of the previous generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,6 +297,13 @@ pub(crate) fn adjust(s: State, now: Nanos, op: Adjust, p: &WeightedParams) -> St
         Adjust::Reset => State::default(),
         _ => s,
     }
+}
+
+/// Whether the word holds nothing a fresh cell's (all-zero) word does not: the empty word of
+/// either generation parity.
+#[inline(always)]
+pub(crate) fn is_empty_word(w: u128) -> bool {
+    w & !GEN == 0
 }
 
 /// From this instant the state decides like a fresh key: neither count weighs anything.

@@ -5,7 +5,7 @@
 use super::rules::{window_booking, Rules};
 use super::word::WordCell;
 use crate::algorithm::fixed_window::{
-    adjust, cold_at, current, decide, decide_by_selects, pack, FixedParams, GEN,
+    adjust, cold_at, current, decide, decide_by_selects, is_empty_word, pack, FixedParams,
 };
 use crate::algorithm::window::Verdict;
 use crate::algorithm::{Adjust, Booking, FixedWindow, ParamSource};
@@ -85,6 +85,6 @@ impl Rules for FixedWindow {
     }
 
     fn is_fresh(&self, cell: &Self::Cell) -> bool {
-        cell.get() & !GEN == 0
+        is_empty_word(cell.get())
     }
 }

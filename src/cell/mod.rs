@@ -42,8 +42,8 @@ pub(crate) mod word;
 
 /// A rate-limiting algorithm a [`RateLimiter`](crate::RateLimiter) or
 /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) can run. Sealed: the crate provides the
-/// implementations: [`Gcra`](crate::Gcra) (the default; also the leaky bucket and the token bucket),
-/// [`FixedWindow`](crate::FixedWindow), [`SlidingWindow`](crate::SlidingWindow),
+/// implementations: [`Gcra`](crate::Gcra) (the default; also the leaky bucket and the token
+/// bucket), [`FixedWindow`](crate::FixedWindow), [`SlidingWindow`](crate::SlidingWindow),
 /// [`WeightedWindow`](crate::WeightedWindow) and [`SlidingLog`](crate::SlidingLog).
 ///
 /// ```

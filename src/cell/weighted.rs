@@ -4,7 +4,9 @@
 
 use super::rules::{window_booking, Rules};
 use super::word::WordCell;
-use crate::algorithm::weighted::{adjust, cold_at, current, decide, pack, WeightedParams, GEN};
+use crate::algorithm::weighted::{
+    adjust, cold_at, current, decide, is_empty_word, pack, WeightedParams,
+};
 use crate::algorithm::window::Verdict;
 use crate::algorithm::{Adjust, Booking, ParamSource, WeightedWindow};
 use crate::outcome::AcquireError;
@@ -60,6 +62,6 @@ impl Rules for WeightedWindow {
     }
 
     fn is_fresh(&self, cell: &Self::Cell) -> bool {
-        cell.get() & !GEN == 0
+        is_empty_word(cell.get())
     }
 }
