@@ -13,7 +13,7 @@ rustdoc links are checked by `cargo doc -D warnings` anyway):
    `crate::sync`, `crate::quota::Quota`, ...) is refused, even when the item it ends at is
    public: the core's module tree is private, and the path would break with it.
 2. Methods. A call `.name(` or `::name(` of a function that the core (every file outside
-   src/http/ and src/redis/) declares `pub(crate)`, or that its sealed `Rules` trait declares,
+   src/http/ and src/redis/) declares `pub(crate)`, or that its sealed `Rules` or `Terms` trait declares,
    is refused, unless the same name is also a public function of the core (then the call may
    be the public one: a name check cannot tell without types) or a function http/redis define
    themselves. `super::` and `self::` paths stay inside http or redis and are not checked.
@@ -89,21 +89,21 @@ def main():
             continue
         core_private |= fn_names(code, r"\bpub\s*\((?:crate|super|in [^)]*)\)\s*(?:const\s+|async\s+|unsafe\s+)*fn\s+(\w+)")
         core_public |= fn_names(code, r"\bpub\s+(?:const\s+|async\s+|unsafe\s+)*fn\s+(\w+)")
-        # The sealed trait's methods are crate-private whatever their marker says.
-        for m in re.finditer(r"\btrait\s+Rules\b[^{]*\{", code):
+        # The sealed traits' methods are crate-private whatever their marker says.
+        for m in re.finditer(r"\btrait\s+(?:Rules|Terms)\b[^{]*\{", code):
             depth, j = 1, m.end()
             while j < len(code) and depth:
                 depth += {"{": 1, "}": -1}.get(code[j], 0)
                 j += 1
             core_private |= fn_names(code[m.end() : j], r"\bfn\s+(\w+)")
     # Trait methods of the public traits (`Algorithm`, `Clock`, ...) are public: a `fn` without a
-    # marker inside a `pub trait` other than `Rules`.
+    # marker inside a `pub trait` other than the sealed `Rules` and `Terms`.
     for path in rust_files(SRC):
         if area(path):
             continue
         code = strip(open(path).read())
         for m in re.finditer(r"\bpub\s+trait\s+(\w+)[^{]*\{", code):
-            if m.group(1) == "Rules":
+            if m.group(1) in ("Rules", "Terms"):
                 continue
             depth, j = 1, m.end()
             while j < len(code) and depth:

@@ -11,7 +11,7 @@ use std::ops::Deref;
 use std::task::{Poll, Waker};
 
 use crate::algorithm::gcra::GcraParams;
-use crate::algorithm::rules::Rules;
+use crate::algorithm::rules::Terms;
 use crate::algorithm::{Gcra, ParamSource};
 use crate::cell::gcra::GcraCell;
 use crate::cell::params::{Live, ParamsCell};

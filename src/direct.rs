@@ -7,7 +7,8 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::algorithm::gcra::Ticket;
-use crate::algorithm::{Algorithm, Booking, Gcra};
+use crate::algorithm::{Booking, Gcra};
+use crate::cell::Algorithm;
 use crate::clock::{duration_to_nanos, AnyClock, Clock};
 use crate::engine::{Engine, Find, Found, Placed, Slot};
 use crate::meter::Meter;

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use crate::algorithm::{Adjust, Algorithm, Booking, ParamSource};
+use crate::algorithm::{Adjust, Booking, ParamSource};
 use crate::cell::params::Live;
+use crate::cell::Algorithm;
 use crate::clock::{duration_to_nanos, AnyClock};
 use crate::meter::{Meter, Outcome, WaitMeter};
 use crate::outcome::{AcquireError, AdjustError, Decision};
@@ -50,7 +51,7 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>;
     /// Whether the cell is a keyed table's (decided by [`Rules::check_keyed`]).
     ///
-    /// [`Rules::check_keyed`]: crate::algorithm::rules::Rules::check_keyed
+    /// [`Rules::check_keyed`]: crate::cell::rules::Rules::check_keyed
     const KEYED: bool = false;
     /// `then(self.decide(op))`. A slot whose decision has out-of-line paths (the keyed store's
     /// miss) applies `then` on each path, so that a large `R` (a full decision) is not merged
@@ -74,8 +75,8 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
 /// `alg`'s decision on a cell of slot type `S`: [`Rules::check_keyed`] on a keyed table's,
 /// [`Rules::check`] on the direct limiter's (a constant branch, gone once monomorphised).
 ///
-/// [`Rules::check`]: crate::algorithm::rules::Rules::check
-/// [`Rules::check_keyed`]: crate::algorithm::rules::Rules::check_keyed
+/// [`Rules::check`]: crate::cell::rules::Rules::check
+/// [`Rules::check_keyed`]: crate::cell::rules::Rules::check_keyed
 #[inline(always)]
 fn rule_check<A: Algorithm, S: Slot<A>>(
     alg: &A,
@@ -105,7 +106,7 @@ pub(crate) struct Engine<A: Algorithm> {
 
 /// The parameters of a call made under its own quota (`check_n_with`): the limiter's, with the
 /// call's quota layered on by the algorithm. If the algorithm refuses the quota on the
-/// parameters a load finds, that load gives [inert](crate::algorithm::rules::Rules::inert)
+/// parameters a load finds, that load gives [inert](crate::algorithm::rules::Terms::inert)
 /// parameters (the decision stores nothing) and the error is kept: the call returns it if its
 /// last load was refused.
 pub(crate) struct PerCall<'a, A: Algorithm> {
@@ -632,9 +633,10 @@ mod tests {
 
     use super::*;
     use crate::algorithm::gcra::{GcraParams, Ticket, Verdict};
-    use crate::algorithm::rules::Rules;
+    use crate::algorithm::rules::Terms;
     use crate::algorithm::Gcra;
     use crate::cell::gcra::GcraCell;
+    use crate::cell::rules::Rules;
     use crate::{ManualClock, RateLimiter};
 
     /// GCRA, except that booking answers "decide again after 0 ns" until the clock has moved
@@ -645,8 +647,7 @@ mod tests {
         books: Arc<AtomicU64>,
     }
 
-    impl Rules for RetryZero {
-        type Cell = GcraCell;
+    impl Terms for RetryZero {
         type Params = GcraParams;
         type Verdict = Verdict;
         type Ticket = Ticket;
@@ -668,15 +669,6 @@ mod tests {
         fn inert(base: &GcraParams) -> GcraParams {
             Gcra::inert(base)
         }
-        fn check(
-            &self,
-            cell: &GcraCell,
-            now: Nanos,
-            n: u64,
-            p: &impl ParamSource<GcraParams>,
-        ) -> Verdict {
-            Gcra.check(cell, now, n, p)
-        }
         fn allowed(v: &Verdict) -> bool {
             Gcra::allowed(v)
         }
@@ -685,6 +677,23 @@ mod tests {
         }
         fn decision(v: &Verdict, now: Nanos) -> Decision {
             Gcra::decision(v, now)
+        }
+        fn limit(p: &GcraParams) -> u64 {
+            Gcra::limit(p)
+        }
+    }
+
+    impl Rules for RetryZero {
+        type Cell = GcraCell;
+
+        fn check(
+            &self,
+            cell: &GcraCell,
+            now: Nanos,
+            n: u64,
+            p: &impl ParamSource<GcraParams>,
+        ) -> Verdict {
+            Gcra.check(cell, now, n, p)
         }
         fn book(
             &self,
@@ -725,9 +734,6 @@ mod tests {
         }
         fn is_fresh(&self, cell: &GcraCell) -> bool {
             Gcra.is_fresh(cell)
-        }
-        fn limit(p: &GcraParams) -> u64 {
-            Gcra::limit(p)
         }
     }
 

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::gcra::Ticket;
-use crate::algorithm::{Algorithm, Booking, Gcra};
+use crate::algorithm::{Booking, Gcra};
+use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
 use crate::engine::{Engine, Placed};
 use crate::outcome::{AcquireError, Decision, ThrottleReply};

@@ -192,8 +192,9 @@ mod wait;
 #[doc(hidden)]
 pub mod __loom;
 
-pub use algorithm::{Algorithm, Gcra};
+pub use algorithm::Gcra;
 pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
+pub use cell::Algorithm;
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{

@@ -6,7 +6,7 @@
 //! quota is at most one permit per ns), the count gets at least `log2(W)` bits: index and count
 //! fit together for every quota below one permit per ns. Only at exactly one permit per ns can
 //! an epoch-aligned window need one bit too many; that quota is refused with a typed error. A
-//! decision is a CAS loop on the word (`crate::cell::word`).
+//! decision is a CAS loop on the word (`crate::cell::word`), run by `crate::cell::fixed_window`.
 //!
 //! **Quota changes** (`set_quota`) keep the permits counted in the window current at the
 //! change: they count against the new limit in the new grid's window holding the change, and
@@ -18,13 +18,11 @@
 use std::time::SystemTime;
 
 use super::gcra::rule::div_t;
-use super::rules::Rules;
-use super::window::{early, limit_and_window, shared_window_rules, Align, Kind, Verdict};
-use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
-use crate::cell::word::WordCell;
+use super::rules::Terms;
+use super::window::{early, limit_and_window, shared_window_terms, Align, Kind, Verdict};
+use super::{Adjust, Words, PARAM_WORDS};
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
-use crate::sync::AtomicU64;
 use crate::Nanos;
 use crate::MAX_NANOS;
 
@@ -238,7 +236,7 @@ fn unpack(w: u64, bits: u32) -> (u64, u64) {
 /// The word for `count` permits in window `index` (an empty count is the canonical empty word:
 /// no index, so a fresh cell and an emptied one look alike).
 #[inline(always)]
-fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
+pub(crate) fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
     let gen = if p.gen { GEN } else { 0 };
     if count == 0 {
         gen
@@ -298,13 +296,13 @@ pub(crate) fn decide(
 
 /// [`decide`] with the window in force chosen by selects, not a branch: `now`'s window found
 /// on every call (`div_t`), and the stored one kept iff it is that window or a later one. The
-/// keyed tables' form ([`Rules::check_keyed`]): there a key's word is often not in cache, and
-/// a key comes back about as often in a later window as in its stored one, so a branch on
-/// "is the stored window still in force" is mispredicted half the time and waits for the
-/// word's cache miss before starting over. Not the direct limiter's form: its word is in
-/// cache, and with selects the word to store waits on the clock through the window
-/// arithmetic (benches/BENCHMARKS.md, "Windows, third pass"). The same decisions as
-/// [`decide`] on every state [`current`] returns (`tests`).
+/// keyed tables' form (`Rules::check_keyed`, in `crate::cell::fixed_window`): there a key's
+/// word is often not in cache, and a key comes back about as often in a later window as in
+/// its stored one, so a branch on "is the stored window still in force" is mispredicted half
+/// the time and waits for the word's cache miss before starting over. Not the direct
+/// limiter's form: its word is in cache, and with selects the word to store waits on the
+/// clock through the window arithmetic (benches/BENCHMARKS.md, "Windows, third pass"). The
+/// same decisions as [`decide`] on every state [`current`] returns (`tests`).
 ///
 /// It does not test `count > 0` (one select less between the clock and the word to store):
 /// an empty count comes with index 0 in every such state (`pack` writes an empty count as the
@@ -399,6 +397,13 @@ fn window_end(k: u64, p: &FixedParams) -> Nanos {
         .saturating_sub(p.offset)
 }
 
+/// Whether the word holds nothing a fresh cell's (all-zero) word does not: the empty word of
+/// either generation parity.
+#[inline(always)]
+pub(crate) fn is_empty_word(w: u64) -> bool {
+    w & !GEN == 0
+}
+
 /// From this instant the state decides like a fresh key: its window has ended.
 pub(crate) fn cold_at((index, count): (u64, u64), p: &FixedParams) -> Nanos {
     if count == 0 {
@@ -448,8 +453,7 @@ impl FixedWindow {
     }
 }
 
-impl Rules for FixedWindow {
-    type Cell = WordCell<AtomicU64>;
+impl Terms for FixedWindow {
     type Params = FixedParams;
     type Verdict = Verdict;
     type Ticket = ();
@@ -493,77 +497,7 @@ impl Rules for FixedWindow {
         FixedParams { limit: 0, ..*base }
     }
 
-    // Always inlined, as GCRA's: a caller that reads one field of the verdict (`try_acquire`
-    // reads `allowed`) then computes no other.
-    #[inline(always)]
-    fn check(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<FixedParams>,
-    ) -> Verdict {
-        cell.update(
-            p,
-            #[inline(always)]
-            |w, p| {
-                let (v, store) = decide(current(w, p), now, n, p);
-                (v, store.map(|(k, c)| pack(k, c, p)))
-            },
-        )
-    }
-
-    /// `check` with the window in force chosen by selects ([`decide_by_selects`]): a keyed
-    /// table's word is often not in cache.
-    #[inline(always)]
-    fn check_keyed(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<FixedParams>,
-    ) -> Verdict {
-        cell.update(
-            p,
-            #[inline(always)]
-            |w, p| {
-                let (v, store) = decide_by_selects(current(w, p), now, n, p);
-                (v, store.map(|(k, c)| pack(k, c, p)))
-            },
-        )
-    }
-
-    shared_window_rules!(FixedParams);
-
-    fn adjust(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        op: Adjust,
-        p: &impl ParamSource<FixedParams>,
-    ) -> [Verdict; 2] {
-        cell.update(p, |w, p| {
-            let s = adjust(current(w, p), now, op, p);
-            let look = decide(s, now, 0, p).0;
-            let one = decide(s, now, 1, p).0;
-            ([look, one], Some(pack(s.0, s.1, p)))
-        })
-    }
-
-    fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<FixedParams>) {
-        cell.update(p, |w, p| {
-            let (k, c) = current(w, p);
-            ((), Some(pack(k, c, p)))
-        });
-    }
-
-    fn cold_at(&self, cell: &Self::Cell, p: &FixedParams) -> Nanos {
-        cold_at(current(cell.get(), p), p)
-    }
-
-    fn is_fresh(&self, cell: &Self::Cell) -> bool {
-        cell.get() & !GEN == 0
-    }
+    shared_window_terms!(FixedParams);
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
-//! GCRA (the generic cell rate algorithm), the default: [`Gcra`] and its
-//! [`Rules`] implementation, which runs the pure decision rule
-//! ([`rule`]: functions of `(tat, now, n, params)`) on GCRA's one-word cell
-//! (`crate::cell::gcra`).
+//! GCRA (the generic cell rate algorithm), the default: [`Gcra`], its pure decision rule
+//! ([`rule`]: functions of `(tat, now, n, params)`), the holes cancelled reservations leave
+//! ([`holes`]) and its [`Terms`] (parameters, verdicts). GCRA's one-word cell and the
+//! contract that runs the rule on it are in `crate::cell::gcra`.
 //!
 //! **Leaky bucket and token bucket are this algorithm.** As meters they make the same
 //! decisions: a bucket of capacity `b` leaking one permit per `T` (water level
@@ -9,9 +9,7 @@
 
 use std::time::Duration;
 
-use super::rules::Rules;
-use super::{Adjust, Booking, ParamSource};
-use crate::cell::gcra::GcraCell;
+use super::rules::Terms;
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
@@ -33,8 +31,7 @@ pub(crate) use rule::{GcraParams, Ticket, Verdict};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Gcra;
 
-impl Rules for Gcra {
-    type Cell = GcraCell;
+impl Terms for Gcra {
     type Params = GcraParams;
     type Verdict = Verdict;
     type Ticket = Ticket;
@@ -71,17 +68,6 @@ impl Rules for Gcra {
     }
 
     #[inline(always)]
-    fn check(
-        &self,
-        cell: &GcraCell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<GcraParams>,
-    ) -> Verdict {
-        cell.check(now, n, p)
-    }
-
-    #[inline(always)]
     fn allowed(v: &Verdict) -> bool {
         v.allowed()
     }
@@ -94,50 +80,6 @@ impl Rules for Gcra {
     #[inline(always)]
     fn decision(v: &Verdict, now: Nanos) -> Decision {
         v.decision(now)
-    }
-
-    fn book(
-        &self,
-        cell: &GcraCell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<GcraParams>,
-        max_wait: Option<Nanos>,
-    ) -> Result<Booking<Ticket>, AcquireError> {
-        cell.reserve(now, n, p, max_wait)
-    }
-
-    fn cancel(
-        &self,
-        cell: &GcraCell,
-        ticket: &Ticket,
-        now: Nanos,
-        p: &impl ParamSource<GcraParams>,
-    ) {
-        cell.cancel(ticket, now, p);
-    }
-
-    fn adjust(
-        &self,
-        cell: &GcraCell,
-        now: Nanos,
-        op: Adjust,
-        p: &impl ParamSource<GcraParams>,
-    ) -> [Verdict; 2] {
-        cell.adjust(now, op, p)
-    }
-
-    fn migrate(&self, cell: &GcraCell, p: &impl ParamSource<GcraParams>) {
-        cell.migrate(p);
-    }
-
-    fn cold_at(&self, cell: &GcraCell, p: &GcraParams) -> Nanos {
-        // In the current generation: a tightened quota stretches a key's debt.
-        cell.tat_in(p)
-    }
-
-    fn is_fresh(&self, cell: &GcraCell) -> bool {
-        cell.is_fresh()
     }
 
     fn limit(p: &GcraParams) -> u64 {

@@ -1,16 +1,22 @@
-//! The algorithms a limiter can run, behind one small trait.
+//! The algorithms' pure rules: every decision an algorithm makes is a function here of the
+//! key's state, the parameters and `now`, with no atomics and no lock; this module imports
+//! nothing from `crate::cell`, `crate::sync` or anything above them. What is here: each
+//! algorithm's public type ([`Gcra`], [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`],
+//! [`SlidingLog`]), its parameters and their validation from a [`Quota`], its decision rule,
+//! its [`Adjust`] rule, its verdicts and tickets ([`rules::Terms`]: the pure half of the
+//! per-algorithm contract), and what every rule shares ([`Booking`], [`ParamSource`],
+//! [`Words`]).
 //!
-//! Every limiter (direct or keyed) is written once over [`Algorithm`]: the method family
-//! (`try_acquire`, `check`, `peek`, blocking and async `acquire`, timeouts) only asks an
-//! algorithm to decide on one key's cell, to book permits ahead if it can (GCRA), to say when a
-//! cell has become equal to a fresh one (the sweeper), and to turn its verdict into a
-//! [`Decision`]. Adding an algorithm takes: a module here with its decision rule (pure
-//! functions of the state, the parameters and `now`) and its [`rules::Rules`] impl, with
-//! tests beside it; a cell for its state in `crate::cell` (a word under CAS or a locked state
-//! already there, or a new one with its loom model in `loom-tests/`); its public type
-//! re-exported here and in `lib.rs`; and, to run it on Redis, a `RedisAlgorithm` impl and its
-//! Lua script in `crate::redis`. The limiters, the method family, the maps (`crate::store`),
-//! the sweeper and the HTTP layer need nothing new.
+//! The cells that hold a key's state, and the contract that runs these rules on them
+//! (`crate::cell::rules::Rules`, the trait every limiter is written over through
+//! `Algorithm`), are one layer up, in `crate::cell`. Adding an algorithm takes: a module here
+//! with its public type, its parameters, its decision and adjust rules (pure functions of the
+//! state, the parameters and `now`) and its [`rules::Terms`] impl, with tests beside it; its
+//! `Rules` impl in `crate::cell` (module docs there); its public type re-exported here and in
+//! `lib.rs`; and, to run it on Redis, a `RedisAlgorithm` impl and its Lua script in
+//! `crate::redis`. The limiters, the method family (`try_acquire`, `check`, `peek`, blocking
+//! and async `acquire`, timeouts), the maps (`crate::store`), the sweeper and the HTTP layer
+//! need nothing new.
 
 use std::fmt;
 use std::time::Duration;
@@ -36,43 +42,6 @@ pub use gcra::Gcra;
 pub use sliding_log::SlidingLog;
 pub use sliding_window::SlidingWindow;
 pub use weighted::WeightedWindow;
-
-/// A rate-limiting algorithm a [`RateLimiter`](crate::RateLimiter) or
-/// [`KeyedRateLimiter`](crate::KeyedRateLimiter) can run. Sealed: the crate provides the
-/// implementations: [`Gcra`] (the default; also the leaky bucket and the token bucket),
-/// [`FixedWindow`], [`SlidingWindow`], [`WeightedWindow`] and [`SlidingLog`].
-///
-/// ```
-/// use tollgate::{Gcra, KeyedRateLimiter, Quota, RateLimiter};
-///
-/// let direct: RateLimiter<Gcra> = RateLimiter::new(Quota::per_second(5).unwrap());
-/// let keyed: KeyedRateLimiter<u64, Gcra> = KeyedRateLimiter::new(Quota::per_second(5).unwrap());
-/// assert!(direct.try_acquire() && keyed.try_acquire(&1));
-/// ```
-pub trait Algorithm: rules::Rules {
-    /// The window `quota`'s limit refers to under this algorithm: how long a full limit takes
-    /// to come back after it was used up. [`Gcra`]: the tolerance `burst * T`
-    /// ([`Quota::tolerance`]); the window algorithms: their window `W` ([`Quota::period`]).
-    /// What a backend advertises as the limit's window (the HTTP layer's
-    /// `Backend::window`).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{Algorithm, Gcra, Quota, SlidingLog};
-    ///
-    /// let q = Quota::per_minute(60).unwrap().with_burst(10).unwrap();
-    /// assert_eq!(Gcra::window(&q), Duration::from_secs(10)); // 10 permits, one a second
-    /// assert_eq!(SlidingLog::window(&q), Duration::from_secs(60));
-    /// ```
-    fn window(quota: &Quota) -> Duration
-    where
-        Self: Sized,
-    {
-        <Self as rules::Rules>::limit_window(quota)
-    }
-}
-
-impl<A: rules::Rules> Algorithm for A {}
 
 /// What a booking attempt did (the step under every waiting method).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,10 +91,10 @@ pub const PARAM_WORDS: usize = 7;
 pub(crate) mod rules {
     use super::*;
 
-    /// The per-algorithm contract (sealed: this module is private).
-    pub trait Rules: Clone + Send + Sync + fmt::Debug + 'static {
-        /// One key's state. `Default` is a fresh key.
-        type Cell: Default + Send + Sync + 'static;
+    /// The pure half of the per-algorithm contract (sealed: this module is private): how the
+    /// algorithm reads a quota (its parameters) and what its verdicts say. The half that runs
+    /// on a key's cell is `crate::cell::rules::Rules`, which extends this one.
+    pub trait Terms: Clone + Send + Sync + fmt::Debug + 'static {
         /// The algorithm's parameters, validated from a [`Quota`].
         type Params: Words + Send + Sync + fmt::Debug + 'static;
         /// What one decision found, before it becomes a bool, a `Result` or a [`Decision`].
@@ -158,79 +127,17 @@ pub(crate) mod rules {
         /// call then returns the error.
         fn inert(base: &Self::Params) -> Self::Params;
 
-        /// Decides `n` permits at `now` and records them if granted; `n = 0` looks only.
-        fn check(
-            &self,
-            cell: &Self::Cell,
-            now: Nanos,
-            n: u64,
-            p: &impl ParamSource<Self::Params>,
-        ) -> Self::Verdict;
-        /// [`check`](Rules::check) on a keyed table's cell, one of many and so often not in
-        /// cache: a rule may decide there in a form that does not branch on the state (a
-        /// mispredicted branch waits for the cache miss before starting over). The same
-        /// decisions as `check`; by default `check` itself.
-        #[inline(always)]
-        fn check_keyed(
-            &self,
-            cell: &Self::Cell,
-            now: Nanos,
-            n: u64,
-            p: &impl ParamSource<Self::Params>,
-        ) -> Self::Verdict {
-            self.check(cell, now, n, p)
-        }
         /// Whether the verdict granted the permits.
         fn allowed(v: &Self::Verdict) -> bool;
         /// The verdict as a non-waiting acquire's result.
         fn result(v: &Self::Verdict, n: u64) -> Result<(), AcquireError>;
         /// The verdict's full [`Decision`].
         fn decision(v: &Self::Verdict, now: Nanos) -> Decision;
-
-        /// Takes `n` permits now, or books them for later if the algorithm can, unless the
-        /// wait exceeds `max_wait`.
-        fn book(
-            &self,
-            cell: &Self::Cell,
-            now: Nanos,
-            n: u64,
-            p: &impl ParamSource<Self::Params>,
-            max_wait: Option<Nanos>,
-        ) -> Result<Booking<Self::Ticket>, AcquireError>;
-        /// Gives a booking back (the permits were not used).
-        fn cancel(
-            &self,
-            cell: &Self::Cell,
-            ticket: &Self::Ticket,
-            now: Nanos,
-            p: &impl ParamSource<Self::Params>,
-        );
-        /// Applies `op` to the cell at `now`, as one CAS step like a decision (so exact under
-        /// concurrency), and reports the state it left: `[look, one]`, the verdicts of a look
-        /// (`n = 0`) and of a check of one permit, neither taking anything.
-        fn adjust(
-            &self,
-            cell: &Self::Cell,
-            now: Nanos,
-            op: Adjust,
-            p: &impl ParamSource<Self::Params>,
-        ) -> [Self::Verdict; 2];
-        /// Brings a cell up to the parameters in force after `set_quota` (run on every
-        /// tracked cell by the quota change itself).
-        fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<Self::Params>);
-
-        /// From this instant on the cell decides exactly like a fresh one, so evicting it
-        /// loses nothing. `p` must be loaded in full ([`ParamSource::load_full`]): a cell a
-        /// quota generation behind is judged with words a decision does not read.
-        fn cold_at(&self, cell: &Self::Cell, p: &Self::Params) -> Nanos;
-        /// Whether the cell holds nothing a fresh cell does not (a decision on a scratch cell
-        /// that leaves it fresh needs no insert).
-        fn is_fresh(&self, cell: &Self::Cell) -> bool;
         /// The `limit` a [`Decision`] reports under `p`.
         fn limit(p: &Self::Params) -> u64;
 
         /// The window `quota`'s limit refers to: how long a full limit takes to come back
-        /// after it was used up ([`Algorithm::window`], its public face). The window
+        /// after it was used up (`Algorithm::window`, its public face). The window
         /// algorithms' window `W`; GCRA overrides it with the tolerance.
         fn limit_window(quota: &Quota) -> Duration {
             quota.period()

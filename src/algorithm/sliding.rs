@@ -13,7 +13,8 @@
 //! The log is a ring (`sliding::ring`) of up to four entries in place and on the heap beyond,
 //! growing to the live entries and shrinking back when they leave; a key with nothing counted,
 //! or with at most four entries, holds no allocation. It sits behind a per-key mutex held
-//! for one decision (`crate::cell::locked`).
+//! for one decision (`crate::cell::locked`; the contract running this rule there is
+//! `crate::cell::sliding`).
 //!
 //! **Block entries.** A block's entry is stamped at the block's end less `W`, after `now` when
 //! the block is longer than the window. A grant is still stamped `now` (a penalty too): it
@@ -34,10 +35,9 @@
 //! it will be once brought in. A log is never more than one generation behind (`Engine`
 //! migrates every tracked key before the next change).
 
-use super::rules::Rules;
-use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
-use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
-use crate::cell::locked::LockedCell;
+use super::rules::Terms;
+use super::window::{early, limit_and_window, shared_window_terms, Kind, Verdict};
+use super::{Adjust, Words, PARAM_WORDS};
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
@@ -45,7 +45,8 @@ use crate::Nanos;
 mod ring;
 use ring::{Entries, Ring};
 
-/// How a sliding algorithm stamps its grants (sealed through `rules`).
+/// How a sliding algorithm stamps its grants (sealed through `rules`; every `Stamping` is an
+/// algorithm: `Terms` here, `Rules` in `crate::cell::sliding`).
 pub trait Stamping: Clone + Copy + Send + Sync + std::fmt::Debug + 'static {
     /// The stamp granularity for windows of length `window`: grants are stamped with the
     /// start of their `granularity`-long slot.
@@ -111,7 +112,7 @@ impl Log {
     }
 
     /// Brings the log into `p`'s quota generation (module docs).
-    fn enter(&mut self, p: &SlidingParams) {
+    pub(crate) fn enter(&mut self, p: &SlidingParams) {
         self.on(|mut e| e.enter(p));
     }
 
@@ -128,7 +129,7 @@ impl Log {
                 e.push(stamp, n);
             });
         } else {
-            self.entries.insert_in_order(stamp, n);
+            self.entries.insert_grant(stamp, n);
             self.total += n;
         }
     }
@@ -147,7 +148,7 @@ impl Log {
     /// [`Tally::empty_at`] under `p`, for a log in `p`'s generation or one behind, as
     /// [`enter`](Self::enter) would leave it (without changing it): entries are in stamp
     /// order, so the newest is kept iff any is.
-    fn cold_at(&self, p: &SlidingParams) -> Nanos {
+    pub(crate) fn cold_at(&self, p: &SlidingParams) -> Nanos {
         match self.newest() {
             Some(s) if self.entries.gen() == p.gen || s >= p.kept_from => {
                 s.saturating_add(p.window)
@@ -191,7 +192,7 @@ impl<E: Entries> Tally<'_, E> {
     /// Brings the log into `p`'s quota generation: a log one generation behind loses the
     /// entries that had left the window before the change (module docs).
     #[inline]
-    fn enter(&mut self, p: &SlidingParams) {
+    pub(crate) fn enter(&mut self, p: &SlidingParams) {
         if self.entries.gen() != p.gen {
             self.drop_front(|stamp| stamp < p.kept_from);
             self.entries.set_gen(p.gen);
@@ -388,8 +389,7 @@ fn params_of(s: &impl Stamping, quota: &Quota) -> Result<SlidingParams, QuotaErr
     })
 }
 
-impl<S: Stamping> Rules for S {
-    type Cell = LockedCell<Log>;
+impl<S: Stamping> Terms for S {
     type Params = SlidingParams;
     type Verdict = Verdict;
     type Ticket = ();
@@ -429,48 +429,7 @@ impl<S: Stamping> Rules for S {
         SlidingParams { limit: 0, ..*base }
     }
 
-    #[inline]
-    fn check(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<SlidingParams>,
-    ) -> Verdict {
-        cell.with(|log| decide(log, now, n, &p.load()))
-    }
-
-    shared_window_rules!(SlidingParams);
-
-    fn adjust(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        op: Adjust,
-        p: &impl ParamSource<SlidingParams>,
-    ) -> [Verdict; 2] {
-        cell.with(|log| {
-            let p = p.load();
-            adjust(log, now, op, &p);
-            // A one-permit check on a copy: it records the permit if granted.
-            let one = decide(&mut log.clone(), now, 1, &p);
-            [decide(log, now, 0, &p), one]
-        })
-    }
-
-    /// The parameters are loaded under the key's lock, here and in `check`: a log is then
-    /// never read with parameters older than the generation it is in.
-    fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<SlidingParams>) {
-        cell.with(|log| log.enter(&p.load()));
-    }
-
-    fn cold_at(&self, cell: &Self::Cell, p: &SlidingParams) -> Nanos {
-        cell.with(|log| log.cold_at(p))
-    }
-
-    fn is_fresh(&self, cell: &Self::Cell) -> bool {
-        cell.with(|log| log.is_empty())
-    }
+    shared_window_terms!(SlidingParams);
 }
 
 #[cfg(test)]

@@ -4,20 +4,19 @@
 //!
 //! **The word.** One `u128` per key: the window index (bits 64..127), the generation parity
 //! (bit 127, as GCRA's and the fixed window's), and the two counts as `u32`s, so a decision is
-//! one CAS loop on one word (`crate::cell::word`; `cmpxchg16b` on x86-64). The counts being 32
+//! one CAS loop on one word (`crate::cell::word`; `cmpxchg16b` on x86-64), run by
+//! `crate::cell::weighted`. The counts being 32
 //! bits limits `L` to `u32::MAX` per window; a larger count is refused with a typed error.
 //!
 //! **Quota changes** keep both counts as they stood at the change: in the new grid, the
 //! window holding the change counts them as its own (`cur`) and its predecessor's (`prev`).
 
 use super::gcra::rule::div_t;
-use super::rules::Rules;
-use super::window::{early, limit_and_window, shared_window_rules, Kind, Verdict};
-use super::{Adjust, Booking, ParamSource, Words, PARAM_WORDS};
-use crate::cell::word::WordCell;
+use super::rules::Terms;
+use super::window::{early, limit_and_window, shared_window_terms, Kind, Verdict};
+use super::{Adjust, Words, PARAM_WORDS};
 use crate::outcome::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
-use crate::sync::AtomicU128;
 use crate::Nanos;
 use crate::MAX_NANOS;
 
@@ -135,7 +134,7 @@ fn unpack(w: u128) -> State {
 /// The word for `s`; counts are at most `u32::MAX` (validated limits). An empty state is the
 /// canonical empty word.
 #[inline(always)]
-fn pack(s: State, p: &WeightedParams) -> u128 {
+pub(crate) fn pack(s: State, p: &WeightedParams) -> u128 {
     let gen = if p.gen { GEN } else { 0 };
     if s.is_empty() {
         gen
@@ -300,6 +299,13 @@ pub(crate) fn adjust(s: State, now: Nanos, op: Adjust, p: &WeightedParams) -> St
     }
 }
 
+/// Whether the word holds nothing a fresh cell's (all-zero) word does not: the empty word of
+/// either generation parity.
+#[inline(always)]
+pub(crate) fn is_empty_word(w: u128) -> bool {
+    w & !GEN == 0
+}
+
 /// From this instant the state decides like a fresh key: neither count weighs anything.
 pub(crate) fn cold_at(s: State, p: &WeightedParams) -> Nanos {
     let w = p.window;
@@ -327,8 +333,7 @@ fn params_of(quota: &Quota) -> Result<WeightedParams, QuotaError> {
     })
 }
 
-impl Rules for WeightedWindow {
-    type Cell = WordCell<AtomicU128>;
+impl Terms for WeightedWindow {
     type Params = WeightedParams;
     type Verdict = Verdict;
     type Ticket = ();
@@ -368,54 +373,7 @@ impl Rules for WeightedWindow {
         WeightedParams { limit: 0, ..*base }
     }
 
-    // Always inlined, as GCRA's: a caller that reads one field of the verdict (`try_acquire`
-    // reads `allowed`) then computes no other (here: a 128-bit division for `remaining`).
-    #[inline(always)]
-    fn check(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        n: u64,
-        p: &impl ParamSource<WeightedParams>,
-    ) -> Verdict {
-        cell.update(
-            p,
-            #[inline(always)]
-            |w, p| {
-                let (v, store) = decide(current(w, p), now, n, p);
-                (v, store.map(|s| pack(s, p)))
-            },
-        )
-    }
-
-    shared_window_rules!(WeightedParams);
-
-    fn adjust(
-        &self,
-        cell: &Self::Cell,
-        now: Nanos,
-        op: Adjust,
-        p: &impl ParamSource<WeightedParams>,
-    ) -> [Verdict; 2] {
-        cell.update(p, |w, p| {
-            let s = adjust(current(w, p), now, op, p);
-            let look = decide(s, now, 0, p).0;
-            let one = decide(s, now, 1, p).0;
-            ([look, one], Some(pack(s, p)))
-        })
-    }
-
-    fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<WeightedParams>) {
-        cell.update(p, |w, p| ((), Some(pack(current(w, p), p))));
-    }
-
-    fn cold_at(&self, cell: &Self::Cell, p: &WeightedParams) -> Nanos {
-        cold_at(current(cell.get(), p), p)
-    }
-
-    fn is_fresh(&self, cell: &Self::Cell) -> bool {
-        cell.get() & !GEN == 0
-    }
+    shared_window_terms!(WeightedParams);
 }
 
 #[cfg(test)]

@@ -101,9 +101,10 @@ impl Verdict {
     }
 }
 
-/// The `Rules` methods every window algorithm shares, inside its `impl Rules`: the verdict's
-/// readings, waiting by deciding again (nothing booked, so nothing to cancel), and the limit.
-macro_rules! shared_window_rules {
+/// The `Terms` methods every window algorithm shares, inside its `impl Terms`: the verdict's
+/// readings and the limit. (Waiting by deciding again is the cell layer's
+/// `window_booking`.)
+macro_rules! shared_window_terms {
     ($params:ty) => {
         #[inline(always)]
         fn allowed(v: &Verdict) -> bool {
@@ -119,26 +120,13 @@ macro_rules! shared_window_rules {
             v.decision()
         }
 
-        fn book(
-            &self,
-            cell: &Self::Cell,
-            now: Nanos,
-            n: u64,
-            p: &impl ParamSource<$params>,
-            max_wait: Option<Nanos>,
-        ) -> Result<Booking<()>, AcquireError> {
-            self.check(cell, now, n, p).booking(n, max_wait)
-        }
-
-        fn cancel(&self, _: &Self::Cell, _: &(), _: Nanos, _: &impl ParamSource<$params>) {}
-
         fn limit(p: &$params) -> u64 {
             p.limit
         }
     };
 }
 
-pub(crate) use shared_window_rules;
+pub(crate) use shared_window_terms;
 
 /// The common start of every window decision: `n = 0` looks, `n > limit` never fits, and a
 /// clock past [`MAX_NANOS`] can count nothing. `None`: decide on the state.

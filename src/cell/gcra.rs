@@ -1,4 +1,5 @@
-//! GCRA's cell: one atomic word per key, and the lock-free protocols on it.
+//! GCRA's cell: one atomic word per key, the lock-free protocols on it, and GCRA's contract
+//! ([`Rules`] for [`Gcra`]) that runs the pure rule (`crate::algorithm::gcra::rule`) there.
 //!
 //! **The word.** Bits 0..62 are the TAT (at most [`MAX_NANOS`]); bit 62 is the parity of the
 //! quota generation the TAT was written under; bit 63 says the key has *spilled*: bits 0..63
@@ -25,13 +26,13 @@
 //! **Memory.** A spill is freed only when its cell is dropped, which needs exclusive access
 //! (the keyed store removes cells under the shard's write lock), so no reader can hold it.
 
+use super::rules::Rules;
 use crate::algorithm::gcra::holes::Holes;
 use crate::algorithm::gcra::rule::{
     self as gcra, adjust_holey, check_holey, looks_holey, refund, reserve_holey, GcraParams,
     Refund, Ticket, Verdict,
 };
-use crate::algorithm::Adjust;
-use crate::algorithm::{Booking, ParamSource};
+use crate::algorithm::{Adjust, Booking, Gcra, ParamSource};
 use crate::outcome::AcquireError;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, TryLockError};
 use crate::Nanos;
@@ -331,12 +332,6 @@ impl GcraCell {
         }
     }
 
-    /// The TAT in the generation of `p`, a full load (a cell with `tat <= now` is cold: a full
-    /// bucket, lossless to evict; its holes are all below its TAT, so they go with it).
-    pub(crate) fn tat_in(&self, p: &GcraParams) -> Nanos {
-        current_in(self.tail_word(), p)
-    }
-
     /// The stored TAT as written (no re-scale).
     #[cfg(any(test, loom))]
     pub(crate) fn tat(&self) -> Nanos {
@@ -373,6 +368,68 @@ impl GcraCell {
         let spill = self.spill(w);
         let holes = lock(&spill.holes).spans().to_vec();
         (tat_of(spill.tail.load(Ordering::Acquire)), Some(holes))
+    }
+}
+
+/// GCRA's contract: every step is the cell's own protocol, called once.
+impl Rules for Gcra {
+    type Cell = GcraCell;
+
+    #[inline(always)]
+    fn check(
+        &self,
+        cell: &GcraCell,
+        now: Nanos,
+        n: u64,
+        p: &impl ParamSource<GcraParams>,
+    ) -> Verdict {
+        cell.check(now, n, p)
+    }
+
+    fn book(
+        &self,
+        cell: &GcraCell,
+        now: Nanos,
+        n: u64,
+        p: &impl ParamSource<GcraParams>,
+        max_wait: Option<Nanos>,
+    ) -> Result<Booking<Ticket>, AcquireError> {
+        cell.reserve(now, n, p, max_wait)
+    }
+
+    fn cancel(
+        &self,
+        cell: &GcraCell,
+        ticket: &Ticket,
+        now: Nanos,
+        p: &impl ParamSource<GcraParams>,
+    ) {
+        cell.cancel(ticket, now, p);
+    }
+
+    fn adjust(
+        &self,
+        cell: &GcraCell,
+        now: Nanos,
+        op: Adjust,
+        p: &impl ParamSource<GcraParams>,
+    ) -> [Verdict; 2] {
+        cell.adjust(now, op, p)
+    }
+
+    fn migrate(&self, cell: &GcraCell, p: &impl ParamSource<GcraParams>) {
+        cell.migrate(p);
+    }
+
+    /// The TAT in the generation of `p`, a full load (a cell with `tat <= now` is cold: a full
+    /// bucket, lossless to evict; its holes are all below its TAT, so they go with it).
+    fn cold_at(&self, cell: &GcraCell, p: &GcraParams) -> Nanos {
+        // In the current generation: a tightened quota stretches a key's debt.
+        current_in(cell.tail_word(), p)
+    }
+
+    fn is_fresh(&self, cell: &GcraCell) -> bool {
+        cell.is_fresh()
     }
 }
 

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::RateLimiter;
-use crate::algorithm::{Adjust, Algorithm};
+use crate::algorithm::Adjust;
+use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
 use crate::outcome::Decision;
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DefaultKeyHasher, KeyedRateLimiter, DEFAULT_SHARDS};
-use crate::algorithm::{Algorithm, Gcra};
+use crate::algorithm::Gcra;
+use crate::cell::Algorithm;
 use crate::clock::{AnyClock, Clock};
 use crate::engine::Engine;
 use crate::meter::Meter;

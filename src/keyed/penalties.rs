@@ -6,7 +6,8 @@ use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
 use super::KeyedRateLimiter;
-use crate::algorithm::{Adjust, Algorithm};
+use crate::algorithm::Adjust;
+use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
 use crate::outcome::{AdjustError, Decision};
 

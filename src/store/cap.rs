@@ -4,7 +4,7 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use crate::algorithm::Algorithm;
+use crate::cell::Algorithm;
 use crate::store::keyed::KeyedStore;
 use crate::store::sweep::is_cold;
 use crate::store::when_full::WhenFull;

@@ -18,7 +18,7 @@ use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 use std::ops::Deref;
 
-use crate::algorithm::Algorithm;
+use crate::cell::Algorithm;
 use crate::engine::{Engine, Find, Found, Placed, Slot};
 use crate::store::sweep::{SweepCounters, SweepStats};
 use crate::store::table::ShardedTable;

@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use crate::algorithm::Algorithm;
+use crate::cell::Algorithm;
 use crate::store::keyed::KeyedStore;
 use crate::store::sweep::evict_cold;
 use crate::sweeper::Sweep;

@@ -3,8 +3,7 @@
 //! No atomics here: the cell (`crate::cell::gcra`) feeds these functions the values it loaded
 //! and stores what they return, so every rule is tested with plain numbers. Arithmetic is on
 //! `u64` nanoseconds, checked against [`MAX_NANOS`]; nothing here can panic or wrap. The
-//! [`Rules`](crate::algorithm::rules::Rules) implementation that ties them to the cell is in
-//! the parent module.
+//! contract that ties them to the cell (`Rules`) is in `crate::cell::gcra`, next to the cell.
 
 use std::time::Duration;
 

@@ -15,7 +15,7 @@
 //! a grant is still stamped `now` (its sub-window's start) and so goes before such an entry.
 //! The ring counts how many of its newest entries are blocks' entries stamped after every
 //! grant (`blocks`): a grant is recorded at the back when there is none (the hot path, as
-//! before), else in stamp order among them ([`Ring::insert_in_order`]). Departures from the front leave
+//! before), else in stamp order among them ([`Ring::insert_grant`]). Departures from the front leave
 //! the count as it was (the hot path pays nothing for it), so it is read as at most the
 //! number of entries; it is 0 only when there is no block entry. Entries stay in stamp order
 //! either way, which pruning from the front, a reward from the back and the cold time (the
@@ -375,7 +375,7 @@ impl Ring {
     /// after it stay the newest ones. With no block entry it is [`push`](Entries::push).
     #[cold]
     #[inline(never)]
-    pub(crate) fn insert_in_order(&mut self, stamp: Nanos, n: u64) {
+    pub(crate) fn insert_grant(&mut self, stamp: Nanos, n: u64) {
         let (len, blocks) = (self.len(), self.blocks());
         let mut i = len - blocks;
         while i < len && self.get(i).0 < stamp {

@@ -399,7 +399,7 @@ proptest::proptest! {
                         0 => stamp,
                         _ => stamp.max(model[start - 1].0 .0),
                     };
-                    ring.insert_in_order(stamp, n);
+                    ring.insert_grant(stamp, n);
                     let mut at = start;
                     while at < model.len() && model[at].0 .0 < stamp {
                         at += 1;

@@ -77,7 +77,7 @@ fn migration_rescales_the_debt_once() {
     assert_eq!(c.tat(), 200);
     c.migrate(&|| p1);
     assert_eq!(c.tat(), 200);
-    assert_eq!(c.tat_in(&p1), 200);
+    assert_eq!(Gcra.cold_at(&c, &p1), 200);
 }
 
 #[test]
