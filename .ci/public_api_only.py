@@ -9,7 +9,7 @@ rustdoc links are checked by `cargo doc -D warnings` anyway):
 1. Paths. `crate::Name` (or `$crate::Name`) is allowed when `Name` is re-exported at the crate
    root (a `pub use` line of src/lib.rs, or a `pub mod`); `crate::http::...` inside http,
    `crate::redis::...` inside redis and inside http (its Redis backend uses the Redis limiter's
-   public items). Every other `crate::` path (`crate::algorithm::...`, `crate::outcome::...`,
+   public items). Every other `crate::` path (`crate::algorithm::...`, `crate::decision::...`,
    `crate::sync`, `crate::quota::Quota`, ...) is refused, even when the item it ends at is
    public: the core's module tree is private, and the path would break with it.
 2. Methods. A call `.name(` or `::name(` of a function that the core (every file outside

@@ -16,7 +16,7 @@ use crate::algorithm::{Gcra, ParamSource};
 use crate::cell::gcra::GcraCell;
 use crate::cell::params::{Live, ParamsCell};
 use crate::cell::semaphore::SemCell;
-use crate::outcome::Decision;
+use crate::decision::Decision;
 use crate::quota::Quota;
 use crate::store::keyed::{self, OnShard};
 use crate::store::sweep;

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::outcome::AcquireError;
+use crate::decision::AcquireError;
 use crate::wait::Reservation;
 
 /// Permits one limit set aside for a request, which [`all_or_none_async`] keeps or gives back:

@@ -15,8 +15,8 @@ use crate::algorithm::gcra::Ticket;
 use crate::algorithm::{Booking, Gcra};
 use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
+use crate::decision::{AcquireError, Decision, ThrottleReply};
 use crate::engine::{Engine, Placed};
-use crate::outcome::{AcquireError, Decision, ThrottleReply};
 use crate::quota::{Quota, QuotaError};
 use crate::store::keyed::{KeySlot, KeyedStore};
 // The methods' docs link to it (the builder is where it is used).

@@ -141,6 +141,7 @@ mod cell;
 mod clock;
 mod compose;
 mod concurrency;
+mod decision;
 mod direct;
 mod engine;
 /// Where the user guide's reference links lead in rustdoc (`src/guide.rs` says why).
@@ -177,7 +178,6 @@ mod keyed;
 mod leased;
 mod meter;
 mod nanos;
-mod outcome;
 mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -206,12 +206,12 @@ pub use concurrency::{
     ConcurrencyError, ConcurrencyLimiter, ConcurrencyLimiterBuilder, KeyedConcurrencyLimiter,
     KeyedConcurrencyLimiterBuilder, OwnedPermit, Permit,
 };
+pub use decision::{AcquireError, AdjustError, Decision, ThrottleReply};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
 pub use leased::LeasedRateLimiter;
 pub use meter::names as metric_names;
 pub use nanos::{Nanos, MAX_NANOS};
-pub use outcome::{AcquireError, AdjustError, Decision, ThrottleReply};
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;

@@ -21,7 +21,7 @@ use super::gcra::rule::div_t;
 use super::rules::Terms;
 use super::window::{early, limit_and_window, shared_window_terms, Align, Kind, Verdict};
 use super::{Adjust, Words, PARAM_WORDS};
-use crate::outcome::{AcquireError, Decision};
+use crate::decision::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
 use crate::MAX_NANOS;

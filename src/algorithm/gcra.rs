@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::rules::Terms;
-use crate::outcome::{AcquireError, Decision};
+use crate::decision::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
 

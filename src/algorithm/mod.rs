@@ -21,7 +21,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::outcome::{AcquireError, Decision};
+use crate::decision::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
 

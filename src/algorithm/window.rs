@@ -14,7 +14,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::Booking;
-use crate::outcome::{AcquireError, Decision};
+use crate::decision::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
 use crate::MAX_NANOS;

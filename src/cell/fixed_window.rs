@@ -9,7 +9,7 @@ use crate::algorithm::fixed_window::{
 };
 use crate::algorithm::window::Verdict;
 use crate::algorithm::{Adjust, Booking, FixedWindow, ParamSource};
-use crate::outcome::AcquireError;
+use crate::decision::AcquireError;
 use crate::sync::AtomicU64;
 use crate::Nanos;
 

@@ -33,7 +33,7 @@ use crate::algorithm::gcra::rule::{
     Refund, Ticket, Verdict,
 };
 use crate::algorithm::{Adjust, Booking, Gcra, ParamSource};
-use crate::outcome::AcquireError;
+use crate::decision::AcquireError;
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, TryLockError};
 use crate::Nanos;
 use crate::MAX_NANOS;

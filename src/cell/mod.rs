@@ -81,7 +81,7 @@ impl<A: rules::Rules> Algorithm for A {}
 pub(crate) mod rules {
     use crate::algorithm::rules::Terms;
     use crate::algorithm::{Adjust, Booking, ParamSource};
-    use crate::outcome::AcquireError;
+    use crate::decision::AcquireError;
     use crate::Nanos;
 
     /// The per-algorithm contract (sealed: this module is private): the algorithm's pure

@@ -7,7 +7,7 @@ use super::rules::{window_booking, Rules};
 use crate::algorithm::sliding::{adjust, decide, Log, SlidingParams, Stamping};
 use crate::algorithm::window::Verdict;
 use crate::algorithm::{Adjust, Booking, ParamSource};
-use crate::outcome::AcquireError;
+use crate::decision::AcquireError;
 use crate::Nanos;
 
 impl<S: Stamping> Rules for S {

@@ -9,7 +9,7 @@ use crate::algorithm::weighted::{
 };
 use crate::algorithm::window::Verdict;
 use crate::algorithm::{Adjust, Booking, ParamSource, WeightedWindow};
-use crate::outcome::AcquireError;
+use crate::decision::AcquireError;
 use crate::sync::AtomicU128;
 use crate::Nanos;
 

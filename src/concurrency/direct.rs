@@ -9,8 +9,8 @@ use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::report::{self, WaitReport};
 use crate::concurrency::wait::{self, at_capacity, begin, Step};
+use crate::decision::AcquireError;
 use crate::meter::Meter;
-use crate::outcome::AcquireError;
 
 mod builder;
 

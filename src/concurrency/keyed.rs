@@ -12,8 +12,8 @@ use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::report::{self, WaitReport};
 use crate::concurrency::store::SemStore;
 use crate::concurrency::wait::{self, Step};
+use crate::decision::AcquireError;
 use crate::keyed::DefaultKeyHasher;
-use crate::outcome::AcquireError;
 use crate::store::sweep::SweepStats;
 use crate::sweeper::Sweeper;
 

@@ -4,8 +4,8 @@
 //! events). Without the features it is the permits unchanged.
 
 use crate::concurrency::permit::Held;
+use crate::decision::AcquireError;
 use crate::meter::{Meter, WaitMeter};
-use crate::outcome::AcquireError;
 
 /// Counts a non-waiting acquire of `n` permits that ended with `r`.
 #[inline(always)]

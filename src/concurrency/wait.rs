@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::cell::semaphore::{Cancelled, Enqueued, SemCell, Take};
 use crate::concurrency::permit::Held;
-use crate::outcome::AcquireError;
+use crate::decision::AcquireError;
 
 /// The first step of an acquire.
 pub(crate) enum Step<'a> {

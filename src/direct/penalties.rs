@@ -7,7 +7,7 @@ use super::RateLimiter;
 use crate::algorithm::Adjust;
 use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
-use crate::outcome::Decision;
+use crate::decision::Decision;
 
 impl<A: Algorithm> RateLimiter<A> {
     /// Refuses every request for `duration` from now (a zero duration does nothing), and

@@ -9,7 +9,7 @@ use super::KeyedRateLimiter;
 use crate::algorithm::Adjust;
 use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
-use crate::outcome::{AdjustError, Decision};
+use crate::decision::{AdjustError, Decision};
 
 impl<K, A, S> KeyedRateLimiter<K, A, S>
 where

@@ -19,8 +19,8 @@ use self::cell::{SmoothCell, Ticket};
 pub use self::error::SmoothConfigError;
 use self::rules::{Micros, Shape};
 use crate::clock::{AnyClock, Clock};
+use crate::decision::AcquireError;
 use crate::meter::{Meter, Outcome};
-use crate::outcome::AcquireError;
 use crate::Nanos;
 
 /// Guava's `RateLimiter`: a stable rate of permits per second, paid for *later*, optionally

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::holes::Holes;
 use crate::algorithm::adjust::Adjust;
 use crate::algorithm::{Booking, Words, PARAM_WORDS};
-use crate::outcome::{AcquireError, Decision};
+use crate::decision::{AcquireError, Decision};
 use crate::quota::Quota;
 use crate::Nanos;
 use crate::MAX_NANOS;
