@@ -18,9 +18,9 @@ use crate::cell::params::{Live, ParamsCell};
 use crate::cell::semaphore::SemCell;
 use crate::decision::Decision;
 use crate::quota::Quota;
+use crate::reservation::Reservation;
 use crate::store::keyed::{self, OnShard};
 use crate::store::sweep;
-use crate::wait::Reservation;
 use crate::{Nanos, RateLimiter};
 
 pub use crate::cell::semaphore::word::Take;

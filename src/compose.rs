@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::decision::AcquireError;
-use crate::wait::Reservation;
+use crate::reservation::Reservation;
 
 /// Permits one limit set aside for a request, which [`all_or_none_async`] keeps or gives back:
 /// the reservation abstraction every backend implements ([`Reservation`] in process,

@@ -14,7 +14,7 @@ use crate::decision::{AcquireError, Decision, ThrottleReply};
 use crate::engine::{Engine, Find, Found, Placed, Slot};
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
-use crate::wait::Reservation;
+use crate::reservation::Reservation;
 use crate::Nanos;
 
 /// A direct (unkeyed) rate limiter: one cell, lock-free, shared by reference or `Arc`.

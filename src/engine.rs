@@ -552,17 +552,17 @@ impl<A: Algorithm> Engine<A> {
                     }
                     match then {
                         Then::Granted(ticket) => {
-                            let guard = crate::wait::CancelOnDrop::new(|| {
+                            let guard = crate::reservation::CancelOnDrop::new(|| {
                                 if let Some(t) = &ticket {
                                     self.cancel(slot, t);
                                 }
                             });
-                            crate::wait::sleep(wait).await;
+                            crate::reservation::sleep(wait).await;
                             guard.disarm();
                             return Ok(waited.saturating_add(wait));
                         }
                         Then::Retry => {
-                            crate::wait::sleep(wait).await;
+                            crate::reservation::sleep(wait).await;
                             waited = waited.saturating_add(wait);
                         }
                     }

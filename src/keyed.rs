@@ -20,11 +20,11 @@ use crate::engine::{Engine, Placed};
 use crate::quota::{Quota, QuotaError};
 use crate::store::keyed::{KeySlot, KeyedStore};
 // The methods' docs link to it (the builder is where it is used).
+use crate::reservation::Reservation;
 #[allow(unused_imports)]
 use crate::store::keyed::WhenFull;
 use crate::store::sweep::SweepStats;
 use crate::sweeper::Sweeper;
-use crate::wait::Reservation;
 use crate::Nanos;
 
 mod builder;

@@ -181,11 +181,11 @@ mod nanos;
 mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod reservation;
 mod smooth;
 mod store;
 mod sweeper;
 mod sync;
-mod wait;
 
 // Not an API: what the loom models (`loom-tests/`) drive, behind an internal name.
 #[cfg(loom)]
@@ -215,10 +215,10 @@ pub use nanos::{Nanos, MAX_NANOS};
 pub use quota::{Quota, QuotaError};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimiter;
+pub use reservation::Reservation;
 pub use smooth::{SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder};
 pub use store::keyed::WhenFull;
 pub use store::sweep::SweepStats;
-pub use wait::Reservation;
 
 /// The README's code blocks, compiled and run as doc tests so they cannot rot.
 #[cfg(doctest)]

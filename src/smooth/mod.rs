@@ -690,7 +690,7 @@ impl SmoothRateLimiter {
         let mut meter = self.meter.waiting(n);
         if !wait.is_zero() {
             meter.sleeping();
-            let guard = crate::wait::CancelOnDrop::new(|| self.cell.cancel(&ticket));
+            let guard = crate::reservation::CancelOnDrop::new(|| self.cell.cancel(&ticket));
             tokio::time::sleep(wait).await;
             guard.disarm();
         }
