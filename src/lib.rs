@@ -137,9 +137,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod algorithm;
+mod all_or_none;
 mod cell;
 mod clock;
-mod compose;
 mod concurrency;
 mod decision;
 mod direct;
@@ -194,6 +194,7 @@ pub mod __loom;
 
 pub use algorithm::Gcra;
 pub use algorithm::{FixedWindow, SlidingLog, SlidingWindow, WeightedWindow};
+pub use all_or_none::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use cell::Algorithm;
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
@@ -201,7 +202,6 @@ pub use clock::{
     Clock, CoarseClock, CoarseClockError, DefaultClock, ManualClock, QuantaClock, StdClock,
     TSC_MAX_SKEW,
 };
-pub use compose::{all_or_none, all_or_none_async, CancelFuture, Hold, Refusal};
 pub use concurrency::{
     ConcurrencyError, ConcurrencyLimiter, ConcurrencyLimiterBuilder, KeyedConcurrencyLimiter,
     KeyedConcurrencyLimiterBuilder, OwnedPermit, Permit,
