@@ -19,8 +19,8 @@ use crate::cell::semaphore::SemCell;
 use crate::decision::Decision;
 use crate::quota::Quota;
 use crate::reservation::Reservation;
+use crate::store::evict;
 use crate::store::keyed::{self, OnShard};
-use crate::store::sweep;
 use crate::{Nanos, RateLimiter};
 
 pub use crate::cell::semaphore::word::Take;
@@ -204,7 +204,7 @@ where
     )
 }
 
-/// The eviction rule (`store::sweep::evict_cold`, with GCRA's `cold_at`) over the model's
+/// The eviction rule (`store::evict::evict_cold`, with GCRA's `cold_at`) over the model's
 /// table, at the sweeper's reading `now` of a clock with [`Clock::max_skew`] `max_skew`;
 /// returns how many cells it evicted and the smallest TAT left.
 ///
@@ -214,7 +214,7 @@ pub fn evict_cold(
     max_skew: Nanos,
     retain: impl FnOnce(&mut dyn FnMut(&TatCell) -> bool),
 ) -> (usize, Nanos) {
-    let swept = sweep::evict_cold(now, max_skew, |c: &TatCell| c.0.tat(), retain);
+    let swept = evict::evict_cold(now, max_skew, |c: &TatCell| c.0.tat(), retain);
     (swept.evicted, swept.min_cold_at)
 }
 

@@ -21,9 +21,9 @@ use crate::quota::{Quota, QuotaError};
 use crate::store::keyed::{KeySlot, KeyedStore};
 // The methods' docs link to it (the builder is where it is used).
 use crate::reservation::Reservation;
+use crate::store::evict::SweepStats;
 #[allow(unused_imports)]
 use crate::store::keyed::WhenFull;
-use crate::store::sweep::SweepStats;
 use crate::sweeper::Sweeper;
 use crate::Nanos;
 

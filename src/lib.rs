@@ -217,8 +217,8 @@ pub use quota::{Quota, QuotaError};
 pub use redis::RedisRateLimiter;
 pub use reservation::Reservation;
 pub use smooth::{SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder};
+pub use store::evict::SweepStats;
 pub use store::keyed::WhenFull;
-pub use store::sweep::SweepStats;
 
 /// The README's code blocks, compiled and run as doc tests so they cannot rot.
 #[cfg(doctest)]

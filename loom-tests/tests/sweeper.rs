@@ -6,7 +6,7 @@
 //!   shard's read guard on the key, `now` read after it, the CAS under it; on a miss a scratch
 //!   fresh cell, and only if that stores, `Store::decide`'s insert step (transcribed here: write
 //!   lock, `entry().or_default()`, check again with a fresh `now`);
-//! - a sweep is the rule `store::sweep::evict_cold`, run as `Store::sweep_locked` runs it
+//! - a sweep is the rule `store::evict::evict_cold`, run as `Store::sweep_locked` runs it
 //!   (transcribed here: the shard's write lock, then `now` read under it, then the rule with the
 //!   clock's `max_skew`).
 //!

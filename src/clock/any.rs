@@ -108,7 +108,7 @@ impl AnyClock {
 
     /// [`Clock::max_skew`] of this clock: how much earlier than a reading that happened-before
     /// it (on another thread) a reading can be. The sweeper evicts a key only when
-    /// `tat + max_skew <= now` (`store::sweep::is_cold`), the key cap's reclaim and its
+    /// `tat + max_skew <= now` (`store::evict::is_cold`), the key cap's reclaim and its
     /// suggested wait allow for it, and a cancel gives back nothing below `now + max_skew`.
     pub(crate) fn max_skew(&self) -> Nanos {
         match self {

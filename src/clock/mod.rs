@@ -16,7 +16,7 @@
 //! - So the question is how large the worst early reading is. Measured on the development
 //!   machine (`benches/clocks.rs`): see [`TSC_MAX_SKEW`]. The rules that must hold exactly
 //!   under an early reading widen by [`Clock::max_skew`]: a key is evicted only when
-//!   `tat + max_skew <= now` (`store::sweep::is_cold`), the key cap's reclaim and suggested
+//!   `tat + max_skew <= now` (`store::evict::is_cold`), the key cap's reclaim and suggested
 //!   wait allow for it the same way, and a cancel gives back nothing below `now + max_skew`
 //!   (`engine::Engine::cancel`).
 //!

@@ -14,7 +14,7 @@ use crate::concurrency::store::SemStore;
 use crate::concurrency::wait::{self, Step};
 use crate::decision::AcquireError;
 use crate::keyed::DefaultKeyHasher;
-use crate::store::sweep::SweepStats;
+use crate::store::evict::SweepStats;
 use crate::sweeper::Sweeper;
 
 mod builder;

@@ -29,7 +29,7 @@ use crate::concurrency::wait::{begin, exceeds, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
 use crate::store::cap::take_slot;
-use crate::store::sweep::{SweepCounters, SweepStats};
+use crate::store::evict::{SweepCounters, SweepStats};
 use crate::store::table::ShardedTable;
 use crate::store::walk::SWEEP_CHUNK;
 use crate::store::when_full::WhenFull;

@@ -5,8 +5,8 @@
 use std::hash::{BuildHasher, Hash};
 
 use crate::cell::Algorithm;
+use crate::store::evict::is_cold;
 use crate::store::keyed::KeyedStore;
-use crate::store::sweep::is_cold;
 use crate::store::when_full::WhenFull;
 use crate::sync::{AtomicUsize, Ordering, TryLockError};
 use crate::Nanos;
@@ -73,7 +73,7 @@ where
     }
 
     /// Whether a sweep at `now` could evict any key: some key is cold by the clock's skew
-    /// (the eviction rule, `store::sweep::is_cold`, applied to the lower bound).
+    /// (the eviction rule, `store::evict::is_cold`, applied to the lower bound).
     fn may_reclaim(&self, now: Nanos) -> bool {
         let earliest = self.earliest.load(Ordering::Acquire);
         is_cold(earliest, now, self.engine.clock.max_skew())

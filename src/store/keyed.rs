@@ -2,10 +2,10 @@
 //! cap (`store::cap`) and whole-table sweeps (`store::walk`). This file holds the store's
 //! state and its decisions: the lookup, the insert of a new key, the walk under read guards.
 //!
-//! Concurrency contract with sweeping (see `store::sweep`): a decision holds the key's shard
+//! Concurrency contract with sweeping (see `store::evict`): a decision holds the key's shard
 //! *read* guard while it runs on the cell; a sweep removes a key only under that shard's
 //! *write* guard, and only if it is cold by the clock's [`max_skew`](crate::Clock::max_skew)
-//! already (`cold_at + max_skew <= now`, `store::sweep::is_cold`). A decision that finds the
+//! already (`cold_at + max_skew <= now`, `store::evict::is_cold`). A decision that finds the
 //! key missing reads `now` after its lookup: the lock orders that reading after the sweep's,
 //! so it is at least the sweep's minus `max_skew` (exactly the sweep's or later on a clock
 //! ordered across threads, such as `StdClock`; up to `max_skew` earlier on the TSC, which the
@@ -20,7 +20,7 @@ use std::ops::Deref;
 
 use crate::cell::Algorithm;
 use crate::engine::{Engine, Find, Found, Placed, Slot};
-use crate::store::sweep::{SweepCounters, SweepStats};
+use crate::store::evict::{SweepCounters, SweepStats};
 use crate::store::table::ShardedTable;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::Nanos;
@@ -38,7 +38,7 @@ pub(crate) struct KeyedStore<K, A: Algorithm, S> {
     /// `max_keys`. That makes the cap exact.
     pub(crate) slots: AtomicUsize,
     /// A lower bound on every tracked key's `cold_at` (`u64::MAX` when empty): while
-    /// `now < earliest + max_skew` no key can be evicted (`store::sweep::is_cold`), so a
+    /// `now < earliest + max_skew` no key can be evicted (`store::evict::is_cold`), so a
     /// reclaim at the cap can skip its sweep.
     /// Lowered by every insert and cancel, recomputed by every sweep.
     ///

@@ -1,13 +1,13 @@
 //! The sweep walk: every shard in chunks of [`SWEEP_CHUNK`] buckets, one write-lock hold per
-//! chunk, evicting the keys the eviction rule (`store::sweep`) says are cold.
+//! chunk, evicting the keys the eviction rule (`store::evict`) says are cold.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use crate::cell::Algorithm;
+use crate::store::evict::evict_cold;
 use crate::store::keyed::KeyedStore;
-use crate::store::sweep::evict_cold;
 use crate::sweeper::Sweep;
 use crate::sync::{unlock_fair, Ordering};
 use crate::Nanos;
