@@ -24,7 +24,7 @@ use crate::reservation::Reservation;
 use crate::store::evict::SweepStats;
 #[allow(unused_imports)]
 use crate::store::keyed::WhenFull;
-use crate::sweeper::Sweeper;
+use crate::store::sweeper::Sweeper;
 use crate::Nanos;
 
 mod builder;

@@ -184,7 +184,6 @@ pub mod redis;
 mod reservation;
 mod smooth;
 mod store;
-mod sweeper;
 mod sync;
 
 // Not an API: what the loom models (`loom-tests/`) drive, behind an internal name.

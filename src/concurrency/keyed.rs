@@ -15,7 +15,7 @@ use crate::concurrency::wait::{self, Step};
 use crate::decision::AcquireError;
 use crate::keyed::DefaultKeyHasher;
 use crate::store::evict::SweepStats;
-use crate::sweeper::Sweeper;
+use crate::store::sweeper::Sweeper;
 
 mod builder;
 

@@ -30,10 +30,10 @@ use crate::decision::AcquireError;
 use crate::meter::Meter;
 use crate::store::cap::take_slot;
 use crate::store::evict::{SweepCounters, SweepStats};
+use crate::store::sweeper::Sweep;
 use crate::store::table::ShardedTable;
 use crate::store::walk::SWEEP_CHUNK;
 use crate::store::when_full::WhenFull;
-use crate::sweeper::Sweep;
 use crate::sync::{unlock_fair, AtomicU32, AtomicUsize, Mutex, Ordering, TryLockError};
 
 /// The shared state of a keyed concurrency limiter; the sweeper holds a `Weak` to it.

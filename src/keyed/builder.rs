@@ -16,8 +16,8 @@ use crate::engine::Engine;
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
 use crate::store::keyed::{KeyedStore, WhenFull};
+use crate::store::sweeper::Sweeper;
 use crate::store::table::shard_count;
-use crate::sweeper::Sweeper;
 
 /// Configures a [`KeyedRateLimiter`]: clock, algorithm, hasher, shards, background sweeping,
 /// key cap.

@@ -5,11 +5,14 @@
 //! - `keyed`: the store over it, and a decision's protocol with sweeping;
 //! - `cap`: the key cap (`max_keys`), and `when_full`: what a new key meets at the cap;
 //! - `walk`: the sweep's chunked walk over every shard;
+//! - `sweeper`: the background thread or tokio task that runs a store's sweep every interval
+//!   (the keyed concurrency limiter's store too);
 //! - `evict`: the eviction rule (which keys are cold), and sweep statistics.
 
 pub(crate) mod cap;
 pub(crate) mod evict;
 pub(crate) mod keyed;
+pub(crate) mod sweeper;
 pub(crate) mod table;
 pub(crate) mod walk;
 pub(crate) mod when_full;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::cell::Algorithm;
 use crate::store::evict::evict_cold;
 use crate::store::keyed::KeyedStore;
-use crate::sweeper::Sweep;
+use crate::store::sweeper::Sweep;
 use crate::sync::{unlock_fair, Ordering};
 use crate::Nanos;
 

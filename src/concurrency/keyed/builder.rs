@@ -13,9 +13,9 @@ use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::store::SemStore;
 use crate::keyed::{DefaultKeyHasher, DEFAULT_SHARDS};
 use crate::meter::Meter;
+use crate::store::sweeper::Sweeper;
 use crate::store::table::shard_count;
 use crate::store::when_full::WhenFull;
-use crate::sweeper::Sweeper;
 
 /// Configures a [`KeyedConcurrencyLimiter`]: hasher, shards, background sweeping, key cap.
 /// The same vocabulary as [`KeyedRateLimiterBuilder`](crate::KeyedRateLimiterBuilder).
