@@ -231,7 +231,7 @@ pub fn stretch(r: &Reservation<'_>) -> (Nanos, Nanos) {
 }
 
 /// A concurrency limit's cell (`cell::semaphore::SemCell`): the very calls the concurrency
-/// limiters make on it (`concurrency::wait` and `concurrency::store`).
+/// limiters make on it (`concurrency::wait` and `concurrency::sem_store`).
 #[derive(Debug)]
 pub struct Semaphore(SemCell);
 

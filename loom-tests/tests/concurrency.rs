@@ -188,7 +188,7 @@ const KEY: u64 = 1;
 /// evicted one) behind the shard's lock. An ordered map, so loom replays executions exactly.
 type Shard = RwLock<BTreeMap<u64, Arc<Semaphore>>>;
 
-/// An acquire as `concurrency::store::SemStore::begin` makes it: look the key up and take
+/// An acquire as `concurrency::sem_store::SemStore::begin` makes it: look the key up and take
 /// under the shard's read guard; on a miss, insert under the write guard and take there.
 /// Returns the cell the permit is on.
 fn acquire(shard: &Shard) -> Option<Arc<Semaphore>> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::report::{self, WaitReport};
-use crate::concurrency::store::SemStore;
+use crate::concurrency::sem_store::SemStore;
 use crate::concurrency::wait::{self, Step};
 use crate::decision::AcquireError;
 use crate::keyed::DefaultKeyHasher;

@@ -8,7 +8,7 @@
 //!   and wait (blocking or async), cancel-safe;
 //! - `report`: what an acquire reports to the limiter's meter (decision, in-flight gauge, wait);
 //! - `direct` (and its child `builder`): the one-limit limiter;
-//! - `store`: the keyed limiter's table of cells, key cap and sweep of idle keys;
+//! - `sem_store`: `SemStore`, the keyed limiter's table of cells, key cap and sweep of idle keys;
 //! - `keyed` (and its child `builder`): the keyed limiter and its builder.
 
 mod direct;
@@ -16,7 +16,7 @@ mod error;
 mod keyed;
 mod permit;
 mod report;
-mod store;
+mod sem_store;
 mod wait;
 
 pub use direct::{ConcurrencyLimiter, ConcurrencyLimiterBuilder};

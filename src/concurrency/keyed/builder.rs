@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::KeyedConcurrencyLimiter;
 use crate::concurrency::error::{check_limit, ConcurrencyError};
-use crate::concurrency::store::SemStore;
+use crate::concurrency::sem_store::SemStore;
 use crate::keyed::{DefaultKeyHasher, DEFAULT_SHARDS};
 use crate::meter::Meter;
 use crate::store::sweeper::Sweeper;
