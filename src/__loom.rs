@@ -17,10 +17,10 @@ use crate::cell::gcra::GcraCell;
 use crate::cell::params::{Live, ParamsCell};
 use crate::cell::semaphore::SemCell;
 use crate::decision::Decision;
+use crate::engine::keyed::{self, OnShard};
 use crate::quota::Quota;
 use crate::reservation::Reservation;
 use crate::store::evict;
-use crate::store::keyed::{self, OnShard};
 use crate::{Nanos, RateLimiter};
 
 pub use crate::cell::semaphore::word::Take;
@@ -165,7 +165,7 @@ pub enum Looked {
     MustInsert(Checked),
 }
 
-/// The read side of the keyed store's `decide` (`store::keyed::decide_on_shard`) with a check
+/// The read side of the keyed store's `decide` (`engine::keyed::decide_on_shard`) with a check
 /// of `n` permits: `lookup` takes the shard's read guard on the key's cell, `now` reads the
 /// clock.
 pub fn check_on_shard<G>(

@@ -1,6 +1,9 @@
 //! The method family, written once: every limiter method is one of these, over an
 //! [`Algorithm`] and a [`Slot`] (where the call's cell is: the direct limiter's one cell, or a
-//! key's in the keyed store). The public types only add the key and the docs.
+//! key's in the keyed table, `keyed`: the keyed engine, which holds that table). The public
+//! types only add the key and the docs.
+
+pub(crate) mod keyed;
 
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
 //! [`KeyedRateLimiter`]: one cell per key, in a sharded concurrent map.
 //!
 //! The public face only: every method is one call into the method family (`crate::engine`)
-//! on the key's slot in the store (`crate::store::keyed`). Its builder is in `builder.rs`, the
-//! measured defaults (hasher, shard count) in `defaults.rs`.
+//! on the key's slot of the keyed engine (`crate::engine::keyed`, which holds the table). Its
+//! builder is in `builder.rs`, the measured defaults (hasher, shard count) in `defaults.rs`.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -16,9 +16,9 @@ use crate::algorithm::{Booking, Gcra};
 use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
 use crate::decision::{AcquireError, Decision, ThrottleReply};
+use crate::engine::keyed::{KeySlot, KeyedEngine};
 use crate::engine::{Engine, Placed};
 use crate::quota::{Quota, QuotaError};
-use crate::store::keyed::{KeySlot, KeyedStore};
 // The methods' docs link to it (the builder is where it is used).
 use crate::reservation::Reservation;
 use crate::store::evict::SweepStats;
@@ -70,7 +70,7 @@ where
 {
     // Dropped first: stops the background sweeper before the store goes.
     sweeper: Option<Sweeper>,
-    store: Arc<KeyedStore<K, A, S>>,
+    inner: Arc<KeyedEngine<K, A, S>>,
 }
 
 impl<K> KeyedRateLimiter<K>
@@ -114,13 +114,13 @@ where
         Q: ?Sized,
     {
         KeySlot {
-            store: &self.store,
+            keyed: &self.inner,
             key,
         }
     }
 
     fn engine(&self) -> &Engine<A> {
-        &self.store.engine
+        &self.inner.engine
     }
 
     /// The name given with the builder's [`name`](KeyedRateLimiterBuilder::name), if any.
@@ -167,9 +167,9 @@ where
         // The new parameters can turn keys cold earlier than the key cap's lower bound on cold
         // times says: forget it before they are in force, not only after the migration, so no
         // new key at the cap is refused meanwhile with a cold key left unswept.
-        self.store.forget_cold_bound();
+        self.inner.store.forget_cold_bound();
         self.engine()
-            .set_quota(quota, |migrate| self.store.for_each_cell(migrate))
+            .set_quota(quota, |migrate| self.inner.store.for_each_cell(migrate))
     }
 
     /// Takes one permit for `key` if available now. Never waits.
@@ -343,7 +343,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.store.map.contains_key(key)
+        self.inner.store.map.contains_key(key)
     }
 
     /// Takes one permit for `key`, blocking until it is available; returns the time waited.
@@ -466,7 +466,7 @@ where
     /// assert!(l.is_empty());
     /// ```
     pub fn sweep_now(&self) -> usize {
-        self.store.sweep_all(&|| false)
+        self.inner.sweep_all(&|| false)
     }
 
     /// Number of tracked keys (O(1); exact when no insert or sweep is in flight).
@@ -477,7 +477,7 @@ where
     /// assert_eq!(l.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        self.store.len()
+        self.inner.store.len()
     }
 
     /// Whether no key is tracked.
@@ -504,7 +504,7 @@ where
     #[must_use]
     pub fn max_keys(&self) -> Option<NonZeroUsize> {
         // The store keeps "no cap" as usize::MAX, which no cap can exceed anyway.
-        NonZeroUsize::new(self.store.max_keys).filter(|n| n.get() != usize::MAX)
+        NonZeroUsize::new(self.inner.store.max_keys).filter(|n| n.get() != usize::MAX)
     }
 
     /// Releases table memory left over from evicted keys (tables do not shrink by themselves).
@@ -515,7 +515,7 @@ where
     /// l.shrink_to_fit();
     /// ```
     pub fn shrink_to_fit(&self) {
-        self.store.map.shrink_to_fit();
+        self.inner.store.map.shrink_to_fit();
     }
 
     /// Sweeper statistics: keys tracked, sweeps run, keys evicted, last sweep duration.
@@ -527,7 +527,7 @@ where
     /// assert_eq!((s.keys, s.sweeps, s.evicted), (0, 1, 0));
     /// ```
     pub fn stats(&self) -> SweepStats {
-        self.store.stats()
+        self.inner.store.stats()
     }
 }
 
@@ -703,7 +703,7 @@ where
         let engine = self.engine();
         let src = engine.src();
         let placed = self
-            .store
+            .inner
             .decide(key, |cell, now| (cell.reserve(now, n, &src, max_wait), now));
         let (booking, now, tracked) = match placed {
             Placed::Tracked((b, now)) => (b?, now, true),

@@ -1,12 +1,13 @@
-//! The sweeper racing decisions on the same key (`Store::decide` vs `Store::sweep_locked`).
+//! The sweeper racing decisions on the same key (`KeyedEngine::decide` vs
+//! `KeyedStore::sweep_locked`).
 //!
 //! The shard is a loom `RwLock<BTreeMap<u64, TatCell>>` (see its comment below), and
 //! the two sides run the library's own code on it (`tollgate::__loom`):
-//! - an acquire is `keyed::decide_on_shard`, the function `Store::decide` itself calls: the
-//!   shard's read guard on the key, `now` read after it, the CAS under it; on a miss a scratch
-//!   fresh cell, and only if that stores, `Store::decide`'s insert step (transcribed here: write
-//!   lock, `entry().or_default()`, check again with a fresh `now`);
-//! - a sweep is the rule `store::evict::evict_cold`, run as `Store::sweep_locked` runs it
+//! - an acquire is `engine::keyed::decide_on_shard`, the function `KeyedEngine::decide` itself
+//!   calls: the shard's read guard on the key, `now` read after it, the CAS under it; on a miss
+//!   a scratch fresh cell, and only if that stores, `KeyedEngine::decide`'s insert step
+//!   (transcribed here: write lock, `entry().or_default()`, check again with a fresh `now`);
+//! - a sweep is the rule `store::evict::evict_cold`, run as `KeyedStore::sweep_locked` runs it
 //!   (transcribed here: the shard's write lock, then `now` read under it, then the rule with the
 //!   clock's `max_skew`).
 //!
@@ -87,7 +88,7 @@ fn initial(key_absent: bool) -> BTreeMap<u64, TatCell> {
     map
 }
 
-/// `Store::decide` for a check of `n` permits on `key`.
+/// `KeyedEngine::decide` for a check of `n` permits on `key`.
 fn acquire(shard: &Shard, key: u64, n: u64) -> Checked {
     let lookup = || lookup(&shard.map, key);
     match check_on_shard(lookup, || shard.acquirer_now(), n, q()) {
@@ -104,7 +105,7 @@ fn acquire(shard: &Shard, key: u64, n: u64) -> Checked {
 /// An eviction: which key, its TAT when removed, the sweeper's `now`.
 type Removal = (u64, u64, u64);
 
-/// One shard's step of `Store::sweep_locked`.
+/// One shard's step of `KeyedStore::sweep_locked`.
 fn sweep(shard: &Shard) -> Vec<Removal> {
     let mut map = shard.map.write().unwrap();
     let now = shard.clock.now();

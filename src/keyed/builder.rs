@@ -12,6 +12,7 @@ use super::{DefaultKeyHasher, KeyedRateLimiter, DEFAULT_SHARDS};
 use crate::algorithm::Gcra;
 use crate::cell::Algorithm;
 use crate::clock::{AnyClock, Clock};
+use crate::engine::keyed::KeyedEngine;
 use crate::engine::Engine;
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
@@ -315,19 +316,14 @@ where
             .expect("the algorithm accepted this quota when it was chosen")
             .with_meter(Meter::new(self.name));
         let max_keys = self.max_keys.map_or(usize::MAX, NonZeroUsize::get);
-        let store = Arc::new(KeyedStore::new(
-            engine,
-            self.hasher,
-            self.shards,
-            max_keys,
-            self.when_full,
-        ));
+        let store = KeyedStore::new(self.hasher, self.shards, max_keys, self.when_full);
+        let inner = Arc::new(KeyedEngine::new(engine, store));
         #[cfg(feature = "tokio")]
         let on_tokio = self.sweep_on_tokio;
         #[cfg(not(feature = "tokio"))]
         let on_tokio = false;
-        let sweeper = Sweeper::for_store(&store, self.sweep_interval, on_tokio);
-        KeyedRateLimiter { sweeper, store }
+        let sweeper = Sweeper::for_store(&inner, self.sweep_interval, on_tokio);
+        KeyedRateLimiter { sweeper, inner }
     }
 }
 

@@ -135,6 +135,6 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.store.remove_key(key)
+        self.inner.store.remove_key(key)
     }
 }

@@ -19,7 +19,7 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    l.store.map.len()
+    l.inner.store.map.len()
 }
 
 #[test]
@@ -61,23 +61,23 @@ fn slot_count_matches_the_map_and_the_cap_is_exact() {
 fn earliest_is_a_lower_bound_on_every_tat() {
     let clock = ManualClock::new();
     let l = limiter(&clock, Quota::per_second(10).unwrap()).build();
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), u64::MAX);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), u64::MAX);
     clock.advance(Duration::from_millis(50));
     assert!(l.try_acquire(&1)); // tat 150 ms
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), 150_000_000);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), 150_000_000);
     assert!(l.try_acquire_n(&2, 5).is_ok()); // tat 550 ms
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), 150_000_000);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), 150_000_000);
     clock.advance(Duration::from_millis(100)); // now 150 ms: key 1 is cold
     assert_eq!(l.sweep_now(), 1);
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), 550_000_000);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), 550_000_000);
     // A cancel lowers the TAT and the bound with it.
     let r = l.reserve_n(&2, 3).unwrap(); // tat 850 ms
     r.cancel();
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), 550_000_000);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), 550_000_000);
     let r = l.reserve_n(&3, 11).unwrap(); // new key, tat 1250 ms, ready at 250 ms
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), 550_000_000);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), 550_000_000);
     r.cancel(); // before ready: tat back to 150 ms
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), 150_000_000);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), 150_000_000);
 }
 
 #[test]
@@ -140,7 +140,7 @@ fn a_sweep_walks_big_shards_in_chunks() {
     }
     clock.set(1_000_000_000);
     let polls = std::cell::Cell::new(0u64);
-    let evicted = l.store.sweep_all(&|| {
+    let evicted = l.inner.sweep_all(&|| {
         polls.set(polls.get() + 1);
         false
     });
@@ -150,7 +150,7 @@ fn a_sweep_walks_big_shards_in_chunks() {
     for k in 0..keys {
         assert_eq!(l.contains_key(&k), k % 3 == 0, "key {k}");
     }
-    let buckets = l.store.map.num_buckets();
+    let buckets = l.inner.store.map.num_buckets();
     assert!(
         polls.get() as usize >= buckets / SWEEP_CHUNK,
         "{} polls",
@@ -182,7 +182,7 @@ fn keys_moved_between_sweep_chunks_are_not_missed() {
     };
     // One burst of inserts after the first chunk: enough to resize both shards once.
     let polls = std::cell::Cell::new(0);
-    let evicted = l.store.sweep_all(&|| {
+    let evicted = l.inner.sweep_all(&|| {
         polls.set(polls.get() + 1);
         if polls.get() == 2 {
             grow(4 * cold);
@@ -193,7 +193,7 @@ fn keys_moved_between_sweep_chunks_are_not_missed() {
     assert_eq!(l.len() as u64, 4 * cold);
     assert!((0..cold).all(|k| !l.contains_key(&k)));
     assert_ne!(
-        l.store.earliest.load(Ordering::Acquire),
+        l.inner.store.earliest.load(Ordering::Acquire),
         0,
         "restarted, not given up"
     );
@@ -201,12 +201,12 @@ fn keys_moved_between_sweep_chunks_are_not_missed() {
     // The table moving before every chunk: the sweep gives up restarting, and says so.
     clock.set(3_000_000_000); // everything so far is cold
     let before = l.len() as u64;
-    let evicted = l.store.sweep_all(&|| {
+    let evicted = l.inner.sweep_all(&|| {
         grow(2_000);
         false
     });
     assert!(evicted as u64 <= before);
-    assert_eq!(l.store.earliest.load(Ordering::Acquire), 0);
+    assert_eq!(l.inner.store.earliest.load(Ordering::Acquire), 0);
     // A later sweep finds what that one missed.
     let all = next.get();
     clock.set(10_000_000_000);

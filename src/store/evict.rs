@@ -11,12 +11,29 @@
 //! skew. So the rule evicts only keys cold by `max_skew` already ([`is_cold`]): the recreated
 //! key decides at a `now` where the evicted key and a fresh one decide alike. (A decision that
 //! finds the key, re-inserted, may use a `now` read before its lookup: on a stored cell that
-//! only makes it stricter; see `store::keyed::decide_on_shard`.)
+//! only makes it stricter; see `engine::keyed::decide_on_shard`.)
 
 use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 use crate::Nanos;
+
+/// What the store needs to know of the rule its cells follow, answered by the engine (which
+/// holds the rule, its parameters and the clock): the table itself holds cells of any kind.
+pub(crate) trait ColdRule<C> {
+    /// What [`cold_at`](ColdRule::cold_at) reads (the parameters): loaded once per walk or
+    /// chunk of one, not per cell.
+    type Params;
+    fn params(&self) -> Self::Params;
+    /// When `cell` turns cold under `p`: from then on it decides exactly like a fresh one.
+    fn cold_at(&self, cell: &C, p: &Self::Params) -> Nanos;
+    /// A reading of the cells' clock.
+    fn now(&self) -> Nanos;
+    /// The clock's [`max_skew`](crate::Clock::max_skew).
+    fn max_skew(&self) -> Nanos;
+    /// Told after each sweep: keys evicted, keys left, the longest write-lock hold.
+    fn swept(&self, _evicted: usize, _keys: usize, _longest: Duration) {}
+}
 
 /// What a keyed limiter's sweeping has done so far.
 ///

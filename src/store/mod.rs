@@ -2,7 +2,9 @@
 //! that keeps it bounded. The direct limiter needs no store: its one cell sits inline.
 //!
 //! - `table`: the sharded hash table (one hashbrown `HashTable` per shard, each behind a lock);
-//! - `keyed`: the store over it, and a decision's protocol with sweeping;
+//! - `keyed`: the store over it, generic over its cells (the decisions on a key are the
+//!   engine's, `engine::keyed`, which holds the store); `evict::ColdRule` is what it asks of
+//!   the cells' rule;
 //! - `cap`: the key cap (`max_keys`), and `when_full`: what a new key meets at the cap;
 //! - `walk`: the sweep's chunked walk over every shard;
 //! - `sweeper`: the background thread or tokio task that runs a store's sweep every interval

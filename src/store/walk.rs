@@ -5,10 +5,8 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use crate::cell::Algorithm;
-use crate::store::evict::evict_cold;
+use crate::store::evict::{evict_cold, ColdRule};
 use crate::store::keyed::KeyedStore;
-use crate::store::sweeper::Sweep;
 use crate::sync::{unlock_fair, Ordering};
 use crate::Nanos;
 
@@ -23,19 +21,19 @@ pub(crate) const SWEEP_CHUNK: usize = 2048;
 /// How many times a sweep starts a shard over when inserts moved its keys between chunks.
 const SWEEP_RESTARTS: usize = 2;
 
-impl<K, A, S> KeyedStore<K, A, S>
+impl<K, C, S> KeyedStore<K, C, S>
 where
     K: Hash + Eq + Send + Sync + 'static,
-    A: Algorithm,
+    C: Default,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    /// A whole sweep; `stop` is polled between chunks.
-    pub(crate) fn sweep_all(&self, stop: &dyn Fn() -> bool) -> usize {
+    /// A whole sweep by `rule`'s coldness; `stop` is polled between chunks.
+    pub(crate) fn sweep_all(&self, rule: &impl ColdRule<C>, stop: &dyn Fn() -> bool) -> usize {
         let _serial = self
             .sweep_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        self.sweep_locked(stop)
+        self.sweep_locked(rule, stop)
     }
 
     /// A whole sweep; the caller holds `sweep_lock`.
@@ -52,7 +50,7 @@ where
     /// insert into a free slot changes neither). After [`SWEEP_RESTARTS`] restarts it goes on
     /// without, and forgets the lower bound on cold times (`earliest`): a missed key is only
     /// kept until a later sweep, and the key cap's reclaim then sweeps rather than skips.
-    pub(super) fn sweep_locked(&self, stop: &dyn Fn() -> bool) -> usize {
+    pub(super) fn sweep_locked(&self, rule: &impl ColdRule<C>, stop: &dyn Fn() -> bool) -> usize {
         let started = Instant::now();
         self.earliest.store(Nanos::MAX, Ordering::Release);
         let mut evicted = 0usize;
@@ -61,8 +59,7 @@ where
         // million `String`s is most of a sweep's cost, and none of it needs the lock.
         // Room for one chunk's keys, allocated before any lock is taken.
         let mut graveyard = Vec::with_capacity(SWEEP_CHUNK);
-        let alg = &self.engine.alg;
-        let skew = self.engine.clock.max_skew();
+        let skew = rule.max_skew();
         let mut complete = true;
         'shards: for shard in self.map.shards() {
             let mut pos = 0usize;
@@ -76,8 +73,8 @@ where
                 let held = Instant::now();
                 // Read under the lock: any decision after this one sees a later `now` (less
                 // the clock's skew, which the rule allows for).
-                let now = self.engine.clock.now();
-                let p = self.engine.params.load_full();
+                let now = rule.now();
+                let p = rule.params();
                 if shape.is_some_and(|s| s != (table.num_buckets(), table.capacity())) {
                     if restarts < SWEEP_RESTARTS {
                         restarts += 1;
@@ -90,7 +87,7 @@ where
                 let swept = evict_cold(
                     now,
                     skew,
-                    |cell| alg.cold_at(cell, &p),
+                    |cell| rule.cold_at(cell, &p),
                     |keep| {
                         // `table` is held exclusively (write guard) for the whole loop.
                         // Removing an entry (hashbrown's `erase`) leaves the other entries in
@@ -127,18 +124,7 @@ where
             self.earliest.store(0, Ordering::Release);
         }
         self.counters.record(evicted, started.elapsed(), longest);
-        self.engine.meter.swept(evicted, self.len(), longest);
+        rule.swept(evicted, self.len(), longest);
         evicted
-    }
-}
-
-impl<K, A, S> Sweep for KeyedStore<K, A, S>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-    A: Algorithm,
-    S: BuildHasher + Clone + Send + Sync + 'static,
-{
-    fn sweep(&self, stop: &dyn Fn() -> bool) -> usize {
-        self.sweep_all(stop)
     }
 }
