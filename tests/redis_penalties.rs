@@ -396,6 +396,18 @@ async fn changes_return_the_failure_under_every_policy() {
     assert_eq!(fallback.len(), 0, "the fallback limiter was changed");
 }
 
+/// The block-entry tests' limiter: quota 2 per 200 ms, so a 60 s block's entry is stamped
+/// 59.8 s ahead.
+async fn two_per_200ms<A: RedisAlgorithm>(server: &RedisServer, alg: A) -> RedisRateLimiter<A> {
+    RedisRateLimiter::builder(Quota::new(2, Duration::from_millis(200)).unwrap())
+        .algorithm(alg)
+        .unwrap()
+        .deadline(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap()
+}
+
 /// After a block longer than the window is partly rewarded, a grant made now counts until now
 /// plus the window, not until the block's end (the rule "an entry counts while `stamp > now -
 /// W`, a grant is stamped `now`"): quota 2 per 200 ms, a 60 s block (an entry of 2 stamped
@@ -404,14 +416,7 @@ async fn changes_return_the_failure_under_every_policy() {
 /// block.)
 async fn a_grant_after_a_rewarded_block_counts_one_window<A: RedisAlgorithm>(alg: A) {
     let server = RedisServer::start();
-    let quota = Quota::new(2, Duration::from_millis(200)).unwrap();
-    let l = RedisRateLimiter::builder(quota)
-        .algorithm(alg)
-        .unwrap()
-        .deadline(Duration::from_secs(2))
-        .connect(&server.url())
-        .await
-        .unwrap();
+    let l = two_per_200ms(&server, alg).await;
     l.block("k", Duration::from_secs(60)).await.unwrap();
     l.reward("k", 1).await.unwrap();
     let first = l.decide("k").await.unwrap();
@@ -455,14 +460,7 @@ async fn an_unmarked_block_entry_decides_as_before<A: RedisAlgorithm>(
     write: impl Fn(&mut redis::Connection, &str, u64),
 ) {
     let server = RedisServer::start();
-    let quota = Quota::new(2, Duration::from_millis(200)).unwrap();
-    let l = RedisRateLimiter::builder(quota)
-        .algorithm(alg)
-        .unwrap()
-        .deadline(Duration::from_secs(2))
-        .connect(&server.url())
-        .await
-        .unwrap();
+    let l = two_per_200ms(&server, alg).await;
     let mut conn = server.conn();
     let t: Vec<u64> = redis::cmd("TIME").query(&mut conn).unwrap();
     // Off the sliding window's 50 ms grid, as a block's end less W mostly is.
@@ -513,19 +511,8 @@ async fn sliding_window_unmarked_block_entry_decides_as_before() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_entries_are_stored_marked() {
     let server = RedisServer::start();
-    let quota = Quota::new(2, Duration::from_millis(200)).unwrap();
-    let log = RedisRateLimiter::builder(quota)
-        .algorithm(SlidingLog)
-        .unwrap()
-        .connect(&server.url())
-        .await
-        .unwrap();
-    let sliding = RedisRateLimiter::builder(quota)
-        .algorithm(SlidingWindow::new(4))
-        .unwrap()
-        .connect(&server.url())
-        .await
-        .unwrap();
+    let log = two_per_200ms(&server, SlidingLog).await;
+    let sliding = two_per_200ms(&server, SlidingWindow::new(4)).await;
     let mut conn = server.conn();
     let us = |r: &RedisDecision| u64::try_from(r.server_time.unwrap().as_micros()).unwrap();
 
