@@ -936,50 +936,30 @@ fn with_keyed(which: Which, table: Table, clock: &ManualClock, f: &mut dyn FnMut
             .max_keys(NonZeroUsize::new(cap).expect("a cap above 0"))
             .when_full(when);
     }
+    // One macro for both hasher types: the built limiter's type differs with the hasher.
+    macro_rules! go {
+        ($b:expr) => {
+            match which {
+                Which::Gcra | Which::GcraBurst1 | Which::GcraBursty | Which::GcraStartEmpty => {
+                    f(&$b.build())
+                }
+                Which::FixedOrigin => f(&kalg($b, FixedWindow::new()).build()),
+                Which::FixedEpochAfter => {
+                    f(&kalg($b, FixedWindow::epoch_aligned_from(origin_after())).build())
+                }
+                Which::FixedEpochBefore => {
+                    f(&kalg($b, FixedWindow::epoch_aligned_from(origin_before())).build())
+                }
+                Which::SlidingLog => f(&kalg($b, SlidingLog).build()),
+                Which::SlidingWindow4 => f(&kalg($b, SlidingWindow::new(4)).build()),
+                Which::SlidingWindow5 => f(&kalg($b, SlidingWindow::new(5)).build()),
+                Which::Weighted => f(&kalg($b, WeightedWindow).build()),
+            }
+        };
+    }
     if table.fixed_hasher {
-        let b = b.hasher(FixedHasher::default()).shards(4);
-        macro_rules! go {
-            ($b:expr) => {
-                match which {
-                    Which::Gcra | Which::GcraBurst1 | Which::GcraBursty | Which::GcraStartEmpty => {
-                        f(&$b.build())
-                    }
-                    Which::FixedOrigin => f(&kalg($b, FixedWindow::new()).build()),
-                    Which::FixedEpochAfter => {
-                        f(&kalg($b, FixedWindow::epoch_aligned_from(origin_after())).build())
-                    }
-                    Which::FixedEpochBefore => {
-                        f(&kalg($b, FixedWindow::epoch_aligned_from(origin_before())).build())
-                    }
-                    Which::SlidingLog => f(&kalg($b, SlidingLog).build()),
-                    Which::SlidingWindow4 => f(&kalg($b, SlidingWindow::new(4)).build()),
-                    Which::SlidingWindow5 => f(&kalg($b, SlidingWindow::new(5)).build()),
-                    Which::Weighted => f(&kalg($b, WeightedWindow).build()),
-                }
-            };
-        }
-        go!(b)
+        go!(b.hasher(FixedHasher::default()).shards(4))
     } else {
-        macro_rules! go {
-            ($b:expr) => {
-                match which {
-                    Which::Gcra | Which::GcraBurst1 | Which::GcraBursty | Which::GcraStartEmpty => {
-                        f(&$b.build())
-                    }
-                    Which::FixedOrigin => f(&kalg($b, FixedWindow::new()).build()),
-                    Which::FixedEpochAfter => {
-                        f(&kalg($b, FixedWindow::epoch_aligned_from(origin_after())).build())
-                    }
-                    Which::FixedEpochBefore => {
-                        f(&kalg($b, FixedWindow::epoch_aligned_from(origin_before())).build())
-                    }
-                    Which::SlidingLog => f(&kalg($b, SlidingLog).build()),
-                    Which::SlidingWindow4 => f(&kalg($b, SlidingWindow::new(4)).build()),
-                    Which::SlidingWindow5 => f(&kalg($b, SlidingWindow::new(5)).build()),
-                    Which::Weighted => f(&kalg($b, WeightedWindow).build()),
-                }
-            };
-        }
         go!(b)
     }
 }
