@@ -536,3 +536,49 @@ async fn block_entries_are_stored_marked() {
         .unwrap();
     assert_eq!(value, format!("={g}:1:{b}:1=1"));
 }
+
+/// Redis compares an expiry with its live clock, which runs on while a script does: an expiry
+/// that the script's clock reading put ahead can be past when it is set, and the key goes at
+/// once. The sliding log's change ops set the expiry before their reply's reads, which then
+/// found no key (a Lua error). Here the script is slow (200,000 expired operator entries to
+/// drop) and the key's information ends 100 ms after the clock reading before the call: a
+/// `penalize(0)` of a key with its 3 permits used must reply a denial, as it would at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_log_change_replies_when_the_key_expires_during_the_script() {
+    let server = RedisServer::start();
+    let l = RedisRateLimiter::builder(Quota::per_second(3).unwrap())
+        .algorithm(SlidingLog)
+        .unwrap()
+        .deadline(Duration::from_secs(20))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let key = l.state_key("k");
+    let mut conn = server.conn();
+    let _: () = redis::cmd("EVAL")
+        .arg("for s = 1, 200000 do redis.call('ZADD', KEYS[1], -1, 'h:' .. s .. ':1') end")
+        .arg(1)
+        .arg(&key)
+        .query(&mut conn)
+        .unwrap();
+    let t: Vec<u64> = redis::cmd("TIME").query(&mut conn).unwrap();
+    let g = t[0] * 1_000_000 + t[1] - 1_000_000 + 100_000;
+    for seq in 1..=3 {
+        let _: () = redis::cmd("ZADD")
+            .arg(&key)
+            .arg(g)
+            .arg(format!("{g}:{seq}"))
+            .query(&mut conn)
+            .unwrap();
+    }
+    let r = l.penalize("k", 0).await.unwrap();
+    let now = u64::try_from(r.server_time.unwrap().as_micros()).unwrap();
+    assert!(now < g + 1_000_000, "the call came too late to test: {r:?}");
+    assert!(!r.decision.allowed, "{r:?}");
+    assert_eq!(r.decision.remaining, 0, "{r:?}");
+    assert_eq!(
+        r.decision.retry_after,
+        Some(Duration::from_micros(g + 1_000_000 - now)),
+        "{r:?}"
+    );
+}

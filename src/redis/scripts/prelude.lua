@@ -29,7 +29,9 @@ local function idiv(a, b)
 end
 
 -- Milliseconds for PEXPIREAT, rounded up: a key may outlive its information by under 1 ms,
--- never the other way round.
+-- never the other way round. Redis compares an expiry with its live clock, which runs on while
+-- a script does: one ahead of the script's `now` may be past when it is set, and the key goes
+-- at once. So a script sets its key's expiry after its last read of the key.
 local function ceil_ms(us)
   return idiv(us + 999, 1000)
 end

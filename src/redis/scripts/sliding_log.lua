@@ -189,6 +189,17 @@ local function unblock(s)
   end
 end
 
+-- The key's expiry, set by `done` after the reply's last read: Redis compares an expiry with
+-- its live clock, which runs on while the script does, so one ahead of `now` may be past by
+-- then, and the key goes at once.
+local expire_at = nil
+local function done(reply)
+  if expire_at ~= nil then
+    redis.call('PEXPIREAT', key, ceil_ms(expire_at))
+  end
+  return reply
+end
+
 read()
 
 if op ~= 'check' then
@@ -242,7 +253,7 @@ if op ~= 'check' then
   end
   read()
   if newest ~= nil then
-    redis.call('PEXPIREAT', key, ceil_ms(newest + W))
+    expire_at = newest + W
   end
   n = 1
 end
@@ -257,10 +268,10 @@ end
 
 local remaining = math.max(L - total, 0)
 if n == 0 or op ~= 'check' and total + n <= L then
-  return {now, 1, remaining, -1, reset()}
+  return done({now, 1, remaining, -1, reset()})
 end
 if n > L then
-  return {now, 2, remaining, -1, reset()}
+  return done({now, 2, remaining, -1, reset()})
 end
 if total + n <= L then
   prune(cutoff, expired)
@@ -289,8 +300,8 @@ if total + n <= L then
   if newest == nil or at > newest then
     newest = at
   end
-  redis.call('PEXPIREAT', key, ceil_ms(newest + W))
-  return {now, 1, L - total, -1, reset()}
+  expire_at = newest + W
+  return done({now, 1, L - total, -1, reset()})
 end
 
 -- Denied: until the oldest (total + n - L) counted permits have left, walking the grants and
@@ -307,13 +318,13 @@ for _, h in ipairs(heavy) do
   if h[1] > cutoff then
     local before = redis.call('ZCOUNT', key, '(' .. fmt(cutoff), '(' .. fmt(h[1])) - passed
     if got + before >= need then
-      return {now, 0, remaining, grant_at(passed + need - got) + W - now, reset()}
+      return done({now, 0, remaining, grant_at(passed + need - got) + W - now, reset()})
     end
     got, passed = got + before, passed + before
     got = got + h[2]
     if got >= need then
-      return {now, 0, remaining, h[1] + W - now, reset()}
+      return done({now, 0, remaining, h[1] + W - now, reset()})
     end
   end
 end
-return {now, 0, remaining, grant_at(passed + need - got) + W - now, reset()}
+return done({now, 0, remaining, grant_at(passed + need - got) + W - now, reset()})

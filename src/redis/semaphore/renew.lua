@@ -9,5 +9,7 @@ if not redis.call('ZSCORE', K, member) then
 end
 local expiry = now + tonumber(ARGV[5])
 redis.call('ZADD', K, 'XX', 'GT', expiry, member)
+-- Read before the expiry is set, which may end the key at once (prelude.lua, ceil_ms).
+expiry = tonumber(redis.call('ZSCORE', K, member))
 expire(book('#'))
-return {now, 1, tonumber(redis.call('ZSCORE', K, member))}
+return {now, 1, expiry}
