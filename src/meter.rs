@@ -28,7 +28,7 @@ pub mod names {
     pub const KEYS: &str = "tollgate_keys";
     /// Gauge: permits held now, labelled `limiter` (the concurrency limiters: raised on every
     /// grant, lowered on every release; summed over the keys of a keyed limiter; for
-    /// `RedisSemaphore`, the leases this process holds).
+    /// `RedisConcurrencyLimiter`, the leases this process holds).
     pub const IN_FLIGHT: &str = "tollgate_in_flight";
     /// Counter: sweeps run, labelled `limiter`.
     pub const SWEEPS: &str = "tollgate_sweeps_total";
@@ -82,7 +82,7 @@ pub mod names {
     /// Outcome: more permits than the burst, never grantable at once.
     pub const OUTCOME_EXCEEDS_BURST: &str = "exceeds_burst";
     /// Outcome: a concurrency limiter had no permit free (`AcquireError::AtCapacity`; for
-    /// `RedisSemaphore`, no lease free before the call's timeout).
+    /// `RedisConcurrencyLimiter`, no lease free before the call's timeout).
     pub const OUTCOME_AT_CAPACITY: &str = "at_capacity";
     /// Outcome: refused because granting would pass the end of the limiter's time.
     pub const OUTCOME_UNREPRESENTABLE: &str = "unrepresentable";

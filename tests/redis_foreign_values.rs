@@ -1,8 +1,8 @@
 //! A value tollgate did not write at a state key (a foreign string, hostile bytes, another
 //! type, a sorted set with members or scores no script writes) is a typed error under every
 //! failure policy, with and without the denial cache, for every call that reads the key: the
-//! rate limiters' checks, peeks, blocks, penalties, rewards and resets, and every semaphore
-//! operation. And nothing is written: the key is byte for byte what it was (`DUMP`), with the
+//! rate limiters' checks, peeks, blocks, penalties, rewards and resets, and every concurrency
+//! limiter operation. And nothing is written: the key is byte for byte what it was (`DUMP`), with the
 //! same expiry (`PEXPIRETIME`). Real servers on loopback; every loop is bounded.
 #![cfg(feature = "redis")]
 
@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis_support::RedisServer;
 use tollgate::redis::{
-    FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter, RedisSemaphore,
+    FailurePolicy, RedisAlgorithm, RedisConcurrencyLimiter, RedisLimitError, RedisRateLimiter,
     ServerErrorKind,
 };
 use tollgate::{
@@ -433,8 +433,8 @@ fn foreign_values_at_window_keys_are_typed_errors_and_left_alone() {
         .unwrap();
 }
 
-/// A semaphore per policy it runs under (`Open` and `Fallback` are refused by `connect`).
-async fn semaphores(url: &str) -> Vec<RedisSemaphore> {
+/// A concurrency limiter per policy it runs under (`Open` and `Fallback` are refused by `connect`).
+async fn semaphores(url: &str) -> Vec<RedisConcurrencyLimiter> {
     let mut out = Vec::new();
     for policy in [
         FailurePolicy::Error,
@@ -442,7 +442,7 @@ async fn semaphores(url: &str) -> Vec<RedisSemaphore> {
             retry_after: Duration::from_secs(1),
         },
     ] {
-        let sem = RedisSemaphore::builder(3)
+        let sem = RedisConcurrencyLimiter::builder(3)
             .lease(Duration::from_secs(30))
             .deadline(DEADLINE)
             .on_failure(policy)
@@ -454,11 +454,11 @@ async fn semaphores(url: &str) -> Vec<RedisSemaphore> {
     out
 }
 
-/// Every semaphore operation on `foreign` at the key is refused, typed, and leaves it as it
+/// Every concurrency limiter operation on `foreign` at the key is refused, typed, and leaves it as it
 /// was.
 async fn semaphore_refuses(
     server: &RedisServer,
-    sems: &[RedisSemaphore],
+    sems: &[RedisConcurrencyLimiter],
     foreign: &Foreign,
     expire: bool,
 ) -> Result<(), TestCaseError> {

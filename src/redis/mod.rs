@@ -28,10 +28,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`RedisSemaphore`] bounds how many at once instead of how often: at most `limit` permits per
-//! key held across every process, each grant a [`Lease`] with an expiry on the server's clock
-//! (a crashed holder's permits come back when it ends), renewal, exactly-once release and a
-//! fencing token ([guide](crate::guide::redis)).
+//! [`RedisConcurrencyLimiter`] (formerly `RedisSemaphore`, a deprecated alias now) bounds how
+//! many at once instead of how often, as the in-process
+//! [`KeyedConcurrencyLimiter`](crate::KeyedConcurrencyLimiter) does: at most `limit` permits
+//! per key held across every process, each grant a [`Lease`] with an expiry on the server's
+//! clock (a crashed holder's permits come back when it ends), renewal, exactly-once release
+//! and a fencing token ([guide](crate::guide::redis)).
 //!
 //! # Exactness
 //! Lua numbers are doubles, exact for integers below 2^53. The scripts work in integer
@@ -84,12 +86,16 @@
 //! Redis 7.0 or later (or a compatible server): the scripts call `TIME` before writing, which
 //! needs script effects replication, the only mode since 7.0.
 
+mod concurrency;
 mod connection;
 mod hot;
 mod rate;
 mod scripts;
-mod semaphore;
 
+pub use concurrency::{
+    KeepAlive, Lease, LeaseId, RedisConcurrencyLimiter, RedisConcurrencyLimiterBuilder, Released,
+    DEFAULT_LEASE,
+};
 pub use connection::error::RedisLimitError;
 pub use connection::failure::{ServerError, ServerErrorKind, UnavailableError, UnavailableKind};
 pub use rate::algorithm::RedisAlgorithm;
@@ -97,6 +103,6 @@ pub use rate::builder::{RedisRateLimiterBuilder, DEFAULT_DEADLINE};
 pub use rate::limiter::{RedisDecision, RedisRateLimiter, RedisStats};
 pub use rate::policy::FailurePolicy;
 pub use rate::reservation::RedisReservation;
-pub use semaphore::{
-    KeepAlive, Lease, LeaseId, RedisSemaphore, RedisSemaphoreBuilder, Released, DEFAULT_LEASE,
-};
+// The names before the rename: deprecated aliases of the same types.
+#[allow(deprecated)]
+pub use concurrency::{RedisSemaphore, RedisSemaphoreBuilder};

@@ -307,17 +307,17 @@ async fn a_redis_limiter_reports_replies_failures_and_policy_decisions() {
     assert_eq!((failures, unavailable), (1, 1), "{seen:?}");
 }
 
-/// Feature `metrics`: a named `RedisSemaphore` reports its acquires by outcome
+/// Feature `metrics`: a named `RedisConcurrencyLimiter` reports its acquires by outcome
 /// (`allowed`, `at_capacity`, `exceeds_burst`), its waits (refused at a timeout; granted once a
 /// lease is released) and the permits this process holds leases on, under its name, as the
 /// in-process concurrency limiters do; and its Redis calls as the rate limiter does.
 #[tokio::test(flavor = "current_thread")]
-async fn a_redis_semaphore_reports_acquires_waits_and_leases_held() {
+async fn a_redis_concurrency_limiter_reports_acquires_waits_and_leases_held() {
     use std::collections::HashMap;
 
     use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
     use tollgate::metric_names as names;
-    use tollgate::redis::RedisSemaphore;
+    use tollgate::redis::RedisConcurrencyLimiter;
 
     /// Every series seen so far, summed over snapshots (a snapshot drains what it reads; the
     /// gauge here only moves by increments, so its sum is its value).
@@ -359,7 +359,7 @@ async fn a_redis_semaphore_reports_acquires_waits_and_leases_held() {
     let redis = RedisServer::start();
     let sem = {
         let _scope = metrics::set_default_local_recorder(&recorder);
-        RedisSemaphore::builder(2)
+        RedisConcurrencyLimiter::builder(2)
             .prefix(prefix())
             .name("leases")
             .connect(&redis.url())

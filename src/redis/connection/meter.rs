@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::failure::{Failure, ServerErrorKind, UnavailableKind};
 
-/// The counters behind `RedisRateLimiter::stats` (and `RedisSemaphore::stats`), and the
+/// The counters behind `RedisRateLimiter::stats` (and `RedisConcurrencyLimiter::stats`), and the
 /// same events reported to `metrics` and `tracing`.
 #[derive(Default)]
 pub(crate) struct Meter {

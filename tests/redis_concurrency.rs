@@ -1,4 +1,4 @@
-//! `RedisSemaphore` on a real `redis-server` and a real 3-primary cluster: the bound held by 4
+//! `RedisConcurrencyLimiter` on a real `redis-server` and a real 3-primary cluster: the bound held by 4
 //! processes (this test binary run as children) x 8 tasks, a holder killed with SIGKILL whose
 //! permits come back when its lease ends (measured), expired holders refused on release and by
 //! the fencing check, renewal, exactly-once release, cancel safety, failure policies.
@@ -12,15 +12,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis_support::{eventually, RedisCluster, RedisServer};
-use tollgate::redis::{FailurePolicy, RedisLimitError, RedisSemaphore, Released};
+use tollgate::redis::{FailurePolicy, RedisConcurrencyLimiter, RedisLimitError, Released};
 use tollgate::AcquireError;
 
 const ROLE: &str = "TOLLGATE_SEM_ROLE";
 const URL: &str = "TOLLGATE_SEM_URL";
 const LIMIT: u64 = 3;
 
-async fn semaphore(url: &str, limit: u64, lease: Duration) -> RedisSemaphore {
-    RedisSemaphore::builder(limit)
+async fn semaphore(url: &str, limit: u64, lease: Duration) -> RedisConcurrencyLimiter {
+    RedisConcurrencyLimiter::builder(limit)
         .lease(lease)
         .deadline(Duration::from_secs(2))
         .connect(url)
@@ -487,14 +487,14 @@ async fn refusals_are_typed_and_waiting_is_bounded_and_cancel_safe() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failure_policies_error_or_refuse_and_open_is_refused() {
     let mut server = RedisServer::start();
-    let open = RedisSemaphore::builder(1)
+    let open = RedisConcurrencyLimiter::builder(1)
         .on_failure(FailurePolicy::Open)
         .connect(&server.url())
         .await;
     assert!(matches!(open, Err(RedisLimitError::Unsupported(_))));
     let url = server.url();
     let connect = |policy| {
-        RedisSemaphore::builder(1)
+        RedisConcurrencyLimiter::builder(1)
             .deadline(Duration::from_millis(50))
             .on_failure(policy)
             .connect(&url)
@@ -527,7 +527,7 @@ async fn failure_policies_error_or_refuse_and_open_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_primary_cluster_grants_and_releases_on_many_keys() {
     let cluster = RedisCluster::start(3);
-    let sem = RedisSemaphore::builder(2)
+    let sem = RedisConcurrencyLimiter::builder(2)
         .deadline(Duration::from_secs(2))
         .connect_cluster(cluster.urls())
         .await
@@ -609,4 +609,35 @@ fn hostile_keys_keep_their_own_state() {
             })
         })
         .unwrap();
+}
+
+/// The names before the rename still compile (with a deprecation warning) and are the very
+/// same types, so code written against them keeps working unchanged.
+#[test]
+#[allow(deprecated)]
+fn the_deprecated_semaphore_names_are_the_concurrency_limiter_types() {
+    use std::any::TypeId;
+    use tollgate::redis::{
+        RedisConcurrencyLimiter, RedisConcurrencyLimiterBuilder, RedisSemaphore,
+        RedisSemaphoreBuilder,
+    };
+
+    fn takes_old(limiter: &RedisSemaphore) -> u64 {
+        limiter.limit()
+    }
+    // A function written for the old name accepts the new type, and the reverse.
+    let _: fn(&RedisConcurrencyLimiter) -> u64 = takes_old;
+    let _: fn(&RedisSemaphore) -> u64 = RedisConcurrencyLimiter::limit;
+    assert_eq!(
+        TypeId::of::<RedisSemaphore>(),
+        TypeId::of::<RedisConcurrencyLimiter>()
+    );
+    assert_eq!(
+        TypeId::of::<RedisSemaphoreBuilder>(),
+        TypeId::of::<RedisConcurrencyLimiterBuilder>()
+    );
+    // The old name's constructor is the new one's.
+    let old: RedisConcurrencyLimiterBuilder = RedisSemaphore::builder(2);
+    let new: RedisSemaphoreBuilder = RedisConcurrencyLimiter::builder(2);
+    assert_eq!(format!("{old:?}"), format!("{new:?}"));
 }

@@ -1,5 +1,5 @@
-//! [`RedisSemaphore`]: at most `limit` permits held per key across every process, each grant a
-//! lease with an expiry on the server's clock and a fencing token.
+//! [`RedisConcurrencyLimiter`]: at most `limit` permits held per key across every process,
+//! each grant a lease with an expiry on the server's clock and a fencing token.
 
 mod builder;
 mod keep_alive;
@@ -22,12 +22,16 @@ use super::rate::limiter::{RedisRateLimiter, RedisStats};
 use super::rate::policy::FailurePolicy;
 use script::{AcquireReply, InspectReply};
 
-pub use builder::{RedisSemaphoreBuilder, DEFAULT_LEASE};
+#[allow(deprecated)]
+pub use builder::RedisSemaphoreBuilder;
+pub use builder::{RedisConcurrencyLimiterBuilder, DEFAULT_LEASE};
 pub use keep_alive::KeepAlive;
 pub use lease::{Lease, LeaseId, Released};
 
-/// A keyed semaphore shared through Redis: at most [`limit`](Self::limit) permits per key held
-/// at once by every process that uses the same Redis and prefix. Cheap to clone (one `Arc`).
+/// A keyed concurrency limiter shared through Redis (a distributed semaphore): at most
+/// [`limit`](Self::limit) permits per key held at once by every process that uses the same
+/// Redis and prefix. The Redis twin of [`KeyedConcurrencyLimiter`](crate::KeyedConcurrencyLimiter).
+/// Cheap to clone (one `Arc`).
 ///
 /// Each grant is a [`Lease`] with an id, an expiry on the server's clock
 /// ([`lease_duration`](Self::lease_duration) after the grant or the last renewal) and a
@@ -35,7 +39,7 @@ pub use lease::{Lease, LeaseId, Released};
 /// its lease ends; one that outlives its lease finds out when renewing or releasing
 /// (`false`, [`Released::NotHeld`]), and a store it writes to can refuse it by its token.
 ///
-/// The limit is the semaphore's, fixed at build and not part of the Redis key: processes
+/// The limit is this limiter's, fixed at build and not part of the Redis key: processes
 /// configured with different limits share one count, each granting only while the count is
 /// within its own limit (lowering it, as in a rolling deploy, revokes nothing: new grants wait
 /// until enough leases end).
@@ -51,14 +55,14 @@ pub use lease::{Lease, LeaseId, Released};
 ///
 /// Every operation is one Lua script run on one Redis key, `<prefix>:sem:<key>` (a sorted set
 /// of leases by expiry and the last token), on the server's clock; the key expires with its
-/// last lease. One key per semaphore key, so it works on a Redis Cluster whatever the key.
+/// last lease. One Redis key per limited key, so it works on a Redis Cluster whatever the key.
 ///
 /// ```
 /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
 /// use std::time::Duration;
-/// use tollgate::redis::RedisSemaphore;
+/// use tollgate::redis::RedisConcurrencyLimiter;
 ///
-/// let exports = RedisSemaphore::builder(2) // at most 2 exports per account, fleet-wide
+/// let exports = RedisConcurrencyLimiter::builder(2) // at most 2 exports per account, fleet-wide
 ///     .lease(Duration::from_secs(30))
 ///     .connect("redis://127.0.0.1:6379/")
 ///     .await?;
@@ -73,9 +77,22 @@ pub use lease::{Lease, LeaseId, Released};
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct RedisSemaphore {
+pub struct RedisConcurrencyLimiter {
     inner: Arc<Inner>,
 }
+
+/// The former name of [`RedisConcurrencyLimiter`], kept so that code written against it
+/// still compiles (with a deprecation warning): the same type, nothing else changed (the Redis
+/// keys, `<prefix>:sem:<key>`, and the scripts are the same, so a fleet can mix both names).
+///
+/// ```
+/// # #![allow(deprecated)]
+/// # fn demo(old: &tollgate::redis::RedisSemaphore) -> &tollgate::redis::RedisConcurrencyLimiter {
+/// old // the same type under both names
+/// # }
+/// ```
+#[deprecated(since = "0.2.0", note = "renamed to RedisConcurrencyLimiter")]
+pub type RedisSemaphore = RedisConcurrencyLimiter;
 
 struct Inner {
     /// A rate limiter that is never asked to decide: the connection, deadline, prefix and
@@ -91,7 +108,7 @@ struct Inner {
 /// A lease granted, or no room now (with the time until the first lease ends).
 type Attempt = Result<Lease, Duration>;
 
-impl RedisSemaphore {
+impl RedisConcurrencyLimiter {
     fn new(
         carrier: RedisRateLimiter,
         limit: u64,
@@ -99,7 +116,7 @@ impl RedisSemaphore {
         policy: FailurePolicy,
         name: Option<&str>,
     ) -> Self {
-        RedisSemaphore {
+        RedisConcurrencyLimiter {
             inner: Arc::new(Inner {
                 carrier,
                 limit,
@@ -115,10 +132,10 @@ impl RedisSemaphore {
         self.inner.report.returned(n);
     }
 
-    /// The most permits held at once per key (by this semaphore's grants).
+    /// The most permits held at once per key (by this limiter's grants).
     ///
     /// ```
-    /// # fn demo(sem: &tollgate::redis::RedisSemaphore) {
+    /// # fn demo(sem: &tollgate::redis::RedisConcurrencyLimiter) {
     /// println!("at most {} at once", sem.limit());
     /// # }
     /// ```
@@ -130,7 +147,7 @@ impl RedisSemaphore {
     /// How long a lease lasts unless renewed.
     ///
     /// ```
-    /// # fn demo(sem: &tollgate::redis::RedisSemaphore) {
+    /// # fn demo(sem: &tollgate::redis::RedisConcurrencyLimiter) {
     /// println!("a crashed holder's permits come back within {:?}", sem.lease_duration());
     /// # }
     /// ```
@@ -144,7 +161,7 @@ impl RedisSemaphore {
     /// tokens from the server's clock).
     ///
     /// ```
-    /// # fn demo(sem: &tollgate::redis::RedisSemaphore) {
+    /// # fn demo(sem: &tollgate::redis::RedisConcurrencyLimiter) {
     /// assert_eq!(sem.state_key("{acct9}:export"), "tollgate:sem:{acct9}:export");
     /// # }
     /// ```
@@ -156,7 +173,7 @@ impl RedisSemaphore {
     /// What happened to the calls so far (as [`RedisRateLimiter::stats`]).
     ///
     /// ```
-    /// # fn demo(sem: &tollgate::redis::RedisSemaphore) {
+    /// # fn demo(sem: &tollgate::redis::RedisConcurrencyLimiter) {
     /// println!("{} timeouts", sem.stats().timeouts);
     /// # }
     /// ```
@@ -172,7 +189,7 @@ impl RedisSemaphore {
     /// (or, under [`FailurePolicy::Closed`], when Redis failed).
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
     /// match sem.try_acquire("{user42}:export").await? {
     ///     Some(lease) => { let _ = lease.release().await?; }
     ///     None => println!("busy"),
@@ -197,7 +214,7 @@ impl RedisSemaphore {
     /// refusal.
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) {
     /// match sem.try_acquire_n("{user42}:export", 2).await {
     ///     Ok(lease) => drop(lease), // released in the background
     ///     Err(e) => println!("refused: {e}"),
@@ -215,7 +232,7 @@ impl RedisSemaphore {
     /// As [`acquire_n_async`](Self::acquire_n_async).
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
     /// let lease = sem.acquire_async("{acct9}:migration").await?;
     /// # let _ = lease;
     /// # Ok(()) }
@@ -241,7 +258,7 @@ impl RedisSemaphore {
     /// [`FailurePolicy::Error`] the Redis failure, under [`FailurePolicy::Closed`] its refusal.
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
     /// let lease = sem.acquire_n_async("{acct9}:workers", 3).await?;
     /// # let _ = lease;
     /// # Ok(()) }
@@ -257,7 +274,7 @@ impl RedisSemaphore {
     /// As [`try_acquire_n_for_async`](Self::try_acquire_n_for_async).
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) {
     /// use std::time::Duration;
     /// if let Ok(lease) = sem.try_acquire_for_async("{acct9}:export", Duration::from_secs(1)).await {
     ///     let _ = lease.release().await;
@@ -284,7 +301,7 @@ impl RedisSemaphore {
     /// as [`acquire_n_async`](Self::acquire_n_async) otherwise.
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) {
     /// use std::time::Duration;
     /// match sem.try_acquire_n_for_async("{acct9}:workers", 2, Duration::from_millis(200)).await {
     ///     Ok(lease) => drop(lease),
@@ -310,7 +327,7 @@ impl RedisSemaphore {
     /// The Redis failure, whatever the failure policy.
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore, id: tollgate::redis::LeaseId) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter, id: tollgate::redis::LeaseId) -> Result<(), tollgate::redis::RedisLimitError> {
     /// if sem.renew("{acct9}:migration", &id).await?.is_none() {
     ///     println!("lost");
     /// }
@@ -332,7 +349,7 @@ impl RedisSemaphore {
     /// The Redis failure, whatever the failure policy.
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore, id: tollgate::redis::LeaseId) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter, id: tollgate::redis::LeaseId) -> Result<(), tollgate::redis::RedisLimitError> {
     /// let _ = sem.release("{acct9}:migration", &id).await?;
     /// # Ok(()) }
     /// ```
@@ -350,7 +367,7 @@ impl RedisSemaphore {
     /// The Redis failure, whatever the failure policy.
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore, token: u64) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter, token: u64) -> Result<(), tollgate::redis::RedisLimitError> {
     /// if !sem.check_token("{acct9}:migration", token).await? {
     ///     println!("409: stale holder");
     /// }
@@ -369,7 +386,7 @@ impl RedisSemaphore {
     /// The Redis failure, whatever the failure policy.
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
     /// println!("{} in flight", sem.in_flight("{acct9}:export").await?);
     /// # Ok(()) }
     /// ```
@@ -538,14 +555,14 @@ impl RedisSemaphore {
 /// waiter went away), it leaves a task that waits for the reply and releases what was granted.
 struct AcquireCall {
     task: Option<JoinHandle<Result<Vec<i64>, Failure>>>,
-    sem: RedisSemaphore,
+    sem: RedisConcurrencyLimiter,
     state: String,
     nonce: u64,
     n: u64,
 }
 
 impl AcquireCall {
-    fn spawn(sem: &RedisSemaphore, state: &str, n: u64, nonce: u64) -> AcquireCall {
+    fn spawn(sem: &RedisConcurrencyLimiter, state: &str, n: u64, nonce: u64) -> AcquireCall {
         let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         let args = [i(sem.inner.limit), i(n), i(sem.inner.lease_us), i(nonce)];
         let (task_sem, task_state) = (sem.clone(), state.to_owned());
@@ -606,9 +623,9 @@ impl Drop for AcquireCall {
     }
 }
 
-impl fmt::Debug for RedisSemaphore {
+impl fmt::Debug for RedisConcurrencyLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisSemaphore")
+        f.debug_struct("RedisConcurrencyLimiter")
             .field("prefix", &self.inner.carrier.shared.prefix)
             .field("limit", &self.inner.limit)
             .field("lease", &self.lease_duration())

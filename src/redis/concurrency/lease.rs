@@ -5,14 +5,14 @@ use std::fmt;
 use std::time::Duration;
 
 use super::super::connection::error::RedisLimitError;
-use super::RedisSemaphore;
+use super::RedisConcurrencyLimiter;
 
 /// What names a lease on its key: its fencing token, a random nonce of the process that took
 /// it, and its number of permits. Pass it to another process to renew or release the lease
-/// there ([`RedisSemaphore::renew`], [`RedisSemaphore::release`]).
+/// there ([`RedisConcurrencyLimiter::renew`], [`RedisConcurrencyLimiter::release`]).
 ///
 /// ```
-/// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+/// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
 /// let lease = sem.try_acquire_n("{acct9}:migration", 1).await?;
 /// let id = lease.id();
 /// println!("lease {id}: token {}, {} permit(s)", id.token(), id.permits());
@@ -68,7 +68,7 @@ impl fmt::Display for LeaseId {
 /// What a release did.
 ///
 /// ```
-/// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+/// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
 /// use tollgate::redis::Released;
 /// let lease = sem.try_acquire_n("{acct9}:export", 1).await?;
 /// match lease.release().await? {
@@ -94,7 +94,7 @@ pub enum Released {
 /// background task do it while the work runs ([`keep_alive`](Self::keep_alive)).
 ///
 /// ```
-/// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+/// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
 /// if let Some(mut lease) = sem.try_acquire("{acct9}:export").await? {
 ///     // Send lease.token() with every write, so that the store can refuse a stale holder.
 ///     if !lease.renew().await? {
@@ -106,7 +106,7 @@ pub enum Released {
 /// ```
 #[must_use = "dropping a lease releases it at once"]
 pub struct Lease {
-    pub(super) sem: RedisSemaphore,
+    pub(super) sem: RedisConcurrencyLimiter,
     /// The Redis key (`<prefix>:sem:<key>`).
     pub(super) state: String,
     pub(super) id: LeaseId,
@@ -198,7 +198,7 @@ impl Lease {
 
     /// Gives the permits back, exactly once: [`Released::Returned`] if the lease was held,
     /// [`Released::NotHeld`] if it had already ended (expired, or released through
-    /// [`RedisSemaphore::release`]).
+    /// [`RedisConcurrencyLimiter::release`]).
     ///
     /// # Errors
     /// The Redis failure, whatever the failure policy; the lease then ends at its expiry.

@@ -1,5 +1,5 @@
-//! What a [`RedisSemaphore`](super::RedisSemaphore) reports beyond its Redis calls (those are
-//! the rate limiter's `Meter`): acquires by outcome, waits, and the permits this process
+//! What a [`RedisConcurrencyLimiter`](super::RedisConcurrencyLimiter) reports beyond its Redis
+//! calls (those are the rate limiter's `Meter`): acquires by outcome, waits, and the permits this process
 //! holds leases on, in the series the in-process concurrency limiters use
 //! (`tollgate::metric_names`: `tollgate_decisions_total`, `tollgate_permits_granted_total`,
 //! `tollgate_waits_total`, `tollgate_wait_seconds`, `tollgate_in_flight`), with the same

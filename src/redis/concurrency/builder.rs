@@ -1,4 +1,4 @@
-//! [`RedisSemaphoreBuilder`]: the limit, the lease's length, the failure policy, and the
+//! [`RedisConcurrencyLimiterBuilder`]: the limit, the lease's length, the failure policy, and the
 //! connection (through the rate limiter's builder: the same connecting, deadline and prefix
 //! rules, not a second copy).
 
@@ -14,28 +14,28 @@ use super::super::rate::builder::RedisRateLimiterBuilder;
 use super::super::rate::limiter::RedisRateLimiter;
 use super::super::rate::policy::FailurePolicy;
 use super::super::scripts::MAX_SPAN_US;
-use super::RedisSemaphore;
+use super::RedisConcurrencyLimiter;
 
 /// A lease's length unless configured: long enough that a renewal every third of it survives
 /// a few slow round trips, short enough that a crashed holder's permits come back soon.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// The quota of the rate limiter that carries the connection: never used to decide (the
-/// semaphore runs its own scripts), only to satisfy its builder.
+/// concurrency limiter runs its own scripts), only to satisfy its builder.
 const CARRIER: Quota = match Quota::per_second(1) {
     Ok(q) => q,
     Err(_) => panic!("1 per second is a valid quota"),
 };
 
-/// Configures a [`RedisSemaphore`]: the limit, the lease's length, the key prefix, the per-call
+/// Configures a [`RedisConcurrencyLimiter`]: the limit, the lease's length, the key prefix, the per-call
 /// deadline and the failure policy; then connects.
 ///
 /// ```
 /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
 /// use std::time::Duration;
-/// use tollgate::redis::{FailurePolicy, RedisSemaphore};
+/// use tollgate::redis::{FailurePolicy, RedisConcurrencyLimiter};
 ///
-/// let exports = RedisSemaphore::builder(2)
+/// let exports = RedisConcurrencyLimiter::builder(2)
 ///     .lease(Duration::from_secs(10))
 ///     .prefix("myapp:sem")
 ///     .deadline(Duration::from_millis(20))
@@ -45,9 +45,9 @@ const CARRIER: Quota = match Quota::per_second(1) {
 /// # let _ = exports;
 /// # Ok(()) }
 /// ```
-#[must_use = "call .connect(..) to get a semaphore"]
+#[must_use = "call .connect(..) to get a concurrency limiter"]
 #[derive(Debug)]
-pub struct RedisSemaphoreBuilder {
+pub struct RedisConcurrencyLimiterBuilder {
     limit: u64,
     lease: Duration,
     policy: FailurePolicy,
@@ -55,16 +55,28 @@ pub struct RedisSemaphoreBuilder {
     carrier: RedisRateLimiterBuilder,
 }
 
-impl RedisSemaphore {
-    /// Starts configuring a semaphore that lets at most `limit` permits per key be held at
+/// The former name of [`RedisConcurrencyLimiterBuilder`], kept so that code written against
+/// it still compiles (with a deprecation warning): the same type.
+///
+/// ```
+/// # #![allow(deprecated)]
+/// let b: tollgate::redis::RedisSemaphoreBuilder =
+///     tollgate::redis::RedisConcurrencyLimiter::builder(2);
+/// # let _ = b;
+/// ```
+#[deprecated(since = "0.2.0", note = "renamed to RedisConcurrencyLimiterBuilder")]
+pub type RedisSemaphoreBuilder = RedisConcurrencyLimiterBuilder;
+
+impl RedisConcurrencyLimiter {
+    /// Starts configuring a concurrency limiter that lets at most `limit` permits per key be held at
     /// once, across every process using the same Redis and prefix.
     ///
     /// ```
-    /// let b = tollgate::redis::RedisSemaphore::builder(10);
+    /// let b = tollgate::redis::RedisConcurrencyLimiter::builder(10);
     /// # let _ = b;
     /// ```
-    pub fn builder(limit: u64) -> RedisSemaphoreBuilder {
-        RedisSemaphoreBuilder {
+    pub fn builder(limit: u64) -> RedisConcurrencyLimiterBuilder {
+        RedisConcurrencyLimiterBuilder {
             limit,
             lease: DEFAULT_LEASE,
             policy: FailurePolicy::Error,
@@ -74,14 +86,14 @@ impl RedisSemaphore {
     }
 }
 
-impl RedisSemaphoreBuilder {
+impl RedisConcurrencyLimiterBuilder {
     /// How long a lease lasts unless renewed (default [`DEFAULT_LEASE`], 30 s), on the
     /// server's clock: a holder that dies gives its permits back at most this long after its
     /// last grant or renewal. Whole milliseconds from 1 ms (Redis expires keys by the
     /// millisecond); [`Lease::keep_alive`](super::Lease::keep_alive) renews every third of it.
     ///
     /// ```
-    /// let b = tollgate::redis::RedisSemaphore::builder(1).lease(std::time::Duration::from_secs(5));
+    /// let b = tollgate::redis::RedisConcurrencyLimiter::builder(1).lease(std::time::Duration::from_secs(5));
     /// # let _ = b;
     /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
@@ -89,13 +101,13 @@ impl RedisSemaphoreBuilder {
         self
     }
 
-    /// Names the semaphore: the `limiter` label of its metrics (feature `metrics`: acquires by
+    /// Names the limiter: the `limiter` label of its metrics (feature `metrics`: acquires by
     /// outcome, waits, `tollgate_in_flight` for the permits this process holds leases on, and
-    /// its Redis calls' replies and errors; unnamed semaphores are labelled `unnamed`) and its
+    /// its Redis calls' replies and errors; unnamed limiters are labelled `unnamed`) and its
     /// name in logs (feature `tracing`, which never logs its keys).
     ///
     /// ```
-    /// let b = tollgate::redis::RedisSemaphore::builder(4).name("exports");
+    /// let b = tollgate::redis::RedisConcurrencyLimiter::builder(4).name("exports");
     /// # let _ = b;
     /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
@@ -105,11 +117,11 @@ impl RedisSemaphoreBuilder {
         self
     }
 
-    /// The prefix of the semaphore's Redis keys (default `"tollgate"`): a key's state is at
+    /// The prefix of the limiter's Redis keys (default `"tollgate"`): a key's state is at
     /// `<prefix>:sem:<your key>`. No braces (they would take over your keys' hash tags).
     ///
     /// ```
-    /// let b = tollgate::redis::RedisSemaphore::builder(1).prefix("myapp");
+    /// let b = tollgate::redis::RedisConcurrencyLimiter::builder(1).prefix("myapp");
     /// # let _ = b;
     /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -121,7 +133,7 @@ impl RedisSemaphoreBuilder {
     /// [`DEFAULT_DEADLINE`](super::super::DEFAULT_DEADLINE), 50 ms), as for the rate limiter.
     ///
     /// ```
-    /// let b = tollgate::redis::RedisSemaphore::builder(1).deadline(std::time::Duration::from_millis(10));
+    /// let b = tollgate::redis::RedisConcurrencyLimiter::builder(1).deadline(std::time::Duration::from_millis(10));
     /// # let _ = b;
     /// ```
     pub fn deadline(mut self, deadline: Duration) -> Self {
@@ -132,7 +144,7 @@ impl RedisSemaphoreBuilder {
     /// The most [`connect`](Self::connect) and each reconnect attempt wait (default 1 s).
     ///
     /// ```
-    /// let b = tollgate::redis::RedisSemaphore::builder(1).connect_timeout(std::time::Duration::from_millis(200));
+    /// let b = tollgate::redis::RedisConcurrencyLimiter::builder(1).connect_timeout(std::time::Duration::from_millis(200));
     /// # let _ = b;
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
@@ -146,12 +158,12 @@ impl RedisSemaphoreBuilder {
     /// `retry_after`). [`FailurePolicy::Open`] and [`FailurePolicy::Fallback`] are refused by
     /// `connect`: a permit granted without Redis would have no lease to renew or release and
     /// no fencing token, and nothing would bound how many are held, which is the one promise
-    /// of a semaphore. Renewals, releases and checks always return the failure: a lease whose
+    /// of a concurrency limiter. Renewals, releases and checks always return the failure: a lease whose
     /// release fails ends at its expiry.
     ///
     /// ```
-    /// use tollgate::redis::{FailurePolicy, RedisSemaphore};
-    /// let b = RedisSemaphore::builder(1)
+    /// use tollgate::redis::{FailurePolicy, RedisConcurrencyLimiter};
+    /// let b = RedisConcurrencyLimiter::builder(1)
     ///     .on_failure(FailurePolicy::Closed { retry_after: std::time::Duration::from_secs(1) });
     /// # let _ = b;
     /// ```
@@ -170,16 +182,16 @@ impl RedisSemaphoreBuilder {
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
-    /// let sem = tollgate::redis::RedisSemaphore::builder(3).connect("redis://127.0.0.1:6379/").await?;
+    /// let sem = tollgate::redis::RedisConcurrencyLimiter::builder(3).connect("redis://127.0.0.1:6379/").await?;
     /// # let _ = sem;
     /// # Ok(()) }
     /// ```
-    pub async fn connect(self, url: &str) -> Result<RedisSemaphore, RedisLimitError> {
+    pub async fn connect(self, url: &str) -> Result<RedisConcurrencyLimiter, RedisLimitError> {
         let (checked, carrier) = self.checked()?;
-        Ok(checked.semaphore(carrier.connect(url).await?))
+        Ok(checked.limiter(carrier.connect(url).await?))
     }
 
-    /// Connects to a Redis Cluster through any of its nodes. A semaphore key is one Redis key,
+    /// Connects to a Redis Cluster through any of its nodes. A limited key is one Redis key,
     /// so every call runs on the node owning its slot, whatever your key looks like.
     ///
     /// # Errors
@@ -187,19 +199,22 @@ impl RedisSemaphoreBuilder {
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
-    /// let sem = tollgate::redis::RedisSemaphore::builder(3)
+    /// let sem = tollgate::redis::RedisConcurrencyLimiter::builder(3)
     ///     .connect_cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"])
     ///     .await?;
     /// # let _ = sem;
     /// # Ok(()) }
     /// ```
-    pub async fn connect_cluster<I, S>(self, nodes: I) -> Result<RedisSemaphore, RedisLimitError>
+    pub async fn connect_cluster<I, S>(
+        self,
+        nodes: I,
+    ) -> Result<RedisConcurrencyLimiter, RedisLimitError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
         let (checked, carrier) = self.checked()?;
-        Ok(checked.semaphore(carrier.connect_cluster(nodes).await?))
+        Ok(checked.limiter(carrier.connect_cluster(nodes).await?))
     }
 
     /// Uses a connection manager you configured yourself.
@@ -213,16 +228,16 @@ impl RedisSemaphoreBuilder {
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let client = redis::Client::open("redis://127.0.0.1/")?;
     /// let manager = redis::aio::ConnectionManager::new(client).await?;
-    /// let sem = tollgate::redis::RedisSemaphore::builder(3).with_connection_manager(manager)?;
+    /// let sem = tollgate::redis::RedisConcurrencyLimiter::builder(3).with_connection_manager(manager)?;
     /// # let _ = sem;
     /// # Ok(()) }
     /// ```
     pub fn with_connection_manager(
         self,
         manager: ConnectionManager,
-    ) -> Result<RedisSemaphore, RedisLimitError> {
+    ) -> Result<RedisConcurrencyLimiter, RedisLimitError> {
         let (checked, carrier) = self.checked()?;
-        Ok(checked.semaphore(carrier.with_connection_manager(manager)?))
+        Ok(checked.limiter(carrier.with_connection_manager(manager)?))
     }
 
     /// Uses a cluster connection you configured yourself.
@@ -234,16 +249,16 @@ impl RedisSemaphoreBuilder {
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
     /// let client = redis::cluster::ClusterClient::new(vec!["redis://127.0.0.1:7000/"])?;
     /// let conn = client.get_async_connection().await?;
-    /// let sem = tollgate::redis::RedisSemaphore::builder(3).with_cluster_connection(conn)?;
+    /// let sem = tollgate::redis::RedisConcurrencyLimiter::builder(3).with_cluster_connection(conn)?;
     /// # let _ = sem;
     /// # Ok(()) }
     /// ```
     pub fn with_cluster_connection(
         self,
         conn: ClusterConnection,
-    ) -> Result<RedisSemaphore, RedisLimitError> {
+    ) -> Result<RedisConcurrencyLimiter, RedisLimitError> {
         let (checked, carrier) = self.checked()?;
-        Ok(checked.semaphore(carrier.with_cluster_connection(conn)?))
+        Ok(checked.limiter(carrier.with_cluster_connection(conn)?))
     }
 
     /// The configuration, checked before any connection is made, and the carrier's builder
@@ -283,7 +298,7 @@ impl RedisSemaphoreBuilder {
     }
 }
 
-/// A semaphore's configuration once checked, waiting for its connected carrier.
+/// A concurrency limiter's configuration once checked, waiting for its connected carrier.
 struct Checked {
     limit: u64,
     lease_us: u64,
@@ -292,9 +307,9 @@ struct Checked {
 }
 
 impl Checked {
-    fn semaphore(self, carrier: RedisRateLimiter) -> RedisSemaphore {
+    fn limiter(self, carrier: RedisRateLimiter) -> RedisConcurrencyLimiter {
         let name = self.name.as_deref();
-        RedisSemaphore::new(carrier, self.limit, self.lease_us, self.policy, name)
+        RedisConcurrencyLimiter::new(carrier, self.limit, self.lease_us, self.policy, name)
     }
 }
 
@@ -302,29 +317,31 @@ impl Checked {
 mod tests {
     use super::*;
 
-    fn refused(b: RedisSemaphoreBuilder) -> bool {
+    fn refused(b: RedisConcurrencyLimiterBuilder) -> bool {
         matches!(b.validate(), Err(RedisLimitError::Unsupported(_)))
     }
 
     #[test]
     fn configuration_is_checked_before_connecting() {
-        let ok = RedisSemaphore::builder(1);
+        let ok = RedisConcurrencyLimiter::builder(1);
         assert_eq!(ok.validate().ok(), Some(30_000_000));
-        assert!(refused(RedisSemaphore::builder(0)));
-        assert!(RedisSemaphore::builder(MAX_SPAN_US).validate().is_ok());
-        assert!(refused(RedisSemaphore::builder(MAX_SPAN_US + 1)));
-        assert!(refused(RedisSemaphore::builder(u64::MAX)));
-        let lease = |d| RedisSemaphore::builder(1).lease(d);
+        assert!(refused(RedisConcurrencyLimiter::builder(0)));
+        assert!(RedisConcurrencyLimiter::builder(MAX_SPAN_US)
+            .validate()
+            .is_ok());
+        assert!(refused(RedisConcurrencyLimiter::builder(MAX_SPAN_US + 1)));
+        assert!(refused(RedisConcurrencyLimiter::builder(u64::MAX)));
+        let lease = |d| RedisConcurrencyLimiter::builder(1).lease(d);
         assert!(refused(lease(Duration::from_micros(999))));
         assert!(lease(Duration::from_millis(1)).validate().is_ok());
         assert!(refused(lease(Duration::MAX)));
         assert!(refused(
-            RedisSemaphore::builder(1).on_failure(FailurePolicy::Open)
+            RedisConcurrencyLimiter::builder(1).on_failure(FailurePolicy::Open)
         ));
         let closed = FailurePolicy::Closed {
             retry_after: Duration::from_secs(1),
         };
-        assert!(RedisSemaphore::builder(1)
+        assert!(RedisConcurrencyLimiter::builder(1)
             .on_failure(closed)
             .validate()
             .is_ok());

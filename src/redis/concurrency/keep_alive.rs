@@ -23,7 +23,7 @@ struct Renewal {
 /// [`Lease::keep_alive`].
 ///
 /// ```
-/// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+/// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
 /// let held = sem.try_acquire_n("{acct9}:migration", 1).await?.keep_alive();
 /// println!("token {}, held until {:?}", held.token(), held.expires_at());
 /// drop(held); // stops renewing, releases in the background
@@ -46,7 +46,7 @@ impl Lease {
     /// Outside a tokio runtime (as `tokio::spawn`).
     ///
     /// ```
-    /// # async fn demo(sem: tollgate::redis::RedisSemaphore) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// # async fn demo(sem: tollgate::redis::RedisConcurrencyLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
     /// let held = sem.try_acquire_n("{acct9}:migration", 1).await?.keep_alive();
     /// // ... long work, checking now and then that the lease was not lost:
     /// if !held.is_held() {
