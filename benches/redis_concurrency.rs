@@ -1,6 +1,6 @@
-//! `RedisSemaphore` (feature `redis`), measured in one run on loopback against a throwaway
-//! `redis-server` this bench starts itself (in benches/:
-//! `cargo bench --features redis --bench redis_semaphore`):
+//! `RedisConcurrencyLimiter` (feature `redis`), measured in one run on loopback against a
+//! throwaway `redis-server` this bench starts itself (in benches/:
+//! `cargo bench --features redis --bench redis_concurrency`):
 //!
 //! - acquire+release pairs/s and the pair's p50/p99 latency with 1 and 16 concurrent tasks on
 //!   one multiplexed connection, against a naive counter semaphore (`INCR`, `DECR` back when
@@ -12,7 +12,7 @@
 //!
 //! Rounds are interleaved (every workload once per round); ratios are medians of per-round
 //! ratios against the naive counter of the same round. Bounded in count and time. Writes the
-//! tables to stdout and to `target/redis-semaphore-bench.md`.
+//! tables to stdout and to `target/redis-concurrency-bench.md`.
 
 #[path = "../tests/redis_support/mod.rs"]
 mod redis_support;
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
 use redis_support::RedisServer;
-use tollgate::redis::{RedisRateLimiter, RedisSemaphore};
+use tollgate::redis::{RedisConcurrencyLimiter, RedisRateLimiter};
 use tollgate::Quota;
 
 const ROUNDS: usize = 5;
@@ -39,7 +39,7 @@ const LIMIT: u64 = 100;
 #[derive(Clone)]
 enum Workload {
     Naive(ConnectionManager),
-    Semaphore(RedisSemaphore),
+    Limiter(RedisConcurrencyLimiter),
     Gcra(RedisRateLimiter),
 }
 
@@ -47,7 +47,7 @@ impl Workload {
     fn name(&self) -> &'static str {
         match self {
             Workload::Naive(_) => "naive INCR/DECR counter (no lease), acquire+release",
-            Workload::Semaphore(_) => "tollgate RedisSemaphore, acquire+release",
+            Workload::Limiter(_) => "tollgate RedisConcurrencyLimiter, acquire+release",
             Workload::Gcra(_) => "(scale) tollgate GCRA check, one call",
         }
     }
@@ -70,7 +70,7 @@ impl Workload {
                     .unwrap();
                 n <= LIMIT
             }
-            Workload::Semaphore(s) => {
+            Workload::Limiter(s) => {
                 let lease = s.try_acquire(&key).await.unwrap().unwrap();
                 let _ = lease.release().await.unwrap();
                 true
@@ -162,7 +162,7 @@ async fn reset(m: &mut ConnectionManager) {
 /// Server µs per call of each operation on its own: 10 leases on each of 1000 keys, renewed,
 /// checked, released; `rounds` times, medians.
 async fn server_cost(
-    sem: &RedisSemaphore,
+    sem: &RedisConcurrencyLimiter,
     gcra: &RedisRateLimiter,
     m: &mut ConnectionManager,
     out: &mut String,
@@ -249,7 +249,7 @@ fn main() {
         .unwrap();
     let out = rt.block_on(async {
         let mut manager = ConnectionManager::new(server.client()).await.unwrap();
-        let sem = RedisSemaphore::builder(LIMIT)
+        let sem = RedisConcurrencyLimiter::builder(LIMIT)
             .deadline(Duration::from_secs(2))
             .with_connection_manager(manager.clone())
             .unwrap();
@@ -259,7 +259,7 @@ fn main() {
             .unwrap();
         let workloads = [
             Workload::Naive(manager.clone()),
-            Workload::Semaphore(sem.clone()),
+            Workload::Limiter(sem.clone()),
             Workload::Gcra(gcra.clone()),
         ];
         // samples[workload][concurrency][round]
@@ -312,5 +312,5 @@ fn main() {
     });
     println!("{out}");
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let _ = std::fs::write(format!("{target}/redis-semaphore-bench.md"), &out);
+    let _ = std::fs::write(format!("{target}/redis-concurrency-bench.md"), &out);
 }

@@ -5,7 +5,7 @@
 #   bash benches/run.sh              # the core tables: compare clocks memory sweep_pause async_wakeups
 #   bash benches/run.sh all          # every table: the core ones, then windows, smooth,
 #                                    # concurrency, contention, the instruction counts (callgrind), the
-#                                    # metrics feature's cost, http, redis, redis_semaphore and
+#                                    # metrics feature's cost, http, redis, redis_concurrency and
 #                                    # redis_hot (the last three only where redis-server is on PATH)
 #   bash benches/run.sh compare windows   # just the named benches (any of the above)
 #   bash benches/run.sh all --write  # also replace the generated section of BENCHMARKS.md
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 core=(compare clocks memory sweep_pause async_wakeups)
-extra=(windows smooth concurrency contention instructions metrics_cost http redis redis_semaphore redis_hot)
+extra=(windows smooth concurrency contention instructions metrics_cost http redis redis_concurrency redis_hot)
 quick=""
 criterion=""
 write=""
@@ -59,7 +59,7 @@ features=()
 for b in "${benches[@]}"; do
     case "$b" in
         http) features+=(http) ;;
-        redis | redis_semaphore | redis_hot) command -v redis-server >/dev/null && features+=(redis) ;;
+        redis | redis_concurrency | redis_hot) command -v redis-server >/dev/null && features+=(redis) ;;
     esac
 done
 feature_args=()
@@ -80,7 +80,7 @@ cargo_bench --no-run --quiet "${feature_args[@]}"
 for bench in "${benches[@]}"; do
     echo "== $bench" >&2
     case "$bench" in
-        redis | redis_semaphore | redis_hot)
+        redis | redis_concurrency | redis_hot)
             if ! command -v redis-server >/dev/null; then
                 printf '\n#### `%s`\n\nskipped: no redis-server on PATH\n' "$bench" >>"$out"
                 continue
@@ -113,7 +113,7 @@ for bench in "${benches[@]}"; do
         http | redis)
             cargo_bench --quiet --features "$bench" --bench "$bench" -- $quick | tee -a "$out"
             ;;
-        redis_semaphore | redis_hot)
+        redis_concurrency | redis_hot)
             # redis_hot builds redis-cell's module from its crate (benches/build_redis_cell.sh).
             cargo_bench --quiet --features redis --bench "$bench" -- $quick | tee -a "$out"
             ;;
