@@ -25,7 +25,7 @@ mod support;
 use support::rounds::{case, compare, threaded, Settings, ROUNDS};
 use support::{median, quick, random_u64_keys, rss_bytes};
 
-const LIMIT: u32 = 64;
+const LIMIT: u64 = 64;
 
 type Recipe = DashMap<u64, Arc<Semaphore>, foldhash::fast::RandomState>;
 

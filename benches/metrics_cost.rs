@@ -71,7 +71,7 @@ fn main() {
 
 /// `try_acquire` and dropping the permit, uncontended, against tokio's semaphore.
 fn concurrency(s: &Settings, iters: u64, build: &str) {
-    const LIMIT: u32 = 64;
+    const LIMIT: u64 = 64;
     let tokio_sem = tokio::sync::Semaphore::new(LIMIT as usize);
     let plain = ConcurrencyLimiter::builder(LIMIT)
         .unwrap()

@@ -51,6 +51,131 @@ fn zero_and_oversized_limits_are_refused() {
     assert_eq!(l.limit(), ConcurrencyLimiter::MAX_LIMIT);
 }
 
+/// Counts are `u64`, as for every other limiter; the cell holds at most `MAX_LIMIT`, so a
+/// larger limit is a typed error (never truncated), and a count past `u32::MAX` is refused as
+/// any count above the limit is.
+#[test]
+fn u64_counts_past_the_cell_are_refused_with_the_usual_errors() {
+    let past_u32 = u64::from(u32::MAX) + 1;
+    let too_large = ConcurrencyError::TooLarge {
+        limit: past_u32,
+        max: ConcurrencyLimiter::MAX_LIMIT,
+    };
+    assert_eq!(ConcurrencyLimiter::new(past_u32).unwrap_err(), too_large);
+    assert_eq!(
+        ConcurrencyLimiter::builder(past_u32).unwrap_err(),
+        too_large
+    );
+    assert_eq!(
+        KeyedConcurrencyLimiter::<u8>::new(past_u32).unwrap_err(),
+        too_large
+    );
+    assert_eq!(
+        KeyedConcurrencyLimiter::<u8>::builder(past_u32).unwrap_err(),
+        too_large
+    );
+    let l = ConcurrencyLimiter::new(2).unwrap();
+    assert_eq!(l.set_limit(past_u32), Err(too_large));
+    assert_eq!(l.limit(), 2, "a refused limit changes nothing");
+
+    let held = l.try_acquire().unwrap(); // busy or not, it is the same refusal
+    let too_many = AcquireError::ExceedsBurst {
+        requested: u64::MAX,
+        burst: 2,
+    };
+    assert_eq!(l.try_acquire_n(u64::MAX).unwrap_err(), too_many);
+    assert_eq!(l.acquire_n(u64::MAX).unwrap_err(), too_many);
+    assert_eq!(
+        l.try_acquire_n_for(u64::MAX, Duration::from_secs(1))
+            .unwrap_err(),
+        too_many
+    );
+    assert_eq!(
+        std::sync::Arc::new(ConcurrencyLimiter::new(2).unwrap())
+            .try_acquire_n_owned(u64::MAX)
+            .unwrap_err(),
+        too_many
+    );
+    assert_eq!((l.in_flight(), l.available()), (1, 1));
+    drop(held);
+
+    let k = KeyedConcurrencyLimiter::<u8>::new(2).unwrap();
+    assert_eq!(k.set_limit(past_u32), Err(too_large));
+    assert_eq!(k.try_acquire_n(&1, u64::MAX).unwrap_err(), too_many); // new key
+    let held = k.try_acquire(&1).unwrap();
+    assert_eq!(k.try_acquire_n(&1, u64::MAX).unwrap_err(), too_many); // tracked key
+    assert_eq!(k.acquire_n(&1, u64::MAX).unwrap_err(), too_many);
+    assert_eq!(
+        k.try_acquire_n_for(&1, u64::MAX, Duration::from_secs(1))
+            .unwrap_err(),
+        too_many
+    );
+    assert_eq!((k.in_flight(&1), k.limit(), held.n()), (1, 2, 1));
+}
+
+proptest::proptest! {
+    /// Any `u64` count against the model of a semaphore: above the limit is `ExceedsBurst`
+    /// naming that count, waiting or not; otherwise granted exactly if it fits now.
+    #[test]
+    fn any_u64_count_is_decided_as_the_model_says(
+        limit in 1..=16u64,
+        held in 0..=16u64,
+        n in proptest::prop_oneof![
+            0..=20u64,
+            proptest::arbitrary::any::<u64>(),
+            u64::from(u32::MAX) - 1..=u64::from(u32::MAX) + 1,
+        ],
+    ) {
+        let held = held.min(limit);
+        let l = ConcurrencyLimiter::new(limit).unwrap();
+        let k = KeyedConcurrencyLimiter::<u8>::new(limit).unwrap();
+        let _h = (l.try_acquire_n(held).unwrap(), k.try_acquire_n(&1, held).unwrap());
+        let model = if n > limit {
+            Err(AcquireError::ExceedsBurst { requested: n, burst: limit })
+        } else if n <= limit - held {
+            Ok(n)
+        } else {
+            Err(AcquireError::AtCapacity { in_flight: held, limit })
+        };
+        proptest::prop_assert_eq!(l.try_acquire_n(n).map(|p| p.n()), model);
+        proptest::prop_assert_eq!(k.try_acquire_n(&1, n).map(|p| p.n()), model);
+        if n > limit {
+            proptest::prop_assert_eq!(l.acquire_n(n).map(|p| p.n()), model);
+            proptest::prop_assert_eq!(k.acquire_n(&2, n).map(|p| p.n()), model);
+        }
+        proptest::prop_assert_eq!((l.in_flight(), l.available()), (held, limit - held));
+        proptest::prop_assert_eq!((k.in_flight(&1), k.limit()), (held, limit));
+    }
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn u64_counts_past_the_cell_are_refused_when_awaited_too() {
+    let too_many = AcquireError::ExceedsBurst {
+        requested: u64::MAX,
+        burst: 2,
+    };
+    let l = Arc::new(ConcurrencyLimiter::new(2).unwrap());
+    assert_eq!(l.acquire_n_async(u64::MAX).await.unwrap_err(), too_many);
+    assert_eq!(
+        l.acquire_n_owned_async(u64::MAX).await.unwrap_err(),
+        too_many
+    );
+    let k = Arc::new(KeyedConcurrencyLimiter::<u8>::new(2).unwrap());
+    assert_eq!(k.acquire_n_async(&1, u64::MAX).await.unwrap_err(), too_many);
+    assert_eq!(
+        k.try_acquire_n_for_async(&1, u64::MAX, Duration::from_secs(1))
+            .await
+            .unwrap_err(),
+        too_many
+    );
+    assert_eq!(
+        k.acquire_n_owned_async(&1, u64::MAX).await.unwrap_err(),
+        too_many
+    );
+    assert!(k.is_empty(), "a refused count tracks no key");
+}
+
 #[test]
 fn zero_permits_succeed_at_once_and_more_than_the_limit_never_waits() {
     let l = ConcurrencyLimiter::new(2).unwrap();
@@ -363,7 +488,7 @@ async fn keyed_set_limit_changes_every_key_and_new_ones() {
     ));
     assert!(matches!(k.set_limit(0), Err(ConcurrencyError::Zero)));
     assert!(matches!(
-        k.set_limit(u32::MAX),
+        k.set_limit(u64::from(u32::MAX)),
         Err(ConcurrencyError::TooLarge { .. })
     ));
     assert_eq!(k.limit(), 1, "a refused limit changes nothing");

@@ -4,7 +4,7 @@
 //! timeouts, cancelled futures and dropped permits; and when everyone is done no permit is
 //! lost or left behind. Never timing assertions.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,22 +17,22 @@ use threads::{run, Rng};
 /// Permits held now and the most ever held at once, counted by the holders themselves.
 #[derive(Default)]
 struct Gauge {
-    now: AtomicU32,
-    high: AtomicU32,
+    now: AtomicU64,
+    high: AtomicU64,
 }
 
 impl Gauge {
-    fn enter(&self, n: u32) {
+    fn enter(&self, n: u64) {
         let now = self.now.fetch_add(n, Ordering::SeqCst) + n;
         self.high.fetch_max(now, Ordering::SeqCst);
     }
 
-    fn leave(&self, n: u32) {
+    fn leave(&self, n: u64) {
         self.now.fetch_sub(n, Ordering::SeqCst);
     }
 }
 
-const LIMIT: u32 = 3;
+const LIMIT: u64 = 3;
 
 fn expected_refusal(e: &AcquireError) -> bool {
     matches!(e, AcquireError::AtCapacity { .. })
@@ -47,7 +47,7 @@ fn threads_never_hold_more_than_the_limit() {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1));
         let mut granted = 0u64;
         for _ in 0..3_000 {
-            let n = 1 + (rng.next() % u64::from(LIMIT)) as u32;
+            let n = 1 + rng.next() % LIMIT;
             let permit = match rng.next() % 3 {
                 0 => l.try_acquire_n(n),
                 1 => l.try_acquire_n_for(n, Duration::from_micros(rng.next() % 50)),
@@ -94,7 +94,7 @@ fn tasks_with_random_cancels_never_hold_more_than_the_limit() {
             tasks.push(tokio::spawn(async move {
                 let mut rng = Rng(0xD1B5_4A32_D192_ED03 ^ (t + 1));
                 for _ in 0..300 {
-                    let n = 1 + (rng.next() % 2) as u32;
+                    let n = 1 + rng.next() % 2;
                     let wait = Duration::from_micros(rng.next() % 200);
                     let got = match rng.next() % 3 {
                         // A dropped future: cancelled wherever it stands.
@@ -150,10 +150,10 @@ fn set_limit_under_load_loses_nothing() {
         let mut rng = Rng(0xA076_1D64_78BD_642F ^ (i as u64 + 1));
         for _ in 0..2_000 {
             if i == 0 && rng.next() % 8 == 0 {
-                l.set_limit(1 + (rng.next() % 4) as u32).unwrap();
+                l.set_limit(1 + rng.next() % 4).unwrap();
                 continue;
             }
-            let n = 1 + (rng.next() % 2) as u32;
+            let n = 1 + rng.next() % 2;
             match l.try_acquire_n_for(n, Duration::from_micros(rng.next() % 100)) {
                 Ok(p) => {
                     g.enter(n);
@@ -236,7 +236,7 @@ fn ten_thousand_keys_with_eviction_racing_never_exceed_the_limit() {
         let mut rng = Rng(0x5851_F42D_4C95_7F2D ^ (i as u64 + 1));
         for _ in 0..20_000 {
             let key = rng.next() % KEYS;
-            let n = 1 + (rng.next() % 2) as u32;
+            let n = 1 + rng.next() % 2;
             if let Ok(p) = l.try_acquire_n(&key, n) {
                 g[key as usize].enter(n);
                 g[key as usize].leave(n);
@@ -263,11 +263,11 @@ fn ten_thousand_keys_with_eviction_racing_never_exceed_the_limit() {
 /// this runs the real table under real threads.)
 #[test]
 fn keyed_set_limit_reaches_keys_inserted_during_it() {
-    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::atomic::AtomicBool;
     use tollgate::KeyedConcurrencyLimiter;
     const INSERTERS: usize = 2;
     const MAX_KEYS: u64 = 1_000_000; // per inserter, if the setter's rounds outlast them
-    const ROUNDS: u32 = 2_000;
+    const ROUNDS: u64 = 2_000;
     const CHECKED: u64 = 16; // per inserter and round
     let limiter = Arc::new(KeyedConcurrencyLimiter::<u64>::new(4).unwrap());
     // Keys `i << 32 | j` for `j` below `progress[i]` were inserted (the newest still tracked,
@@ -302,7 +302,7 @@ fn keyed_set_limit_reaches_keys_inserted_during_it() {
                     let key = (w as u64) << 32 | j;
                     match l.try_acquire_n(&key, limit + 1) {
                         Err(AcquireError::ExceedsBurst { burst, .. }) => {
-                            assert_eq!(burst, u64::from(limit), "key {key:#x} after round {round}")
+                            assert_eq!(burst, limit, "key {key:#x} after round {round}")
                         }
                         other => panic!("key {key:#x}: {other:?}"),
                     }

@@ -8,7 +8,7 @@ use crate::cell::semaphore::{SemCell, Take, MAX_LIMIT};
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::report::{self, WaitReport};
-use crate::concurrency::wait::{self, at_capacity, begin, Step};
+use crate::concurrency::wait::{self, at_capacity, begin, cell_count, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
 
@@ -47,8 +47,10 @@ pub struct ConcurrencyLimiter {
 }
 
 impl ConcurrencyLimiter {
-    /// The largest limit: `2^31 - 1`.
-    pub const MAX_LIMIT: u32 = MAX_LIMIT;
+    /// The largest limit: `2^31 - 1` (the count in flight and the limit share one atomic
+    /// word). Limits are `u64`, as every count in the crate; a larger one is
+    /// [`ConcurrencyError::TooLarge`].
+    pub const MAX_LIMIT: u64 = MAX_LIMIT as u64;
 
     /// A limiter granting at most `limit` permits at once.
     ///
@@ -62,7 +64,7 @@ impl ConcurrencyLimiter {
     /// assert_eq!(limiter.limit(), 10);
     /// # Ok::<(), tollgate::ConcurrencyError>(())
     /// ```
-    pub fn new(limit: u32) -> Result<ConcurrencyLimiter, ConcurrencyError> {
+    pub fn new(limit: u64) -> Result<ConcurrencyLimiter, ConcurrencyError> {
         Ok(Self::builder(limit)?.build())
     }
 
@@ -77,7 +79,7 @@ impl ConcurrencyLimiter {
     /// assert_eq!((db.limit(), db.name()), (10, Some("db")));
     /// # Ok::<(), tollgate::ConcurrencyError>(())
     /// ```
-    pub fn builder(limit: u32) -> Result<ConcurrencyLimiterBuilder, ConcurrencyError> {
+    pub fn builder(limit: u64) -> Result<ConcurrencyLimiterBuilder, ConcurrencyError> {
         ConcurrencyLimiterBuilder::new(limit)
     }
 
@@ -127,7 +129,7 @@ impl ConcurrencyLimiter {
     /// # Ok::<(), AcquireError>(())
     /// ```
     #[inline]
-    pub fn try_acquire_n(&self, n: u32) -> Result<Permit<'_>, AcquireError> {
+    pub fn try_acquire_n(&self, n: u64) -> Result<Permit<'_>, AcquireError> {
         self.now(n).map(Permit::new)
     }
 
@@ -162,7 +164,7 @@ impl ConcurrencyLimiter {
     /// });
     /// assert!(limiter.acquire_n(5).is_err());
     /// ```
-    pub fn acquire_n(&self, n: u32) -> Result<Permit<'_>, AcquireError> {
+    pub fn acquire_n(&self, n: u64) -> Result<Permit<'_>, AcquireError> {
         self.wait(n, None).map(Permit::new)
     }
 
@@ -198,7 +200,7 @@ impl ConcurrencyLimiter {
     /// assert_eq!(e, AcquireError::AtCapacity { in_flight: 2, limit: 2 });
     /// # drop(held);
     /// ```
-    pub fn try_acquire_n_for(&self, n: u32, timeout: Duration) -> Result<Permit<'_>, AcquireError> {
+    pub fn try_acquire_n_for(&self, n: u64, timeout: Duration) -> Result<Permit<'_>, AcquireError> {
         self.wait(n, Some(timeout)).map(Permit::new)
     }
 
@@ -236,7 +238,7 @@ impl ConcurrencyLimiter {
     /// # }
     /// ```
     #[cfg(feature = "tokio")]
-    pub async fn acquire_n_async(&self, n: u32) -> Result<Permit<'_>, AcquireError> {
+    pub async fn acquire_n_async(&self, n: u64) -> Result<Permit<'_>, AcquireError> {
         self.wait_async(n, None).await.map(Permit::new)
     }
 
@@ -280,7 +282,7 @@ impl ConcurrencyLimiter {
     #[cfg(feature = "tokio")]
     pub async fn try_acquire_n_for_async(
         &self,
-        n: u32,
+        n: u64,
         timeout: Duration,
     ) -> Result<Permit<'_>, AcquireError> {
         self.wait_async(n, Some(timeout)).await.map(Permit::new)
@@ -310,7 +312,7 @@ impl ConcurrencyLimiter {
     /// let limiter = Arc::new(tollgate::ConcurrencyLimiter::new(3).unwrap());
     /// assert_eq!(limiter.try_acquire_n_owned(3).unwrap().n(), 3);
     /// ```
-    pub fn try_acquire_n_owned(self: &Arc<Self>, n: u32) -> Result<OwnedPermit, AcquireError> {
+    pub fn try_acquire_n_owned(self: &Arc<Self>, n: u64) -> Result<OwnedPermit, AcquireError> {
         self.now(n).map(|h| self.own(h))
     }
 
@@ -350,7 +352,7 @@ impl ConcurrencyLimiter {
     #[cfg(feature = "tokio")]
     pub async fn acquire_n_owned_async(
         self: &Arc<Self>,
-        n: u32,
+        n: u64,
     ) -> Result<OwnedPermit, AcquireError> {
         let held = self.wait_async(n, None).await?;
         Ok(self.own(held))
@@ -373,7 +375,7 @@ impl ConcurrencyLimiter {
     /// assert_eq!(limiter.available(), 1);
     /// assert!(limiter.set_limit(0).is_err());
     /// ```
-    pub fn set_limit(&self, limit: u32) -> Result<(), ConcurrencyError> {
+    pub fn set_limit(&self, limit: u64) -> Result<(), ConcurrencyError> {
         self.cell.set_limit(check_limit(limit)?);
         Ok(())
     }
@@ -383,8 +385,8 @@ impl ConcurrencyLimiter {
     /// ```
     /// assert_eq!(tollgate::ConcurrencyLimiter::new(7).unwrap().limit(), 7);
     /// ```
-    pub fn limit(&self) -> u32 {
-        self.cell.state().limit
+    pub fn limit(&self) -> u64 {
+        u64::from(self.cell.state().limit)
     }
 
     /// Permits held now (above the limit for a while after it was lowered).
@@ -394,8 +396,8 @@ impl ConcurrencyLimiter {
     /// let _p = limiter.try_acquire_n(3).unwrap();
     /// assert_eq!(limiter.in_flight(), 3);
     /// ```
-    pub fn in_flight(&self) -> u32 {
-        self.cell.state().in_flight
+    pub fn in_flight(&self) -> u64 {
+        u64::from(self.cell.state().in_flight)
     }
 
     /// Permits free now: the limit less in flight, zero while over the limit. (With waiters
@@ -406,8 +408,8 @@ impl ConcurrencyLimiter {
     /// let _p = limiter.try_acquire_n(3).unwrap();
     /// assert_eq!(limiter.available(), 4);
     /// ```
-    pub fn available(&self) -> u32 {
-        self.cell.state().available()
+    pub fn available(&self) -> u64 {
+        u64::from(self.cell.state().available())
     }
 
     fn own(self: &Arc<Self>, held: Held) -> OwnedPermit {
@@ -415,15 +417,16 @@ impl ConcurrencyLimiter {
     }
 
     #[inline(always)]
-    fn now(&self, n: u32) -> Result<Held, AcquireError> {
+    fn now(&self, n: u64) -> Result<Held, AcquireError> {
         report::decided(&self.meter, self.now_uncounted(n), n)
     }
 
     #[inline(always)]
-    fn now_uncounted(&self, n: u32) -> Result<Held, AcquireError> {
+    fn now_uncounted(&self, n: u64) -> Result<Held, AcquireError> {
         if n > 0 {
-            if let Take::Granted(_) = self.cell.try_take(n) {
-                return Ok(Held::new(&self.cell, n));
+            let k = cell_count(n);
+            if let Take::Granted(_) = self.cell.try_take(k) {
+                return Ok(Held::new(&self.cell, k));
             }
         }
         self.now_slow(n)
@@ -431,7 +434,7 @@ impl ConcurrencyLimiter {
 
     #[cold]
     #[inline(never)]
-    fn now_slow(&self, n: u32) -> Result<Held, AcquireError> {
+    fn now_slow(&self, n: u64) -> Result<Held, AcquireError> {
         match begin(&self.cell, n, false) {
             Step::Done(r) => r,
             // Not reached: nothing queues without being asked to, and only keyed stores close.
@@ -440,7 +443,7 @@ impl ConcurrencyLimiter {
         }
     }
 
-    fn wait(&self, n: u32, timeout: Option<Duration>) -> Result<Held, AcquireError> {
+    fn wait(&self, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError> {
         let queue = timeout.map_or(true, |t| !t.is_zero());
         let mut report = WaitReport::new(&self.meter, n);
         let r = match begin(&self.cell, n, queue) {
@@ -455,7 +458,7 @@ impl ConcurrencyLimiter {
     }
 
     #[cfg(feature = "tokio")]
-    async fn wait_async(&self, n: u32, timeout: Option<Duration>) -> Result<Held, AcquireError> {
+    async fn wait_async(&self, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError> {
         let queue = timeout.map_or(true, |t| !t.is_zero());
         let mut report = WaitReport::new(&self.meter, n);
         let r = match begin(&self.cell, n, queue) {

@@ -11,8 +11,8 @@ use crate::cell::semaphore::MAX_LIMIT;
 ///
 /// assert_eq!(ConcurrencyLimiter::new(0).unwrap_err(), ConcurrencyError::Zero);
 /// assert_eq!(
-///     ConcurrencyLimiter::new(u32::MAX).unwrap_err(),
-///     ConcurrencyError::TooLarge { limit: u32::MAX, max: ConcurrencyLimiter::MAX_LIMIT }
+///     ConcurrencyLimiter::new(u64::MAX).unwrap_err(),
+///     ConcurrencyError::TooLarge { limit: u64::MAX, max: ConcurrencyLimiter::MAX_LIMIT }
 /// );
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,24 +21,28 @@ pub enum ConcurrencyError {
     /// A limit of zero would grant nothing, ever.
     Zero,
     /// Above [`ConcurrencyLimiter::MAX_LIMIT`](crate::ConcurrencyLimiter::MAX_LIMIT)
-    /// (`2^31 - 1`): the count in flight and the limit share one atomic word.
+    /// (`2^31 - 1`): the count in flight and the limit share one atomic word. The limit is a
+    /// `u64` like every count in the crate; any value above the maximum, `u64::MAX` included,
+    /// is this error (never truncated to fit).
     TooLarge {
         /// The limit asked for.
-        limit: u32,
+        limit: u64,
         /// The largest limit.
-        max: u32,
+        max: u64,
     },
 }
 
-/// `limit` if it is a valid concurrency limit.
-pub(crate) fn check_limit(limit: u32) -> Result<u32, ConcurrencyError> {
-    match limit {
-        0 => Err(ConcurrencyError::Zero),
-        l if l > MAX_LIMIT => Err(ConcurrencyError::TooLarge {
+/// `limit` in the cell's width, if it is a valid concurrency limit.
+pub(crate) fn check_limit(limit: u64) -> Result<u32, ConcurrencyError> {
+    if limit == 0 {
+        return Err(ConcurrencyError::Zero);
+    }
+    match u32::try_from(limit) {
+        Ok(l) if l <= MAX_LIMIT => Ok(l),
+        _ => Err(ConcurrencyError::TooLarge {
             limit,
-            max: MAX_LIMIT,
+            max: u64::from(MAX_LIMIT),
         }),
-        l => Ok(l),
     }
 }
 
@@ -58,18 +62,45 @@ impl std::error::Error for ConcurrencyError {}
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against the model: a limit is valid iff it is in `1..=MAX_LIMIT`, and a valid one
+        /// reaches the cell unchanged (a `u64` is never cut down to fit the `u32` half).
+        #[test]
+        fn a_u64_limit_is_kept_or_refused_never_truncated(
+            limit in prop_oneof![
+                any::<u64>(),
+                0..=u64::from(MAX_LIMIT) + 2,
+                u64::from(u32::MAX) - 2..=u64::from(u32::MAX) + 2,
+            ]
+        ) {
+            let max = u64::from(MAX_LIMIT);
+            let model = match limit {
+                0 => Err(ConcurrencyError::Zero),
+                l if l > max => Err(ConcurrencyError::TooLarge { limit, max }),
+                l => Ok(l),
+            };
+            prop_assert_eq!(check_limit(limit).map(u64::from), model);
+        }
+    }
 
     #[test]
     fn limits_from_one_to_the_maximum_are_valid() {
         assert_eq!(check_limit(0), Err(ConcurrencyError::Zero));
         assert_eq!(check_limit(1), Ok(1));
-        assert_eq!(check_limit(MAX_LIMIT), Ok(MAX_LIMIT));
-        assert_eq!(
-            check_limit(MAX_LIMIT + 1),
-            Err(ConcurrencyError::TooLarge {
-                limit: MAX_LIMIT + 1,
-                max: MAX_LIMIT
-            })
-        );
+        let max = u64::from(MAX_LIMIT);
+        assert_eq!(check_limit(max), Ok(MAX_LIMIT));
+        for limit in [
+            max + 1,
+            u64::from(u32::MAX),
+            u64::from(u32::MAX) + 1,
+            u64::MAX,
+        ] {
+            assert_eq!(
+                check_limit(limit),
+                Err(ConcurrencyError::TooLarge { limit, max })
+            );
+        }
     }
 }

@@ -70,7 +70,7 @@ where
     /// assert_eq!(l.limit(), 3);
     /// # Ok::<(), tollgate::ConcurrencyError>(())
     /// ```
-    pub fn new(limit: u32) -> Result<Self, ConcurrencyError> {
+    pub fn new(limit: u64) -> Result<Self, ConcurrencyError> {
         Ok(Self::builder(limit)?.build())
     }
 
@@ -92,7 +92,7 @@ where
     /// assert!(l.try_acquire("tenant-1").is_some());
     /// # Ok::<(), tollgate::ConcurrencyError>(())
     /// ```
-    pub fn builder(limit: u32) -> Result<KeyedConcurrencyLimiterBuilder<K>, ConcurrencyError> {
+    pub fn builder(limit: u64) -> Result<KeyedConcurrencyLimiterBuilder<K>, ConcurrencyError> {
         KeyedConcurrencyLimiterBuilder::new(limit)
     }
 }
@@ -136,7 +136,7 @@ where
     /// # Ok::<(), AcquireError>(())
     /// ```
     #[inline]
-    pub fn try_acquire_n<Q>(&self, key: &Q, n: u32) -> Result<Permit<'_>, AcquireError>
+    pub fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Result<Permit<'_>, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -178,7 +178,7 @@ where
     ///     drop(held);
     /// });
     /// ```
-    pub fn acquire_n<Q>(&self, key: &Q, n: u32) -> Result<Permit<'_>, AcquireError>
+    pub fn acquire_n<Q>(&self, key: &Q, n: u64) -> Result<Permit<'_>, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -220,7 +220,7 @@ where
     pub fn try_acquire_n_for<Q>(
         &self,
         key: &Q,
-        n: u32,
+        n: u64,
         timeout: Duration,
     ) -> Result<Permit<'_>, AcquireError>
     where
@@ -266,7 +266,7 @@ where
     /// # }
     /// ```
     #[cfg(feature = "tokio")]
-    pub async fn acquire_n_async<Q>(&self, key: &Q, n: u32) -> Result<Permit<'_>, AcquireError>
+    pub async fn acquire_n_async<Q>(&self, key: &Q, n: u64) -> Result<Permit<'_>, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -320,7 +320,7 @@ where
     pub async fn try_acquire_n_for_async<Q>(
         &self,
         key: &Q,
-        n: u32,
+        n: u64,
         timeout: Duration,
     ) -> Result<Permit<'_>, AcquireError>
     where
@@ -364,7 +364,7 @@ where
     pub fn try_acquire_n_owned<Q>(
         self: &Arc<Self>,
         key: &Q,
-        n: u32,
+        n: u64,
     ) -> Result<OwnedPermit, AcquireError>
     where
         K: Borrow<Q>,
@@ -417,7 +417,7 @@ where
     pub async fn acquire_n_owned_async<Q>(
         self: &Arc<Self>,
         key: &Q,
-        n: u32,
+        n: u64,
     ) -> Result<OwnedPermit, AcquireError>
     where
         K: Borrow<Q>,
@@ -434,12 +434,12 @@ where
     /// let _p = l.try_acquire_n(&1, 2).unwrap();
     /// assert_eq!((l.in_flight(&1), l.in_flight(&2)), (2, 0));
     /// ```
-    pub fn in_flight<Q>(&self, key: &Q) -> u32
+    pub fn in_flight<Q>(&self, key: &Q) -> u64
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.store.in_flight(key)
+        u64::from(self.store.in_flight(key))
     }
 
     /// The name given to [`KeyedConcurrencyLimiterBuilder::name`], if any.
@@ -457,8 +457,8 @@ where
     /// ```
     /// assert_eq!(tollgate::KeyedConcurrencyLimiter::<u32>::new(3).unwrap().limit(), 3);
     /// ```
-    pub fn limit(&self) -> u32 {
-        self.store.limit()
+    pub fn limit(&self) -> u64 {
+        u64::from(self.store.limit())
     }
 
     /// Changes the limit of every key live, as
@@ -484,7 +484,7 @@ where
     /// assert!(l.set_limit(0).is_err());
     /// assert_eq!(l.limit(), 1);
     /// ```
-    pub fn set_limit(&self, limit: u32) -> Result<(), ConcurrencyError> {
+    pub fn set_limit(&self, limit: u64) -> Result<(), ConcurrencyError> {
         self.store.set_limit(check_limit(limit)?);
         Ok(())
     }
@@ -557,7 +557,7 @@ where
     }
 
     #[inline(always)]
-    fn now<Q>(&self, key: &Q, n: u32) -> Result<Held, AcquireError>
+    fn now<Q>(&self, key: &Q, n: u64) -> Result<Held, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -565,7 +565,7 @@ where
         report::decided(&self.store.meter, self.store.try_now(key, n), n)
     }
 
-    fn wait<Q>(&self, key: &Q, n: u32, timeout: Option<Duration>) -> Result<Held, AcquireError>
+    fn wait<Q>(&self, key: &Q, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -587,7 +587,7 @@ where
     async fn wait_async<Q>(
         &self,
         key: &Q,
-        n: u32,
+        n: u64,
         timeout: Option<Duration>,
     ) -> Result<Held, AcquireError>
     where

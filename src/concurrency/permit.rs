@@ -57,6 +57,7 @@ pub struct OwnedPermit {
 /// needs nothing in flight, so not while these `n >= 1` permits are.
 pub(crate) struct Held {
     cell: Option<NonNull<SemCell>>,
+    /// In the cell's width: only a count no larger than a limit is ever granted.
     n: u32,
     /// The limiter's in-flight gauge, lowered by `n` on release (feature `metrics`). It lives
     /// in the limiter's meter, which outlives the permits as the cell does (type docs).
@@ -143,8 +144,8 @@ impl<'a> Permit<'a> {
     /// let limiter = tollgate::ConcurrencyLimiter::new(3).unwrap();
     /// assert_eq!(limiter.try_acquire_n(2).unwrap().n(), 2);
     /// ```
-    pub fn n(&self) -> u32 {
-        self.held.n
+    pub fn n(&self) -> u64 {
+        u64::from(self.held.n)
     }
 
     /// Keeps the permits taken forever: they are never given back (the limit is lowered for
@@ -175,8 +176,8 @@ impl OwnedPermit {
     /// let limiter = Arc::new(tollgate::ConcurrencyLimiter::new(3).unwrap());
     /// assert_eq!(limiter.try_acquire_n_owned(2).unwrap().n(), 2);
     /// ```
-    pub fn n(&self) -> u32 {
-        self.held.n
+    pub fn n(&self) -> u64 {
+        u64::from(self.held.n)
     }
 
     /// Keeps the permits taken forever, as [`Permit::forget`].

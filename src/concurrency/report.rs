@@ -12,9 +12,9 @@ use crate::meter::{Meter, WaitMeter};
 pub(crate) fn decided(
     meter: &Meter,
     r: Result<Held, AcquireError>,
-    n: u32,
+    n: u64,
 ) -> Result<Held, AcquireError> {
-    meter.decided_result(&r, u64::from(n));
+    meter.decided_result(&r, n);
     counted(meter, r)
 }
 
@@ -40,10 +40,10 @@ pub(crate) struct WaitReport<'a> {
 
 impl<'a> WaitReport<'a> {
     /// An acquire of `n` permits, about to start.
-    pub(crate) fn new(meter: &'a Meter, n: u32) -> WaitReport<'a> {
+    pub(crate) fn new(meter: &'a Meter, n: u64) -> WaitReport<'a> {
         WaitReport {
             meter,
-            wait: meter.waiting(u64::from(n)),
+            wait: meter.waiting(n),
             #[cfg(feature = "metrics")]
             since: None,
         }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::cell::semaphore::{SemCell, Take};
 use crate::concurrency::permit::Held;
-use crate::concurrency::wait::{begin, exceeds, Step};
+use crate::concurrency::wait::{begin, cell_count, exceeds, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
 use crate::store::cap::take_slot;
@@ -102,16 +102,17 @@ where
     /// tracked key whose permits are free) is the lookup and one CAS, with nothing else
     /// inlined around it; everything else goes through [`begin`](Self::begin).
     #[inline(always)]
-    pub(crate) fn try_now<Q>(&self, key: &Q, n: u32) -> Result<Held, AcquireError>
+    pub(crate) fn try_now<Q>(&self, key: &Q, n: u64) -> Result<Held, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if n > 0 {
             if let Some(guard) = self.map.get(key) {
-                if let Take::Granted(_) = guard.try_take(n) {
+                let k = cell_count(n);
+                if let Take::Granted(_) = guard.try_take(k) {
                     // As in `begin`: the permits now in flight keep the cell from eviction.
-                    return Ok(Held::new(&guard, n));
+                    return Ok(Held::new(&guard, k));
                 }
             }
         }
@@ -120,7 +121,7 @@ where
 
     #[cold]
     #[inline(never)]
-    fn try_now_slow<Q>(&self, key: &Q, n: u32) -> Result<Held, AcquireError>
+    fn try_now_slow<Q>(&self, key: &Q, n: u64) -> Result<Held, AcquireError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -141,7 +142,7 @@ where
     /// every acquire (`concurrency::wait::begin`) on the key's cell, inserting the key if it
     /// takes permits.
     #[inline]
-    pub(crate) fn begin<Q>(&self, key: &Q, n: u32, queue: bool) -> Step<'_>
+    pub(crate) fn begin<Q>(&self, key: &Q, n: u64, queue: bool) -> Step<'_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -169,7 +170,7 @@ where
     /// fits, so insert it unless nothing would be stored.
     #[cold]
     #[inline(never)]
-    fn begin_new<Q>(&self, key: &Q, n: u32, queue: bool) -> Step<'_>
+    fn begin_new<Q>(&self, key: &Q, n: u64, queue: bool) -> Step<'_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -178,7 +179,7 @@ where
             return Step::Done(Ok(Held::untracked(0)));
         }
         let limit = self.limit();
-        if n > limit {
+        if n > u64::from(limit) {
             return Step::Done(Err(exceeds(n, limit)));
         }
         let hash = self.map.hash(key);
@@ -198,7 +199,7 @@ where
                     let cell: &SemCell = unsafe { &*(&**cell as *const SemCell) };
                     return begin(cell, n, queue);
                 }
-                if n > limit {
+                if n > u64::from(limit) {
                     return Step::Done(Err(exceeds(n, limit)));
                 }
                 if take_slot(&self.slots, self.max_keys) {
@@ -223,7 +224,8 @@ where
             }
         }
         match self.when_full {
-            WhenFull::AllowUntracked => Step::Done(Ok(Held::untracked(n))),
+            // `n` fits: it is at most the limit (checked above).
+            WhenFull::AllowUntracked => Step::Done(Ok(Held::untracked(cell_count(n)))),
             WhenFull::Deny => Step::Done(Err(AcquireError::AtCapacity {
                 in_flight: 0,
                 limit: u64::from(self.limit()),

@@ -25,9 +25,19 @@ pub(crate) enum Step<'a> {
     Closed,
 }
 
-pub(crate) fn exceeds(n: u32, limit: u32) -> AcquireError {
+/// `n` in the cell's width. The public count is `u64`, the cell's `u32` (two halves of one
+/// atomic word); a count past `u32::MAX` is above every limit (`MAX_LIMIT < u32::MAX`), so it
+/// saturates to one the cell refuses the same way (`TooMany`, or `Closed` first on an evicted
+/// cell). Permits are granted only for a count that fitted, so a grant's count is exact; a
+/// refusal names the caller's `n` ([`exceeds`]).
+#[inline(always)]
+pub(crate) fn cell_count(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+pub(crate) fn exceeds(n: u64, limit: u32) -> AcquireError {
     AcquireError::ExceedsBurst {
-        requested: u64::from(n),
+        requested: n,
         burst: u64::from(limit),
     }
 }
@@ -43,26 +53,27 @@ pub(crate) fn at_capacity(cell: &SemCell) -> AcquireError {
 /// Takes `n` permits of `cell` now, or (if `queue`) queues for them. `n = 0` is an empty
 /// permit at once; more than the limit is refused at once, waiting or not.
 #[inline]
-pub(crate) fn begin(cell: &SemCell, n: u32, queue: bool) -> Step<'_> {
+pub(crate) fn begin(cell: &SemCell, n: u64, queue: bool) -> Step<'_> {
     if n == 0 {
         return Step::Done(Ok(Held::new(cell, 0)));
     }
-    match cell.try_take(n) {
-        Take::Granted(_) => Step::Done(Ok(Held::new(cell, n))),
+    let k = cell_count(n);
+    match cell.try_take(k) {
+        Take::Granted(_) => Step::Done(Ok(Held::new(cell, k))),
         Take::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
         Take::Closed => Step::Closed,
         Take::Busy { in_flight, limit } if !queue => Step::Done(Err(AcquireError::AtCapacity {
             in_flight: u64::from(in_flight),
             limit: u64::from(limit),
         })),
-        Take::Busy { .. } => match cell.enqueue(n, None) {
-            Enqueued::Granted => Step::Done(Ok(Held::new(cell, n))),
+        Take::Busy { .. } => match cell.enqueue(k, None) {
+            Enqueued::Granted => Step::Done(Ok(Held::new(cell, k))),
             Enqueued::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
             Enqueued::Closed => Step::Closed,
             Enqueued::Waiting(id) => Step::Wait(Waiter {
                 cell: NonNull::from(cell),
                 id,
-                n,
+                n: k,
                 done: false,
                 _cell: PhantomData,
             }),
@@ -79,6 +90,7 @@ pub(crate) struct Waiter<'a> {
     /// direct limiter has, whose cell lives as long as the limiter (`'a`).
     cell: NonNull<SemCell>,
     id: u64,
+    /// Exact: a count past the cell's width is refused before it queues.
     n: u32,
     done: bool,
     _cell: PhantomData<&'a SemCell>,
@@ -103,7 +115,7 @@ impl Waiter<'_> {
         let cell = self.cell();
         match cell.cancel(self.id) {
             Cancelled::Granted => Ok(Held::new(cell, self.n)),
-            Cancelled::Refused { limit } => Err(exceeds(self.n, limit)),
+            Cancelled::Refused { limit } => Err(exceeds(u64::from(self.n), limit)),
             Cancelled::Removed => Err(at_capacity(cell)),
         }
     }
@@ -117,7 +129,7 @@ impl Future for Waiter<'_> {
         let r = match self.cell().poll_waiter(id, cx.waker()) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Ok(())) => Ok(Held::new(self.cell(), n)),
-            Poll::Ready(Err(limit)) => Err(exceeds(n, limit)),
+            Poll::Ready(Err(limit)) => Err(exceeds(u64::from(n), limit)),
         };
         self.done = true;
         Poll::Ready(r)

@@ -60,7 +60,7 @@ struct SlotSource<C> {
     name: String,
     backend: Arc<C>,
     keys_bounded: bool,
-    limit: u32,
+    limit: u64,
 }
 
 impl<C: ConcurrencyBackend> SlotSource<C> {
@@ -927,9 +927,9 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
     /// # impl ConcurrencyBackend for PerUser {
     /// #     type Key = String;
     /// #     type Permit = ();
-    /// #     fn limit(&self) -> u32 { 2 }
+    /// #     fn limit(&self) -> u64 { 2 }
     /// #     fn keys_bounded(&self) -> bool { true }
-    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &Self::Key, _: u32) -> Result<(), Busy> { Ok(()) }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &Self::Key, _: u64) -> Result<(), Busy> { Ok(()) }
     /// # }
     /// use tollgate::http::{HeaderKey, HeaderName, RateLimitLayer};
     ///
@@ -961,9 +961,9 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
     /// # impl ConcurrencyBackend for PerIp {
     /// #     type Key = std::net::IpAddr;
     /// #     type Permit = ();
-    /// #     fn limit(&self) -> u32 { 2 }
+    /// #     fn limit(&self) -> u64 { 2 }
     /// #     fn keys_bounded(&self) -> bool { true }
-    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &Self::Key, _: u32) -> Result<(), Busy> { Ok(()) }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &Self::Key, _: u64) -> Result<(), Busy> { Ok(()) }
     /// # }
     /// use tollgate::http::{PeerIp, RateLimitLayer, StatusCode};
     ///
@@ -1026,13 +1026,13 @@ impl<E, B: Backend, R, S, C: ConcurrencyBackend<Key = B::Key>>
     /// ```
     /// # use std::sync::Arc;
     /// # use tollgate::http::{Busy, ConcurrencyBackend};
-    /// # struct Slots(u32);
+    /// # struct Slots(u64);
     /// # impl ConcurrencyBackend for Slots {
     /// #     type Key = ();
     /// #     type Permit = ();
-    /// #     fn limit(&self) -> u32 { self.0 }
+    /// #     fn limit(&self) -> u64 { self.0 }
     /// #     fn keys_bounded(&self) -> bool { true }
-    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<(), Busy> { Ok(()) }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u64) -> Result<(), Busy> { Ok(()) }
     /// # }
     /// use tollgate::http::{GlobalKey, RateLimitLayer};
     /// let layer = RateLimitLayer::builder(GlobalKey)
@@ -1053,13 +1053,13 @@ impl<E, B: Backend, R, S, C: ConcurrencyBackend<Key = B::Key>>
     /// ```
     /// # use std::sync::Arc;
     /// # use tollgate::http::{Busy, ConcurrencyBackend};
-    /// # struct Slots(u32);
+    /// # struct Slots(u64);
     /// # impl ConcurrencyBackend for Slots {
     /// #     type Key = ();
     /// #     type Permit = ();
-    /// #     fn limit(&self) -> u32 { self.0 }
+    /// #     fn limit(&self) -> u64 { self.0 }
     /// #     fn keys_bounded(&self) -> bool { true }
-    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<(), Busy> { Ok(()) }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u64) -> Result<(), Busy> { Ok(()) }
     /// # }
     /// use tollgate::http::{GlobalKey, RateLimitLayer};
     /// let heavy = Arc::new(Slots(2));

@@ -113,9 +113,9 @@ impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
     /// # impl ConcurrencyBackend for Slots {
     /// #     type Key = ();
     /// #     type Permit = ();
-    /// #     fn limit(&self) -> u32 { 2 }
+    /// #     fn limit(&self) -> u64 { 2 }
     /// #     fn keys_bounded(&self) -> bool { true }
-    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<(), Busy> { Ok(()) }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u64) -> Result<(), Busy> { Ok(()) }
     /// # }
     /// use tollgate::http::{GlobalKey, RateLimitLayer};
     ///

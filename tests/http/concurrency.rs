@@ -37,13 +37,13 @@ use tollgate::http::{
 /// it holds nothing, so the table is bounded by what is in flight. `held` reports the total
 /// held over all keys after every change.
 struct Counters<K> {
-    limit: u32,
-    keys: Mutex<HashMap<K, u32>>,
-    held: watch::Sender<u32>,
+    limit: u64,
+    keys: Mutex<HashMap<K, u64>>,
+    held: watch::Sender<u64>,
 }
 
 impl<K: Hash + Eq + Clone> Counters<K> {
-    fn new(limit: u32) -> Arc<Self> {
+    fn new(limit: u64) -> Arc<Self> {
         Arc::new(Counters {
             limit,
             keys: Mutex::new(HashMap::new()),
@@ -51,7 +51,7 @@ impl<K: Hash + Eq + Clone> Counters<K> {
         })
     }
 
-    fn in_flight(&self, key: &K) -> u32 {
+    fn in_flight(&self, key: &K) -> u64 {
         self.keys.lock().unwrap().get(key).copied().unwrap_or(0)
     }
 
@@ -64,7 +64,7 @@ impl<K: Hash + Eq + Clone> Counters<K> {
 struct Slot<K: Hash + Eq + Clone> {
     counters: Arc<Counters<K>>,
     key: K,
-    n: u32,
+    n: u64,
 }
 
 impl<K: Hash + Eq + Clone> Drop for Slot<K> {
@@ -83,7 +83,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> ConcurrencyBackend for Counte
     type Key = K;
     type Permit = Slot<K>;
 
-    fn limit(&self) -> u32 {
+    fn limit(&self) -> u64 {
         self.limit
     }
 
@@ -91,7 +91,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> ConcurrencyBackend for Counte
         true
     }
 
-    fn try_acquire_n_owned(self: &Arc<Self>, key: &K, n: u32) -> Result<Slot<K>, Busy> {
+    fn try_acquire_n_owned(self: &Arc<Self>, key: &K, n: u64) -> Result<Slot<K>, Busy> {
         let mut keys = self.keys.lock().unwrap();
         let held = keys.get(key).copied().unwrap_or(0);
         if self.limit.saturating_sub(held) < n {
@@ -282,7 +282,7 @@ fn detail(got: &Got) -> String {
 }
 
 /// Waits (up to the deadline) until the permits held over all keys come down to `n`.
-async fn held_comes_to(held: &mut watch::Receiver<u32>, n: u32) {
+async fn held_comes_to(held: &mut watch::Receiver<u64>, n: u64) {
     tokio::time::timeout(DEADLINE, held.wait_for(|&h| h == n))
         .await
         .unwrap_or_else(|_| panic!("held permits never came to {n}"))
@@ -618,7 +618,7 @@ fn misconfigurations_that_would_defeat_the_limit_are_refused() {
     impl ConcurrencyBackend for Hoarder {
         type Key = String;
         type Permit = Slot<String>;
-        fn limit(&self) -> u32 {
+        fn limit(&self) -> u64 {
             self.0.limit()
         }
         fn keys_bounded(&self) -> bool {
@@ -627,7 +627,7 @@ fn misconfigurations_that_would_defeat_the_limit_are_refused() {
         fn try_acquire_n_owned(
             self: &Arc<Self>,
             key: &String,
-            n: u32,
+            n: u64,
         ) -> Result<Self::Permit, Busy> {
             self.0.try_acquire_n_owned(key, n)
         }
@@ -661,7 +661,7 @@ fn a_permit_body_keeps_the_inner_body_and_gives_the_permit_back_when_dropped() {
 
 /// The crate's own keyed concurrency limiter, `limit` per user, with a key cap (the layer
 /// refuses one without).
-fn bounded_limiter(limit: u32) -> Arc<tollgate::KeyedConcurrencyLimiter<String>> {
+fn bounded_limiter(limit: u64) -> Arc<tollgate::KeyedConcurrencyLimiter<String>> {
     Arc::new(
         tollgate::KeyedConcurrencyLimiter::builder(limit)
             .unwrap()

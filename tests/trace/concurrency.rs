@@ -11,7 +11,7 @@ use tollgate::{ConcurrencyLimiter, KeyedConcurrencyLimiter, OwnedPermit, Permit,
 
 use crate::harness::{call, seed_of, FixedHasher, Key, Rng, Show, Trace};
 
-const MAX_LIMIT: u32 = ConcurrencyLimiter::MAX_LIMIT;
+const MAX_LIMIT: u64 = ConcurrencyLimiter::MAX_LIMIT;
 
 /// A permit held by the driver: borrowed or owned.
 enum Held<'a> {
@@ -20,7 +20,7 @@ enum Held<'a> {
 }
 
 impl Held<'_> {
-    fn n(&self) -> u32 {
+    fn n(&self) -> u64 {
         match self {
             Held::Borrowed(p) => p.n(),
             Held::Owned(p) => p.n(),
@@ -72,24 +72,27 @@ impl<'a> Pocket<'a> {
     }
 }
 
-fn count(rng: &mut Rng, limit: u32) -> u32 {
-    let l = limit.max(1);
-    match rng.below(100) {
+/// The counts are drawn in `u32`, as when they were recorded (`3 * MAX_LIMIT` saturates at
+/// `u32::MAX`), then passed as the public `u64`.
+fn count(rng: &mut Rng, limit: u64) -> u64 {
+    let l = u32::try_from(limit).expect("a limit fits the cell").max(1);
+    let max = u32::try_from(MAX_LIMIT).expect("MAX_LIMIT fits u32");
+    u64::from(match rng.below(100) {
         0..=7 => 0,
         8..=49 => 1,
         50..=79 => rng.range(2, u64::from(l.max(2))) as u32,
         80..=87 => l,
         88..=94 => l.saturating_add(1),
-        _ => rng.pick(&[u32::MAX, MAX_LIMIT, MAX_LIMIT + 1, l.saturating_mul(3)]),
-    }
+        _ => rng.pick(&[u32::MAX, max, max + 1, l.saturating_mul(3)]),
+    })
 }
 
-fn new_limit(rng: &mut Rng) -> u32 {
+fn new_limit(rng: &mut Rng) -> u64 {
     match rng.below(100) {
         0..=4 => 0,
-        5..=89 => rng.range(1, 8) as u32,
-        90..=94 => rng.range(9, 1000) as u32,
-        _ => rng.pick(&[MAX_LIMIT, MAX_LIMIT + 1, u32::MAX]),
+        5..=89 => rng.range(1, 8),
+        90..=94 => rng.range(9, 1000),
+        _ => rng.pick(&[MAX_LIMIT, MAX_LIMIT + 1, u64::from(u32::MAX)]),
     }
 }
 
@@ -324,7 +327,7 @@ fn run_keyed(
 /// The `concurrency` family.
 pub fn concurrency(t: &mut Trace) {
     t.scenario("concurrency/new", 0, "limits 0, 1, MAX_LIMIT and above");
-    for limit in [0, 1, 7, MAX_LIMIT, MAX_LIMIT + 1, u32::MAX] {
+    for limit in [0, 1, 7, MAX_LIMIT, MAX_LIMIT + 1, u64::from(u32::MAX)] {
         t.rec(
             call("ConcurrencyLimiter::new", &[&limit]),
             ConcurrencyLimiter::new(limit).map(|l| l.limit()).show(),

@@ -26,7 +26,7 @@ pub struct ConcurrencyLimiterBuilder {
 }
 
 impl ConcurrencyLimiterBuilder {
-    pub(super) fn new(limit: u32) -> Result<Self, ConcurrencyError> {
+    pub(super) fn new(limit: u64) -> Result<Self, ConcurrencyError> {
         Ok(ConcurrencyLimiterBuilder {
             limit: check_limit(limit)?,
             name: None,

@@ -51,7 +51,7 @@ impl<K> KeyedConcurrencyLimiterBuilder<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    pub(super) fn new(limit: u32) -> Result<Self, ConcurrencyError> {
+    pub(super) fn new(limit: u64) -> Result<Self, ConcurrencyError> {
         Ok(KeyedConcurrencyLimiterBuilder {
             limit: check_limit(limit)?,
             hasher: DefaultKeyHasher::default(),

@@ -24,12 +24,12 @@ use std::sync::Arc;
 ///
 /// /// Per-key counters under one lock.
 /// struct Counters {
-///     limit: u32,
-///     held: Mutex<HashMap<String, u32>>,
+///     limit: u64,
+///     held: Mutex<HashMap<String, u64>>,
 /// }
 ///
 /// /// One slot of a key, given back on drop.
-/// struct Slot(Arc<Counters>, String, u32);
+/// struct Slot(Arc<Counters>, String, u64);
 ///
 /// impl Drop for Slot {
 ///     fn drop(&mut self) {
@@ -46,7 +46,7 @@ use std::sync::Arc;
 ///     type Key = String;
 ///     type Permit = Slot;
 ///
-///     fn limit(&self) -> u32 {
+///     fn limit(&self) -> u64 {
 ///         self.limit
 ///     }
 ///
@@ -54,7 +54,7 @@ use std::sync::Arc;
 ///         true // a key is tracked only while it holds a slot
 ///     }
 ///
-///     fn try_acquire_n_owned(self: &Arc<Self>, key: &String, n: u32) -> Result<Slot, Busy> {
+///     fn try_acquire_n_owned(self: &Arc<Self>, key: &String, n: u64) -> Result<Slot, Busy> {
 ///         let mut held = self.held.lock().unwrap();
 ///         let in_flight = held.entry(key.clone()).or_insert(0);
 ///         if self.limit.saturating_sub(*in_flight) < n {
@@ -86,7 +86,7 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
     /// [`build`](super::super::RateLimitLayerBuilder::build) refuses a backend whose limit is 0
     /// ([`BuildError::ZeroConcurrency`](super::super::BuildError::ZeroConcurrency)): it would
     /// refuse every request.
-    fn limit(&self) -> u32;
+    fn limit(&self) -> u64;
 
     /// Whether the memory this backend keeps for keys stays bounded however many distinct keys
     /// arrive (a key cap, or keys forgotten once they hold nothing and nobody waits, within a
@@ -100,7 +100,7 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`Busy`] when `key` has fewer than `n` permits free.
-    fn try_acquire_n_owned(self: &Arc<Self>, key: &Self::Key, n: u32)
+    fn try_acquire_n_owned(self: &Arc<Self>, key: &Self::Key, n: u64)
         -> Result<Self::Permit, Busy>;
 }
 
@@ -115,7 +115,7 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Busy {
-    limit: u32,
+    limit: u64,
 }
 
 impl Busy {
@@ -125,7 +125,7 @@ impl Busy {
     /// assert_eq!(tollgate::http::Busy::new(3).limit(), 3);
     /// ```
     #[must_use]
-    pub const fn new(limit: u32) -> Busy {
+    pub const fn new(limit: u64) -> Busy {
         Busy { limit }
     }
 
@@ -135,7 +135,7 @@ impl Busy {
     /// assert_eq!(tollgate::http::Busy::new(5).limit(), 5);
     /// ```
     #[must_use]
-    pub const fn limit(&self) -> u32 {
+    pub const fn limit(&self) -> u64 {
         self.limit
     }
 }
@@ -176,7 +176,7 @@ where
     type Key = K;
     type Permit = crate::OwnedPermit;
 
-    fn limit(&self) -> u32 {
+    fn limit(&self) -> u64 {
         crate::KeyedConcurrencyLimiter::limit(self)
     }
 
@@ -185,7 +185,7 @@ where
         std::mem::size_of::<K>() == 0 || self.max_keys().is_some()
     }
 
-    fn try_acquire_n_owned(self: &Arc<Self>, key: &K, n: u32) -> Result<crate::OwnedPermit, Busy> {
+    fn try_acquire_n_owned(self: &Arc<Self>, key: &K, n: u64) -> Result<crate::OwnedPermit, Busy> {
         crate::KeyedConcurrencyLimiter::try_acquire_n_owned(self, key, n)
             .map_err(|_| Busy::new(crate::KeyedConcurrencyLimiter::limit(self)))
     }

@@ -100,9 +100,9 @@ pin_project! {
     /// # impl ConcurrencyBackend for One {
     /// #     type Key = ();
     /// #     type Permit = Slot;
-    /// #     fn limit(&self) -> u32 { 1 }
+    /// #     fn limit(&self) -> u64 { 1 }
     /// #     fn keys_bounded(&self) -> bool { true }
-    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u32) -> Result<Slot, Busy> {
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u64) -> Result<Slot, Busy> {
     /// #         match self.0.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst) {
     /// #             Ok(_) => Ok(Slot(Arc::clone(self))),
     /// #             Err(_) => Err(Busy::new(1)),
