@@ -6,7 +6,7 @@
 //! quota is at most one permit per ns), the count gets at least `log2(W)` bits: index and count
 //! fit together for every quota below one permit per ns. Only at exactly one permit per ns can
 //! an epoch-aligned window need one bit too many; that quota is refused with a typed error. A
-//! decision is a CAS loop on the word (`crate::cell::word`), run by `crate::cell::fixed_window`.
+//! decision is a CAS loop on the word, run by `crate::cell::word`.
 //!
 //! **Quota changes** (`set_quota`) keep the permits counted in the window current at the
 //! change: they count against the new limit in the new grid's window holding the change, and
@@ -236,7 +236,7 @@ fn unpack(w: u64, bits: u32) -> (u64, u64) {
 /// The word for `count` permits in window `index` (an empty count is the canonical empty word:
 /// no index, so a fresh cell and an emptied one look alike).
 #[inline(always)]
-pub(crate) fn pack(index: u64, count: u64, p: &FixedParams) -> u64 {
+pub(crate) fn pack((index, count): (u64, u64), p: &FixedParams) -> u64 {
     let gen = if p.gen { GEN } else { 0 };
     if count == 0 {
         gen
@@ -296,7 +296,7 @@ pub(crate) fn decide(
 
 /// [`decide`] with the window in force chosen by selects, not a branch: `now`'s window found
 /// on every call (`div_t`), and the stored one kept iff it is that window or a later one. The
-/// keyed tables' form (`Rules::check_keyed`, in `crate::cell::fixed_window`): there a key's
+/// keyed tables' form (`Rules::check_keyed`, in `crate::cell::word`): there a key's
 /// word is often not in cache, and a key comes back about as often in a later window as in
 /// its stored one, so a branch on "is the stored window still in force" is mispredicted half
 /// the time and waits for the word's cache miss before starting over. Not the direct

@@ -4,9 +4,9 @@
 //!
 //! **The word.** One `u128` per key: the window index (bits 64..127), the generation parity
 //! (bit 127, as GCRA's and the fixed window's), and the two counts as `u32`s, so a decision is
-//! one CAS loop on one word (`crate::cell::word`; `cmpxchg16b` on x86-64), run by
-//! `crate::cell::weighted`. The counts being 32
-//! bits limits `L` to `u32::MAX` per window; a larger count is refused with a typed error.
+//! one CAS loop on one word (`cmpxchg16b` on x86-64), run by `crate::cell::word`. The counts
+//! being 32 bits limits `L` to `u32::MAX` per window; a larger count is refused with a typed
+//! error.
 //!
 //! **Quota changes** keep both counts as they stood at the change: in the new grid, the
 //! window holding the change counts them as its own (`cur`) and its predecessor's (`prev`).

@@ -9,9 +9,9 @@
 //! - [`gcra`]: GCRA's one-word cell (decisions, reservations, cancels with holes, lazy quota
 //!   re-scaling) and GCRA's contract;
 //! - [`params`]: the sequence lock holding an algorithm's parameters;
-//! - [`word`]: a state packed in one atomic word (64 or 128 bits) and its CAS loop, with
-//!   [`fixed_window`] and [`weighted`]: the contracts of the fixed window and of the weighted
-//!   window counter on it;
+//! - [`word`]: a state packed in one atomic word (64 or 128 bits) and its CAS loop, with the
+//!   contract of the fixed window and of the weighted window counter on it (one macro, run on
+//!   each rule's module);
 //! - [`locked`]: a state under a mutex held only for one decision, with [`sliding`]: the
 //!   contract of the sliding window and the sliding log on it;
 //! - [`semaphore`]: a concurrency limit's permits (one word, lock-free uncontended) and its
@@ -20,9 +20,10 @@
 //!   line).
 //!
 //! Adding an algorithm takes: its rule in `crate::algorithm` (module docs there); its
-//! [`rules::Rules`] impl in a module here, on a cell already here (a word under CAS, a locked
-//! state) or a new one with its loom model in `loom-tests/`. The limiters, the method family,
-//! the maps (`crate::store`), the sweeper and the HTTP layer need nothing new.
+//! [`rules::Rules`] impl in a module here, on a cell already here (a word under CAS: one
+//! `word_rules!` line in [`word`]; a locked state) or a new one with its loom model in
+//! `loom-tests/`. The limiters, the method family, the maps (`crate::store`), the sweeper and
+//! the HTTP layer need nothing new.
 
 use std::time::Duration;
 
@@ -34,10 +35,8 @@ pub(crate) mod lease;
 pub(crate) mod params;
 pub(crate) mod semaphore;
 
-pub(crate) mod fixed_window;
 pub(crate) mod locked;
 pub(crate) mod sliding;
-pub(crate) mod weighted;
 pub(crate) mod word;
 
 /// A rate-limiting algorithm a [`RateLimiter`](crate::RateLimiter) or

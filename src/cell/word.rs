@@ -1,7 +1,8 @@
 //! [`WordCell`]: a key's state packed in one atomic word (64 or 128 bits), changed only by a
 //! compare-and-swap loop. The window algorithms whose state fits a word use it (the fixed
 //! window: window index and count in a `u64`; the weighted counter: window index and two counts
-//! in a `u128`); what the bits mean is the algorithm's business (`crate::algorithm`).
+//! in a `u128`); what the bits mean is the algorithm's business (`crate::algorithm`). Their
+//! contract on it ([`Rules`]) is written once here, in `word_rules!`.
 //!
 //! **The protocol.** Load the word, load the parameters (after the word, so they are never
 //! older than it: a word written under a newer quota generation is never read with older
@@ -10,8 +11,13 @@
 //! with parameters loaded again. Nothing is stored unless the step says so (denials, peeks), so
 //! a decision is linearized at its successful CAS, or at its last load if it stores nothing.
 
-use crate::algorithm::ParamSource;
+use super::rules::{window_booking, Rules};
+use crate::algorithm::window::Verdict;
+use crate::algorithm::{fixed_window, weighted};
+use crate::algorithm::{Adjust, Booking, FixedWindow, ParamSource, WeightedWindow};
+use crate::decision::AcquireError;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::Nanos;
 
 /// An atomic integer a [`WordCell`] can be made of.
 pub trait Atom: Default + Send + Sync + 'static {
@@ -90,3 +96,73 @@ impl<A: Atom> WordCell<A> {
         self.word.get()
     }
 }
+
+/// The [`Rules`] impl of `$alg`, a window whose state is one `$atom` word: the pure steps of
+/// `crate::algorithm::$rule` (`current`, `decide`, `pack`, `adjust`, `cold_at`,
+/// `is_empty_word`) run as steps of [`WordCell::update`]. Each `$check: $decide` is a decision
+/// method and the rule's function deciding there (`check_keyed`, if given: a keyed table's
+/// word is often not in cache, and the rule may decide there without branching on it). A
+/// macro, not an impl over a trait of those steps: that blanket impl would overlap
+/// `sliding`'s over `Stamping`.
+macro_rules! word_rules {
+    ($alg:ty, $atom:ty, $rule:ident, $($check:ident: $decide:ident),+) => {
+        impl Rules for $alg {
+            type Cell = WordCell<$atom>;
+
+            // Always inlined, as GCRA's: a caller that reads one field of the verdict
+            // (`try_acquire` reads `allowed`) then computes no other (the weighted counter: a
+            // 128-bit division for `remaining`).
+            $(
+                #[inline(always)]
+                fn $check(
+                    &self,
+                    cell: &Self::Cell,
+                    now: Nanos,
+                    n: u64,
+                    p: &impl ParamSource<Self::Params>,
+                ) -> Verdict {
+                    cell.update(
+                        p,
+                        #[inline(always)]
+                        |w, p| {
+                            let (v, store) = $rule::$decide($rule::current(w, p), now, n, p);
+                            (v, store.map(|s| $rule::pack(s, p)))
+                        },
+                    )
+                }
+            )+
+
+            window_booking!(Self::Params);
+
+            fn adjust(
+                &self,
+                cell: &Self::Cell,
+                now: Nanos,
+                op: Adjust,
+                p: &impl ParamSource<Self::Params>,
+            ) -> [Verdict; 2] {
+                cell.update(p, |w, p| {
+                    let s = $rule::adjust($rule::current(w, p), now, op, p);
+                    let look = $rule::decide(s, now, 0, p).0;
+                    let one = $rule::decide(s, now, 1, p).0;
+                    ([look, one], Some($rule::pack(s, p)))
+                })
+            }
+
+            fn migrate(&self, cell: &Self::Cell, p: &impl ParamSource<Self::Params>) {
+                cell.update(p, |w, p| ((), Some($rule::pack($rule::current(w, p), p))));
+            }
+
+            fn cold_at(&self, cell: &Self::Cell, p: &Self::Params) -> Nanos {
+                $rule::cold_at($rule::current(cell.get(), p), p)
+            }
+
+            fn is_fresh(&self, cell: &Self::Cell) -> bool {
+                $rule::is_empty_word(cell.get())
+            }
+        }
+    };
+}
+
+word_rules!(FixedWindow, AtomicU64, fixed_window, check: decide, check_keyed: decide_by_selects);
+word_rules!(WeightedWindow, AtomicU128, weighted, check: decide);

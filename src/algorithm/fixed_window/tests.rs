@@ -68,7 +68,7 @@ fn words_hold_the_largest_index_and_count() {
     for (limit, window) in [(1, 1), (1, 2), (2, 4), (1_000, 1_000_000), (1, MAX_NANOS)] {
         let p = params(limit, window);
         let max_index = (MAX_NANOS + p.offset) / window;
-        let w = pack(max_index, limit, &p);
+        let w = pack((max_index, limit), &p);
         assert_eq!(current(w, &p), (max_index, limit), "L={limit} W={window}");
         assert_eq!(w & GEN, 0);
     }
@@ -98,8 +98,8 @@ fn cold_exactly_when_the_window_ends() {
 fn quota_changes_keep_the_current_windows_count() {
     let alg = FixedWindow::new();
     let p0 = params(10, 100);
-    let w = pack(2, 7, &p0); // 7 permits in window 2 = [200, 300)
-                             // Same window, tighter limit, at 250.
+    let w = pack((2, 7), &p0); // 7 permits in window 2 = [200, 300)
+                               // Same window, tighter limit, at 250.
     let q = Quota::new(5, Duration::from_nanos(100)).unwrap();
     let p1 = alg.next_params(&p0, &q, 250).unwrap();
     assert_eq!(current(w, &p1), (2, 7));
@@ -120,7 +120,7 @@ fn quota_changes_keep_the_current_windows_count() {
     // A count the new layout cannot hold is carried as full (the all-ones count): it refuses
     // until the window ends (and stays full if carried again: see below).
     let big = params(1_000_000, 1_000_000);
-    let w = pack(0, 999_999, &big);
+    let w = pack((0, 999_999), &big);
     let q = Quota::new(2, Duration::from_nanos(4)).unwrap();
     let small = alg.next_params(&big, &q, 1).unwrap();
     let (k, c) = current(w, &small);
@@ -271,7 +271,7 @@ fn a_count_carried_twice_through_a_narrow_window_is_not_lowered() {
 fn a_saturated_count_stays_full_when_carried_again() {
     let alg = FixedWindow::new();
     let big = params(1_000_000, 1_000_000);
-    let w = pack(0, 999_999, &big);
+    let w = pack((0, 999_999), &big);
     let q = Quota::new(2, Duration::from_nanos(4)).unwrap();
     let small = alg.next_params(&big, &q, 1).unwrap();
     let full = current(w, &small);
@@ -280,7 +280,7 @@ fn a_saturated_count_stays_full_when_carried_again() {
     // word's capacity.
     let q = Quota::new(1_000_000, Duration::from_nanos(1_000_000)).unwrap();
     let back = alg.next_params(&small, &q, 2).unwrap();
-    let (k, c) = current(pack(full.0, full.1, &small), &back);
+    let (k, c) = current(pack(full, &small), &back);
     assert_eq!((k, c), (0, capacity(back.count_bits)));
     let (v, _) = decide((k, c), 2, 1, &back);
     assert_eq!(
@@ -294,7 +294,7 @@ fn a_saturated_count_stays_full_when_carried_again() {
     );
     // A count the new word can hold exactly is carried exactly.
     let (k, c) = current(
-        pack(0, 999_999, &big),
+        pack((0, 999_999), &big),
         &alg.next_params(&big, &q, 2).unwrap(),
     );
     assert_eq!((k, c), (0, 999_999));
@@ -515,7 +515,7 @@ proptest::proptest! {
     ) {
         let p0 = params(1, w0);
         let p1 = FixedWindow::new().next_params(&p0, &Quota::new(1, Duration::from_nanos(w1)).unwrap(), at).unwrap();
-        let word = pack(index, count.min(capacity(p0.count_bits)), &p0);
+        let word = pack((index, count.min(capacity(p0.count_bits))), &p0);
         for p in [&p0, &p1] {
             let (k, c) = current(word, p);
             proptest::prop_assert!(c > 0 || k == 0, "{:?}", (k, c));
