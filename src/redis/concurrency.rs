@@ -12,14 +12,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
 use crate::AcquireError;
 
 use super::connection::error::RedisLimitError;
 use super::connection::failure::Failure;
 use super::rate::limiter::{RedisRateLimiter, RedisStats};
 use super::rate::policy::FailurePolicy;
+use super::scripts::clamp_i64;
+use super::waiting::{retry, Detached, Undo};
 use script::{AcquireReply, InspectReply};
 
 #[allow(deprecated)]
@@ -395,7 +395,7 @@ impl RedisConcurrencyLimiter {
     }
 
     async fn inspect(&self, key: &str, token: u64) -> Result<InspectReply, RedisLimitError> {
-        let token = i64::try_from(token).unwrap_or(i64::MAX);
+        let token = clamp_i64(token);
         let reply = self
             .eval(script::inspect(), &self.state_key(key), "inspect", &[token])
             .await?;
@@ -408,7 +408,7 @@ impl RedisConcurrencyLimiter {
         id: &LeaseId,
     ) -> Result<Option<Duration>, RedisLimitError> {
         let [t, nonce, n] = id.args();
-        let lease = i64::try_from(self.inner.lease_us).unwrap_or(i64::MAX);
+        let lease = clamp_i64(self.inner.lease_us);
         let reply = self
             .eval(script::renew(), state, "renew", &[t, nonce, n, lease])
             .await?;
@@ -452,7 +452,7 @@ impl RedisConcurrencyLimiter {
         client
             .eval(script, state, op, args)
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, client.deadline()))
+            .map_err(|f| client.error(f))
     }
 
     /// Tries until granted, refused for good, or past `timeout` (`None`: no bound).
@@ -477,26 +477,14 @@ impl RedisConcurrencyLimiter {
     ) -> Result<Lease, RedisLimitError> {
         let state = self.state_key(key);
         let mut poll = wait::Poll::new(timeout);
-        loop {
-            match self.attempt(&state, n).await? {
-                Ok(lease) => return Ok(lease),
-                Err(first_ends) => match poll.next(first_ends) {
-                    Some(sleep) => {
-                        report.sleeping();
-                        tokio::time::sleep(sleep).await
-                    }
-                    None => {
-                        return Err(AcquireError::RateLimited {
-                            retry_after: first_ends,
-                        }
-                        .into())
-                    }
-                },
-            }
-        }
+        retry(
+            || self.attempt(&state, n),
+            |first_ends| poll.next(first_ends).inspect(|_| report.sleeping()),
+        )
+        .await
     }
 
-    /// One acquire script run, in its own task (see [`AcquireCall`]); a Redis failure is
+    /// One acquire script run, in its own task (see [`Detached`]); a Redis failure is
     /// decided by the policy.
     async fn attempt(&self, state: &str, n: u64) -> Result<Attempt, RedisLimitError> {
         let limit = self.inner.limit;
@@ -508,24 +496,45 @@ impl RedisConcurrencyLimiter {
             .into());
         }
         let nonce = wait::nonce();
-        let reply = AcquireCall::spawn(self, state, n, nonce).reply().await;
+        let id = move |token| LeaseId {
+            token,
+            nonce,
+            permits: n,
+        };
+        let args = [limit, n, self.inner.lease_us, nonce].map(clamp_i64);
+        let (client, key) = (self.inner.carrier.shared.client.clone(), state.to_owned());
+        let call = async move { client.eval(script::acquire(), &key, "acquire", &args).await };
+        // Dropped before the reply (the waiter went away): release what was granted.
+        let (sem, key) = (self.clone(), state.to_owned());
+        let undo = move |reply: Vec<i64>| -> Undo {
+            Box::pin(async move {
+                if let Ok(AcquireReply::Granted { token, .. }) = AcquireReply::parse(&reply) {
+                    let _ = sem.release_state(&key, &id(token)).await;
+                }
+            })
+        };
+        let reply = match Detached::spawn(call, undo).reply().await {
+            Ok(reply) => reply,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Err(Failure::Timeout),
+        };
         let reply = match reply {
             Ok(reply) => AcquireReply::parse(&reply)?,
             Err(failure) => {
-                let deadline = self.inner.carrier.shared.client.deadline();
+                let client = &self.inner.carrier.shared.client;
                 return match &self.inner.policy {
-                    // Redis answered with an error: typed under every policy.
-                    _ if !failure.policy_decides() => {
-                        Err(RedisLimitError::from_failure(failure, deadline))
-                    }
-                    FailurePolicy::Closed { retry_after } => {
-                        self.inner.carrier.shared.client.meter.policy_decided();
+                    // Only Closed decides (the builder refuses Open and Fallback: a lease
+                    // needs Redis), and only when Redis could not answer: an error it
+                    // answered with is typed under every policy.
+                    FailurePolicy::Closed { retry_after } if failure.policy_decides() => {
+                        client.meter.policy_decided();
                         Err(AcquireError::RateLimited {
                             retry_after: *retry_after,
                         }
                         .into())
                     }
-                    _ => Err(RedisLimitError::from_failure(failure, deadline)),
+                    _ => Err(client.error(failure)),
                 };
             }
         };
@@ -533,11 +542,7 @@ impl RedisConcurrencyLimiter {
             AcquireReply::Granted { token, expires_at } => Ok(Ok(Lease {
                 sem: self.clone(),
                 state: state.to_owned(),
-                id: LeaseId {
-                    token,
-                    nonce,
-                    permits: n,
-                },
+                id: id(token),
                 expires_at,
                 done: false,
             })),
@@ -548,78 +553,6 @@ impl RedisConcurrencyLimiter {
             }
             .into()),
         }
-    }
-}
-
-/// An acquire script call running in its own task. Dropped before its reply was taken (the
-/// waiter went away), it leaves a task that waits for the reply and releases what was granted.
-struct AcquireCall {
-    task: Option<JoinHandle<Result<Vec<i64>, Failure>>>,
-    sem: RedisConcurrencyLimiter,
-    state: String,
-    nonce: u64,
-    n: u64,
-}
-
-impl AcquireCall {
-    fn spawn(sem: &RedisConcurrencyLimiter, state: &str, n: u64, nonce: u64) -> AcquireCall {
-        let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let args = [i(sem.inner.limit), i(n), i(sem.inner.lease_us), i(nonce)];
-        let (task_sem, task_state) = (sem.clone(), state.to_owned());
-        let task = tokio::spawn(async move {
-            task_sem
-                .inner
-                .carrier
-                .shared
-                .client
-                .eval(script::acquire(), &task_state, "acquire", &args)
-                .await
-        });
-        AcquireCall {
-            task: Some(task),
-            sem: sem.clone(),
-            state: state.to_owned(),
-            nonce,
-            n,
-        }
-    }
-
-    async fn reply(mut self) -> Result<Vec<i64>, Failure> {
-        let Some(task) = self.task.as_mut() else {
-            return Err(Failure::Timeout);
-        };
-        let joined = task.await;
-        self.task = None;
-        match joined {
-            Ok(reply) => reply,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // The runtime is shutting down.
-            Err(_) => Err(Failure::Timeout),
-        }
-    }
-}
-
-impl Drop for AcquireCall {
-    fn drop(&mut self) {
-        let Some(task) = self.task.take() else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return; // the lease, if any, ends at its expiry
-        };
-        let (sem, state, nonce, n) = (self.sem.clone(), self.state.clone(), self.nonce, self.n);
-        rt.spawn(async move {
-            if let Ok(Ok(reply)) = task.await {
-                if let Ok(AcquireReply::Granted { token, .. }) = AcquireReply::parse(&reply) {
-                    let id = LeaseId {
-                        token,
-                        nonce,
-                        permits: n,
-                    };
-                    let _ = sem.release_state(&state, &id).await;
-                }
-            }
-        });
     }
 }
 

@@ -91,6 +91,7 @@ mod connection;
 mod hot;
 mod rate;
 mod scripts;
+mod waiting;
 
 pub use concurrency::{
     KeepAlive, Lease, LeaseId, RedisConcurrencyLimiter, RedisConcurrencyLimiterBuilder, Released,

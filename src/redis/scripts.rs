@@ -14,29 +14,20 @@ use super::connection::failure::Failure;
 pub(crate) use params::{clamp_i64, Params, MAX_SPAN_US};
 pub(crate) use reply::CheckReply;
 
+/// A script's text: the shared prelude, then `scripts/<part>` for each part.
+macro_rules! script {
+    ($($part:literal),+) => {
+        concat!(include_str!("scripts/prelude.lua"), $(include_str!(concat!("scripts/", $part))),+)
+    };
+}
+
 /// The scripts of the algorithms, each after the shared prelude (and `exact.lua`, the exact
 /// product comparisons, where the script needs them).
-pub(crate) const GCRA: &str = concat!(
-    include_str!("scripts/prelude.lua"),
-    include_str!("scripts/gcra.lua")
-);
-pub(crate) const FIXED_WINDOW: &str = concat!(
-    include_str!("scripts/prelude.lua"),
-    include_str!("scripts/fixed_window.lua")
-);
-pub(crate) const SLIDING_LOG: &str = concat!(
-    include_str!("scripts/prelude.lua"),
-    include_str!("scripts/sliding_log.lua")
-);
-pub(crate) const SLIDING_WINDOW: &str = concat!(
-    include_str!("scripts/prelude.lua"),
-    include_str!("scripts/sliding_window.lua")
-);
-pub(crate) const WEIGHTED: &str = concat!(
-    include_str!("scripts/prelude.lua"),
-    include_str!("scripts/exact.lua"),
-    include_str!("scripts/weighted.lua")
-);
+pub(crate) const GCRA: &str = script!("gcra.lua");
+pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua");
+pub(crate) const SLIDING_LOG: &str = script!("sliding_log.lua");
+pub(crate) const SLIDING_WINDOW: &str = script!("sliding_window.lua");
+pub(crate) const WEIGHTED: &str = script!("exact.lua", "weighted.lua");
 
 /// The parts of an algorithm (not nameable outside the crate, which seals the trait).
 pub struct Spec {

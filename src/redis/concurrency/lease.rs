@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::super::connection::error::RedisLimitError;
+use super::super::scripts::clamp_i64;
 use super::RedisConcurrencyLimiter;
 
 /// What names a lease on its key: its fencing token, a random nonce of the process that took
@@ -53,8 +54,7 @@ impl LeaseId {
 
     /// The script arguments naming the lease: token, nonce, permits (each below 2^63).
     pub(super) fn args(&self) -> [i64; 3] {
-        let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        [i(self.token), i(self.nonce), i(self.permits)]
+        [self.token, self.nonce, self.permits].map(clamp_i64)
     }
 }
 

@@ -13,6 +13,7 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::cluster;
 use super::command::command;
+use super::error::RedisLimitError;
 use super::failure::{classify, Failure};
 use super::meter::Meter;
 use super::sentinel::SentinelConn;
@@ -57,6 +58,22 @@ pub(crate) struct ScriptClient {
     pub(crate) meter: Meter,
 }
 
+impl Conn {
+    /// A `PING` whose answer is ignored: the first use, which makes the first connection
+    /// (through Sentinel, after asking for the primary).
+    pub(crate) async fn first_use(self) {
+        let ping = ::redis::cmd("PING");
+        let _ = match self {
+            Conn::Single(mut m) => ping.query_async::<()>(&mut m).await,
+            Conn::Cluster(mut c) => ping.query_async::<()>(&mut c).await,
+            Conn::Sentinel(s) => match s.resolve().await.ok().and_then(|()| s.current()) {
+                Some(mut m) => ping.query_async::<()>(&mut m).await,
+                None => return,
+            },
+        };
+    }
+}
+
 impl ScriptClient {
     pub(crate) fn new(
         conn: Conn,
@@ -73,6 +90,11 @@ impl ScriptClient {
 
     pub(crate) fn deadline(&self) -> Duration {
         self.deadline
+    }
+
+    /// A failure of this client's call as the error to return.
+    pub(crate) fn error(&self, failure: Failure) -> RedisLimitError {
+        RedisLimitError::from_failure(failure, self.deadline)
     }
 
     /// Runs `script` on `key` with `ARGV = [op, args...]`, within the deadline (which covers

@@ -19,6 +19,7 @@
 
 use std::time::Instant;
 
+use super::super::scripts::clamp_i64;
 use super::sharded_map::ShardedMap;
 
 /// A cached denial: Redis's reply fields and when the call that got it was sent.
@@ -69,13 +70,12 @@ impl DenialCache {
             return None;
         }
         drop(map);
-        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         Some([
-            int(e.server_now_us.saturating_add(elapsed)),
+            clamp_i64(e.server_now_us.saturating_add(elapsed)),
             0,
             0,
-            int(e.retry_us - elapsed),
-            int(e.reset_us.saturating_sub(elapsed)),
+            clamp_i64(e.retry_us - elapsed),
+            clamp_i64(e.reset_us.saturating_sub(elapsed)),
         ])
     }
 

@@ -52,7 +52,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             .client
             .eval(&A::spec().script, &state, "reset", &args[..len])
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, s.client.deadline()))?;
+            .map_err(|f| s.client.error(f))?;
         s.hot.forget(&state);
         match reply.as_slice() {
             [deleted] => Ok(*deleted > 0),
@@ -155,7 +155,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         let reply = s.client.eval(&A::spec().script, &state, op, &args).await;
         // Whatever happened, this process's cached denial of the key may be wrong now.
         s.hot.forget(&state);
-        let reply = reply.map_err(|f| RedisLimitError::from_failure(f, s.client.deadline()))?;
+        let reply = reply.map_err(|f| s.client.error(f))?;
         let r = CheckReply::parse(&reply, p.limit)?;
         if let Some(cache) = &s.hot.cache {
             // A one-permit denial with nothing left (a block, a penalty) is exactly what a

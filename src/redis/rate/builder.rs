@@ -276,17 +276,13 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # let _ = limiter;
     /// # Ok(()) }
     /// ```
-    pub async fn connect(mut self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
-        let params = self.validate()?;
-        let client = ::redis::Client::open(url).map_err(RedisLimitError::from_redis)?;
-        let manager = ConnectionManager::new_lazy_with_config(client, self.manager_config())
-            .map_err(RedisLimitError::from_redis)?;
-        let mut first = manager.clone();
-        self.first_connection(async move {
-            let _ = ::redis::cmd("PING").query_async::<()>(&mut first).await;
+    pub async fn connect(self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+        self.open(|b| {
+            let client = ::redis::Client::open(url)?;
+            let manager = ConnectionManager::new_lazy_with_config(client, b.manager_config())?;
+            Ok(Conn::Single(manager))
         })
-        .await;
-        Ok(self.build(Conn::Single(manager), params))
+        .await
     }
 
     /// Connects to a Redis Cluster through any of its nodes. Each decision touches one key, so
@@ -310,31 +306,28 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # Ok(()) }
     /// ```
     pub async fn connect_cluster<I, S>(
-        mut self,
+        self,
         nodes: I,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let params = self.validate()?;
-        let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
-        let client = ClusterClient::builder(nodes)
-            // Redirects come back to us (connection/cluster.rs): redis-rs's own ASK handling sends ASKING
-            // apart from the command. Other retries are within our deadline anyway.
-            .retries(0)
-            .build()
-            .map_err(RedisLimitError::from_redis)?;
-        let config = ClusterConfig::new()
-            .set_connection_timeout(self.connect_timeout)
-            .set_response_timeout(self.deadline);
-        let conn = client.get_pending_async_connection_with_config(config);
-        let mut first = conn.clone();
-        self.first_connection(async move {
-            let _ = ::redis::cmd("PING").query_async::<()>(&mut first).await;
+        self.open(|b| {
+            let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+            let client = ClusterClient::builder(nodes)
+                // Redirects come back to us (connection/cluster.rs): redis-rs's own ASK handling sends ASKING
+                // apart from the command. Other retries are within our deadline anyway.
+                .retries(0)
+                .build()?;
+            let config = ClusterConfig::new()
+                .set_connection_timeout(b.connect_timeout)
+                .set_response_timeout(b.deadline);
+            Ok(Conn::Cluster(
+                client.get_pending_async_connection_with_config(config),
+            ))
         })
-        .await;
-        Ok(self.build(Conn::Cluster(conn), params))
+        .await
     }
 
     /// Connects to the primary that Redis Sentinel names `primary_name`, asking the
@@ -357,7 +350,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// # Ok(()) }
     /// ```
     pub async fn connect_sentinel<I, S>(
-        mut self,
+        self,
         sentinels: I,
         primary_name: &str,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError>
@@ -365,29 +358,32 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let params = self.validate()?;
-        let urls: Vec<String> = sentinels
-            .into_iter()
-            .map(|n| n.as_ref().to_owned())
-            .collect();
-        let client = SentinelClient::build(
-            urls,
-            primary_name.to_owned(),
-            None,
-            SentinelServerType::Master,
-        )
-        .map_err(RedisLimitError::from_redis)?;
-        let conn = SentinelConn::new(client, self.manager_config());
-        let first = conn.clone();
-        self.first_connection(async move {
-            if first.resolve().await.is_ok() {
-                if let Some(mut m) = first.current() {
-                    let _ = ::redis::cmd("PING").query_async::<()>(&mut m).await;
-                }
-            }
+        self.open(|b| {
+            let urls = sentinels.into_iter().map(|n| n.as_ref().to_owned());
+            let primary = primary_name.to_owned();
+            let client =
+                SentinelClient::build(urls.collect(), primary, None, SentinelServerType::Master)?;
+            let conn = SentinelConn::new(client, b.manager_config());
+            Ok(Conn::Sentinel(conn))
         })
-        .await;
-        Ok(self.build(Conn::Sentinel(conn), params))
+        .await
+    }
+
+    /// The connect path of every `connect*`: the configuration checked first, then the
+    /// connection `conn` makes (lazily: nothing sent yet), its first use awaited at most the
+    /// connect timeout, so that the first calls of a normal start find a connection rather
+    /// than spend their deadline making one. What the first use answers does not matter (the
+    /// policy decides until the background connection is made); it goes on in the background
+    /// past the bound.
+    async fn open(
+        mut self,
+        conn: impl FnOnce(&Self) -> Result<Conn, ::redis::RedisError>,
+    ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
+        let params = self.validate()?;
+        let conn = conn(&self).map_err(RedisLimitError::from_redis)?;
+        let first = tokio::spawn(conn.clone().first_use());
+        let _ = tokio::time::timeout(self.connect_timeout, first).await;
+        Ok(self.build(conn, params))
     }
 
     /// The reconnecting connection's settings: each attempt bounded by the connect timeout,
@@ -453,15 +449,6 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
         Ok(self.build(Conn::Cluster(conn), params))
-    }
-
-    /// Waits for `ping` (the first connection's first use) at most the connect timeout, so
-    /// that the first calls of a normal start find a connection rather than spend their
-    /// deadline making one; what it answers does not matter (the policy decides until the
-    /// background connection is made). The ping goes on in the background past the bound.
-    async fn first_connection(&self, ping: impl std::future::Future<Output = ()> + Send + 'static) {
-        let ping = tokio::spawn(ping);
-        let _ = tokio::time::timeout(self.connect_timeout, ping).await;
     }
 
     /// The configuration's first mistake, checked before connecting; else the scripts'

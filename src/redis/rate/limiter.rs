@@ -687,10 +687,7 @@ impl RedisRateLimiter<Gcra> {
         let state = self.key_under(key, params);
         match reservation::reserve(&self.shared, state, params, n, max_wait).await {
             Ok(ticket) => Ok(RedisReservation::new(self.shared.clone(), ticket?)),
-            Err(f) => Err(RedisLimitError::from_failure(
-                f,
-                self.shared.client.deadline(),
-            )),
+            Err(f) => Err(self.shared.client.error(f)),
         }
     }
 }

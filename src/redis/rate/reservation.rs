@@ -13,7 +13,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::{AcquireError, Decision};
@@ -21,6 +20,7 @@ use crate::{AcquireError, Decision};
 use super::super::connection::error::RedisLimitError;
 use super::super::connection::failure::Failure;
 use super::super::scripts::{clamp_i64, Params};
+use super::super::waiting::{Detached, Undo};
 use super::algorithm::RedisAlgorithm;
 use super::shared::SharedLimiter;
 use crate::Gcra;
@@ -92,8 +92,6 @@ impl<F: FnMut()> Drop for CancelOnDrop<F> {
     }
 }
 
-type ReserveReply = Result<Vec<i64>, Failure>;
-
 /// Reserves `n` permits on `state_key`. With `max_wait`, reserves only if the wait is at most
 /// that. The call runs in a spawned task: if this future is dropped before the reply, the task
 /// cancels whatever was reserved.
@@ -116,10 +114,9 @@ pub(crate) async fn reserve(
         Err(e) => return Ok(Err(e)),
     };
     let max_wait_us = max_wait.map_or(-1, |w| clamp_i64(w.as_micros().min(1 << 53) as u64));
-    let task = {
-        let shared = shared.clone();
-        let key = state_key.clone();
-        tokio::spawn(async move {
+    let call = {
+        let (shared, key) = (shared.clone(), state_key.clone());
+        async move {
             let args = [
                 clamp_i64(params.limit),
                 clamp_i64(params.span_us),
@@ -130,23 +127,22 @@ pub(crate) async fn reserve(
                 .client
                 .eval(&Gcra::spec().script, &key, "reserve", &args)
                 .await
-        })
+        }
     };
-    let mut pending = InFlight {
-        task: Some(task),
-        shared: shared.clone(),
-        state_key: state_key.clone(),
-        params,
-        n,
-        cost,
-    };
-    let Some(task) = pending.task.as_mut() else {
-        return Err(Failure::Timeout);
+    // Dropped before the reply: cancel whatever was reserved.
+    let undo = {
+        let (shared, key) = (shared.clone(), state_key.clone());
+        move |reply: Vec<i64>| -> Undo {
+            Box::pin(async move {
+                if let Ok(ticket) = parse(&reply, key, params, n, cost) {
+                    let _ = cancel(&shared, &ticket).await;
+                }
+            })
+        }
     };
     // A task that died (runtime shutting down) is a call without a reply.
-    let reply = task.await.unwrap_or(Err(Failure::Timeout));
-    pending.task = None;
-    let reply = reply?;
+    let reply = Detached::spawn(call, undo).reply().await;
+    let reply = reply.unwrap_or(Err(Failure::Timeout))?;
     Ok(parse(&reply, state_key, params, n, cost))
 }
 
@@ -185,37 +181,6 @@ fn parse(
             requested: n,
         })),
         _ => Err(bad()),
-    }
-}
-
-/// The reserve call while its reply is outstanding; dropped early, it hands the call to a task
-/// that cancels the reservation once the reply arrives.
-struct InFlight {
-    task: Option<JoinHandle<ReserveReply>>,
-    shared: Arc<SharedLimiter>,
-    state_key: String,
-    params: Params,
-    n: u64,
-    cost: u64,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let Some(task) = self.task.take() else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let shared = self.shared.clone();
-        let (key, params, n, cost) = (self.state_key.clone(), self.params, self.n, self.cost);
-        rt.spawn(async move {
-            if let Ok(Ok(reply)) = task.await {
-                if let Ok(ticket) = parse(&reply, key, params, n, cost) {
-                    let _ = cancel(&shared, &ticket).await;
-                }
-            }
-        });
     }
 }
 
@@ -341,7 +306,7 @@ impl RedisReservation {
     pub async fn cancel(self) -> Result<bool, RedisLimitError> {
         cancel(&self.shared, &self.ticket)
             .await
-            .map_err(|f| RedisLimitError::from_failure(f, self.shared.client.deadline()))
+            .map_err(|f| self.shared.client.error(f))
     }
 }
 

@@ -9,6 +9,7 @@ use crate::{AcquireError, Decision};
 use super::super::connection::error::RedisLimitError;
 use super::super::connection::failure::Failure;
 use super::super::scripts::{CheckReply, Params};
+use super::super::waiting::retry;
 use super::algorithm::RedisAlgorithm;
 use super::limiter::{admitted, RedisRateLimiter};
 use super::policy::FailurePolicy;
@@ -165,23 +166,26 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             .into());
         }
         let start = tokio::time::Instant::now();
-        loop {
+        let attempt = || async move {
             let reply = match self.call_check(state, n, params).await {
                 Ok(reply) => CheckReply::parse(&reply, params.limit)?,
+                // Redis failed: the wait ends, for the policy with the time left.
                 Err(failure) => {
                     let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-                    return Ok(Err((failure, left)));
+                    return Ok(Ok(Err((failure, left))));
                 }
             };
-            let retry_after = match admitted(&reply.decision, n) {
-                Ok(()) => return Ok(Ok((start.elapsed(), reply.decision))),
-                Err(AcquireError::RateLimited { retry_after }) => retry_after,
-                Err(e) => return Err(e.into()),
-            };
-            if timeout.is_some_and(|t| start.elapsed().saturating_add(retry_after) > t) {
-                return Err(AcquireError::RateLimited { retry_after }.into());
+            match admitted(&reply.decision, n) {
+                Ok(()) => Ok(Ok(Ok((start.elapsed(), reply.decision)))),
+                Err(AcquireError::RateLimited { retry_after }) => Ok(Err(retry_after)),
+                Err(e) => Err(e.into()),
             }
-            tokio::time::sleep(retry_after).await;
-        }
+        };
+        // The hint is exact: sleep it, unless the grant would come past the timeout.
+        let within = |retry_after: Duration| {
+            let late = timeout.is_some_and(|t| start.elapsed().saturating_add(retry_after) > t);
+            (!late).then_some(retry_after)
+        };
+        retry(attempt, within).await
     }
 }
