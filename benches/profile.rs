@@ -9,7 +9,8 @@
 //! CASE: `direct`, `direct-floor`, `direct-check`, `gov-direct` (allowed path; each also as
 //! `...-denied`: 1 per hour, spent first), `direct-coarse`, `keyed-hot`, `keyed-floor-hot`, `keyed-hot-str`, `keyed-floor-hot-str` (one
 //! `String` key), `keyed-check-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-check-10k`,
-//! `keyed-1m`, `keyed-floor-1m`, `gov-keyed-10k`; the window algorithms as `win-ALG-direct`,
+//! `keyed-1m`, `keyed-floor-1m`, `gov-keyed-10k`; the concurrency limiters' `try_acquire` and
+//! its drop as `conc-direct`, `conc-direct-refused` (the one permit held) and `conc-keyed-hot`; the window algorithms as `win-ALG-direct`,
 //! `win-ALG-direct-denied`, `win-ALG-keyed-hot` and `win-ALG-keyed-10k`, ALG one of `gcra`,
 //! `fixed`, `sliding8`, `weighted`, `log`, on the quotas of `benches/windows.rs` (1M per ms
 //! allowed, 1 per hour denied). Setup (map filling) is done first and is small next to
@@ -213,6 +214,20 @@ fn main() {
             ));
             (0..universe).for_each(|k| assert!(l.check_key(&k).is_ok()));
             allowed += run(calls, |i| u64::from(l.check_key(&key(i)).is_ok()));
+        }
+        "conc-direct" => {
+            let l = tollgate::ConcurrencyLimiter::new(1).unwrap();
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire().is_some()));
+        }
+        "conc-direct-refused" => {
+            let l = tollgate::ConcurrencyLimiter::new(1).unwrap();
+            let _held = l.try_acquire().unwrap();
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire().is_some()));
+        }
+        "conc-keyed-hot" => {
+            let l = tollgate::KeyedConcurrencyLimiter::<u64>::new(1).unwrap();
+            assert!(l.try_acquire(&7).is_some()); // tracked: every call takes the hot path
+            allowed += run(calls, |_| u64::from(l.try_acquire(black_box(&7)).is_some()));
         }
         other => panic!("unknown case {other}"),
     }

@@ -433,6 +433,38 @@ fn allow_untracked_grants_a_new_key_at_the_cap_without_counting_it() {
     drop((a, b));
 }
 
+/// A waiter refused by a lowered limit still needs its key's cell until it has seen the
+/// refusal (it is polled, or dropped): a sweep must not evict the key meanwhile, even with
+/// nothing in flight and nobody waiting any more.
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn a_refused_waiter_keeps_its_key_until_it_has_seen_the_refusal() {
+    let k = KeyedConcurrencyLimiter::<u32>::new(2).unwrap();
+    let held = k.try_acquire_n(&1, 2).unwrap();
+    let mut waiter = Box::pin(k.acquire_n_async(&1, 2));
+    assert!(poll_once(waiter.as_mut()).is_pending());
+    k.set_limit(1).unwrap(); // refuses the waiter, which has not polled since
+    drop(held); // nothing in flight, nobody waiting
+    let evicted = k.sweep_now();
+    if evicted != 0 {
+        std::mem::forget(waiter); // its cell is gone: polling or dropping it would use it
+        panic!("a key with an unseen refusal was evicted");
+    }
+    assert!(matches!(
+        poll_once(waiter.as_mut()),
+        Poll::Ready(Err(AcquireError::ExceedsBurst {
+            requested: 2,
+            burst: 1
+        }))
+    ));
+    drop(waiter);
+    assert_eq!(
+        k.sweep_now(),
+        1,
+        "seen, the refusal no longer keeps the key"
+    );
+}
+
 /// The keyed `set_limit`: every tracked key's limit changes (held permits kept, waiters on a
 /// raised limit served, a waiter above a lowered one refused), new keys start with it.
 #[cfg(feature = "tokio")]

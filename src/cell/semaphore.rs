@@ -17,8 +17,9 @@
 //!   releases go to the mutex, eviction needs an idle word), and under the mutex `QUEUED` is
 //!   set exactly when the queue is not empty.
 //! - *Cancel*, *set_limit*: under the mutex, then the same serving step as a release.
-//! - *Close* (a keyed store evicting the cell): one CAS from an idle word (nothing in flight,
-//!   nobody queued) to `CLOSED`, after which no permit is granted on it. The store frees the
+//! - *Close* (a keyed store evicting the cell): under the mutex, with no refusal left unseen
+//!   (a refused waiter still reads the cell when it next polls), one CAS from an idle word
+//!   (nothing in flight, nobody queued) to `CLOSED`, after which no permit is granted on it. The store frees the
 //!   cell only after taking and releasing its mutex ([`quiesce`](SemCell::quiesce)): the last
 //!   releaser or canceller may still be unlocking it after its CAS made the word idle.
 //!
@@ -298,9 +299,19 @@ impl SemCell {
     }
 
     /// Claims an idle cell for eviction: after this returns `true` no permit is ever granted
-    /// on it, and nobody holds or waits for one.
+    /// on it, and nobody holds or waits for one, nor holds a refusal it has not seen yet.
     pub(crate) fn try_close(&self) -> bool {
         let mut w = self.word.load(Ordering::Acquire);
+        if !State::unpack(w).is_idle() {
+            return false; // busy: decided without the mutex
+        }
+        // A refused waiter leaves the queue (and the word idle) before it polls: its record
+        // keeps the queue, and the cell it will read, until then. The mutex keeps a refusal
+        // from being made between this look and the CAS.
+        let slow = self.lock();
+        if slow.queue.is_some() {
+            return false;
+        }
         loop {
             let s = State::unpack(w);
             if !s.is_idle() {

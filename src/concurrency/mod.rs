@@ -4,6 +4,8 @@
 //!
 //! - `error`: [`ConcurrencyError`], a limit refused;
 //! - `permit`: [`Permit`] and [`OwnedPermit`], the guards that give permits back on drop;
+//! - `pinned`: `Pinned`, the pointer from permits and waiters to their limiter's cell and
+//!   gauge, and the one argument that it stays valid;
 //! - `wait`: every acquire's steps on a cell (`crate::cell::semaphore`): take now, or queue
 //!   and wait (blocking or async), cancel-safe;
 //! - `report`: what an acquire reports to the limiter's meter (decision, in-flight gauge, wait);
@@ -15,6 +17,7 @@ mod direct;
 mod error;
 mod keyed;
 mod permit;
+mod pinned;
 mod report;
 mod sem_store;
 mod wait;

@@ -2,10 +2,10 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::cell::semaphore::SemCell;
+use crate::concurrency::pinned::Pinned;
 
 /// Permits of a concurrency limiter, held until dropped (RAII): dropping the permit gives them
 /// back, and the first waiter they let in is served.
@@ -49,34 +49,23 @@ pub struct OwnedPermit {
     _owner: Arc<dyn Send + Sync>,
 }
 
-/// `n` permits of the cell at `cell` (none if `cell` is `None`).
-///
-/// The cell outlives the permits: a direct limiter's cell lives as long as the limiter, which
-/// the permit borrows (`Permit`) or keeps alive (`OwnedPermit`); a keyed limiter's cell is
-/// boxed (its address is stable) and a keyed store frees it only after closing it, which
-/// needs nothing in flight, so not while these `n >= 1` permits are.
+/// `n` permits of `cell` (none if `cell` is `None`): in flight on it until dropped, which is
+/// what keeps a keyed cell from eviction ([`Pinned`]'s rules).
 pub(crate) struct Held {
-    cell: Option<NonNull<SemCell>>,
+    cell: Option<Pinned<SemCell>>,
     /// In the cell's width: only a count no larger than a limit is ever granted.
     n: u32,
-    /// The limiter's in-flight gauge, lowered by `n` on release (feature `metrics`). It lives
-    /// in the limiter's meter, which outlives the permits as the cell does (type docs).
+    /// The limiter's in-flight gauge, lowered by `n` on release (feature `metrics`): in the
+    /// limiter's meter, so it outlives the permits by [`Pinned`]'s first rule.
     #[cfg(feature = "metrics")]
-    gauge: Option<NonNull<metrics::Gauge>>,
+    gauge: Option<Pinned<metrics::Gauge>>,
 }
-
-// SAFETY: a `Held` only calls `SemCell::release` and `Gauge::decrement` (`Sync` types' `&self`
-// methods) through its pointers, which stay valid while it lives (above); it owns no
-// thread-bound state.
-unsafe impl Send for Held {}
-// SAFETY: `&Held` gives access to nothing but `n`.
-unsafe impl Sync for Held {}
 
 impl Held {
     /// `n` permits now in flight on `cell`. A zero `n` holds nothing.
     pub(crate) fn new(cell: &SemCell, n: u32) -> Held {
         Held {
-            cell: (n > 0).then(|| NonNull::from(cell)),
+            cell: (n > 0).then(|| Pinned::new(cell)),
             n,
             #[cfg(feature = "metrics")]
             gauge: None,
@@ -93,14 +82,14 @@ impl Held {
         }
     }
 
-    /// Counts these permits in `gauge` until they are released. The gauge must outlive the
-    /// permits: the limiter's own meter's (see `gauge`).
+    /// Counts these permits in `gauge` until they are released: the limiter's own meter's
+    /// (see `gauge`).
     #[cfg(feature = "metrics")]
     #[inline(always)]
     pub(crate) fn counted_in(mut self, gauge: Option<&metrics::Gauge>) -> Held {
         if let (Some(g), true) = (gauge, self.n > 0) {
             g.increment(f64::from(self.n));
-            self.gauge = Some(NonNull::from(g));
+            self.gauge = Some(Pinned::new(g));
         }
         self
     }
@@ -118,14 +107,12 @@ impl Held {
 impl Drop for Held {
     #[inline]
     fn drop(&mut self) {
-        if let Some(cell) = self.cell {
-            // SAFETY: the cell outlives the permits (type docs): they are still in flight.
-            unsafe { cell.as_ref() }.release(self.n);
+        if let Some(cell) = &self.cell {
+            cell.get().release(self.n);
         }
         #[cfg(feature = "metrics")]
-        if let Some(gauge) = self.gauge {
-            // SAFETY: the gauge outlives the permits (`gauge` docs).
-            unsafe { gauge.as_ref() }.decrement(f64::from(self.n));
+        if let Some(gauge) = &self.gauge {
+            gauge.get().decrement(f64::from(self.n));
         }
     }
 }

@@ -8,10 +8,11 @@
 //! Every acquire looks its key up and takes or queues under the shard's *read* guard, so no
 //! acquire is between its lookup and its CAS while a sweep holds the write guard; and once a
 //! cell is closed no permit is granted on it (an acquire meeting `CLOSED` looks again).
-//! Permits and waiters hold a pointer to the cell, not the guard: cells are boxed, so the
-//! table moving its entries does not move them, and a cell is freed only after it was closed
-//! (so nothing was in flight or queued on it) and its mutex was taken once more
-//! (`SemCell::quiesce`), after the guard was released.
+//! Permits and waiters hold a pointer to the cell, not the guard (`concurrency::pinned`, which
+//! states why it stays valid): cells are boxed, so the table moving its entries does not move
+//! them, and a cell is freed only after it was closed (so nothing was in flight, queued or
+//! refused unseen on it) and its mutex was taken once more (`SemCell::quiesce`), after the
+//! guard was released.
 //!
 //! **A new limit** ([`set_limit`](SemStore::set_limit)) is stored, then set on every cell, one
 //! shard at a time under its *read* guard. A new key's cell takes the limit read under the
@@ -149,13 +150,7 @@ where
     {
         loop {
             if let Some(guard) = self.map.get(key) {
-                // SAFETY: the box's contents stay at this address until a sweep frees them,
-                // which it does only after closing the cell under the shard's write guard:
-                // not while this read guard is held, and not after `begin` left permits in
-                // flight or a waiter queued on it. `begin`'s result keeps no `&SemCell`, only
-                // pointers covered by that same rule (`Held`, `Waiter`).
-                let cell: &SemCell = unsafe { &*(&**guard as *const SemCell) };
-                let step = begin(cell, n, queue);
+                let step = self.begin_on(&guard, n, queue);
                 drop(guard);
                 match step {
                     Step::Closed => continue, // evicted before this lookup's guard: look again
@@ -164,6 +159,21 @@ where
             }
             return self.begin_new(key, n, queue);
         }
+    }
+
+    /// `concurrency::wait::begin` on `cell`, one of this store's boxed cells (or one about to
+    /// be inserted), reached under its shard's guard, which the caller holds. The result may
+    /// outlive the guard (it borrows the store, `'s`): it keeps no `&SemCell`, only the
+    /// `Pinned` pointers of permits taken or a waiter queued, whose rules keep the cell.
+    #[inline(always)]
+    fn begin_on<'s>(&'s self, cell: &SemCell, n: u64, queue: bool) -> Step<'s> {
+        // SAFETY: the caller holds the shard's guard, so no sweep closes or frees the cell
+        // while `begin` runs, and only `begin` uses this borrow: its result holds no
+        // `&SemCell`, only `Pinned` pointers (permits taken, a waiter queued), which
+        // `Pinned`'s rules keep valid past the guard. `'s` only lets the result borrow the
+        // store instead of the guard.
+        let cell: &'s SemCell = unsafe { &*(cell as *const SemCell) };
+        begin(cell, n, queue)
     }
 
     /// [`begin`](Self::begin) for a key not tracked: a fresh cell grants at once whatever
@@ -195,9 +205,7 @@ where
                 let limit = self.limit();
                 if let Some((_, cell)) = table.find(hash, |(k, _)| k.borrow() == key) {
                     // Inserted meanwhile: decide on theirs, under the write guard.
-                    // SAFETY: as in `begin`, under the write guard.
-                    let cell: &SemCell = unsafe { &*(&**cell as *const SemCell) };
-                    return begin(cell, n, queue);
+                    return self.begin_on(cell, n, queue);
                 }
                 if n > u64::from(limit) {
                     return Step::Done(Err(exceeds(n, limit)));
@@ -209,11 +217,9 @@ where
                     if cell.state().limit != limit {
                         *cell = SemCell::new(limit); // not shared yet: made afresh in place
                     }
-                    // SAFETY: the box is moved into the table below, which does not move its
-                    // contents; and it is evicted only as `begin` describes (after this write
-                    // guard is released, and only once idle).
-                    let cell_ref: &SemCell = unsafe { &*(&*cell as *const SemCell) };
-                    let step = begin(cell_ref, n, queue);
+                    // Decided before the insert, under the same write guard: the box moves into
+                    // the table, its contents do not.
+                    let step = self.begin_on(&cell, n, queue);
                     table.insert_unique(hash, (k, cell), self.map.rehash());
                     return step;
                 }

@@ -6,13 +6,13 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::ptr::NonNull;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::cell::semaphore::{Cancelled, Enqueued, SemCell, Take};
 use crate::concurrency::permit::Held;
+use crate::concurrency::pinned::Pinned;
 use crate::decision::AcquireError;
 
 /// The first step of an acquire.
@@ -71,7 +71,7 @@ pub(crate) fn begin(cell: &SemCell, n: u64, queue: bool) -> Step<'_> {
             Enqueued::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
             Enqueued::Closed => Step::Closed,
             Enqueued::Waiting(id) => Step::Wait(Waiter {
-                cell: NonNull::from(cell),
+                cell: Pinned::new(cell),
                 id,
                 n: k,
                 done: false,
@@ -85,10 +85,9 @@ pub(crate) fn begin(cell: &SemCell, n: u64, queue: bool) -> Step<'_> {
 /// the limit is lowered below `n`). Dropping it before it finished gives its place up, or,
 /// if it had been served meanwhile, gives the permits back, so they pass to the next waiter.
 pub(crate) struct Waiter<'a> {
-    /// Valid while the waiter is queued or served (a keyed store evicts only idle cells). A
-    /// refused waiter holds neither; refusals come only from `set_limit`, which only the
-    /// direct limiter has, whose cell lives as long as the limiter (`'a`).
-    cell: NonNull<SemCell>,
+    /// Used until the waiter is `done`: while it is queued, served, or refused without having
+    /// seen it yet, which keeps a keyed cell from eviction ([`Pinned`]'s rules).
+    cell: Pinned<SemCell>,
     id: u64,
     /// Exact: a count past the cell's width is refused before it queues.
     n: u32,
@@ -96,17 +95,9 @@ pub(crate) struct Waiter<'a> {
     _cell: PhantomData<&'a SemCell>,
 }
 
-// SAFETY: the pointer is used only for `SemCell`'s `&self` methods (`SemCell` is `Sync`), and
-// stays valid while the waiter lives (field docs).
-unsafe impl Send for Waiter<'_> {}
-// SAFETY: `&Waiter` exposes nothing.
-unsafe impl Sync for Waiter<'_> {}
-
 impl Waiter<'_> {
     fn cell(&self) -> &SemCell {
-        // SAFETY: a queued or served waiter keeps its cell from being evicted (`cell` docs),
-        // and the limiter owning it outlives `'a`, which this borrow cannot outlive.
-        unsafe { self.cell.as_ref() }
+        self.cell.get()
     }
 
     /// Stops waiting: the permits if they were granted meanwhile, else the refusal.
