@@ -71,7 +71,14 @@ pub enum Enqueued {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cancelled {
     /// It was still waiting and is gone; the waiters behind it were served if they now fit.
-    Removed,
+    /// With the cell's count and limit as it left (read under the cell's lock: once it has
+    /// left, a keyed cell may be evicted, so the caller must not read the cell again).
+    Removed {
+        /// Permits in flight as it left.
+        in_flight: u32,
+        /// The limit as it left.
+        limit: u32,
+    },
     /// It had been served: its permits are in flight, the caller's to use or release.
     Granted,
     /// It had been refused (the limit was lowered below its request).
@@ -277,7 +284,13 @@ impl SemCell {
             // A departure from anywhere may empty the queue or unblock the front: settle.
             self.settle(&mut slow, 0, None, &mut wakers);
             match status {
-                Status::Waiting => Cancelled::Removed,
+                Status::Waiting => {
+                    let s = self.state();
+                    Cancelled::Removed {
+                        in_flight: s.in_flight,
+                        limit: s.limit,
+                    }
+                }
                 Status::Granted => Cancelled::Granted,
                 Status::Refused { limit } => Cancelled::Refused { limit },
             }

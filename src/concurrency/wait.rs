@@ -107,7 +107,11 @@ impl Waiter<'_> {
         match cell.cancel(self.id) {
             Cancelled::Granted => Ok(Held::new(cell, self.n)),
             Cancelled::Refused { limit } => Err(exceeds(u64::from(self.n), limit)),
-            Cancelled::Removed => Err(at_capacity(cell)),
+            // Not `at_capacity(cell)`: having left the queue, it may not read the cell again.
+            Cancelled::Removed { in_flight, limit } => Err(AcquireError::AtCapacity {
+                in_flight: u64::from(in_flight),
+                limit: u64::from(limit),
+            }),
         }
     }
 }

@@ -68,7 +68,7 @@ fn a_cancelled_head_lets_the_ones_behind_it_in() {
     let Enqueued::Waiting(small) = cell.enqueue(1, Some(&w)) else {
         panic!()
     };
-    assert_eq!(cell.cancel(big), Cancelled::Removed);
+    assert!(matches!(cell.cancel(big), Cancelled::Removed { .. }));
     assert_eq!(n.0.load(Ordering::SeqCst), 1);
     assert_eq!(cell.cancel(small), Cancelled::Granted); // served before it gave up
     assert_eq!(cell.state().in_flight, 2);
@@ -233,7 +233,7 @@ proptest! {
                         let w = waiting.swap_remove(i);
                         let mid = model_ids.swap_remove(i);
                         match cell.cancel(w.id) {
-                            Cancelled::Removed => {
+                            Cancelled::Removed { .. } => {
                                 let pos = m.queue.iter().position(|&(id, _)| id == mid);
                                 prop_assert!(pos.is_some(), "removed but the model served it");
                                 m.queue.remove(pos.unwrap());
