@@ -2,7 +2,8 @@
 //!
 //! The public face only: every method is one call into the method family (`crate::engine`)
 //! on the key's slot of the keyed engine (`crate::engine::keyed`, which holds the table). Its
-//! builder is in `builder.rs`, the measured defaults (hasher, shard count) in `defaults.rs`.
+//! builder is in `builder.rs`; its table settings and their measured defaults (hasher, shard
+//! count) are the table's (`crate::store::settings`).
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -24,15 +25,14 @@ use crate::reservation::Reservation;
 use crate::store::evict::SweepStats;
 #[allow(unused_imports)]
 use crate::store::keyed::WhenFull;
+use crate::store::settings::DefaultKeyHasher;
 use crate::store::sweeper::Sweeper;
 use crate::Nanos;
 
 mod builder;
-mod defaults;
 mod penalties;
 
 pub use builder::KeyedRateLimiterBuilder;
-pub use defaults::{DefaultKeyHasher, DEFAULT_SHARDS};
 
 /// Rate limits per key: one cell (for GCRA, one `u64`) per key in a sharded concurrent map.
 ///

@@ -207,7 +207,7 @@ pub use concurrency::{
 };
 pub use decision::{AcquireError, AdjustError, Decision, ThrottleReply};
 pub use direct::{RateLimiter, RateLimiterBuilder};
-pub use keyed::{DefaultKeyHasher, KeyedRateLimiter, KeyedRateLimiterBuilder, DEFAULT_SHARDS};
+pub use keyed::{KeyedRateLimiter, KeyedRateLimiterBuilder};
 pub use leased::LeasedRateLimiter;
 pub use meter::names as metric_names;
 pub use nanos::{Nanos, MAX_NANOS};
@@ -218,6 +218,7 @@ pub use reservation::Reservation;
 pub use smooth::{SmoothConfigError, SmoothRateLimiter, SmoothRateLimiterBuilder};
 pub use store::evict::SweepStats;
 pub use store::keyed::WhenFull;
+pub use store::settings::{DefaultKeyHasher, DEFAULT_SHARDS};
 
 /// The README's code blocks, compiled and run as doc tests so they cannot rot.
 #[cfg(doctest)]

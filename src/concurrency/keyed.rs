@@ -13,8 +13,8 @@ use crate::concurrency::report::{self, WaitReport};
 use crate::concurrency::sem_store::SemStore;
 use crate::concurrency::wait::{self, Step};
 use crate::decision::AcquireError;
-use crate::keyed::DefaultKeyHasher;
 use crate::store::evict::SweepStats;
+use crate::store::settings::DefaultKeyHasher;
 use crate::store::sweeper::Sweeper;
 
 mod builder;

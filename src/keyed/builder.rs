@@ -4,11 +4,9 @@
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
-use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{DefaultKeyHasher, KeyedRateLimiter, DEFAULT_SHARDS};
+use super::KeyedRateLimiter;
 use crate::algorithm::Gcra;
 use crate::cell::Algorithm;
 use crate::clock::{AnyClock, Clock};
@@ -16,9 +14,8 @@ use crate::engine::keyed::KeyedEngine;
 use crate::engine::Engine;
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
-use crate::store::keyed::{KeyedStore, WhenFull};
-use crate::store::sweeper::Sweeper;
-use crate::store::table::shard_count;
+use crate::store::keyed::KeyedStore;
+use crate::store::settings::{table_setters, DefaultKeyHasher, TableSettings};
 
 /// Configures a [`KeyedRateLimiter`]: clock, algorithm, hasher, shards, background sweeping,
 /// key cap.
@@ -40,14 +37,7 @@ pub struct KeyedRateLimiterBuilder<K, A = Gcra, S = DefaultKeyHasher> {
     quota: Quota,
     alg: A,
     clock: AnyClock,
-    hasher: S,
-    shards: usize,
-    sweep_interval: Option<Duration>,
-    #[cfg(feature = "tokio")]
-    sweep_on_tokio: bool,
-    max_keys: Option<NonZeroUsize>,
-    when_full: WhenFull,
-    name: Option<Arc<str>>,
+    settings: TableSettings<S>,
     _keys: PhantomData<fn() -> K>,
 }
 
@@ -93,7 +83,7 @@ where
         alg: B,
     ) -> Result<KeyedRateLimiterBuilder<K, B, S>, QuotaError> {
         alg.params(&self.quota, 0)?;
-        let hasher = self.hasher.clone();
+        let hasher = self.settings.hasher.clone();
         Ok(self.with(alg, hasher))
     }
 
@@ -103,14 +93,7 @@ where
             quota: self.quota,
             alg,
             clock: self.clock,
-            hasher,
-            shards: self.shards,
-            sweep_interval: self.sweep_interval,
-            #[cfg(feature = "tokio")]
-            sweep_on_tokio: self.sweep_on_tokio,
-            max_keys: self.max_keys,
-            when_full: self.when_full,
-            name: self.name,
+            settings: self.settings.with_key_hasher(hasher),
             _keys: PhantomData,
         }
     }
@@ -133,196 +116,163 @@ where
         self.with(alg, hasher)
     }
 
-    /// Number of map shards (default [`DEFAULT_SHARDS`]). Rounded up to a power of two and
-    /// kept within `2..=65536`. More shards: less lock contention, at one cache line each and
-    /// some memory per key (see [`DEFAULT_SHARDS`]).
-    ///
-    /// ```
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .shards(1000) // becomes 1024
-    ///     .build();
-    /// assert!(limiter.try_acquire(&1));
-    /// ```
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = shard_count(shards);
-        self
-    }
-
-    /// Evicts cold keys in the background every `interval` (at least 1 ms). Default here: no
-    /// sweeper; [`no_sweeper`](Self::no_sweeper) turns background sweeping off. The sweeper
-    /// runs on its own thread (or a tokio task, see `sweep_on_tokio`), holds only a weak
-    /// reference to the limiter and stops when the limiter is dropped.
-    ///
-    /// A sweep locks one part of one shard at a time (a few thousand keys, tens of
-    /// microseconds); decisions on other shards go on meanwhile. Every
-    /// cold key it evicts is one a decision would treat exactly as a new key, so the interval
-    /// trades memory for CPU only: a few times the quota's period is a good start.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .sweep_interval(Duration::from_secs(60))
-    ///     .build();
-    /// drop(limiter); // the sweeper thread exits
-    /// ```
-    pub fn sweep_interval(mut self, interval: Duration) -> Self {
-        self.sweep_interval = Some(interval);
-        self
-    }
-
-    /// No background sweeper: cold keys are evicted only by
-    /// [`sweep_now`](KeyedRateLimiter::sweep_now) and by a new key at the
-    /// [`max_keys`](Self::max_keys) cap. Default here: no sweeper (this undoes a
-    /// [`sweep_interval`](Self::sweep_interval)).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let interval: Option<Duration> = None; // say, from configuration
-    /// let b = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap());
-    /// let b = match interval {
-    ///     Some(interval) => b.sweep_interval(interval),
-    ///     None => b.no_sweeper(),
-    /// };
-    /// let limiter = b.build();
-    /// assert!(limiter.try_acquire(&1));
-    /// ```
-    pub fn no_sweeper(mut self) -> Self {
-        self.sweep_interval = None;
-        self
-    }
-
-    /// Runs the sweeper as a task on the current tokio runtime instead of a thread (each sweep
-    /// itself runs on tokio's blocking pool, so it never stalls async workers). Without a
-    /// runtime at `build()`, falls back to a thread. Only meaningful with `sweep_interval`.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// use std::time::Duration;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .sweep_interval(Duration::from_secs(60))
-    ///     .sweep_on_tokio(true)
-    ///     .build();
-    /// assert!(limiter.try_acquire(&1));
-    /// # }
-    /// ```
-    #[cfg(feature = "tokio")]
-    pub fn sweep_on_tokio(mut self, on_tokio: bool) -> Self {
-        self.sweep_on_tokio = on_tokio;
-        self
-    }
-
-    /// Caps the number of tracked keys at `max_keys` (exactly: [`len`](KeyedRateLimiter::len)
-    /// never exceeds it, even under concurrency). Default here: no cap. A new key at the cap
-    /// first triggers a sweep of cold keys (skipped while none can be cold yet); if still
-    /// full, the [`when_full`](Self::when_full) policy decides. Zero is not a cap (it would
-    /// track nothing and so limit nothing): the type rules it out, and
-    /// [`no_key_cap`](Self::no_key_cap) says "no cap".
-    ///
-    /// ```
-    /// use std::num::NonZeroUsize;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .max_keys(NonZeroUsize::new(2).unwrap())
-    ///     .build();
-    /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
-    /// assert!(limiter.len() <= 2);
-    /// ```
-    ///
-    /// A cap of zero does not compile, nor does a count read from configuration that could
-    /// be zero (`NonZeroUsize::new` gives an `Option`, which `max_keys` does not take):
-    ///
-    /// ```compile_fail
-    /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
-    /// let _ = b.max_keys(0);
-    /// ```
-    ///
-    /// ```compile_fail
-    /// let configured: usize = 0;
-    /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
-    /// let _ = b.max_keys(std::num::NonZeroUsize::new(configured));
-    /// ```
-    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
-        self.max_keys = Some(max_keys);
-        self
-    }
-
-    /// No cap on the number of tracked keys: memory grows with the distinct keys seen between
-    /// sweeps. Default here: no cap (this undoes a [`max_keys`](Self::max_keys)). For keys
-    /// a client cannot invent; the HTTP layer refuses such a limiter unless told otherwise.
-    ///
-    /// ```
-    /// use std::num::NonZeroUsize;
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let configured: usize = 0; // say, 0 meaning "no cap" in your configuration
-    /// let b = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap());
-    /// let b = match NonZeroUsize::new(configured) {
-    ///     Some(cap) => b.max_keys(cap),
-    ///     None => b.no_key_cap(), // said, not implied
-    /// };
-    /// let limiter = b.build();
-    /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
-    /// assert_eq!(limiter.len(), 10);
-    /// ```
-    pub fn no_key_cap(mut self) -> Self {
-        self.max_keys = None;
-        self
-    }
-
-    /// The policy for new keys when the [`max_keys`](Self::max_keys) cap is reached. Default:
-    /// [`WhenFull::Deny`].
-    ///
-    /// ```
-    /// use std::num::NonZeroUsize;
-    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .clock(ManualClock::new())
-    ///     .max_keys(NonZeroUsize::MIN)
-    ///     .when_full(WhenFull::AllowUntracked)
-    ///     .build();
-    /// assert!(limiter.try_acquire(&1));
-    /// assert!(limiter.try_acquire(&2)); // decided as a fresh key, not stored
-    /// assert_eq!(limiter.len(), 1);
-    /// ```
-    pub fn when_full(mut self, policy: WhenFull) -> Self {
-        self.when_full = policy;
-        self
-    }
-
-    /// Names the limiter: the `limiter` label of its metrics (feature `metrics`; unnamed
-    /// limiters are labelled `unnamed`) and its name in logs.
-    ///
-    /// ```
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
-    ///     .name("login")
-    ///     .build();
-    /// assert_eq!(limiter.name(), Some("login"));
-    /// ```
-    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.name = Some(name.into());
-        self
+    table_setters! {
+        /// Number of map shards (default [`DEFAULT_SHARDS`](crate::DEFAULT_SHARDS)). Rounded
+        /// up to a power of two and kept within `2..=65536`. More shards: less lock contention,
+        /// at one cache line each and some memory per key (see
+        /// [`DEFAULT_SHARDS`](crate::DEFAULT_SHARDS)).
+        ///
+        /// ```
+        /// use tollgate::{KeyedRateLimiter, Quota};
+        /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        ///     .shards(1000) // becomes 1024
+        ///     .build();
+        /// assert!(limiter.try_acquire(&1));
+        /// ```
+        shards;
+        /// Evicts cold keys in the background every `interval` (at least 1 ms). Default here: no
+        /// sweeper; [`no_sweeper`](Self::no_sweeper) turns background sweeping off. The sweeper
+        /// runs on its own thread (or a tokio task, see `sweep_on_tokio`), holds only a weak
+        /// reference to the limiter and stops when the limiter is dropped.
+        ///
+        /// A sweep locks one part of one shard at a time (a few thousand keys, tens of
+        /// microseconds); decisions on other shards go on meanwhile. Every
+        /// cold key it evicts is one a decision would treat exactly as a new key, so the interval
+        /// trades memory for CPU only: a few times the quota's period is a good start.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use tollgate::{KeyedRateLimiter, Quota};
+        /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        ///     .sweep_interval(Duration::from_secs(60))
+        ///     .build();
+        /// drop(limiter); // the sweeper thread exits
+        /// ```
+        sweep_interval;
+        /// No background sweeper: cold keys are evicted only by
+        /// [`sweep_now`](KeyedRateLimiter::sweep_now) and by a new key at the
+        /// [`max_keys`](Self::max_keys) cap. Default here: no sweeper (this undoes a
+        /// [`sweep_interval`](Self::sweep_interval)).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use tollgate::{KeyedRateLimiter, Quota};
+        /// let interval: Option<Duration> = None; // say, from configuration
+        /// let b = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap());
+        /// let b = match interval {
+        ///     Some(interval) => b.sweep_interval(interval),
+        ///     None => b.no_sweeper(),
+        /// };
+        /// let limiter = b.build();
+        /// assert!(limiter.try_acquire(&1));
+        /// ```
+        no_sweeper;
+        /// Runs the sweeper as a task on the current tokio runtime instead of a thread (each sweep
+        /// itself runs on tokio's blocking pool, so it never stalls async workers). Without a
+        /// runtime at `build()`, falls back to a thread. Only meaningful with `sweep_interval`.
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// use std::time::Duration;
+        /// use tollgate::{KeyedRateLimiter, Quota};
+        /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        ///     .sweep_interval(Duration::from_secs(60))
+        ///     .sweep_on_tokio(true)
+        ///     .build();
+        /// assert!(limiter.try_acquire(&1));
+        /// # }
+        /// ```
+        sweep_on_tokio;
+        /// Caps the number of tracked keys at `max_keys` (exactly: [`len`](KeyedRateLimiter::len)
+        /// never exceeds it, even under concurrency). Default here: no cap. A new key at the cap
+        /// first triggers a sweep of cold keys (skipped while none can be cold yet); if still
+        /// full, the [`when_full`](Self::when_full) policy decides. Zero is not a cap (it would
+        /// track nothing and so limit nothing): the type rules it out, and
+        /// [`no_key_cap`](Self::no_key_cap) says "no cap".
+        ///
+        /// ```
+        /// use std::num::NonZeroUsize;
+        /// use tollgate::{KeyedRateLimiter, Quota};
+        /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        ///     .max_keys(NonZeroUsize::new(2).unwrap())
+        ///     .build();
+        /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
+        /// assert!(limiter.len() <= 2);
+        /// ```
+        ///
+        /// A cap of zero does not compile, nor does a count read from configuration that could
+        /// be zero (`NonZeroUsize::new` gives an `Option`, which `max_keys` does not take):
+        ///
+        /// ```compile_fail
+        /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
+        /// let _ = b.max_keys(0);
+        /// ```
+        ///
+        /// ```compile_fail
+        /// let configured: usize = 0;
+        /// let b = tollgate::KeyedRateLimiter::<u64>::builder(tollgate::Quota::per_second(1).unwrap());
+        /// let _ = b.max_keys(std::num::NonZeroUsize::new(configured));
+        /// ```
+        max_keys;
+        /// No cap on the number of tracked keys: memory grows with the distinct keys seen between
+        /// sweeps. Default here: no cap (this undoes a [`max_keys`](Self::max_keys)). For keys
+        /// a client cannot invent; the HTTP layer refuses such a limiter unless told otherwise.
+        ///
+        /// ```
+        /// use std::num::NonZeroUsize;
+        /// use tollgate::{KeyedRateLimiter, Quota};
+        /// let configured: usize = 0; // say, 0 meaning "no cap" in your configuration
+        /// let b = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap());
+        /// let b = match NonZeroUsize::new(configured) {
+        ///     Some(cap) => b.max_keys(cap),
+        ///     None => b.no_key_cap(), // said, not implied
+        /// };
+        /// let limiter = b.build();
+        /// for k in 0..10 { let _ = limiter.try_acquire(&k); }
+        /// assert_eq!(limiter.len(), 10);
+        /// ```
+        no_key_cap;
+        /// The policy for new keys when the [`max_keys`](Self::max_keys) cap is reached. Default:
+        /// [`WhenFull::Deny`](crate::WhenFull::Deny).
+        ///
+        /// ```
+        /// use std::num::NonZeroUsize;
+        /// use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
+        /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        ///     .clock(ManualClock::new())
+        ///     .max_keys(NonZeroUsize::MIN)
+        ///     .when_full(WhenFull::AllowUntracked)
+        ///     .build();
+        /// assert!(limiter.try_acquire(&1));
+        /// assert!(limiter.try_acquire(&2)); // decided as a fresh key, not stored
+        /// assert_eq!(limiter.len(), 1);
+        /// ```
+        when_full;
+        /// Names the limiter: the `limiter` label of its metrics (feature `metrics`; unnamed
+        /// limiters are labelled `unnamed`) and its name in logs.
+        ///
+        /// ```
+        /// use tollgate::{KeyedRateLimiter, Quota};
+        /// let limiter = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+        ///     .name("login")
+        ///     .build();
+        /// assert_eq!(limiter.name(), Some("login"));
+        /// ```
+        name;
     }
 
     /// Builds the limiter (every key starts fresh: a full bucket) and starts the sweeper if
     /// configured. If the OS refuses a sweeper thread, the limiter works without background
     /// sweeping; `sweep_now` and the key cap's reclaim still evict.
     pub fn build(self) -> KeyedRateLimiter<K, A, S> {
+        let mut s = self.settings;
         let engine = Engine::new(self.alg, self.quota, self.clock)
             .expect("the algorithm accepted this quota when it was chosen")
-            .with_meter(Meter::new(self.name));
-        let max_keys = self.max_keys.map_or(usize::MAX, NonZeroUsize::get);
-        let store = KeyedStore::new(self.hasher, self.shards, max_keys, self.when_full);
+            .with_meter(Meter::new(s.name.take()));
+        let store = KeyedStore::new(s.hasher.clone(), s.shards, s.key_cap(), s.when_full);
         let inner = Arc::new(KeyedEngine::new(engine, store));
-        #[cfg(feature = "tokio")]
-        let on_tokio = self.sweep_on_tokio;
-        #[cfg(not(feature = "tokio"))]
-        let on_tokio = false;
-        let sweeper = Sweeper::for_store(&inner, self.sweep_interval, on_tokio);
+        let sweeper = s.start_sweeper(&inner);
         KeyedRateLimiter { sweeper, inner }
     }
 }
@@ -338,14 +288,7 @@ where
             quota,
             alg: Gcra,
             clock: AnyClock::default(),
-            hasher: DefaultKeyHasher::default(),
-            shards: DEFAULT_SHARDS,
-            sweep_interval: None,
-            #[cfg(feature = "tokio")]
-            sweep_on_tokio: false,
-            max_keys: None,
-            when_full: WhenFull::default(),
-            name: None,
+            settings: TableSettings::default(),
             _keys: PhantomData,
         }
     }
@@ -353,15 +296,11 @@ where
 
 impl<K, A: fmt::Debug, S> fmt::Debug for KeyedRateLimiterBuilder<K, A, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedRateLimiterBuilder")
-            .field("quota", &self.quota)
+        let mut d = f.debug_struct("KeyedRateLimiterBuilder");
+        d.field("quota", &self.quota)
             .field("algorithm", &self.alg)
-            .field("clock", &self.clock)
-            .field("shards", &self.shards)
-            .field("sweep_interval", &self.sweep_interval)
-            .field("max_keys", &self.max_keys)
-            .field("when_full", &self.when_full)
-            .field("name", &self.name)
-            .finish()
+            .field("clock", &self.clock);
+        self.settings.debug_fields(&mut d);
+        d.finish()
     }
 }

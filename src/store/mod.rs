@@ -9,11 +9,15 @@
 //! - `walk`: the sweep's chunked walk over every shard;
 //! - `sweeper`: the background thread or tokio task that runs a store's sweep every interval
 //!   (the keyed concurrency limiter's store too);
-//! - `evict`: the eviction rule (which keys are cold), and sweep statistics.
+//! - `evict`: the eviction rule (which keys are cold), and sweep statistics;
+//! - `settings`: the table's settings as the keyed builders take them (hasher, shards,
+//!   sweeping, key cap), their defaults (`DefaultKeyHasher`, `DEFAULT_SHARDS`), and the macro
+//!   that writes the builders' setters for them.
 
 pub(crate) mod cap;
 pub(crate) mod evict;
 pub(crate) mod keyed;
+pub(crate) mod settings;
 pub(crate) mod sweeper;
 pub(crate) mod table;
 pub(crate) mod walk;

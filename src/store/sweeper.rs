@@ -36,17 +36,6 @@ pub(crate) const THREAD_NAME: &str = "tollgate-sweep";
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
 impl Sweeper {
-    /// The sweeper a keyed builder starts for `store`: none without an `interval`, else
-    /// [`start`](Sweeper::start)ed on a weak reference (the limiter owns the store).
-    pub(crate) fn for_store<T: Sweep>(
-        store: &Arc<T>,
-        interval: Option<Duration>,
-        on_tokio: bool,
-    ) -> Option<Sweeper> {
-        let weak: Weak<dyn Sweep> = Arc::downgrade(store) as Weak<dyn Sweep>;
-        interval.and_then(|interval| Sweeper::start(weak, interval, on_tokio))
-    }
-
     /// Starts sweeping `store` every `interval`, holding only a weak reference to it.
     /// `None` if the OS refused a thread.
     pub(crate) fn start(
