@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::cell::semaphore::{SemCell, Take};
 use crate::concurrency::permit::Held;
-use crate::concurrency::wait::{begin, cell_count, exceeds, Step};
+use crate::concurrency::wait::{begin, busy, cell_count, exceeds, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
 use crate::store::cap::take_slot;
@@ -132,10 +132,7 @@ where
             // Not reached: nothing queues without being asked to, and `begin` looks a closed
             // cell's key up again.
             Step::Wait(w) => w.give_up(),
-            Step::Closed => Err(AcquireError::AtCapacity {
-                in_flight: 0,
-                limit: u64::from(self.limit()),
-            }),
+            Step::Closed => Err(busy(0, self.limit())),
         }
     }
 
@@ -232,10 +229,7 @@ where
         match self.when_full {
             // `n` fits: it is at most the limit (checked above).
             WhenFull::AllowUntracked => Step::Done(Ok(Held::untracked(cell_count(n)))),
-            WhenFull::Deny => Step::Done(Err(AcquireError::AtCapacity {
-                in_flight: 0,
-                limit: u64::from(self.limit()),
-            })),
+            WhenFull::Deny => Step::Done(Err(busy(0, self.limit()))),
         }
     }
 

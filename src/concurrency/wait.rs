@@ -42,12 +42,17 @@ pub(crate) fn exceeds(n: u64, limit: u32) -> AcquireError {
     }
 }
 
+/// At capacity with `in_flight` of `limit` held (the cell's counts).
+pub(crate) fn busy(in_flight: u32, limit: u32) -> AcquireError {
+    AcquireError::AtCapacity {
+        in_flight: u64::from(in_flight),
+        limit: u64::from(limit),
+    }
+}
+
 pub(crate) fn at_capacity(cell: &SemCell) -> AcquireError {
     let s = cell.state();
-    AcquireError::AtCapacity {
-        in_flight: u64::from(s.in_flight),
-        limit: u64::from(s.limit),
-    }
+    busy(s.in_flight, s.limit)
 }
 
 /// Takes `n` permits of `cell` now, or (if `queue`) queues for them. `n = 0` is an empty
@@ -62,10 +67,7 @@ pub(crate) fn begin(cell: &SemCell, n: u64, queue: bool) -> Step<'_> {
         Take::Granted(_) => Step::Done(Ok(Held::new(cell, k))),
         Take::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
         Take::Closed => Step::Closed,
-        Take::Busy { in_flight, limit } if !queue => Step::Done(Err(AcquireError::AtCapacity {
-            in_flight: u64::from(in_flight),
-            limit: u64::from(limit),
-        })),
+        Take::Busy { in_flight, limit } if !queue => Step::Done(Err(busy(in_flight, limit))),
         Take::Busy { .. } => match cell.enqueue(k, None) {
             Enqueued::Granted => Step::Done(Ok(Held::new(cell, k))),
             Enqueued::TooMany { limit } => Step::Done(Err(exceeds(n, limit))),
@@ -108,10 +110,7 @@ impl Waiter<'_> {
             Cancelled::Granted => Ok(Held::new(cell, self.n)),
             Cancelled::Refused { limit } => Err(exceeds(u64::from(self.n), limit)),
             // Not `at_capacity(cell)`: having left the queue, it may not read the cell again.
-            Cancelled::Removed { in_flight, limit } => Err(AcquireError::AtCapacity {
-                in_flight: u64::from(in_flight),
-                limit: u64::from(limit),
-            }),
+            Cancelled::Removed { in_flight, limit } => Err(busy(in_flight, limit)),
         }
     }
 }
