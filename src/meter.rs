@@ -88,6 +88,118 @@ pub mod names {
     pub const OUTCOME_UNREPRESENTABLE: &str = "unrepresentable";
     /// The `limiter` label of a limiter built without a name.
     pub const UNNAMED: &str = "unnamed";
+
+    /// Every series' help text and unit, as exporters show them (Prometheus' `# HELP` and
+    /// `# UNIT` lines): `(name, kind, help)`; the kind gives the unit. [`describe`] hands them to a recorder.
+    pub const DESCRIPTIONS: &[(&str, MetricKind, &str)] = &[
+        (
+            DECISIONS,
+            MetricKind::Counter,
+            "Decisions, by limiter and outcome.",
+        ),
+        (
+            PERMITS,
+            MetricKind::Counter,
+            "Permits granted (a grant of n adds n), by limiter.",
+        ),
+        (
+            WAITS,
+            MetricKind::Counter,
+            "Waits by event (started, granted, refused, cancelled), by limiter.",
+        ),
+        (
+            WAIT_SECONDS,
+            MetricKind::Seconds,
+            "Seconds a granted wait slept, by limiter.",
+        ),
+        (
+            KEYS,
+            MetricKind::Gauge,
+            "Keys a keyed limiter tracks (set by each sweep), by limiter.",
+        ),
+        (
+            IN_FLIGHT,
+            MetricKind::Gauge,
+            "Permits a concurrency limiter holds now, by limiter.",
+        ),
+        (
+            SWEEPS,
+            MetricKind::Counter,
+            "Sweeps run over a keyed limiter's table, by limiter.",
+        ),
+        (
+            EVICTED,
+            MetricKind::Counter,
+            "Keys evicted by sweeps, by limiter.",
+        ),
+        (
+            SWEEP_PAUSE_SECONDS,
+            MetricKind::Seconds,
+            "The longest time one sweep held a shard's write lock, in seconds, by limiter.",
+        ),
+        (
+            HTTP_REQUESTS,
+            MetricKind::Counter,
+            "Requests through the HTTP layer, by policy and outcome.",
+        ),
+        (
+            REDIS_REPLIES,
+            MetricKind::Counter,
+            "Redis script calls that got a reply, by limiter.",
+        ),
+        (
+            REDIS_ERRORS,
+            MetricKind::Counter,
+            "Redis script calls that failed, by limiter and kind.",
+        ),
+        (
+            REDIS_SCRIPT_LOADS,
+            MetricKind::Counter,
+            "Scripts sent again after NOSCRIPT, by limiter.",
+        ),
+        (
+            REDIS_POLICY_DECISIONS,
+            MetricKind::Counter,
+            "Decisions and waits the failure policy answered instead of Redis, by limiter.",
+        ),
+        (
+            REDIS_LOCAL_DENIALS,
+            MetricKind::Counter,
+            "Calls the denial cache refused in this process with no round trip, by limiter.",
+        ),
+    ];
+
+    /// What a series is, for its description: its type and unit.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum MetricKind {
+        /// A counter of events (unit: a count).
+        Counter,
+        /// A gauge of things held (unit: a count).
+        Gauge,
+        /// A histogram of durations (unit: seconds).
+        Seconds,
+    }
+
+    /// Describes every series in [`DESCRIPTIONS`] (help text and unit) to the recorder
+    /// installed now (feature `metrics`). Every limiter and the HTTP layer call it when they
+    /// are built, with their handles; call it yourself only when the recorder is installed
+    /// after the limiters were built. Describing twice is harmless (the recorder keeps one
+    /// description per name).
+    ///
+    /// ```
+    /// tollgate::metric_names::describe(); // without a recorder: does nothing
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn describe() {
+        use metrics::Unit;
+        for &(name, kind, help) in DESCRIPTIONS {
+            match kind {
+                MetricKind::Counter => metrics::describe_counter!(name, Unit::Count, help),
+                MetricKind::Gauge => metrics::describe_gauge!(name, Unit::Count, help),
+                MetricKind::Seconds => metrics::describe_histogram!(name, Unit::Seconds, help),
+            }
+        }
+    }
 }
 
 /// A decision's outcome, as counted.
@@ -384,6 +496,7 @@ mod handles {
         /// registers only the series it can move, so an exporter lists no series that stays
         /// zero by construction.
         pub(super) fn register(name: &str, concurrency: bool) -> Handles {
+            describe();
             let name = name.to_owned();
             let decision = |outcome: &'static str| counter!(DECISIONS, LIMITER => name.clone(), OUTCOME => outcome);
             let rate = |outcome: &'static str| {

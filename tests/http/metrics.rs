@@ -510,3 +510,63 @@ async fn a_never_grantable_request_is_counted_apart() {
     let stats = layer.stats("bulk").unwrap();
     assert_eq!((stats.allowed, stats.refused, stats.never), (3, 1, 1));
 }
+
+#[test]
+fn every_series_is_described_with_its_unit() {
+    let (recorder, snap) = recorder();
+    let clock = ManualClock::new();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        RateLimiter::builder(Quota::per_second(1).unwrap())
+            .clock(clock.clone())
+            .name("described")
+            .build()
+    });
+    let _ = limiter.try_acquire();
+    let described: Vec<_> = snap
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, unit, help, _)| (key.key().name().to_owned(), unit, help))
+        .collect();
+    for name in [names::DECISIONS, names::PERMITS, names::WAITS, names::KEYS] {
+        let (_, unit, help) = described
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .unwrap_or_else(|| panic!("{name} not registered"));
+        assert_eq!(*unit, Some(metrics::Unit::Count), "{name}");
+        assert!(
+            help.as_deref().is_some_and(|h| !h.is_empty()),
+            "{name} has no help text"
+        );
+    }
+    let (_, unit, _) = described
+        .iter()
+        .find(|(n, _, _)| n == names::WAIT_SECONDS)
+        .unwrap();
+    assert_eq!(*unit, Some(metrics::Unit::Seconds));
+    // Every metric the crate names has a description, once.
+    for (i, (name, _, help)) in names::DESCRIPTIONS.iter().enumerate() {
+        assert!(!help.is_empty() && help.ends_with('.'), "{name}");
+        assert!(
+            names::DESCRIPTIONS[..i].iter().all(|(n, _, _)| n != name),
+            "{name} described twice"
+        );
+    }
+}
+
+#[test]
+fn a_prometheus_scrape_has_help_lines() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        KeyedRateLimiter::<u32>::builder(Quota::per_second(1).unwrap())
+            .name("scraped")
+            .build()
+    });
+    let _ = limiter.try_acquire(&1);
+    let page = handle.render();
+    assert!(
+        page.contains("# HELP tollgate_decisions_total Decisions, by limiter and outcome."),
+        "{page}"
+    );
+}

@@ -222,6 +222,7 @@ mod handles {
     impl Handles {
         pub(super) fn register(name: &str) -> Handles {
             let name = name.to_owned();
+            names::describe();
             let kinds = [
                 "timeout",
                 "connection",
