@@ -14,7 +14,6 @@ use crate::engine::{Engine, Find, Found, Placed, Slot};
 use crate::store::evict::ColdRule;
 use crate::store::keyed::{KeyedStore, WhenFull};
 use crate::store::sweeper::Sweep;
-use crate::sync::Ordering;
 use crate::Nanos;
 
 impl<A: Algorithm> ColdRule<A::Cell> for Engine<A> {
@@ -252,7 +251,12 @@ where
             if let Some(r) = self.store.try_insert(
                 key,
                 hash,
-                &mut owned,
+                || Ok(()),
+                |()| {
+                    // `owned` is still there: every path that takes it returns.
+                    let owned = owned.take().unwrap_or_else(|| key.to_owned());
+                    (owned, A::Cell::default())
+                },
                 |cell| op(cell, clock.now()),
                 |cell| self.store.lower_earliest(&self.engine, cell),
             ) {
@@ -305,7 +309,7 @@ where
             return None;
         }
         if !store.may_reclaim(&self.engine, now) {
-            return Some(self.full_wait(store.earliest.load(Ordering::Acquire), now));
+            return Some(self.full_wait(store.earliest(), now));
         }
         store
             .min_cold_at(&self.engine, now)
@@ -332,7 +336,7 @@ where
     /// complete sweep), at least 1 ns, at most the longer of the quota's period and tolerance.
     fn full_retry_after(&self) -> Nanos {
         let now = self.engine.clock.now();
-        self.full_wait(self.store.earliest.load(Ordering::Acquire), now)
+        self.full_wait(self.store.earliest(), now)
     }
 
     /// The suggested wait at `now` when the earliest tracked key turns cold at `cold_at`.

@@ -18,8 +18,39 @@ use std::time::Duration;
 use crate::sync::{AtomicU64, Ordering};
 use crate::Nanos;
 
-/// What the store needs to know of the rule its cells follow, answered by the engine (which
-/// holds the rule, its parameters and the clock): the table itself holds cells of any kind.
+/// What the keyed store asks of its cells' rule: may this entry be evicted now. The rate
+/// limiters' engine answers it through [`ColdRule`] (a cell cold by the clock's skew
+/// already), the keyed concurrency limiter's store for its semaphore cells (an idle cell,
+/// closed).
+pub(crate) trait Evict<C> {
+    /// What [`judge`](Evict::judge) reads once per chunk of a sweep, under its write guard
+    /// (a clock reading, the parameters), rather than once per cell.
+    type At;
+    fn at(&self) -> Self::At;
+    /// Under the shard's write guard, `at` read under it: whether `cell` goes now (it is
+    /// then removed under the same hold), or stays, with a lower bound on when it may go.
+    fn judge(&self, cell: &C, at: &Self::At) -> Verdict;
+    /// Told of each evicted cell after the guard is released, before it is dropped.
+    fn evicted(&self, _cell: &C) {}
+    /// Told after each sweep: keys evicted, keys left, the longest write-lock hold.
+    fn swept(&self, _evicted: usize, _keys: usize, _longest: Duration) {}
+    /// Whether a sweep now could evict anything, judged from `earliest`, a lower bound on the
+    /// bounds [`judge`](Evict::judge) gave the cells kept. By default unknown: it could.
+    fn may_evict_any(&self, _earliest: Nanos) -> bool {
+        true
+    }
+}
+
+/// What [`Evict::judge`] says of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Evict,
+    /// Keep it; it cannot go before this time (`Nanos::MAX` if the rule keeps no bound).
+    Keep(Nanos),
+}
+
+/// What the rate limiters' store needs to know of the rule its cells follow, answered by the
+/// engine (which holds the rule, its parameters and the clock).
 pub(crate) trait ColdRule<C> {
     /// What [`cold_at`](ColdRule::cold_at) reads (the parameters): loaded once per walk or
     /// chunk of one, not per cell.
@@ -33,6 +64,31 @@ pub(crate) trait ColdRule<C> {
     fn max_skew(&self) -> Nanos;
     /// Told after each sweep: keys evicted, keys left, the longest write-lock hold.
     fn swept(&self, _evicted: usize, _keys: usize, _longest: Duration) {}
+}
+
+/// A cold-time rule evicts a cell cold by the clock's skew ([`is_cold`]) and keeps the
+/// lower bound `earliest` of the cold times left, so a reclaim at the cap skips a sweep
+/// while no key can be cold.
+impl<C, R: ColdRule<C>> Evict<C> for R {
+    /// `now`, the clock's skew, and the parameters.
+    type At = (Nanos, Nanos, R::Params);
+
+    fn at(&self) -> Self::At {
+        (self.now(), self.max_skew(), self.params())
+    }
+
+    #[inline]
+    fn judge(&self, cell: &C, (now, skew, p): &Self::At) -> Verdict {
+        verdict(self.cold_at(cell, p), *now, *skew)
+    }
+
+    fn swept(&self, evicted: usize, keys: usize, longest: Duration) {
+        ColdRule::swept(self, evicted, keys, longest);
+    }
+
+    fn may_evict_any(&self, earliest: Nanos) -> bool {
+        is_cold(earliest, self.now(), self.max_skew())
+    }
 }
 
 /// What a keyed limiter's sweeping has done so far.
@@ -123,24 +179,31 @@ pub(crate) fn is_cold(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> bool {
     cold_at.checked_add(max_skew).is_some_and(|t| t <= now)
 }
 
-/// The eviction rule for one walk over (part of) a shard, run while holding that shard's write
-/// lock, with `now` read under it: drop every cell that [`is_cold`] at `now` on a clock with
-/// `max_skew`. `retain` walks cells and removes those for which `keep` says false (a table's
-/// `retain`); the loom model drives the same rule over its own table.
-pub(crate) fn evict_cold<C>(
-    now: Nanos,
-    max_skew: Nanos,
-    cold_at: impl Fn(&C) -> Nanos,
+/// The verdict on state that turns cold at `cold_at`, at `now` on a clock with `max_skew`.
+#[inline]
+fn verdict(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> Verdict {
+    if is_cold(cold_at, now, max_skew) {
+        Verdict::Evict
+    } else {
+        Verdict::Keep(cold_at)
+    }
+}
+
+/// One walk over (part of) a shard, run while holding that shard's write lock: drop every
+/// cell `judge` evicts. `retain` walks cells and removes those for which `keep` says false (a
+/// table's `retain`).
+pub(crate) fn evict_by<C>(
+    judge: impl Fn(&C) -> Verdict,
     retain: impl FnOnce(&mut dyn FnMut(&C) -> bool),
 ) -> ShardSweep {
     let mut evicted = 0usize;
     let mut min_cold_at = Nanos::MAX;
-    retain(&mut |cell| {
-        let at = cold_at(cell);
-        if is_cold(at, now, max_skew) {
+    retain(&mut |cell| match judge(cell) {
+        Verdict::Evict => {
             evicted += 1;
             false
-        } else {
+        }
+        Verdict::Keep(at) => {
             min_cold_at = min_cold_at.min(at);
             true
         }
@@ -149,6 +212,19 @@ pub(crate) fn evict_cold<C>(
         evicted,
         min_cold_at,
     }
+}
+
+/// The cold-time eviction rule for one walk over (part of) a shard, with `now` read under its
+/// write lock: drop every cell that [`is_cold`] at `now` on a clock with `max_skew` (what a
+/// [`ColdRule`]'s [`Evict`] does); the loom model drives it over its own table.
+#[cfg(any(test, loom))]
+pub(crate) fn evict_cold<C>(
+    now: Nanos,
+    max_skew: Nanos,
+    cold_at: impl Fn(&C) -> Nanos,
+    retain: impl FnOnce(&mut dyn FnMut(&C) -> bool),
+) -> ShardSweep {
+    evict_by(|cell| verdict(cold_at(cell), now, max_skew), retain)
 }
 
 #[cfg(all(test, not(loom)))]

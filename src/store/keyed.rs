@@ -57,9 +57,8 @@ pub(crate) struct KeyedStore<K, C, S> {
 
 impl<K, C, S> KeyedStore<K, C, S>
 where
-    K: Hash + Eq + Send + Sync + 'static,
-    C: Default,
-    S: BuildHasher + Clone + Send + Sync + 'static,
+    K: Hash + Eq,
+    S: BuildHasher,
 {
     pub(crate) fn new(hasher: S, shards: usize, max_keys: usize, when_full: WhenFull) -> Self {
         KeyedStore {
@@ -84,34 +83,38 @@ where
     }
 
     /// One try at storing `key` (hash `hash`) under its shard's write guard: if it is there
-    /// (someone inserted it meanwhile), `op` on its cell; else, if a slot below the cap is
-    /// free, `op` on a new cell, `stored` told of the state it left, and the cell inserted
-    /// under the key `owned` (made before the lock: a `String` allocates; taken only here).
-    /// `None` when the cap is full (the guard is dropped by then).
-    pub(crate) fn try_insert<Q, R>(
+    /// (someone inserted it meanwhile), `op` on its cell; else `admit` (an answer instead of
+    /// an insert, `Err`, or what `make` needs), then, if a slot below the cap is free, `op` on
+    /// the cell `make` gives with the key (taken only here: a `String` key is best made before
+    /// the lock), `stored` told of the state it left, and the cell inserted. `None` when the
+    /// cap is full (the guard is dropped by then).
+    pub(crate) fn try_insert<Q, T, R>(
         &self,
         key: &Q,
         hash: u64,
-        owned: &mut Option<K>,
+        admit: impl FnOnce() -> Result<T, R>,
+        make: impl FnOnce(T) -> (K, C),
         op: impl Fn(&C) -> R,
         stored: impl FnOnce(&C),
     ) -> Option<R>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Eq + ?Sized,
     {
         let mut table = self.map.shard(hash).write();
         if let Some((_, cell)) = table.find(hash, |(k, _)| k.borrow() == key) {
             return Some(op(cell));
         }
+        let admitted = match admit() {
+            Ok(t) => t,
+            Err(r) => return Some(r),
+        };
         if !self.take_slot() {
             return None;
         }
-        let cell = C::default();
+        let (owned, cell) = make(admitted);
         let r = op(&cell);
         stored(&cell);
-        // `owned` is still there: every path that takes it returns.
-        let owned = owned.take().unwrap_or_else(|| key.to_owned());
         table.insert_unique(hash, (owned, cell), self.map.rehash());
         Some(r)
     }
