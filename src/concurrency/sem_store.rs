@@ -36,6 +36,7 @@ use crate::store::keyed::KeyedStore;
 use crate::store::sweeper::Sweep;
 use crate::store::when_full::WhenFull;
 use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::Nanos;
 
 /// The shared state of a keyed concurrency limiter; the sweeper holds a `Weak` to it.
 pub(crate) struct SemStore<K, S> {
@@ -62,7 +63,7 @@ impl Evict<Box<SemCell>> for Idle<'_> {
         if cell.try_close() {
             Verdict::Evict
         } else {
-            Verdict::Keep(u64::MAX)
+            Verdict::Keep(Nanos::MAX)
         }
     }
 
@@ -325,7 +326,7 @@ mod tests {
         assert_eq!(store.len() as u64, 4 * idle);
         assert!((0..idle).all(|k| store.table.lookup(&k).is_none()));
         assert!((idle..5 * idle).all(|k| store.in_flight(&k) == 1));
-        assert_eq!(store.stats().evicted, idle as u64);
+        assert_eq!(store.stats().evicted, idle);
         drop(held);
         assert_eq!(store.sweep_all(&|| false) as u64, 4 * idle);
         assert_eq!(store.len(), 0);

@@ -1,4 +1,5 @@
-//! Eviction of cold keys: the rule, and sweep statistics.
+//! Eviction: what the keyed store asks of its cells' rule ([`Evict`]), the rate cells' rule
+//! (cold keys, through [`ColdRule`]), and sweep statistics.
 //!
 //! **Why eviction loses nothing.** A key is cold once the algorithm says its cell decides
 //! exactly like a fresh one (`cold_at <= now`; for GCRA `tat <= now`: a full bucket). The keyed

@@ -1,16 +1,20 @@
 //! The keyed store: one cell per key in a sharded table (`store::table`), with an exact key
-//! cap (`store::cap`) and whole-table sweeps (`store::walk`). This file holds the store's
-//! state and what it does under its locks: the lookup, the insert of a new key under the
-//! shard's write guard, the walk under read guards, the removal of a key. It is generic over
-//! its cells: what it needs to know of their rule (when a cell turns cold, the clock) it asks
-//! through [`ColdRule`](crate::store::evict::ColdRule), which the engine implements. The
-//! decisions on a key (a hit, a miss on a scratch fresh cell, inserting only what stores, the
-//! key cap's answers) are the engine's, in `engine::keyed`, which holds this store.
+//! cap (`store::cap`) and whole-table sweeps (`store::walk`), for every keyed limiter. This
+//! file holds the store's state and what it does under its locks: the lookup, the insert of a
+//! new key under the shard's write guard, the walk under read guards, the removal of a key.
+//! It is generic over its cells: whether one may be evicted now it asks their rule through
+//! [`Evict`](crate::store::evict::Evict), which the rate limiters' engine answers through
+//! [`ColdRule`](crate::store::evict::ColdRule) (when a cell turns cold, the clock) and the
+//! keyed concurrency limiter's store for its semaphore cells (`concurrency::sem_store`, whose
+//! docs give its protocol). The decisions on a key (a hit, a miss on a scratch fresh cell,
+//! inserting only what stores, the key cap's answers) are the holders', in `engine::keyed`
+//! and `concurrency::sem_store`.
 //!
-//! Concurrency contract with sweeping (see `store::evict`): a decision holds the key's shard
-//! *read* guard while it runs on the cell; a sweep removes a key only under that shard's
-//! *write* guard, and only if it is cold by the clock's [`max_skew`](crate::Clock::max_skew)
-//! already (`cold_at + max_skew <= now`, `store::evict::is_cold`). A decision that finds the
+//! Rate cells' concurrency contract with sweeping (see `store::evict`): a decision holds the
+//! key's shard *read* guard while it runs on the cell; a sweep removes a key only under that
+//! shard's *write* guard, and only if it is cold by the clock's
+//! [`max_skew`](crate::Clock::max_skew) already (`cold_at + max_skew <= now`,
+//! `store::evict::is_cold`). A decision that finds the
 //! key missing reads `now` after its lookup: the lock orders that reading after the sweep's,
 //! so it is at least the sweep's minus `max_skew` (exactly the sweep's or later on a clock
 //! ordered across threads, such as `StdClock`; up to `max_skew` earlier on the TSC, which the
@@ -40,7 +44,8 @@ pub(crate) struct KeyedStore<K, C, S> {
     pub(crate) slots: AtomicUsize,
     /// A lower bound on every tracked key's `cold_at` (`u64::MAX` when empty): while
     /// `now < earliest + max_skew` no key can be evicted (`store::evict::is_cold`), so a
-    /// reclaim at the cap can skip its sweep.
+    /// reclaim at the cap can skip its sweep. (Kept for every rule; read only by one that
+    /// gives such bounds, [`ColdRule`](crate::store::evict::ColdRule).)
     /// Lowered by every insert and cancel, recomputed by every sweep.
     ///
     /// A sweep first sets it to `u64::MAX`, then lowers it with each surviving key's `cold_at`
