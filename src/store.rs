@@ -11,7 +11,7 @@
 //! - `sweeper`: the background thread or tokio task that runs a store's sweep every interval
 //!   (the keyed concurrency limiter's store too);
 //! - `evict`: what the store asks of its cells' rule (`Evict`: may this cell go now), the
-//!   rate cells' answer (`ColdRule`: which keys are cold), and sweep statistics;
+//!   rate cells' cold-time rule (which keys are cold), and sweep statistics;
 //! - `settings`: the table's settings as the keyed builders take them (hasher, shards,
 //!   sweeping, key cap), their defaults (`DefaultKeyHasher`, `DEFAULT_SHARDS`), and the macro
 //!   that writes the builders' setters for them.

@@ -2,7 +2,7 @@
 //! the decisions on a key. A key found decides on its stored cell; a key missing decides on a
 //! scratch fresh cell and is inserted only if that stored something; a new key meets the key
 //! cap's placement ([`Placed`], [`Found`]). The table knows its cells' rule only through
-//! [`ColdRule`], which the engine implements here.
+//! [`Evict`], which the engine implements here.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -11,32 +11,40 @@ use std::time::Duration;
 
 use crate::cell::Algorithm;
 use crate::engine::{Engine, Find, Found, Placed, Slot};
-use crate::store::evict::ColdRule;
+use crate::store::evict::{is_cold, verdict, Evict, Verdict};
 use crate::store::keyed::{KeyedStore, WhenFull};
 use crate::store::sweeper::Sweep;
 use crate::Nanos;
 
-impl<A: Algorithm> ColdRule<A::Cell> for Engine<A> {
-    type Params = A::Params;
+/// Rate cells go by the cold-time rule (`store::evict::verdict`): a cell cold by the
+/// clock's skew already, judged with `now` read under the shard's write guard.
+impl<A: Algorithm> Evict<A::Cell> for Engine<A> {
+    /// `now`, the clock's skew, and the parameters.
+    type At = (Nanos, Nanos, A::Params);
 
-    fn params(&self) -> A::Params {
-        self.params.load_full()
+    fn at(&self) -> Self::At {
+        self.judging_at(self.clock.now())
     }
 
-    fn cold_at(&self, cell: &A::Cell, p: &A::Params) -> Nanos {
-        self.alg.cold_at(cell, p)
-    }
-
-    fn now(&self) -> Nanos {
-        self.clock.now()
-    }
-
-    fn max_skew(&self) -> Nanos {
-        self.clock.max_skew()
+    #[inline]
+    fn judge(&self, cell: &A::Cell, (now, skew, p): &Self::At) -> Verdict {
+        verdict(self.alg.cold_at(cell, p), *now, *skew)
     }
 
     fn swept(&self, evicted: usize, keys: usize, longest: Duration) {
         self.meter.swept(evicted, keys, longest);
+    }
+
+    /// `earliest` bounds every tracked key's cold time: none can go before it is cold.
+    fn may_evict_any(&self, earliest: Nanos) -> bool {
+        is_cold(earliest, self.clock.now(), self.clock.max_skew())
+    }
+}
+
+impl<A: Algorithm> Engine<A> {
+    /// What judging cells at `now` reads (`Evict::At`).
+    fn judging_at(&self, now: Nanos) -> (Nanos, Nanos, A::Params) {
+        (now, self.clock.max_skew(), self.params.load_full())
     }
 }
 
@@ -104,7 +112,7 @@ where
     }
 
     fn lowered(&self, cell: &A::Cell) {
-        self.keyed.store.lower_earliest(&self.keyed.engine, cell);
+        self.keyed.lower_earliest(cell);
     }
 }
 
@@ -187,6 +195,13 @@ where
         KeyedEngine { engine, store }
     }
 
+    /// Lowers the table's bound on cold times to `cell`'s (after an insert or a cancel).
+    fn lower_earliest(&self, cell: &A::Cell) {
+        let e = &self.engine;
+        self.store
+            .lower_earliest(e.alg.cold_at(cell, &e.params.load_full()));
+    }
+
     /// A whole sweep of the table; `stop` is polled between chunks.
     pub(crate) fn sweep_all(&self, stop: &dyn Fn() -> bool) -> usize {
         self.store.sweep_all(&self.engine, stop)
@@ -258,7 +273,7 @@ where
                     (owned, A::Cell::default())
                 },
                 |cell| op(cell, clock.now()),
-                |cell| self.store.lower_earliest(&self.engine, cell),
+                |cell| self.lower_earliest(cell),
             ) {
                 return Placed::Tracked(r);
             }
@@ -308,12 +323,18 @@ where
         if store.when_full != WhenFull::Deny || !store.is_full() {
             return None;
         }
-        if !store.may_reclaim(&self.engine, now) {
-            return Some(self.full_wait(store.earliest(), now));
+        let earliest = store.earliest();
+        if !is_cold(earliest, now, self.engine.clock.max_skew()) {
+            return Some(self.full_wait(earliest, now));
         }
-        store
-            .min_cold_at(&self.engine, now)
-            .map(|min| self.full_wait(min, now))
+        self.min_cold_at(now).map(|min| self.full_wait(min, now))
+    }
+
+    /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
+    /// one is cold at `now` by the clock's skew (a sweep would evict it); a read-only walk.
+    fn min_cold_at(&self, now: Nanos) -> Option<Nanos> {
+        let at = self.engine.judging_at(now);
+        self.store.min_bound(|cell| self.engine.judge(cell, &at))
     }
 
     /// The earliest time at or after `now` when a new key can take a slot, judged from the
@@ -325,7 +346,7 @@ where
         if !self.store.is_full() {
             return now;
         }
-        match self.store.min_cold_at(&self.engine, now) {
+        match self.min_cold_at(now) {
             Some(min) => min.saturating_add(self.engine.clock.max_skew()).max(now),
             None => now,
         }

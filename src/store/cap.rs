@@ -5,7 +5,7 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use crate::store::evict::{is_cold, ColdRule, Evict};
+use crate::store::evict::{Evict, Verdict};
 use crate::store::keyed::KeyedStore;
 use crate::sync::{Ordering, TryLockError};
 use crate::Nanos;
@@ -15,29 +15,20 @@ where
     K: Hash + Eq,
     S: BuildHasher,
 {
-    /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
-    /// one is cold at `now` by the clock's skew (a sweep would evict it). Walks the table
-    /// under each shard's read lock in turn, changing nothing.
-    pub(crate) fn min_cold_at(&self, rule: &impl ColdRule<C>, now: Nanos) -> Option<Nanos> {
-        let p = rule.params();
-        let skew = rule.max_skew();
+    /// The smallest bound `judge` gives the tracked cells (`u64::MAX` if none), or `None` as
+    /// soon as one may go (a sweep would evict it). Walks the table under each shard's read
+    /// lock in turn, so `judge` must change nothing (the rate cells' cold-time rule does not).
+    pub(crate) fn min_bound(&self, judge: impl Fn(&C) -> Verdict) -> Option<Nanos> {
         let mut min = Nanos::MAX;
         for shard in self.map.shards() {
             for (_, cell) in shard.read().iter() {
-                let at = rule.cold_at(cell, &p);
-                if is_cold(at, now, skew) {
-                    return None;
+                match judge(cell) {
+                    Verdict::Evict => return None,
+                    Verdict::Keep(bound) => min = min.min(bound),
                 }
-                min = min.min(at);
             }
         }
         Some(min)
-    }
-
-    /// Whether a sweep at `now` could evict any key: some key is cold by the clock's skew
-    /// (the eviction rule, `store::evict::is_cold`, applied to the lower bound).
-    pub(crate) fn may_reclaim(&self, rule: &impl ColdRule<C>, now: Nanos) -> bool {
-        is_cold(self.earliest(), now, rule.max_skew())
     }
 
     /// The lower bound on every tracked key's cold time (`earliest`).
@@ -61,10 +52,9 @@ where
             .is_ok()
     }
 
-    /// Lowers the cold-time bound to `cell`'s (after an insert or a cancel).
-    pub(crate) fn lower_earliest(&self, rule: &impl ColdRule<C>, cell: &C) {
-        let at = rule.cold_at(cell, &rule.params());
-        self.earliest.fetch_min(at, Ordering::AcqRel);
+    /// Lowers the cold-time bound to `cold_at` (a cell's, after an insert or a cancel).
+    pub(crate) fn lower_earliest(&self, cold_at: Nanos) {
+        self.earliest.fetch_min(cold_at, Ordering::AcqRel);
     }
 
     /// At the cap: sweep, unless a sweep is running right now (it is reclaiming already) or

@@ -1,5 +1,5 @@
 //! Eviction: what the keyed store asks of its cells' rule ([`Evict`]), the rate cells' rule
-//! (cold keys, through [`ColdRule`]), and sweep statistics.
+//! (cold keys, [`verdict`]), and sweep statistics.
 //!
 //! **Why eviction loses nothing.** A key is cold once the algorithm says its cell decides
 //! exactly like a fresh one (`cold_at <= now`; for GCRA `tat <= now`: a full bucket). The keyed
@@ -20,9 +20,9 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::Nanos;
 
 /// What the keyed store asks of its cells' rule: may this entry be evicted now. The rate
-/// limiters' engine answers it through [`ColdRule`] (a cell cold by the clock's skew
-/// already), the keyed concurrency limiter's store for its semaphore cells (an idle cell,
-/// closed).
+/// limiters' engine answers it by the cold-time rule ([`verdict`]: a cell cold by the
+/// clock's skew already), the keyed concurrency limiter's store for its semaphore cells (an
+/// idle cell, closed).
 pub(crate) trait Evict<C> {
     /// What [`judge`](Evict::judge) reads once per chunk of a sweep, under its write guard
     /// (a clock reading, the parameters), rather than once per cell.
@@ -48,48 +48,6 @@ pub(crate) enum Verdict {
     Evict,
     /// Keep it; it cannot go before this time (`Nanos::MAX` if the rule keeps no bound).
     Keep(Nanos),
-}
-
-/// What the rate limiters' store needs to know of the rule its cells follow, answered by the
-/// engine (which holds the rule, its parameters and the clock).
-pub(crate) trait ColdRule<C> {
-    /// What [`cold_at`](ColdRule::cold_at) reads (the parameters): loaded once per walk or
-    /// chunk of one, not per cell.
-    type Params;
-    fn params(&self) -> Self::Params;
-    /// When `cell` turns cold under `p`: from then on it decides exactly like a fresh one.
-    fn cold_at(&self, cell: &C, p: &Self::Params) -> Nanos;
-    /// A reading of the cells' clock.
-    fn now(&self) -> Nanos;
-    /// The clock's [`max_skew`](crate::Clock::max_skew).
-    fn max_skew(&self) -> Nanos;
-    /// Told after each sweep: keys evicted, keys left, the longest write-lock hold.
-    fn swept(&self, _evicted: usize, _keys: usize, _longest: Duration) {}
-}
-
-/// A cold-time rule evicts a cell cold by the clock's skew ([`is_cold`]) and keeps the
-/// lower bound `earliest` of the cold times left, so a reclaim at the cap skips a sweep
-/// while no key can be cold.
-impl<C, R: ColdRule<C>> Evict<C> for R {
-    /// `now`, the clock's skew, and the parameters.
-    type At = (Nanos, Nanos, R::Params);
-
-    fn at(&self) -> Self::At {
-        (self.now(), self.max_skew(), self.params())
-    }
-
-    #[inline]
-    fn judge(&self, cell: &C, (now, skew, p): &Self::At) -> Verdict {
-        verdict(self.cold_at(cell, p), *now, *skew)
-    }
-
-    fn swept(&self, evicted: usize, keys: usize, longest: Duration) {
-        ColdRule::swept(self, evicted, keys, longest);
-    }
-
-    fn may_evict_any(&self, earliest: Nanos) -> bool {
-        is_cold(earliest, self.now(), self.max_skew())
-    }
 }
 
 /// What a keyed limiter's sweeping has done so far.
@@ -180,9 +138,10 @@ pub(crate) fn is_cold(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> bool {
     cold_at.checked_add(max_skew).is_some_and(|t| t <= now)
 }
 
-/// The verdict on state that turns cold at `cold_at`, at `now` on a clock with `max_skew`.
+/// The cold-time rule: the verdict on state that turns cold at `cold_at`, at a reading `now`
+/// of a clock with `max_skew` (evict it if [`is_cold`]; else `cold_at` bounds when it may go).
 #[inline]
-fn verdict(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> Verdict {
+pub(crate) fn verdict(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> Verdict {
     if is_cold(cold_at, now, max_skew) {
         Verdict::Evict
     } else {
@@ -216,8 +175,8 @@ pub(crate) fn evict_by<C>(
 }
 
 /// The cold-time eviction rule for one walk over (part of) a shard, with `now` read under its
-/// write lock: drop every cell that [`is_cold`] at `now` on a clock with `max_skew` (what a
-/// [`ColdRule`]'s [`Evict`] does); the loom model drives it over its own table.
+/// write lock: drop every cell that [`is_cold`] at `now` on a clock with `max_skew` (the rate
+/// limiters' engine's [`Evict`]); the loom model drives it over its own table.
 #[cfg(any(test, loom))]
 pub(crate) fn evict_cold<C>(
     now: Nanos,

@@ -3,10 +3,9 @@
 //! file holds the store's state and what it does under its locks: the lookup, the insert of a
 //! new key under the shard's write guard, the walk under read guards, the removal of a key.
 //! It is generic over its cells: whether one may be evicted now it asks their rule through
-//! [`Evict`](crate::store::evict::Evict), which the rate limiters' engine answers through
-//! [`ColdRule`](crate::store::evict::ColdRule) (when a cell turns cold, the clock) and the
-//! keyed concurrency limiter's store for its semaphore cells (`concurrency::sem_store`, whose
-//! docs give its protocol). The decisions on a key (a hit, a miss on a scratch fresh cell,
+//! [`Evict`](crate::store::evict::Evict), which the rate limiters' engine answers (a cell
+//! cold by the clock's skew) and the keyed concurrency limiter's store for its semaphore
+//! cells (an idle one; `concurrency::sem_store`, whose docs give its protocol). The decisions on a key (a hit, a miss on a scratch fresh cell,
 //! inserting only what stores, the key cap's answers) are the holders', in `engine::keyed`
 //! and `concurrency::sem_store`.
 //!
@@ -45,7 +44,7 @@ pub(crate) struct KeyedStore<K, C, S> {
     /// A lower bound on every tracked key's `cold_at` (`u64::MAX` when empty): while
     /// `now < earliest + max_skew` no key can be evicted (`store::evict::is_cold`), so a
     /// reclaim at the cap can skip its sweep. (Kept for every rule; read only by one that
-    /// gives such bounds, [`ColdRule`](crate::store::evict::ColdRule).)
+    /// gives such bounds: the rate cells' cold times.)
     /// Lowered by every insert and cancel, recomputed by every sweep.
     ///
     /// A sweep first sets it to `u64::MAX`, then lowers it with each surviving key's `cold_at`
