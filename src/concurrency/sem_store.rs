@@ -268,11 +268,6 @@ where
     pub(crate) fn stats(&self) -> SweepStats {
         self.table.stats()
     }
-
-    /// A whole sweep, evicting idle keys (module docs); `stop` is polled between chunks.
-    pub(crate) fn sweep_all(&self, stop: &dyn Fn() -> bool) -> usize {
-        self.table.sweep_all(&Idle(&self.meter), stop)
-    }
 }
 
 impl<K, S> Sweep for SemStore<K, S>
@@ -280,8 +275,9 @@ where
     K: Hash + Eq + Send + Sync + 'static,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
+    /// A whole sweep, evicting idle keys (module docs).
     fn sweep(&self, stop: &dyn Fn() -> bool) -> usize {
-        self.sweep_all(stop)
+        self.table.sweep_all(&Idle(&self.meter), stop)
     }
 }
 
@@ -313,7 +309,7 @@ mod tests {
         }
         let held = RefCell::new(Vec::new());
         let polls = Cell::new(0);
-        let evicted = store.sweep_all(&|| {
+        let evicted = store.sweep(&|| {
             polls.set(polls.get() + 1);
             if polls.get() == 2 {
                 // Enough busy keys to resize both shards once.
@@ -328,7 +324,7 @@ mod tests {
         assert!((idle..5 * idle).all(|k| store.in_flight(&k) == 1));
         assert_eq!(store.stats().evicted, idle);
         drop(held);
-        assert_eq!(store.sweep_all(&|| false) as u64, 4 * idle);
+        assert_eq!(store.sweep(&|| false) as u64, 4 * idle);
         assert_eq!(store.len(), 0);
     }
 }

@@ -23,7 +23,11 @@ impl<A: Algorithm> Evict<A::Cell> for Engine<A> {
     type At = (Nanos, Nanos, A::Params);
 
     fn at(&self) -> Self::At {
-        self.judging_at(self.clock.now())
+        (
+            self.clock.now(),
+            self.clock.max_skew(),
+            self.params.load_full(),
+        )
     }
 
     #[inline]
@@ -38,13 +42,6 @@ impl<A: Algorithm> Evict<A::Cell> for Engine<A> {
     /// `earliest` bounds every tracked key's cold time: none can go before it is cold.
     fn may_evict_any(&self, earliest: Nanos) -> bool {
         is_cold(earliest, self.clock.now(), self.clock.max_skew())
-    }
-}
-
-impl<A: Algorithm> Engine<A> {
-    /// What judging cells at `now` reads (`Evict::At`).
-    fn judging_at(&self, now: Nanos) -> (Nanos, Nanos, A::Params) {
-        (now, self.clock.max_skew(), self.params.load_full())
     }
 }
 
@@ -333,8 +330,9 @@ where
     /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
     /// one is cold at `now` by the clock's skew (a sweep would evict it); a read-only walk.
     fn min_cold_at(&self, now: Nanos) -> Option<Nanos> {
-        let at = self.engine.judging_at(now);
-        self.store.min_bound(|cell| self.engine.judge(cell, &at))
+        let e = &self.engine;
+        let at = (now, e.clock.max_skew(), e.params.load_full());
+        self.store.min_bound(|cell| e.judge(cell, &at))
     }
 
     /// The earliest time at or after `now` when a new key can take a slot, judged from the

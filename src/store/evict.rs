@@ -151,7 +151,7 @@ pub(crate) fn verdict(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> Verdict {
 
 /// One walk over (part of) a shard, run while holding that shard's write lock: drop every
 /// cell `judge` evicts. `retain` walks cells and removes those for which `keep` says false (a
-/// table's `retain`).
+/// table's `retain`); the loom model drives it, with the cold-time rule, over its own table.
 pub(crate) fn evict_by<C>(
     judge: impl Fn(&C) -> Verdict,
     retain: impl FnOnce(&mut dyn FnMut(&C) -> bool),
@@ -174,30 +174,20 @@ pub(crate) fn evict_by<C>(
     }
 }
 
-/// The cold-time eviction rule for one walk over (part of) a shard, with `now` read under its
-/// write lock: drop every cell that [`is_cold`] at `now` on a clock with `max_skew` (the rate
-/// limiters' engine's [`Evict`]); the loom model drives it over its own table.
-#[cfg(any(test, loom))]
-pub(crate) fn evict_cold<C>(
-    now: Nanos,
-    max_skew: Nanos,
-    cold_at: impl Fn(&C) -> Nanos,
-    retain: impl FnOnce(&mut dyn FnMut(&C) -> bool),
-) -> ShardSweep {
-    evict_by(|cell| verdict(cold_at(cell), now, max_skew), retain)
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
-    /// Drives `evict_cold` over a plain `Vec` of cold times, the way a table's `retain` would.
+    /// Drives the cold-time rule over a plain `Vec` of cold times, the way a table's `retain` would.
     fn sweep_vec(v: &mut Vec<Nanos>, now: Nanos) -> ShardSweep {
         sweep_vec_skewed(v, now, 0)
     }
 
     fn sweep_vec_skewed(v: &mut Vec<Nanos>, now: Nanos, skew: Nanos) -> ShardSweep {
-        evict_cold(now, skew, |&at: &Nanos| at, |keep| v.retain(|c| keep(c)))
+        evict_by(
+            |&at: &Nanos| verdict(at, now, skew),
+            |keep| v.retain(|c| keep(c)),
+        )
     }
 
     #[test]
