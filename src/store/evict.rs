@@ -178,7 +178,8 @@ pub(crate) fn evict_by<C>(
 mod tests {
     use super::*;
 
-    /// Drives the cold-time rule over a plain `Vec` of cold times, the way a table's `retain` would.
+    /// Drives the cold-time rule over a plain `Vec` of cold times, the way a table's `retain`
+    /// would.
     fn sweep_vec(v: &mut Vec<Nanos>, now: Nanos) -> ShardSweep {
         sweep_vec_skewed(v, now, 0)
     }

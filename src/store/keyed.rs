@@ -5,16 +5,16 @@
 //! It is generic over its cells: whether one may be evicted now it asks their rule through
 //! [`Evict`](crate::store::evict::Evict), which the rate limiters' engine answers (a cell
 //! cold by the clock's skew) and the keyed concurrency limiter's store for its semaphore
-//! cells (an idle one; `concurrency::sem_store`, whose docs give its protocol). The decisions on a key (a hit, a miss on a scratch fresh cell,
-//! inserting only what stores, the key cap's answers) are the holders', in `engine::keyed`
-//! and `concurrency::sem_store`.
+//! cells (an idle one; `concurrency::sem_store`, whose docs give its protocol). The
+//! decisions on a key (a hit, a miss on a scratch fresh cell, inserting only what stores, the
+//! key cap's answers) are the holders', in `engine::keyed` and `concurrency::sem_store`.
 //!
 //! Rate cells' concurrency contract with sweeping (see `store::evict`): a decision holds the
 //! key's shard *read* guard while it runs on the cell; a sweep removes a key only under that
 //! shard's *write* guard, and only if it is cold by the clock's
 //! [`max_skew`](crate::Clock::max_skew) already (`cold_at + max_skew <= now`,
-//! `store::evict::is_cold`). A decision that finds the
-//! key missing reads `now` after its lookup: the lock orders that reading after the sweep's,
+//! `store::evict::is_cold`). A decision that finds the key missing reads `now` after its
+//! lookup: the lock orders that reading after the sweep's,
 //! so it is at least the sweep's minus `max_skew` (exactly the sweep's or later on a clock
 //! ordered across threads, such as `StdClock`; up to `max_skew` earlier on the TSC, which the
 //! default clock reads on most x86_64 machines), hence at or after the evicted key's `cold_at`,
