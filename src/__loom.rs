@@ -204,9 +204,9 @@ where
     )
 }
 
-/// The eviction rule (`store::evict::evict_cold`, with GCRA's `cold_at`) over the model's
-/// table, at the sweeper's reading `now` of a clock with [`Clock::max_skew`] `max_skew`;
-/// returns how many cells it evicted and the smallest TAT left.
+/// The eviction rule (`store::evict::verdict` over `evict_by`, with GCRA's `cold_at`) over
+/// the model's table, at the sweeper's reading `now` of a clock with [`Clock::max_skew`]
+/// `max_skew`; returns how many cells it evicted and the smallest TAT left.
 ///
 /// [`Clock::max_skew`]: crate::Clock::max_skew
 pub fn evict_cold(
@@ -214,7 +214,8 @@ pub fn evict_cold(
     max_skew: Nanos,
     retain: impl FnOnce(&mut dyn FnMut(&TatCell) -> bool),
 ) -> (usize, Nanos) {
-    let swept = evict::evict_cold(now, max_skew, |c: &TatCell| c.0.tat(), retain);
+    let judge = |c: &TatCell| evict::verdict(c.0.tat(), now, max_skew);
+    let swept = evict::evict_by(judge, retain);
     (swept.evicted, swept.min_cold_at)
 }
 

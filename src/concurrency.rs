@@ -10,7 +10,8 @@
 //!   and wait (blocking or async), cancel-safe;
 //! - `report`: what an acquire reports to the limiter's meter (decision, in-flight gauge, wait);
 //! - `direct` (and its child `builder`): the one-limit limiter;
-//! - `sem_store`: `SemStore`, the keyed limiter's table of cells, key cap and sweep of idle keys;
+//! - `sem_store`: `SemStore`, the keyed limiter's cells in the keyed store (`store::keyed`),
+//!   its limit, acquire paths and eviction rule for idle keys;
 //! - `keyed` (and its child `builder`): the keyed limiter and its builder.
 
 mod direct;

@@ -215,8 +215,9 @@ fn acquire(shard: &Shard) -> Option<Arc<Semaphore>> {
     }
 }
 
-/// A sweep as `SemStore::sweep_locked` runs it: under the write guard, close every idle
-/// cell and remove it; then, after the guard, quiesce it before it is freed.
+/// A sweep as `KeyedStore::sweep_locked` runs it with the semaphore cells' rule
+/// (`concurrency::sem_store`'s `Idle`): under the write guard, close every idle cell and
+/// remove it; then, after the guard, quiesce it before it is freed.
 fn sweep(shard: &Shard) -> usize {
     let mut evicted = Vec::new();
     {

@@ -7,9 +7,9 @@
 //!   calls: the shard's read guard on the key, `now` read after it, the CAS under it; on a miss
 //!   a scratch fresh cell, and only if that stores, `KeyedEngine::decide`'s insert step
 //!   (transcribed here: write lock, `entry().or_default()`, check again with a fresh `now`);
-//! - a sweep is the rule `store::evict::evict_cold`, run as `KeyedStore::sweep_locked` runs it
-//!   (transcribed here: the shard's write lock, then `now` read under it, then the rule with the
-//!   clock's `max_skew`).
+//! - a sweep is the rule `store::evict::verdict` over `evict_by`, run as
+//!   `KeyedStore::sweep_locked` runs it for rate cells (transcribed here: the shard's write
+//!   lock, then `now` read under it, then the rule with the clock's `max_skew`).
 //!
 //! The key starts with TAT 1000 on a clock at 900 that a thread advances to 1000, where the key
 //! turns cold (`tat <= now`) and may be evicted; a neighbour key with TAT 1001 stays hot by 1 ns.

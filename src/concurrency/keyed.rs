@@ -15,7 +15,7 @@ use crate::concurrency::wait::{self, Step};
 use crate::decision::AcquireError;
 use crate::store::evict::SweepStats;
 use crate::store::settings::DefaultKeyHasher;
-use crate::store::sweeper::Sweeper;
+use crate::store::sweeper::{Sweep, Sweeper};
 
 mod builder;
 
@@ -537,7 +537,7 @@ where
     /// # drop(kept);
     /// ```
     pub fn sweep_now(&self) -> usize {
-        self.store.sweep_all(&|| false)
+        self.store.sweep(&|| false)
     }
 
     /// What sweeping has done so far.

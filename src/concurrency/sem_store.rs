@@ -1,10 +1,12 @@
-//! The keyed concurrency limiter's store: one boxed [`SemCell`] per key in the sharded table
-//! (`store::table`), with the exact key cap (`store::cap::take_slot`), the cap's policy
-//! ([`WhenFull`]), and a chunked sweep that evicts idle keys.
+//! The keyed concurrency limiter's store: one boxed [`SemCell`] per key in the keyed store
+//! (`store::keyed`: the sharded table, its exact key cap and chunked sweep, shared with the
+//! rate limiters), with what is the concurrency limiter's own: the limit, the acquire paths,
+//! the cap's policy ([`WhenFull`]) for a new key, and the rule that evicts idle keys.
 //!
 //! **Eviction.** A key with nothing in flight and nobody waiting decides like a new key, so it
 //! carries no information. A sweep evicts it under its shard's *write* guard by closing the
-//! cell (`SemCell::try_close`: one CAS from an idle word to `CLOSED`), then removes it.
+//! cell (`SemCell::try_close`: one CAS from an idle word to `CLOSED`, the [`Evict`] rule),
+//! then removes it.
 //! Every acquire looks its key up and takes or queues under the shard's *read* guard, so no
 //! acquire is between its lookup and its CAS while a sweep holds the write guard; and once a
 //! cell is closed no permit is granted on it (an acquire meeting `CLOSED` looks again).
@@ -22,37 +24,56 @@
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 use std::sync::PoisonError;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cell::semaphore::{SemCell, Take};
 use crate::concurrency::permit::Held;
 use crate::concurrency::wait::{begin, busy, cell_count, exceeds, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
-use crate::store::cap::take_slot;
-use crate::store::evict::{SweepCounters, SweepStats};
+use crate::store::evict::{Evict, SweepStats, Verdict};
+use crate::store::keyed::KeyedStore;
 use crate::store::sweeper::Sweep;
-use crate::store::table::ShardedTable;
-use crate::store::walk::SWEEP_CHUNK;
 use crate::store::when_full::WhenFull;
-use crate::sync::{unlock_fair, AtomicU32, AtomicUsize, Mutex, Ordering, TryLockError};
+use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::Nanos;
 
 /// The shared state of a keyed concurrency limiter; the sweeper holds a `Weak` to it.
 pub(crate) struct SemStore<K, S> {
-    map: ShardedTable<K, Box<SemCell>, S>,
+    table: KeyedStore<K, Box<SemCell>, S>,
     /// The limit of a new key's cell (every tracked cell's too, once `set_limit` returns).
     limit: AtomicU32,
     /// Serialises `set_limit`s, so the last one's walk is the last to set any cell.
     set_lock: Mutex<()>,
-    max_keys: usize,
-    when_full: WhenFull,
-    /// Keys tracked: counted before an insert and after a removal (the exact cap).
-    slots: AtomicUsize,
-    /// Serialises whole sweeps (background, `sweep_now`, reclaim at the cap).
-    sweep_lock: Mutex<()>,
-    counters: SweepCounters,
     /// The limiter's meter (here, so that sweeps report keys tracked and evictions).
     pub(crate) meter: Meter,
+}
+
+/// The semaphore cells' eviction rule: an idle cell is closed under the shard's write guard,
+/// and quiesced after it (module docs). It keeps no bound on when a busy cell turns idle, so
+/// a reclaim at the cap always sweeps.
+struct Idle<'a>(&'a Meter);
+
+impl Evict<Box<SemCell>> for Idle<'_> {
+    type At = ();
+
+    fn at(&self) {}
+
+    fn judge(&self, cell: &Box<SemCell>, (): &()) -> Verdict {
+        if cell.try_close() {
+            Verdict::Evict
+        } else {
+            Verdict::Keep(Nanos::MAX)
+        }
+    }
+
+    fn evicted(&self, cell: &Box<SemCell>) {
+        cell.quiesce();
+    }
+
+    fn swept(&self, evicted: usize, keys: usize, longest: Duration) {
+        self.0.swept(evicted, keys, longest);
+    }
 }
 
 impl<K, S> SemStore<K, S>
@@ -69,14 +90,9 @@ where
         meter: Meter,
     ) -> Self {
         SemStore {
-            map: ShardedTable::new(hasher, shards),
+            table: KeyedStore::new(hasher, shards, max_keys, when_full),
             limit: AtomicU32::new(limit),
             set_lock: Mutex::new(()),
-            max_keys,
-            when_full,
-            slots: AtomicUsize::new(0),
-            sweep_lock: Mutex::new(()),
-            counters: SweepCounters::default(),
             meter,
         }
     }
@@ -90,13 +106,9 @@ where
     pub(crate) fn set_limit(&self, limit: u32) {
         let _serial = self.set_lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.limit.store(limit, Ordering::Release);
-        for shard in self.map.shards() {
-            for (_, cell) in shard.read().iter() {
-                // Not closed: a sweep closes a cell only under the write guard, and removes
-                // it under the same hold.
-                cell.set_limit(limit);
-            }
-        }
+        // Not closed: a sweep closes a cell only under the write guard, and removes it under
+        // the same hold.
+        self.table.for_each_cell(&|cell| cell.set_limit(limit));
     }
 
     /// Takes `n` permits for `key` now, or refuses: the non-waiting acquire. The hot path (a
@@ -109,7 +121,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if n > 0 {
-            if let Some(guard) = self.map.get(key) {
+            if let Some(guard) = self.table.lookup(key) {
                 let k = cell_count(n);
                 if let Take::Granted(_) = guard.try_take(k) {
                     // As in `begin`: the permits now in flight keep the cell from eviction.
@@ -146,7 +158,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         loop {
-            if let Some(guard) = self.map.get(key) {
+            if let Some(guard) = self.table.lookup(key) {
                 let step = self.begin_on(&guard, n, queue);
                 drop(guard);
                 match step {
@@ -189,44 +201,46 @@ where
         if n > u64::from(limit) {
             return Step::Done(Err(exceeds(n, limit)));
         }
-        let hash = self.map.hash(key);
-        let shard = self.map.shard(hash);
+        let hash = self.table.map.hash(key);
         // Made before the write lock, not under it (a `String` allocates).
         let mut owned = Some((key.to_owned(), Box::new(SemCell::new(limit))));
         for attempt in 0..2 {
-            {
-                let mut table = shard.write();
-                // The limit a new cell gets is read under the write guard (module docs): a
-                // `set_limit` since the read above either walks this shard after this hold or
-                // stored its limit before it.
-                let limit = self.limit();
-                if let Some((_, cell)) = table.find(hash, |(k, _)| k.borrow() == key) {
-                    // Inserted meanwhile: decide on theirs, under the write guard.
-                    return self.begin_on(cell, n, queue);
-                }
-                if n > u64::from(limit) {
-                    return Step::Done(Err(exceeds(n, limit)));
-                }
-                if take_slot(&self.slots, self.max_keys) {
+            if let Some(step) = self.table.try_insert(
+                key,
+                hash,
+                || {
+                    // The limit a new cell gets is read under the write guard (module docs):
+                    // a `set_limit` since the read above either walks this shard after this
+                    // hold or stored its limit before it.
+                    let limit = self.limit();
+                    if n > u64::from(limit) {
+                        return Err(Step::Done(Err(exceeds(n, limit))));
+                    }
+                    Ok(limit)
+                },
+                |limit| {
                     let (k, mut cell) = owned
                         .take()
                         .unwrap_or_else(|| (key.to_owned(), Box::new(SemCell::new(limit))));
                     if cell.state().limit != limit {
                         *cell = SemCell::new(limit); // not shared yet: made afresh in place
                     }
-                    // Decided before the insert, under the same write guard: the box moves into
-                    // the table, its contents do not.
-                    let step = self.begin_on(&cell, n, queue);
-                    table.insert_unique(hash, (k, cell), self.map.rehash());
-                    return step;
-                }
+                    (k, cell)
+                },
+                // Decided under the write guard: on theirs if inserted meanwhile, else on the
+                // new cell before the insert (the box moves into the table, its contents do
+                // not).
+                |cell| self.begin_on(cell, n, queue),
+                |_| {},
+            ) {
+                return step;
             }
             // Full (the write guard is dropped, so sweeping cannot deadlock on it).
             if attempt == 0 {
-                self.reclaim();
+                self.table.reclaim(&Idle(&self.meter));
             }
         }
-        match self.when_full {
+        match self.table.when_full {
             // `n` fits: it is at most the limit (checked above).
             WhenFull::AllowUntracked => Step::Done(Ok(Held::untracked(cell_count(n)))),
             WhenFull::Deny => Step::Done(Err(busy(0, self.limit()))),
@@ -239,88 +253,20 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.map.get(key).map_or(0, |c| c.state().in_flight)
+        self.table.lookup(key).map_or(0, |c| c.state().in_flight)
     }
 
     /// The key cap, if one was set (`usize::MAX` means none).
     pub(crate) fn max_keys(&self) -> Option<std::num::NonZeroUsize> {
-        (self.max_keys != usize::MAX)
-            .then(|| std::num::NonZeroUsize::new(self.max_keys))
-            .flatten()
+        std::num::NonZeroUsize::new(self.table.max_keys).filter(|n| n.get() != usize::MAX)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.slots.load(Ordering::Acquire)
+        self.table.len()
     }
 
     pub(crate) fn stats(&self) -> SweepStats {
-        self.counters.snapshot(self.len())
-    }
-
-    /// At the cap: sweep, unless a sweep is running right now (it is reclaiming already).
-    fn reclaim(&self) {
-        let _guard = match self.sweep_lock.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
-        };
-        self.sweep_locked(&|| false);
-    }
-
-    /// A whole sweep; `stop` is polled between chunks.
-    pub(crate) fn sweep_all(&self, stop: &dyn Fn() -> bool) -> usize {
-        let _serial = self
-            .sweep_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        self.sweep_locked(stop)
-    }
-
-    /// Walks every shard in chunks of [`SWEEP_CHUNK`] buckets, one write-lock hold each,
-    /// closing and removing idle cells (module docs). A key moved by a resize between two
-    /// chunks may be skipped: it is kept until a later sweep, which loses nothing.
-    fn sweep_locked(&self, stop: &dyn Fn() -> bool) -> usize {
-        let started = Instant::now();
-        let mut evicted = 0usize;
-        let mut longest = Duration::ZERO;
-        let mut graveyard: Vec<(K, Box<SemCell>)> = Vec::new();
-        'shards: for shard in self.map.shards() {
-            let mut pos = 0usize;
-            loop {
-                if stop() {
-                    break 'shards;
-                }
-                let mut table = shard.write();
-                let held = Instant::now();
-                let end = table.num_buckets().min(pos.saturating_add(SWEEP_CHUNK));
-                for i in pos..end {
-                    let Ok(entry) = table.get_bucket_entry(i) else {
-                        continue; // an empty or deleted bucket
-                    };
-                    if entry.get().1.try_close() {
-                        graveyard.push(entry.remove().0);
-                    }
-                }
-                let done = end >= table.num_buckets();
-                unlock_fair(table);
-                longest = longest.max(held.elapsed());
-                if !graveyard.is_empty() {
-                    // After the removal: `slots` never undercounts the map.
-                    self.slots.fetch_sub(graveyard.len(), Ordering::AcqRel);
-                    evicted += graveyard.len();
-                    for (_, cell) in graveyard.drain(..) {
-                        cell.quiesce();
-                    }
-                }
-                if done {
-                    break;
-                }
-                pos = end;
-            }
-        }
-        self.counters.record(evicted, started.elapsed(), longest);
-        self.meter.swept(evicted, self.len(), longest);
-        evicted
+        self.table.stats()
     }
 }
 
@@ -329,7 +275,56 @@ where
     K: Hash + Eq + Send + Sync + 'static,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
+    /// A whole sweep, evicting idle keys (module docs).
     fn sweep(&self, stop: &dyn Fn() -> bool) -> usize {
-        self.sweep_all(stop)
+        self.table.sweep_all(&Idle(&self.meter), stop)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::cell::{Cell, RefCell};
+
+    use super::*;
+    use crate::store::settings::DefaultKeyHasher;
+    use crate::store::walk::SWEEP_CHUNK;
+
+    /// Inserts between two chunks of a sweep (here from the stop poll, which runs with no lock
+    /// held, as a concurrent acquire could) grow and rehash the table under the walk: the
+    /// sweep starts the shard over, and still evicts every key idle before it began and no
+    /// busy one.
+    #[test]
+    fn keys_moved_between_sweep_chunks_are_not_missed() {
+        let store = SemStore::<u64, _>::new(
+            1,
+            DefaultKeyHasher::default(),
+            2,
+            usize::MAX,
+            WhenFull::Deny,
+            Meter::concurrency(None),
+        );
+        let idle = 6 * SWEEP_CHUNK as u64;
+        for k in 0..idle {
+            drop(store.try_now(&k, 1).unwrap()); // tracked, idle
+        }
+        let held = RefCell::new(Vec::new());
+        let polls = Cell::new(0);
+        let evicted = store.sweep(&|| {
+            polls.set(polls.get() + 1);
+            if polls.get() == 2 {
+                // Enough busy keys to resize both shards once.
+                let mut held = held.borrow_mut();
+                held.extend((idle..5 * idle).map(|k| store.try_now(&k, 1).unwrap()));
+            }
+            false
+        });
+        assert_eq!(evicted as u64, idle, "every idle key evicted");
+        assert_eq!(store.len() as u64, 4 * idle);
+        assert!((0..idle).all(|k| store.table.lookup(&k).is_none()));
+        assert!((idle..5 * idle).all(|k| store.in_flight(&k) == 1));
+        assert_eq!(store.stats().evicted, idle);
+        drop(held);
+        assert_eq!(store.sweep(&|| false) as u64, 4 * idle);
+        assert_eq!(store.len(), 0);
     }
 }

@@ -2,7 +2,7 @@
 //! the decisions on a key. A key found decides on its stored cell; a key missing decides on a
 //! scratch fresh cell and is inserted only if that stored something; a new key meets the key
 //! cap's placement ([`Placed`], [`Found`]). The table knows its cells' rule only through
-//! [`ColdRule`], which the engine implements here.
+//! [`Evict`], which the engine implements here.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -11,33 +11,37 @@ use std::time::Duration;
 
 use crate::cell::Algorithm;
 use crate::engine::{Engine, Find, Found, Placed, Slot};
-use crate::store::evict::ColdRule;
+use crate::store::evict::{is_cold, verdict, Evict, Verdict};
 use crate::store::keyed::{KeyedStore, WhenFull};
 use crate::store::sweeper::Sweep;
-use crate::sync::Ordering;
 use crate::Nanos;
 
-impl<A: Algorithm> ColdRule<A::Cell> for Engine<A> {
-    type Params = A::Params;
+/// Rate cells go by the cold-time rule (`store::evict::verdict`): a cell cold by the
+/// clock's skew already, judged with `now` read under the shard's write guard.
+impl<A: Algorithm> Evict<A::Cell> for Engine<A> {
+    /// `now`, the clock's skew, and the parameters.
+    type At = (Nanos, Nanos, A::Params);
 
-    fn params(&self) -> A::Params {
-        self.params.load_full()
+    fn at(&self) -> Self::At {
+        (
+            self.clock.now(),
+            self.clock.max_skew(),
+            self.params.load_full(),
+        )
     }
 
-    fn cold_at(&self, cell: &A::Cell, p: &A::Params) -> Nanos {
-        self.alg.cold_at(cell, p)
-    }
-
-    fn now(&self) -> Nanos {
-        self.clock.now()
-    }
-
-    fn max_skew(&self) -> Nanos {
-        self.clock.max_skew()
+    #[inline]
+    fn judge(&self, cell: &A::Cell, (now, skew, p): &Self::At) -> Verdict {
+        verdict(self.alg.cold_at(cell, p), *now, *skew)
     }
 
     fn swept(&self, evicted: usize, keys: usize, longest: Duration) {
         self.meter.swept(evicted, keys, longest);
+    }
+
+    /// `earliest` bounds every tracked key's cold time: none can go before it is cold.
+    fn may_evict_any(&self, earliest: Nanos) -> bool {
+        is_cold(earliest, self.clock.now(), self.clock.max_skew())
     }
 }
 
@@ -105,7 +109,7 @@ where
     }
 
     fn lowered(&self, cell: &A::Cell) {
-        self.keyed.store.lower_earliest(&self.keyed.engine, cell);
+        self.keyed.lower_earliest(cell);
     }
 }
 
@@ -188,6 +192,13 @@ where
         KeyedEngine { engine, store }
     }
 
+    /// Lowers the table's bound on cold times to `cell`'s (after an insert or a cancel).
+    fn lower_earliest(&self, cell: &A::Cell) {
+        let e = &self.engine;
+        self.store
+            .lower_earliest(e.alg.cold_at(cell, &e.params.load_full()));
+    }
+
     /// A whole sweep of the table; `stop` is polled between chunks.
     pub(crate) fn sweep_all(&self, stop: &dyn Fn() -> bool) -> usize {
         self.store.sweep_all(&self.engine, stop)
@@ -252,9 +263,14 @@ where
             if let Some(r) = self.store.try_insert(
                 key,
                 hash,
-                &mut owned,
+                || Ok(()),
+                |()| {
+                    // `owned` is still there: every path that takes it returns.
+                    let owned = owned.take().unwrap_or_else(|| key.to_owned());
+                    (owned, A::Cell::default())
+                },
                 |cell| op(cell, clock.now()),
-                |cell| self.store.lower_earliest(&self.engine, cell),
+                |cell| self.lower_earliest(cell),
             ) {
                 return Placed::Tracked(r);
             }
@@ -304,12 +320,19 @@ where
         if store.when_full != WhenFull::Deny || !store.is_full() {
             return None;
         }
-        if !store.may_reclaim(&self.engine, now) {
-            return Some(self.full_wait(store.earliest.load(Ordering::Acquire), now));
+        let earliest = store.earliest();
+        if !is_cold(earliest, now, self.engine.clock.max_skew()) {
+            return Some(self.full_wait(earliest, now));
         }
-        store
-            .min_cold_at(&self.engine, now)
-            .map(|min| self.full_wait(min, now))
+        self.min_cold_at(now).map(|min| self.full_wait(min, now))
+    }
+
+    /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
+    /// one is cold at `now` by the clock's skew (a sweep would evict it); a read-only walk.
+    fn min_cold_at(&self, now: Nanos) -> Option<Nanos> {
+        let e = &self.engine;
+        let at = (now, e.clock.max_skew(), e.params.load_full());
+        self.store.min_bound(|cell| e.judge(cell, &at))
     }
 
     /// The earliest time at or after `now` when a new key can take a slot, judged from the
@@ -321,7 +344,7 @@ where
         if !self.store.is_full() {
             return now;
         }
-        match self.store.min_cold_at(&self.engine, now) {
+        match self.min_cold_at(now) {
             Some(min) => min.saturating_add(self.engine.clock.max_skew()).max(now),
             None => now,
         }
@@ -332,7 +355,7 @@ where
     /// complete sweep), at least 1 ns, at most the longer of the quota's period and tolerance.
     fn full_retry_after(&self) -> Nanos {
         let now = self.engine.clock.now();
-        self.full_wait(self.store.earliest.load(Ordering::Acquire), now)
+        self.full_wait(self.store.earliest(), now)
     }
 
     /// The suggested wait at `now` when the earliest tracked key turns cold at `cold_at`.

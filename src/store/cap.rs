@@ -5,41 +5,35 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use crate::store::evict::{is_cold, ColdRule};
+use crate::store::evict::{Evict, Verdict};
 use crate::store::keyed::KeyedStore;
-use crate::sync::{AtomicUsize, Ordering, TryLockError};
+use crate::sync::{Ordering, TryLockError};
 use crate::Nanos;
 
 impl<K, C, S> KeyedStore<K, C, S>
 where
-    K: Hash + Eq + Send + Sync + 'static,
-    C: Default,
-    S: BuildHasher + Clone + Send + Sync + 'static,
+    K: Hash + Eq,
+    S: BuildHasher,
 {
-    /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
-    /// one is cold at `now` by the clock's skew (a sweep would evict it). Walks the table
-    /// under each shard's read lock in turn, changing nothing.
-    pub(crate) fn min_cold_at(&self, rule: &impl ColdRule<C>, now: Nanos) -> Option<Nanos> {
-        let p = rule.params();
-        let skew = rule.max_skew();
+    /// The smallest bound `judge` gives the tracked cells (`u64::MAX` if none), or `None` as
+    /// soon as one may go (a sweep would evict it). Walks the table under each shard's read
+    /// lock in turn, so `judge` must change nothing (the rate cells' cold-time rule does not).
+    pub(crate) fn min_bound(&self, judge: impl Fn(&C) -> Verdict) -> Option<Nanos> {
         let mut min = Nanos::MAX;
         for shard in self.map.shards() {
             for (_, cell) in shard.read().iter() {
-                let at = rule.cold_at(cell, &p);
-                if is_cold(at, now, skew) {
-                    return None;
+                match judge(cell) {
+                    Verdict::Evict => return None,
+                    Verdict::Keep(bound) => min = min.min(bound),
                 }
-                min = min.min(at);
             }
         }
         Some(min)
     }
 
-    /// Whether a sweep at `now` could evict any key: some key is cold by the clock's skew
-    /// (the eviction rule, `store::evict::is_cold`, applied to the lower bound).
-    pub(crate) fn may_reclaim(&self, rule: &impl ColdRule<C>, now: Nanos) -> bool {
-        let earliest = self.earliest.load(Ordering::Acquire);
-        is_cold(earliest, now, rule.max_skew())
+    /// The lower bound on every tracked key's cold time (`earliest`).
+    pub(crate) fn earliest(&self) -> Nanos {
+        self.earliest.load(Ordering::Acquire)
     }
 
     /// Whether every slot under the cap is taken.
@@ -47,26 +41,32 @@ where
         self.slots.load(Ordering::Acquire) >= self.max_keys
     }
 
+    /// Takes one of the `max_keys` slots, if one is free: `slots` is counted before an
+    /// insert and after a removal, so it bounds the table's length from above at every
+    /// instant, and the cap is exact.
     pub(super) fn take_slot(&self) -> bool {
-        take_slot(&self.slots, self.max_keys)
+        self.slots
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_keys).then(|| n + 1)
+            })
+            .is_ok()
     }
 
-    /// Lowers the cold-time bound to `cell`'s (after an insert or a cancel).
-    pub(crate) fn lower_earliest(&self, rule: &impl ColdRule<C>, cell: &C) {
-        let at = rule.cold_at(cell, &rule.params());
-        self.earliest.fetch_min(at, Ordering::AcqRel);
+    /// Lowers the cold-time bound to `cold_at` (a cell's, after an insert or a cancel).
+    pub(crate) fn lower_earliest(&self, cold_at: Nanos) {
+        self.earliest.fetch_min(cold_at, Ordering::AcqRel);
     }
 
     /// At the cap: sweep, unless a sweep is running right now (it is reclaiming already) or
-    /// no key can be cold yet (then a sweep would walk every key for nothing, which under a
-    /// flood of new keys would make each one cost a full scan).
-    pub(crate) fn reclaim(&self, rule: &impl ColdRule<C>) {
+    /// the rule's bound says no key can go yet (then a sweep would walk every key for
+    /// nothing, which under a flood of new keys would make each one cost a full scan).
+    pub(crate) fn reclaim(&self, rule: &impl Evict<C>) {
         let _guard = match self.sweep_lock.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return,
         };
-        if self.may_reclaim(rule, rule.now()) {
+        if rule.may_evict_any(self.earliest()) {
             self.sweep_locked(rule, &|| false);
         }
     }
@@ -75,15 +75,4 @@ where
     pub(crate) fn forget_cold_bound(&self) {
         self.earliest.store(0, Ordering::Release);
     }
-}
-
-/// Takes one of `max_keys` slots counted by `slots`, if one is free: the exact cap of every
-/// keyed store (the rate limiters' and the concurrency limiters'). `slots` is counted before
-/// an insert and after a removal, so it bounds the table's length from above at every instant.
-pub(crate) fn take_slot(slots: &AtomicUsize, max_keys: usize) -> bool {
-    slots
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < max_keys).then(|| n + 1)
-        })
-        .is_ok()
 }

@@ -1,4 +1,5 @@
-//! Eviction of cold keys: the rule, and sweep statistics.
+//! Eviction: what the keyed store asks of its cells' rule ([`Evict`]), the rate cells' rule
+//! (cold keys, [`verdict`]), and sweep statistics.
 //!
 //! **Why eviction loses nothing.** A key is cold once the algorithm says its cell decides
 //! exactly like a fresh one (`cold_at <= now`; for GCRA `tat <= now`: a full bucket). The keyed
@@ -18,21 +19,35 @@ use std::time::Duration;
 use crate::sync::{AtomicU64, Ordering};
 use crate::Nanos;
 
-/// What the store needs to know of the rule its cells follow, answered by the engine (which
-/// holds the rule, its parameters and the clock): the table itself holds cells of any kind.
-pub(crate) trait ColdRule<C> {
-    /// What [`cold_at`](ColdRule::cold_at) reads (the parameters): loaded once per walk or
-    /// chunk of one, not per cell.
-    type Params;
-    fn params(&self) -> Self::Params;
-    /// When `cell` turns cold under `p`: from then on it decides exactly like a fresh one.
-    fn cold_at(&self, cell: &C, p: &Self::Params) -> Nanos;
-    /// A reading of the cells' clock.
-    fn now(&self) -> Nanos;
-    /// The clock's [`max_skew`](crate::Clock::max_skew).
-    fn max_skew(&self) -> Nanos;
+/// What the keyed store asks of its cells' rule: may this entry be evicted now. The rate
+/// limiters' engine answers it by the cold-time rule ([`verdict`]: a cell cold by the
+/// clock's skew already), the keyed concurrency limiter's store for its semaphore cells (an
+/// idle cell, closed).
+pub(crate) trait Evict<C> {
+    /// What [`judge`](Evict::judge) reads once per chunk of a sweep, under its write guard
+    /// (a clock reading, the parameters), rather than once per cell.
+    type At;
+    fn at(&self) -> Self::At;
+    /// Under the shard's write guard, `at` read under it: whether `cell` goes now (it is
+    /// then removed under the same hold), or stays, with a lower bound on when it may go.
+    fn judge(&self, cell: &C, at: &Self::At) -> Verdict;
+    /// Told of each evicted cell after the guard is released, before it is dropped.
+    fn evicted(&self, _cell: &C) {}
     /// Told after each sweep: keys evicted, keys left, the longest write-lock hold.
     fn swept(&self, _evicted: usize, _keys: usize, _longest: Duration) {}
+    /// Whether a sweep now could evict anything, judged from `earliest`, a lower bound on the
+    /// bounds [`judge`](Evict::judge) gave the cells kept. By default unknown: it could.
+    fn may_evict_any(&self, _earliest: Nanos) -> bool {
+        true
+    }
+}
+
+/// What [`Evict::judge`] says of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Evict,
+    /// Keep it; it cannot go before this time (`Nanos::MAX` if the rule keeps no bound).
+    Keep(Nanos),
 }
 
 /// What a keyed limiter's sweeping has done so far.
@@ -123,24 +138,32 @@ pub(crate) fn is_cold(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> bool {
     cold_at.checked_add(max_skew).is_some_and(|t| t <= now)
 }
 
-/// The eviction rule for one walk over (part of) a shard, run while holding that shard's write
-/// lock, with `now` read under it: drop every cell that [`is_cold`] at `now` on a clock with
-/// `max_skew`. `retain` walks cells and removes those for which `keep` says false (a table's
-/// `retain`); the loom model drives the same rule over its own table.
-pub(crate) fn evict_cold<C>(
-    now: Nanos,
-    max_skew: Nanos,
-    cold_at: impl Fn(&C) -> Nanos,
+/// The cold-time rule: the verdict on state that turns cold at `cold_at`, at a reading `now`
+/// of a clock with `max_skew` (evict it if [`is_cold`]; else `cold_at` bounds when it may go).
+#[inline]
+pub(crate) fn verdict(cold_at: Nanos, now: Nanos, max_skew: Nanos) -> Verdict {
+    if is_cold(cold_at, now, max_skew) {
+        Verdict::Evict
+    } else {
+        Verdict::Keep(cold_at)
+    }
+}
+
+/// One walk over (part of) a shard, run while holding that shard's write lock: drop every
+/// cell `judge` evicts. `retain` walks cells and removes those for which `keep` says false (a
+/// table's `retain`); the loom model drives it, with the cold-time rule, over its own table.
+pub(crate) fn evict_by<C>(
+    judge: impl Fn(&C) -> Verdict,
     retain: impl FnOnce(&mut dyn FnMut(&C) -> bool),
 ) -> ShardSweep {
     let mut evicted = 0usize;
     let mut min_cold_at = Nanos::MAX;
-    retain(&mut |cell| {
-        let at = cold_at(cell);
-        if is_cold(at, now, max_skew) {
+    retain(&mut |cell| match judge(cell) {
+        Verdict::Evict => {
             evicted += 1;
             false
-        } else {
+        }
+        Verdict::Keep(at) => {
             min_cold_at = min_cold_at.min(at);
             true
         }
@@ -155,13 +178,17 @@ pub(crate) fn evict_cold<C>(
 mod tests {
     use super::*;
 
-    /// Drives `evict_cold` over a plain `Vec` of cold times, the way a table's `retain` would.
+    /// Drives the cold-time rule over a plain `Vec` of cold times, the way a table's `retain`
+    /// would.
     fn sweep_vec(v: &mut Vec<Nanos>, now: Nanos) -> ShardSweep {
         sweep_vec_skewed(v, now, 0)
     }
 
     fn sweep_vec_skewed(v: &mut Vec<Nanos>, now: Nanos, skew: Nanos) -> ShardSweep {
-        evict_cold(now, skew, |&at: &Nanos| at, |keep| v.retain(|c| keep(c)))
+        evict_by(
+            |&at: &Nanos| verdict(at, now, skew),
+            |keep| v.retain(|c| keep(c)),
+        )
     }
 
     #[test]

@@ -1,17 +1,20 @@
 //! The keyed store: one cell per key in a sharded table (`store::table`), with an exact key
-//! cap (`store::cap`) and whole-table sweeps (`store::walk`). This file holds the store's
-//! state and what it does under its locks: the lookup, the insert of a new key under the
-//! shard's write guard, the walk under read guards, the removal of a key. It is generic over
-//! its cells: what it needs to know of their rule (when a cell turns cold, the clock) it asks
-//! through [`ColdRule`](crate::store::evict::ColdRule), which the engine implements. The
+//! cap (`store::cap`) and whole-table sweeps (`store::walk`), for every keyed limiter. This
+//! file holds the store's state and what it does under its locks: the lookup, the insert of a
+//! new key under the shard's write guard, the walk under read guards, the removal of a key.
+//! It is generic over its cells: whether one may be evicted now it asks their rule through
+//! [`Evict`](crate::store::evict::Evict), which the rate limiters' engine answers (a cell
+//! cold by the clock's skew) and the keyed concurrency limiter's store for its semaphore
+//! cells (an idle one; `concurrency::sem_store`, whose docs give its protocol). The
 //! decisions on a key (a hit, a miss on a scratch fresh cell, inserting only what stores, the
-//! key cap's answers) are the engine's, in `engine::keyed`, which holds this store.
+//! key cap's answers) are the holders', in `engine::keyed` and `concurrency::sem_store`.
 //!
-//! Concurrency contract with sweeping (see `store::evict`): a decision holds the key's shard
-//! *read* guard while it runs on the cell; a sweep removes a key only under that shard's
-//! *write* guard, and only if it is cold by the clock's [`max_skew`](crate::Clock::max_skew)
-//! already (`cold_at + max_skew <= now`, `store::evict::is_cold`). A decision that finds the
-//! key missing reads `now` after its lookup: the lock orders that reading after the sweep's,
+//! Rate cells' concurrency contract with sweeping (see `store::evict`): a decision holds the
+//! key's shard *read* guard while it runs on the cell; a sweep removes a key only under that
+//! shard's *write* guard, and only if it is cold by the clock's
+//! [`max_skew`](crate::Clock::max_skew) already (`cold_at + max_skew <= now`,
+//! `store::evict::is_cold`). A decision that finds the key missing reads `now` after its
+//! lookup: the lock orders that reading after the sweep's,
 //! so it is at least the sweep's minus `max_skew` (exactly the sweep's or later on a clock
 //! ordered across threads, such as `StdClock`; up to `max_skew` earlier on the TSC, which the
 //! default clock reads on most x86_64 machines), hence at or after the evicted key's `cold_at`,
@@ -40,7 +43,8 @@ pub(crate) struct KeyedStore<K, C, S> {
     pub(crate) slots: AtomicUsize,
     /// A lower bound on every tracked key's `cold_at` (`u64::MAX` when empty): while
     /// `now < earliest + max_skew` no key can be evicted (`store::evict::is_cold`), so a
-    /// reclaim at the cap can skip its sweep.
+    /// reclaim at the cap can skip its sweep. (Kept for every rule; read only by one that
+    /// gives such bounds: the rate cells' cold times.)
     /// Lowered by every insert and cancel, recomputed by every sweep.
     ///
     /// A sweep first sets it to `u64::MAX`, then lowers it with each surviving key's `cold_at`
@@ -57,9 +61,8 @@ pub(crate) struct KeyedStore<K, C, S> {
 
 impl<K, C, S> KeyedStore<K, C, S>
 where
-    K: Hash + Eq + Send + Sync + 'static,
-    C: Default,
-    S: BuildHasher + Clone + Send + Sync + 'static,
+    K: Hash + Eq,
+    S: BuildHasher,
 {
     pub(crate) fn new(hasher: S, shards: usize, max_keys: usize, when_full: WhenFull) -> Self {
         KeyedStore {
@@ -84,34 +87,38 @@ where
     }
 
     /// One try at storing `key` (hash `hash`) under its shard's write guard: if it is there
-    /// (someone inserted it meanwhile), `op` on its cell; else, if a slot below the cap is
-    /// free, `op` on a new cell, `stored` told of the state it left, and the cell inserted
-    /// under the key `owned` (made before the lock: a `String` allocates; taken only here).
-    /// `None` when the cap is full (the guard is dropped by then).
-    pub(crate) fn try_insert<Q, R>(
+    /// (someone inserted it meanwhile), `op` on its cell; else `admit` (an answer instead of
+    /// an insert, `Err`, or what `make` needs), then, if a slot below the cap is free, `op` on
+    /// the cell `make` gives with the key (taken only here: a `String` key is best made before
+    /// the lock), `stored` told of the state it left, and the cell inserted. `None` when the
+    /// cap is full (the guard is dropped by then).
+    pub(crate) fn try_insert<Q, T, R>(
         &self,
         key: &Q,
         hash: u64,
-        owned: &mut Option<K>,
+        admit: impl FnOnce() -> Result<T, R>,
+        make: impl FnOnce(T) -> (K, C),
         op: impl Fn(&C) -> R,
         stored: impl FnOnce(&C),
     ) -> Option<R>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        Q: Eq + ?Sized,
     {
         let mut table = self.map.shard(hash).write();
         if let Some((_, cell)) = table.find(hash, |(k, _)| k.borrow() == key) {
             return Some(op(cell));
         }
+        let admitted = match admit() {
+            Ok(t) => t,
+            Err(r) => return Some(r),
+        };
         if !self.take_slot() {
             return None;
         }
-        let cell = C::default();
+        let (owned, cell) = make(admitted);
         let r = op(&cell);
         stored(&cell);
-        // `owned` is still there: every path that takes it returns.
-        let owned = owned.take().unwrap_or_else(|| key.to_owned());
         table.insert_unique(hash, (owned, cell), self.map.rehash());
         Some(r)
     }

@@ -1,11 +1,11 @@
 //! The sweep walk: every shard in chunks of [`SWEEP_CHUNK`] buckets, one write-lock hold per
-//! chunk, evicting the keys the eviction rule (`store::evict`) says are cold.
+//! chunk, evicting the keys the cells' rule ([`Evict`]) says may go.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use crate::store::evict::{evict_cold, ColdRule};
+use crate::store::evict::{evict_by, Evict};
 use crate::store::keyed::KeyedStore;
 use crate::sync::{unlock_fair, Ordering};
 use crate::Nanos;
@@ -23,12 +23,11 @@ const SWEEP_RESTARTS: usize = 2;
 
 impl<K, C, S> KeyedStore<K, C, S>
 where
-    K: Hash + Eq + Send + Sync + 'static,
-    C: Default,
-    S: BuildHasher + Clone + Send + Sync + 'static,
+    K: Hash + Eq,
+    S: BuildHasher,
 {
-    /// A whole sweep by `rule`'s coldness; `stop` is polled between chunks.
-    pub(crate) fn sweep_all(&self, rule: &impl ColdRule<C>, stop: &dyn Fn() -> bool) -> usize {
+    /// A whole sweep by `rule`; `stop` is polled between chunks.
+    pub(crate) fn sweep_all(&self, rule: &impl Evict<C>, stop: &dyn Fn() -> bool) -> usize {
         let _serial = self
             .sweep_lock
             .lock()
@@ -40,8 +39,10 @@ where
     ///
     /// Each shard is walked in chunks of [`SWEEP_CHUNK`] buckets, one write-lock hold per
     /// chunk, so a decision waits for at most one chunk however large the table: the pause is
-    /// bounded by the chunk, not by the shard. Coldness is judged under the lock with `now`
-    /// read under it, chunk by chunk, so eviction stays lossless (module docs).
+    /// bounded by the chunk, not by the shard. Cells are judged under the lock with what the
+    /// rule reads (`now`) read under it, chunk by chunk, so eviction stays lossless
+    /// (`store::keyed`'s module docs); each evicted cell is shown to the rule again after the
+    /// lock is released (a semaphore cell is quiesced there), then dropped.
     ///
     /// Between two chunks an insert may have moved keys (a resize, or hashbrown's rehash in
     /// place when tombstones use up the free slots). A key moved into the part already walked
@@ -50,7 +51,7 @@ where
     /// insert into a free slot changes neither). After [`SWEEP_RESTARTS`] restarts it goes on
     /// without, and forgets the lower bound on cold times (`earliest`): a missed key is only
     /// kept until a later sweep, and the key cap's reclaim then sweeps rather than skips.
-    pub(super) fn sweep_locked(&self, rule: &impl ColdRule<C>, stop: &dyn Fn() -> bool) -> usize {
+    pub(super) fn sweep_locked(&self, rule: &impl Evict<C>, stop: &dyn Fn() -> bool) -> usize {
         let started = Instant::now();
         self.earliest.store(Nanos::MAX, Ordering::Release);
         let mut evicted = 0usize;
@@ -58,8 +59,7 @@ where
         // Evicted keys are moved here and dropped after the shard lock is released: freeing a
         // million `String`s is most of a sweep's cost, and none of it needs the lock.
         // Room for one chunk's keys, allocated before any lock is taken.
-        let mut graveyard = Vec::with_capacity(SWEEP_CHUNK);
-        let skew = rule.max_skew();
+        let mut graveyard: Vec<(K, C)> = Vec::with_capacity(SWEEP_CHUNK);
         let mut complete = true;
         'shards: for shard in self.map.shards() {
             let mut pos = 0usize;
@@ -73,8 +73,7 @@ where
                 let held = Instant::now();
                 // Read under the lock: any decision after this one sees a later `now` (less
                 // the clock's skew, which the rule allows for).
-                let now = rule.now();
-                let p = rule.params();
+                let at = rule.at();
                 if shape.is_some_and(|s| s != (table.num_buckets(), table.capacity())) {
                     if restarts < SWEEP_RESTARTS {
                         restarts += 1;
@@ -84,10 +83,8 @@ where
                     }
                 }
                 let end = table.num_buckets().min(pos.saturating_add(SWEEP_CHUNK));
-                let swept = evict_cold(
-                    now,
-                    skew,
-                    |cell| rule.cold_at(cell, &p),
+                let swept = evict_by(
+                    |cell| rule.judge(cell, &at),
                     |keep| {
                         // `table` is held exclusively (write guard) for the whole loop.
                         // Removing an entry (hashbrown's `erase`) leaves the other entries in
@@ -107,10 +104,12 @@ where
                 // Fairly: the decisions parked on this chunk get the lock before the next one.
                 unlock_fair(table);
                 longest = longest.max(held.elapsed());
-                graveyard.clear();
                 if swept.evicted > 0 {
                     // After the removal: `slots` never undercounts the map.
                     self.slots.fetch_sub(swept.evicted, Ordering::AcqRel);
+                }
+                for (_, cell) in graveyard.drain(..) {
+                    rule.evicted(&cell);
                 }
                 self.earliest.fetch_min(swept.min_cold_at, Ordering::AcqRel);
                 evicted += swept.evicted;
