@@ -467,26 +467,41 @@ impl<A: Algorithm> Engine<A> {
     ) -> Result<Duration, AcquireError> {
         let deadline = self.deadline(timeout);
         let mut waited = Duration::ZERO;
-        loop {
-            match self.attempt(slot, n, deadline)? {
-                Next::Done => return Ok(waited),
-                Next::Sleep { wait, then } => {
-                    let wait = Duration::from_nanos(wait);
-                    if !wait.is_zero() {
-                        meter.sleeping();
-                        self.clock.sleep(wait);
-                    }
-                    waited = waited.saturating_add(wait);
-                    if let Then::Granted(_) = then {
-                        return Ok(waited);
-                    }
-                }
+        while let Some((wait, then)) = self.next_sleep(slot, n, deadline, meter)? {
+            if !wait.is_zero() {
+                self.clock.sleep(wait);
+            }
+            waited = waited.saturating_add(wait);
+            if let Then::Granted(_) = then {
+                break;
             }
         }
+        Ok(waited)
     }
 
     fn deadline(&self, timeout: Option<Duration>) -> Option<Nanos> {
         timeout.map(|t| self.clock.now().saturating_add(duration_to_nanos(t)))
+    }
+
+    /// One attempt of a waiting call (blocking or async): `None` once granted, else the
+    /// sleep before what follows (a sleep the meter counts, unless zero).
+    fn next_sleep(
+        &self,
+        slot: &impl Slot<A>,
+        n: u64,
+        deadline: Option<Nanos>,
+        meter: &mut WaitMeter<'_>,
+    ) -> Result<Option<(Duration, Then<A::Ticket>)>, AcquireError> {
+        Ok(match self.attempt(slot, n, deadline)? {
+            Next::Done => None,
+            Next::Sleep { wait, then } => {
+                let wait = Duration::from_nanos(wait);
+                if !wait.is_zero() {
+                    meter.sleeping();
+                }
+                Some((wait, then))
+            }
+        })
     }
 
     /// Cancels a booking on whatever cell the slot finds now (none: it was evicted as cold,
@@ -545,33 +560,21 @@ impl<A: Algorithm> Engine<A> {
     ) -> Result<Duration, AcquireError> {
         let deadline = self.deadline(timeout);
         let mut waited = Duration::ZERO;
-        loop {
-            match self.attempt(slot, n, deadline)? {
-                Next::Done => return Ok(waited),
-                Next::Sleep { wait, then } => {
-                    let wait = Duration::from_nanos(wait);
-                    if !wait.is_zero() {
-                        meter.sleeping();
+        while let Some((wait, then)) = self.next_sleep(slot, n, deadline, meter)? {
+            if let Then::Granted(ticket) = then {
+                let guard = crate::reservation::CancelOnDrop::new(|| {
+                    if let Some(t) = &ticket {
+                        self.cancel(slot, t);
                     }
-                    match then {
-                        Then::Granted(ticket) => {
-                            let guard = crate::reservation::CancelOnDrop::new(|| {
-                                if let Some(t) = &ticket {
-                                    self.cancel(slot, t);
-                                }
-                            });
-                            crate::reservation::sleep(wait).await;
-                            guard.disarm();
-                            return Ok(waited.saturating_add(wait));
-                        }
-                        Then::Retry => {
-                            crate::reservation::sleep(wait).await;
-                            waited = waited.saturating_add(wait);
-                        }
-                    }
-                }
+                });
+                crate::reservation::sleep(wait).await;
+                guard.disarm();
+                return Ok(waited.saturating_add(wait));
             }
+            crate::reservation::sleep(wait).await;
+            waited = waited.saturating_add(wait);
         }
+        Ok(waited)
     }
 }
 
