@@ -164,11 +164,7 @@ local function prune()
     k = k + 2
   end
   if k > 1 then
-    local kept = {}
-    for i = k, #H do
-      kept[#kept + 1] = H[i]
-    end
-    H = kept
+    H = append({}, H, k)
   end
 end
 
@@ -206,17 +202,9 @@ local function take(i, s, len)
     parts[#parts + 1] = s + len
     parts[#parts + 1] = stop
   end
-  local out = {}
-  for j = 1, i - 1 do
-    out[#out + 1] = H[j]
-  end
-  for j = 1, #parts do
-    out[#out + 1] = parts[j]
-  end
-  for j = i + 2, #H do
-    out[#out + 1] = H[j]
-  end
-  H = out
+  local out = append({}, H, 1, i - 1)
+  append(out, parts, 1)
+  H = append(out, H, i + 2)
 end
 
 -- Adds the free stretch (start, stop], merging it with the holes it touches.
@@ -239,10 +227,7 @@ local function give(start, stop)
   end
   out[#out + 1] = lo
   out[#out + 1] = hi
-  for j = i, #H do
-    out[#out + 1] = H[j]
-  end
-  H = out
+  H = append(out, H, i)
 end
 
 -- Drops every position at or past the TAT (it moved down: holes stay below it), cutting a hole
