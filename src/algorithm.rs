@@ -55,6 +55,46 @@ pub enum Booking<T> {
     Retry(Nanos),
 }
 
+/// The outcome of a decision, the same for every algorithm (its verdict adds the numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Granted (and recorded).
+    Allow,
+    /// `n = 0`: allowed, nothing recorded.
+    Peek,
+    /// Not yet; the same request is granted if asked again after this many ns (the windows:
+    /// if nothing else is admitted meanwhile).
+    Deny { retry_after: Nanos },
+    /// `n` above the burst (the windows' limit): never grantable as one request.
+    ExceedsBurst,
+    /// Never grantable: GCRA's schedule would pass [`MAX_NANOS`](crate::MAX_NANOS), or a
+    /// window's clock is past it.
+    Never,
+}
+
+impl Kind {
+    #[inline(always)]
+    pub(crate) fn allowed(self) -> bool {
+        matches!(self, Kind::Allow | Kind::Peek)
+    }
+
+    /// The outcome as the result of a non-waiting acquire of `n` under `burst`.
+    #[inline]
+    pub(crate) fn result(self, n: u64, burst: u64) -> Result<(), AcquireError> {
+        match self {
+            Kind::Allow | Kind::Peek => Ok(()),
+            Kind::Deny { retry_after } => Err(AcquireError::RateLimited {
+                retry_after: Duration::from_nanos(retry_after),
+            }),
+            Kind::ExceedsBurst => Err(AcquireError::ExceedsBurst {
+                requested: n,
+                burst,
+            }),
+            Kind::Never => Err(AcquireError::Unrepresentable { requested: n }),
+        }
+    }
+}
+
 /// Where an algorithm's parameters come from on each attempt: the limiter's sequence lock, or a
 /// per-call quota layered on it. Read again on every CAS retry (see `cell::gcra`).
 pub trait ParamSource<P> {

@@ -133,35 +133,19 @@ where
     E: Refusal + From<AcquireError>,
     I: IntoIterator<Item = Result<Box<dyn Hold + 'a>, E>>,
 {
-    let mut kept: Vec<Box<dyn Hold + 'a>> = Vec::new();
-    let mut refusal: Option<E> = None;
+    let mut tally = Tally::new();
     for h in holds {
-        let e = match h {
-            Ok(h) if h.delay().is_zero() => {
-                kept.push(h);
-                continue;
-            }
-            Ok(h) => {
-                let retry_after = h.delay();
-                h.cancel().await;
-                E::from(AcquireError::RateLimited { retry_after })
-            }
-            Err(e) => e,
-        };
-        refusal = Some(match refusal {
-            None => e,
-            Some(prev) => worse(prev, e),
-        });
-    }
-    match refusal {
-        None => Ok(()),
-        Some(e) => {
-            for h in kept.into_iter().rev() {
-                h.cancel().await;
-            }
-            Err(e)
+        if let Some(later) = tally.count(h, |h| h.delay()) {
+            later.cancel().await;
         }
     }
+    if let Err((e, kept)) = tally.end() {
+        for h in kept {
+            h.cancel().await;
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Passes a request only if *every* limit admits it now, and charges none of them otherwise:
@@ -203,34 +187,62 @@ pub fn all_or_none<'a, I>(reservations: I) -> Result<(), AcquireError>
 where
     I: IntoIterator<Item = Result<Reservation<'a>, AcquireError>>,
 {
-    let mut kept = Vec::new();
-    let mut refusal: Option<AcquireError> = None;
+    let mut tally = Tally::new();
     for r in reservations {
-        let e = match r {
-            Ok(r) if r.delay().is_zero() => {
-                kept.push(r);
-                continue;
+        if let Some(later) = tally.count(r, Reservation::delay) {
+            later.cancel();
+        }
+    }
+    tally.end().map_err(|(e, kept)| {
+        kept.into_iter().for_each(Reservation::cancel);
+        e
+    })
+}
+
+/// What the holds given to [`all_or_none`] or [`all_or_none_async`] came to so far: those
+/// ready now, and the refusal that says most.
+struct Tally<H, E> {
+    kept: Vec<H>,
+    refusal: Option<E>,
+}
+
+impl<H, E: Refusal + From<AcquireError>> Tally<H, E> {
+    fn new() -> Self {
+        Tally {
+            kept: Vec::new(),
+            refusal: None,
+        }
+    }
+
+    /// Counts one hold, whose wait `delay` reads: kept if ready now; else its refusal is
+    /// counted, and a hold that is ready only later is handed back to be cancelled.
+    fn count(&mut self, hold: Result<H, E>, delay: impl Fn(&H) -> Duration) -> Option<H> {
+        let (e, later) = match hold {
+            Ok(h) if delay(&h).is_zero() => {
+                self.kept.push(h);
+                return None;
             }
-            Ok(r) => {
-                let retry_after = r.delay();
-                r.cancel();
-                AcquireError::RateLimited { retry_after }
+            Ok(h) => {
+                let retry_after = delay(&h);
+                (E::from(AcquireError::RateLimited { retry_after }), Some(h))
             }
-            Err(e) => e,
+            Err(e) => (e, None),
         };
-        refusal = Some(match refusal {
+        self.refusal = Some(match self.refusal.take() {
             None => e,
             Some(prev) => worse(prev, e),
         });
+        later
     }
-    match refusal {
-        None => Ok(()),
-        Some(e) => {
-            for r in kept.into_iter().rev() {
-                r.cancel();
-            }
-            Err(e)
-        }
+
+    /// `Ok` if every hold was ready now; else the refusal, with the kept holds to give back,
+    /// latest first.
+    fn end(mut self) -> Result<(), (E, Vec<H>)> {
+        let Some(e) = self.refusal else {
+            return Ok(());
+        };
+        self.kept.reverse();
+        Err((e, self.kept))
     }
 }
 

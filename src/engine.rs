@@ -152,6 +152,60 @@ pub(crate) enum Then<T> {
     Retry,
 }
 
+/// One waiting acquire of `n` permits (blocking or async), between its attempts: its deadline,
+/// the time it slept, how it failed, and its meter.
+struct Waiter<'m> {
+    n: u64,
+    deadline: Option<Nanos>,
+    waited: Duration,
+    error: Option<AcquireError>,
+    meter: WaitMeter<'m>,
+}
+
+impl<'m> Waiter<'m> {
+    fn new<A: Algorithm>(engine: &'m Engine<A>, n: u64, timeout: Option<Duration>) -> Self {
+        let deadline = timeout.map(|t| engine.clock.now().saturating_add(duration_to_nanos(t)));
+        Waiter {
+            n,
+            deadline,
+            waited: Duration::ZERO,
+            error: None,
+            meter: engine.meter.waiting(n),
+        }
+    }
+
+    /// The next attempt: `None` once granted or failed; else the sleep to take (counted as
+    /// slept; a sleep on the meter unless zero) and what follows it.
+    fn next<A: Algorithm>(
+        &mut self,
+        engine: &Engine<A>,
+        slot: &impl Slot<A>,
+    ) -> Option<(Duration, Then<A::Ticket>)> {
+        match engine.attempt(slot, self.n, self.deadline) {
+            Ok(Next::Done) => None,
+            Ok(Next::Sleep { wait, then }) => {
+                let wait = Duration::from_nanos(wait);
+                if !wait.is_zero() {
+                    self.meter.sleeping();
+                }
+                self.waited = self.waited.saturating_add(wait);
+                Some((wait, then))
+            }
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+
+    /// The acquire's result (the time slept, or how it failed), recorded on the meter.
+    fn end(self) -> Result<Duration, AcquireError> {
+        let r = self.error.map_or(Ok(self.waited), Err);
+        self.meter.record_end(&r);
+        r
+    }
+}
+
 impl<A: Algorithm> Engine<A> {
     pub(crate) fn new(alg: A, quota: Quota, clock: AnyClock) -> Result<Engine<A>, QuotaError> {
         let params = alg.params(&quota, clock.now())?;
@@ -452,41 +506,16 @@ impl<A: Algorithm> Engine<A> {
         n: u64,
         timeout: Option<Duration>,
     ) -> Result<Duration, AcquireError> {
-        let mut wait = self.meter.waiting(n);
-        let r = self.acquire_loop(slot, n, timeout, &mut wait);
-        wait.record_end(&r);
-        r
-    }
-
-    fn acquire_loop(
-        &self,
-        slot: &impl Slot<A>,
-        n: u64,
-        timeout: Option<Duration>,
-        meter: &mut WaitMeter<'_>,
-    ) -> Result<Duration, AcquireError> {
-        let deadline = self.deadline(timeout);
-        let mut waited = Duration::ZERO;
-        loop {
-            match self.attempt(slot, n, deadline)? {
-                Next::Done => return Ok(waited),
-                Next::Sleep { wait, then } => {
-                    let wait = Duration::from_nanos(wait);
-                    if !wait.is_zero() {
-                        meter.sleeping();
-                        self.clock.sleep(wait);
-                    }
-                    waited = waited.saturating_add(wait);
-                    if let Then::Granted(_) = then {
-                        return Ok(waited);
-                    }
-                }
+        let mut waiter = Waiter::new(self, n, timeout);
+        while let Some((wait, then)) = waiter.next(self, slot) {
+            if !wait.is_zero() {
+                self.clock.sleep(wait);
+            }
+            if let Then::Granted(_) = then {
+                break;
             }
         }
-    }
-
-    fn deadline(&self, timeout: Option<Duration>) -> Option<Nanos> {
-        timeout.map(|t| self.clock.now().saturating_add(duration_to_nanos(t)))
+        waiter.end()
     }
 
     /// Cancels a booking on whatever cell the slot finds now (none: it was evicted as cold,
@@ -522,56 +551,29 @@ impl<A: Algorithm> Engine<A> {
 #[cfg(feature = "tokio")]
 impl<A: Algorithm> Engine<A> {
     /// Async acquire: as [`acquire`](Engine::acquire), sleeping on tokio's timer. Dropping the
-    /// future while it sleeps on a tracked booking cancels the booking.
+    /// future while it sleeps on a tracked booking cancels the booking (and, as any drop while
+    /// it sleeps, the meter counts a cancelled wait).
     pub(crate) async fn acquire_async(
         &self,
         slot: &impl Slot<A>,
         n: u64,
         timeout: Option<Duration>,
     ) -> Result<Duration, AcquireError> {
-        // Dropped while sleeping, the meter counts a cancelled wait.
-        let mut wait = self.meter.waiting(n);
-        let r = self.acquire_async_loop(slot, n, timeout, &mut wait).await;
-        wait.record_end(&r);
-        r
-    }
-
-    async fn acquire_async_loop(
-        &self,
-        slot: &impl Slot<A>,
-        n: u64,
-        timeout: Option<Duration>,
-        meter: &mut WaitMeter<'_>,
-    ) -> Result<Duration, AcquireError> {
-        let deadline = self.deadline(timeout);
-        let mut waited = Duration::ZERO;
-        loop {
-            match self.attempt(slot, n, deadline)? {
-                Next::Done => return Ok(waited),
-                Next::Sleep { wait, then } => {
-                    let wait = Duration::from_nanos(wait);
-                    if !wait.is_zero() {
-                        meter.sleeping();
+        let mut waiter = Waiter::new(self, n, timeout);
+        while let Some((wait, then)) = waiter.next(self, slot) {
+            if let Then::Granted(ticket) = then {
+                let guard = crate::reservation::CancelOnDrop::new(|| {
+                    if let Some(t) = &ticket {
+                        self.cancel(slot, t);
                     }
-                    match then {
-                        Then::Granted(ticket) => {
-                            let guard = crate::reservation::CancelOnDrop::new(|| {
-                                if let Some(t) = &ticket {
-                                    self.cancel(slot, t);
-                                }
-                            });
-                            crate::reservation::sleep(wait).await;
-                            guard.disarm();
-                            return Ok(waited.saturating_add(wait));
-                        }
-                        Then::Retry => {
-                            crate::reservation::sleep(wait).await;
-                            waited = waited.saturating_add(wait);
-                        }
-                    }
-                }
+                });
+                crate::reservation::sleep(wait).await;
+                guard.disarm();
+                break;
             }
+            crate::reservation::sleep(wait).await;
         }
+        waiter.end()
     }
 }
 

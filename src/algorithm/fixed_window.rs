@@ -19,8 +19,8 @@ use std::time::SystemTime;
 
 use super::gcra::rule::div_t;
 use super::rules::Terms;
-use super::window::{early, limit_and_window, shared_window_terms, Align, Kind, Verdict};
-use super::{Adjust, Words, PARAM_WORDS};
+use super::window::{early, limit_and_window, shared_window_terms, Align, Verdict};
+use super::{Adjust, Kind, Words, PARAM_WORDS};
 use crate::decision::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;

@@ -13,8 +13,8 @@
 
 use super::gcra::rule::div_t;
 use super::rules::Terms;
-use super::window::{early, limit_and_window, shared_window_terms, Kind, Verdict};
-use super::{Adjust, Words, PARAM_WORDS};
+use super::window::{early, limit_and_window, shared_window_terms, Verdict};
+use super::{Adjust, Kind, Words, PARAM_WORDS};
 use crate::decision::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::Booking;
+use super::{Booking, Kind};
 use crate::decision::{AcquireError, Decision};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
@@ -31,40 +31,15 @@ pub struct Verdict {
     pub(crate) reset_after: Nanos,
 }
 
-/// The outcome of a window decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// Granted and counted.
-    Allow,
-    /// `n = 0`: allowed, nothing counted.
-    Peek,
-    /// Not now; the same request fits after this many ns if nothing else is admitted.
-    Deny { retry_after: Nanos },
-    /// `n > L`: never grantable as one request.
-    ExceedsBurst,
-    /// The clock is past [`MAX_NANOS`]: nothing can be counted any more.
-    Never,
-}
-
 impl Verdict {
     #[inline(always)]
     pub(crate) fn allowed(&self) -> bool {
-        matches!(self.kind, Kind::Allow | Kind::Peek)
+        self.kind.allowed()
     }
 
     #[inline]
     pub(crate) fn result(&self, n: u64) -> Result<(), AcquireError> {
-        match self.kind {
-            Kind::Allow | Kind::Peek => Ok(()),
-            Kind::Deny { retry_after } => Err(AcquireError::RateLimited {
-                retry_after: Duration::from_nanos(retry_after),
-            }),
-            Kind::ExceedsBurst => Err(AcquireError::ExceedsBurst {
-                requested: n,
-                burst: self.limit,
-            }),
-            Kind::Never => Err(AcquireError::Unrepresentable { requested: n }),
-        }
+        self.kind.result(n, self.limit)
     }
 
     pub(crate) fn decision(&self) -> Decision {

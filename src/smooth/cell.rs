@@ -229,6 +229,18 @@ impl SmoothCell {
                 .is_ok()
     }
 
+    /// A reservation's CAS of the word from `current` to `next`: its ticket, or `None` if the
+    /// word changed meanwhile (decide again).
+    #[inline(always)]
+    fn swap(&self, current: Word, next: Word, moment: Micros, seq: u64) -> Option<Ticket> {
+        self.cas(current, next).then_some(Ticket {
+            moment,
+            before: current,
+            after: next,
+            seq,
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -269,14 +281,8 @@ impl SmoothCell {
                 continue;
             };
             let (state, moment) = rules::reserve(current.state(), &p, now, permits);
-            let next = Word::pack(state, false);
-            if self.cas(current, next) {
-                return Ok(Ticket {
-                    moment,
-                    before: current,
-                    after: next,
-                    seq,
-                });
+            if let Some(t) = self.swap(current, Word::pack(state, false), moment, seq) {
+                return Ok(t);
             }
         }
     }
@@ -297,15 +303,9 @@ impl SmoothCell {
             admit(current.state().next_free)?;
             let (state, moment) = rules::reserve(current.state(), &p, now, permits);
             let locked = current.locked() && state.next_free <= writer.hwm;
-            let next = Word::pack(state, locked);
             // Lock-free decisions may still CAS an unlocked word meanwhile: retry on failure.
-            if self.cas(current, next) {
-                return Ok(Ticket {
-                    moment,
-                    before: current,
-                    after: next,
-                    seq,
-                });
+            if let Some(t) = self.swap(current, Word::pack(state, locked), moment, seq) {
+                return Ok(t);
             }
         }
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::holes::Holes;
 use crate::algorithm::adjust::Adjust;
-use crate::algorithm::{Booking, Words, PARAM_WORDS};
+use crate::algorithm::{Booking, Kind, Words, PARAM_WORDS};
 use crate::decision::{AcquireError, Decision};
 use crate::quota::Quota;
 use crate::Nanos;
@@ -158,21 +158,6 @@ pub struct Verdict {
     pub(crate) burst: u64,
 }
 
-/// The outcome of a check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// Granted (and recorded).
-    Allow,
-    /// `n = 0`: allowed, nothing recorded.
-    Peek,
-    /// Not yet; granted if asked again after this many ns.
-    Deny { retry_after: Nanos },
-    /// `n > burst`: never grantable as one request.
-    ExceedsBurst,
-    /// Never grantable: the schedule would pass [`MAX_NANOS`].
-    Never,
-}
-
 /// Whole intervals free in `[now, now + tau]` behind a tail `debt` ns after `now`: at most
 /// the burst, since `tau = burst * T` (holes, added by `check_holey`, are capped there).
 #[inline(always)]
@@ -201,22 +186,12 @@ impl Verdict {
 
     #[inline]
     pub(crate) fn allowed(&self) -> bool {
-        matches!(self.kind, Kind::Allow | Kind::Peek)
+        self.kind.allowed()
     }
 
     /// The verdict as the result of a non-waiting acquire.
     pub(crate) fn into_result(self, n: u64) -> Result<(), AcquireError> {
-        match self.kind {
-            Kind::Allow | Kind::Peek => Ok(()),
-            Kind::Deny { retry_after } => Err(AcquireError::RateLimited {
-                retry_after: Duration::from_nanos(retry_after),
-            }),
-            Kind::ExceedsBurst => Err(AcquireError::ExceedsBurst {
-                requested: n,
-                burst: self.burst,
-            }),
-            Kind::Never => Err(AcquireError::Unrepresentable { requested: n }),
-        }
+        self.kind.result(n, self.burst)
     }
 
     /// The full result fields (`docs/design.md`, "2. Quota and GCRA"), for a verdict decided

@@ -241,77 +241,56 @@ impl Entries for Heap {
     }
 }
 
+/// `$call` on the ring's form, bound to `$r`.
+macro_rules! on_form {
+    ($ring:expr, $r:ident => $call:expr) => {
+        match $ring {
+            Ring::InPlace($r) => $call,
+            Ring::Heap($r) => $call,
+        }
+    };
+}
+
 /// Dispatches at every step; never out of room (moves to the heap).
 impl Entries for Ring {
     fn gen(&self) -> bool {
-        match self {
-            Ring::InPlace(r) => r.gen(),
-            Ring::Heap(r) => r.gen(),
-        }
+        on_form!(self, r => r.gen())
     }
 
     fn set_gen(&mut self, gen: bool) {
-        match self {
-            Ring::InPlace(r) => r.set_gen(gen),
-            Ring::Heap(r) => r.set_gen(gen),
-        }
+        on_form!(self, r => r.set_gen(gen))
     }
 
     fn len(&self) -> usize {
-        match self {
-            Ring::InPlace(r) => r.len(),
-            Ring::Heap(r) => r.len(),
-        }
+        on_form!(self, r => r.len())
     }
 
     fn blocks(&self) -> usize {
-        match self {
-            Ring::InPlace(r) => r.blocks(),
-            Ring::Heap(r) => r.blocks(),
-        }
+        on_form!(self, r => r.blocks())
     }
 
     fn no_blocks(&self) -> bool {
-        match self {
-            Ring::InPlace(r) => r.no_blocks(),
-            Ring::Heap(r) => r.no_blocks(),
-        }
+        on_form!(self, r => r.no_blocks())
     }
 
     fn get(&self, i: usize) -> Entry {
-        match self {
-            Ring::InPlace(r) => r.get(i),
-            Ring::Heap(r) => r.get(i),
-        }
+        on_form!(self, r => r.get(i))
     }
 
     fn front(&self) -> Option<Entry> {
-        match self {
-            Ring::InPlace(r) => r.front(),
-            Ring::Heap(r) => r.front(),
-        }
+        on_form!(self, r => r.front())
     }
 
     fn back(&self) -> Option<Entry> {
-        match self {
-            Ring::InPlace(r) => r.back(),
-            Ring::Heap(r) => r.back(),
-        }
+        on_form!(self, r => r.back())
     }
 
     fn pop_front(&mut self) {
-        match self {
-            Ring::InPlace(r) => r.pop_front(),
-            Ring::Heap(r) => r.pop_front(),
-        }
+        on_form!(self, r => r.pop_front())
     }
 
     fn push(&mut self, stamp: Nanos, n: u64) -> bool {
-        let pushed = match self {
-            Ring::InPlace(r) => r.push(stamp, n),
-            Ring::Heap(r) => r.push(stamp, n),
-        };
-        pushed || self.heap().push(stamp, n)
+        on_form!(self, r => r.push(stamp, n)) || self.heap().push(stamp, n)
     }
 }
 

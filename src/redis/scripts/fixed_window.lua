@@ -1,20 +1,10 @@
 -- Fixed window: windows [kW, (k+1)W) of the server's Unix time in microseconds; admit n iff
 -- count_k + n <= L. One string key "k:count", expiring at the end of window k. A stored window
 -- later than now's (a block's) is decided in, as in process.
--- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (unused), most.
---   op 'check': take n permits.
---   op 'reset': delete the state (reply {1}, or {0} if there was none).
---   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
---   in-process fixed window makes (src/algorithm/fixed_window.rs, `adjust`), with `most` its
---   full count; the reply is then the state left, taking nothing (a one-permit check's status
---   and retry_after, a peek's remaining and reset_after).
--- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
---         reset_after}.
-local key = KEYS[1]
-local op = ARGV[1]
-local L = tonumber(ARGV[2])
-local W = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+-- KEYS, ARGV, ops and reply: window_args (prelude.lua); the adjust ops make the change the
+-- in-process fixed window makes (src/algorithm/fixed_window.rs, `adjust`), with `most` its full
+-- count.
+local key, op, L, W, n = window_args()
 local now = now_us()
 local k = idiv(now, W)
 

@@ -40,6 +40,11 @@ local now = t[1] * 1000000 + t[2]
 -- The end of time in us: floor(MAX_NANOS / 1000), the in-process limiter's end, to the us.
 -- Every sum formed below stays under 2^53 (tau <= 2^51, lengths and now far below).
 local MAXT = MAX_US
+-- A check is a batch of one: m checks whose n_i are ARGV[first + i] (a check's n is ARGV[4]).
+local m, first = 1, 3
+if op == 'batch' then
+  m, first = tonumber(ARGV[4]), 4
+end
 local tat = 0
 local v = redis.call('GET', key)
 local holey = false
@@ -59,23 +64,7 @@ end
 -- costs Redis less. A key with holes, or one whose TAT is so far ahead that a check could pass
 -- the end of time, goes the general way below.
 if not holey and tat <= MAXT - tau then
-  if op == 'check' then
-    local n = tonumber(ARGV[4])
-    local debt = tat - now
-    if debt < 0 then
-      debt = 0
-    end
-    if n > 0 and n <= b then
-      local new_debt = debt + n * T
-      if new_debt > tau then
-        return {now, -1 - debt}
-      end
-      redis.call('SET', key, now + new_debt, 'PXAT', ceil_ms(now + new_debt))
-      return {now, new_debt}
-    end
-    return {now, debt}
-  elseif op == 'batch' then
-    local m = tonumber(ARGV[4])
+  if op == 'check' or op == 'batch' then
     local debt = tat - now
     if debt < 0 then
       debt = 0
@@ -83,7 +72,7 @@ if not holey and tat <= MAXT - tau then
     local wrote = false
     local reply = {now}
     for i = 1, m do
-      local n = tonumber(ARGV[4 + i])
+      local n = tonumber(ARGV[first + i])
       local e = debt
       if n > 0 and n <= b then
         local new_debt = debt + n * T
@@ -164,11 +153,7 @@ local function prune()
     k = k + 2
   end
   if k > 1 then
-    local kept = {}
-    for i = k, #H do
-      kept[#kept + 1] = H[i]
-    end
-    H = kept
+    H = append({}, H, k)
   end
 end
 
@@ -206,17 +191,9 @@ local function take(i, s, len)
     parts[#parts + 1] = s + len
     parts[#parts + 1] = stop
   end
-  local out = {}
-  for j = 1, i - 1 do
-    out[#out + 1] = H[j]
-  end
-  for j = 1, #parts do
-    out[#out + 1] = parts[j]
-  end
-  for j = i + 2, #H do
-    out[#out + 1] = H[j]
-  end
-  H = out
+  local out = append({}, H, 1, i - 1)
+  append(out, parts, 1)
+  H = append(out, H, i + 2)
 end
 
 -- Adds the free stretch (start, stop], merging it with the holes it touches.
@@ -239,10 +216,7 @@ local function give(start, stop)
   end
   out[#out + 1] = lo
   out[#out + 1] = hi
-  for j = i, #H do
-    out[#out + 1] = H[j]
-  end
-  H = out
+  H = append(out, H, i)
 end
 
 -- Drops every position at or past the TAT (it moved down: holes stay below it), cutting a hole
@@ -350,15 +324,10 @@ local function save()
 end
 
 prune()
-if op == 'check' then
-  local st, rem, retry, reset = decide(tonumber(ARGV[4]), true)
-  save()
-  return {now, st, rem, retry, reset}
-elseif op == 'batch' then
-  local m = tonumber(ARGV[4])
+if op == 'check' or op == 'batch' then
   local reply = {now}
   for i = 1, m do
-    local st, rem, retry, reset = decide(tonumber(ARGV[4 + i]), true)
+    local st, rem, retry, reset = decide(tonumber(ARGV[first + i]), true)
     reply[#reply + 1] = st
     reply[#reply + 1] = rem
     reply[#reply + 1] = retry

@@ -11,20 +11,10 @@
 -- is stamped now and counts one window, not until the block's end. A set written before block
 -- entries were named has none: it decides at its newest stamp, as it did (never later than a
 -- grant's own clock reading would: only under-admits). A denial and a peek only read.
--- KEYS[1]: the sorted set.  ARGV: op, L, W (us), n, k (unused), most.
---   op 'check': take n permits.
---   op 'reset': delete the state (reply {1}, or {0} if there was none).
---   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
---   in-process sliding log makes (src/algorithm/sliding.rs, `adjust`), the total saturating at
---   `most`; the reply is then the state left, taking nothing (a one-permit check's status and
---   retry_after, a peek's remaining and reset_after).
--- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
---         reset_after}.
-local key = KEYS[1]
-local op = ARGV[1]
-local L = tonumber(ARGV[2])
-local W = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+-- KEYS (the state key is the sorted set), ARGV, ops and reply: window_args (prelude.lua); the
+-- adjust ops make the change the in-process sliding log makes (src/algorithm/sliding.rs,
+-- `adjust`), the total saturating at `most`.
+local key, op, L, W, n = window_args()
 local now = now_us()
 
 -- Only members this script writes, validated before anything is written: the heavy entries
@@ -206,11 +196,7 @@ if op ~= 'check' then
   local most = tonumber(ARGV[6])
   prune(cutoff, expired)
   if op == 'block' and n > 0 then
-    local floor = 0
-    if newest ~= nil then
-      floor = math.max(newest + 1 - W, 0)
-    end
-    local stamp = math.max(now + n - W, 0, floor)
+    local stamp = block_stamp(now, n, W, newest)
     prune(stamp)
     read()
     local add = math.min(L, most - total)

@@ -21,21 +21,10 @@
 -- A value written before block entries were stored has none: it decides at its newest stamp,
 -- as it did (never later than a grant's own clock reading would: only under-admits).
 -- It expires when its newest entry leaves the window. A denial and a peek only read.
--- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (k divides W: checked by the client),
--- most.
---   op 'check': take n permits.
---   op 'reset': delete the state (reply {1}, or {0} if there was none).
---   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
---   in-process sliding window makes (`adjust` there), the total saturating at `most`; the
---   reply is then the state left, taking nothing (a one-permit check's status and retry_after,
---   a peek's remaining and reset_after).
--- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
---         reset_after}.
-local key = KEYS[1]
-local op = ARGV[1]
-local L = tonumber(ARGV[2])
-local W = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+-- KEYS, ARGV, ops and reply: window_args (prelude.lua), with k dividing W (checked by the
+-- client); the adjust ops make the change the in-process sliding window makes (`adjust` there),
+-- the total saturating at `most`.
+local key, op, L, W, n = window_args()
 local k = tonumber(ARGV[5])
 local g = W / k
 local now = now_us()
@@ -157,11 +146,7 @@ local function drop_front(gone)
     i = i + 1
   end
   if i > 1 then
-    local kept = {}
-    for j = i, #log do
-      kept[#kept + 1] = log[j]
-    end
-    log = kept
+    log = append({}, log, i)
     -- Block entries leave last: only once every entry left was one.
     blocks = math.min(blocks, #log)
   end
@@ -227,12 +212,7 @@ if op ~= 'check' then
   local most = tonumber(ARGV[6])
   local changed = true
   if op == 'block' and n > 0 then
-    local floor = 0
-    local e = newest()
-    if e then
-      floor = math.max(e + 1 - W, 0)
-    end
-    local stamp = math.max(now + n - W, 0, floor)
+    local stamp = block_stamp(now, n, W, newest())
     drop_front(function(s) return s <= stamp end)
     local add = math.min(L, most - total)
     if add > 0 then

@@ -3,20 +3,10 @@
 -- the start), cur = the count of window k and prev = the count of window k-1: admit n iff
 -- prev*(W - e) + (cur + n)*W <= L*W, in exact integer arithmetic (mul_cmp, muldiv).
 -- One string key "k:cur:prev", expiring when neither count weighs anything any more.
--- KEYS[1]: the state key.  ARGV: op, L, W (us), n, k (unused), most.
---   op 'check': take n permits.
---   op 'reset': delete the state (reply {1}, or {0} if there was none).
---   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
---   in-process weighted window makes (src/algorithm/weighted.rs, `adjust`), counts saturating
---   at `most`; the reply is then the state left, taking nothing (a one-permit check's status
---   and retry_after, a peek's remaining and reset_after).
--- Reply: {now, status (1 allowed, 0 denied, 2 exceeds the limit), remaining, retry_after or -1,
---         reset_after}.
-local key = KEYS[1]
-local op = ARGV[1]
-local L = tonumber(ARGV[2])
-local W = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+-- KEYS, ARGV, ops and reply: window_args (prelude.lua); the adjust ops make the change the
+-- in-process weighted window makes (src/algorithm/weighted.rs, `adjust`), counts saturating at
+-- `most`.
+local key, op, L, W, n = window_args()
 local now = now_us()
 local k = idiv(now, W)
 
