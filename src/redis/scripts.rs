@@ -22,12 +22,13 @@ macro_rules! script {
 }
 
 /// The scripts of the algorithms, each after the shared prelude (and `exact.lua`, the exact
-/// product comparisons, where the script needs them).
+/// product comparisons, where the script needs them; `window.lua`, the window scripts'
+/// arguments and block stamps, for the windows).
 pub(crate) const GCRA: &str = script!("gcra.lua");
-pub(crate) const FIXED_WINDOW: &str = script!("fixed_window.lua");
-pub(crate) const SLIDING_LOG: &str = script!("sliding_log.lua");
-pub(crate) const SLIDING_WINDOW: &str = script!("sliding_window.lua");
-pub(crate) const WEIGHTED: &str = script!("exact.lua", "weighted.lua");
+pub(crate) const FIXED_WINDOW: &str = script!("window.lua", "fixed_window.lua");
+pub(crate) const SLIDING_LOG: &str = script!("window.lua", "sliding_log.lua");
+pub(crate) const SLIDING_WINDOW: &str = script!("window.lua", "sliding_window.lua");
+pub(crate) const WEIGHTED: &str = script!("exact.lua", "window.lua", "weighted.lua");
 
 /// The parts of an algorithm (not nameable outside the crate, which seals the trait).
 pub struct Spec {
