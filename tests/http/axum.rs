@@ -616,3 +616,85 @@ async fn a_repeated_key_header_is_a_key_error_not_a_fresh_bucket() {
     );
     assert_eq!(keys.len(), 1, "a rotated first line made a bucket");
 }
+
+/// Behind a CDN that sets one client-address header: each client gets its own bucket, a
+/// client cannot pick its key by sending the header itself (the CDN replaces it; here, a
+/// request that does not come from a trusted address is keyed by its peer), and a value the
+/// CDN appended to instead of replacing is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cdn_client_address_header_keys_each_client_from_trusted_peers_only() {
+    for (header, name) in [
+        (ForwardedHeader::CfConnectingIp, "cf-connecting-ip"),
+        (ForwardedHeader::TrueClientIp, "true-client-ip"),
+        (ForwardedHeader::FlyClientIp, "fly-client-ip"),
+        (ForwardedHeader::XRealIp, "x-real-ip"),
+    ] {
+        // The test client connects from loopback: it plays the CDN's edge.
+        let cdn: IpNet = "127.0.0.0/8".parse().unwrap();
+        let layer = RateLimitLayer::builder(ClientIp::trusted_proxies([cdn]).header(header))
+            .quota(Quota::per_hour(2).unwrap())
+            .build()
+            .unwrap();
+        let addr = serve_axum(hello_routes().layer(layer)).await;
+        let client = client();
+        let mut statuses = Vec::new();
+        for who in [
+            "203.0.113.1",
+            "203.0.113.1",
+            "203.0.113.1",
+            "203.0.113.2",
+            "[2001:db8::1]:443",
+        ] {
+            statuses.push(
+                send(&client, addr, "GET", "/a", &[(name, who)])
+                    .await
+                    .status
+                    .as_u16(),
+            );
+        }
+        assert_eq!(statuses, [200, 200, 429, 200, 200], "{name}");
+        // A list is not an address: refused, not keyed by either part.
+        let got = send(
+            &client,
+            addr,
+            "GET",
+            "/a",
+            &[(name, "203.0.113.3, 203.0.113.4")],
+        )
+        .await;
+        assert_eq!(got.status, StatusCode::BAD_REQUEST, "{name}");
+        // The forwarding lists are not read.
+        let got = send(
+            &client,
+            addr,
+            "GET",
+            "/a",
+            &[(name, "203.0.113.1"), ("x-forwarded-for", "198.51.100.9")],
+        )
+        .await;
+        assert_eq!(got.status, StatusCode::TOO_MANY_REQUESTS, "{name}");
+
+        // The same layer trusting another network: loopback is not the CDN, so the header
+        // is ignored and every request is the peer's, whatever it claims.
+        let elsewhere: IpNet = "192.0.2.0/24".parse().unwrap();
+        let layer = RateLimitLayer::builder(ClientIp::trusted_proxies([elsewhere]).header(header))
+            .quota(Quota::per_hour(2).unwrap())
+            .build()
+            .unwrap();
+        let addr = serve_axum(hello_routes().layer(layer)).await;
+        let mut statuses = Vec::new();
+        for who in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+            statuses.push(
+                send(&client, addr, "GET", "/a", &[(name, who)])
+                    .await
+                    .status
+                    .as_u16(),
+            );
+        }
+        assert_eq!(
+            statuses,
+            [200, 200, 429],
+            "{name}: rotating the header bypassed the limit"
+        );
+    }
+}

@@ -189,6 +189,16 @@ impl Trust {
 /// - whatever lies left of the client's position is never read: no byte a client writes
 ///   there (`0xff`, an unclosed quote, a backslash) can make the request unkeyable.
 ///
+/// **Single-address headers** (`CF-Connecting-IP`, `True-Client-IP`, `Fly-Client-IP`,
+/// `X-Real-IP`: see [`ForwardedHeader`]) are not lists: a CDN or proxy sets them to the
+/// client it saw. They are read only when the peer is trusted (by network, or with
+/// `trusted_hops` of at least 1): the key is then the header's one address (the peer if the
+/// trusted peer sent none), and a value that is not an address, or more than one value (a
+/// second field line or a comma: a proxy that appended to what the client sent), is a `400`
+/// [`KeyError`]. From a peer you do not trust the header is ignored and the peer is the key,
+/// so trust exactly your CDN's published networks with
+/// [`trusted_proxies`](ClientIp::trusted_proxies).
+///
 /// So a key error means your proxies wrote something that is not an address where the
 /// client is expected, or a client inside the networks you trust sent junk (the walk reaches
 /// its own entries): trust only your proxies' addresses, and keep the default
@@ -325,6 +335,10 @@ impl ClientIp {
         if !self.trust.trusts(0, peer) {
             return Ok(peer);
         }
+        if self.header.is_single() {
+            return single_address(req, self.header)
+                .map(|client| canonical(client.unwrap_or(peer)));
+        }
         // The last address trusted so far, and, when trusted hops are skipped by position
         // without reading them, the leftmost skipped entry: if the list ends there, it is the
         // client and must be an address after all.
@@ -347,6 +361,20 @@ impl ClientIp {
             Some(entry) => entry.addr().map(canonical).ok_or_else(not_an_address),
             None => Ok(canonical(furthest)),
         }
+    }
+}
+
+/// The one address of a single-value header a trusted peer sent (`None` without the header).
+/// More than one value (a second field line, a comma) is refused rather than guessed at: it
+/// means the proxy appended to a value the client sent, instead of setting it.
+fn single_address(req: &Parts, header: ForwardedHeader) -> Result<Option<IpAddr>, KeyError> {
+    let mut values = entries_from_right(&req.headers, header);
+    match (values.next(), values.next()) {
+        (None, _) => Ok(None),
+        (Some(value), None) => value.addr().map(Some).ok_or_else(not_an_address),
+        (Some(_), Some(_)) => Err(KeyError::bad_request(
+            "the client address header holds more than one value: the proxy must set it, not append to it",
+        )),
     }
 }
 
@@ -379,6 +407,7 @@ impl AddrSource for ClientIp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::StatusCode;
 
     fn parts(peer: &str, headers: &[(&str, &str)]) -> Parts {
         let mut b = http::Request::get("/");
@@ -687,6 +716,89 @@ mod tests {
         }
     }
 
+    #[test]
+    fn single_address_headers_are_read_from_trusted_peers_only() {
+        for header in SINGLE {
+            let name = header_name(header);
+            let c = ClientIp::trusted_proxies(nets(&["10.0.0.0/8", "fd00::/8"]))
+                .header(header)
+                .ipv6_prefix(128);
+            let key = |peer: &str, headers: &[(&str, &str)]| c.extract(&parts(peer, headers));
+            // From your proxy or CDN: its one address, in any shape a proxy writes.
+            for value in ["203.0.113.9", " 203.0.113.9\t", "203.0.113.9:443"] {
+                assert_eq!(
+                    key("10.0.0.5:1", &[(name, value)]),
+                    Ok(ip("203.0.113.9")),
+                    "{name}: {value:?}"
+                );
+            }
+            assert_eq!(
+                key("[fd00::1]:1", &[(name, "[2001:db8::7]:80")]),
+                Ok(ip("2001:db8::7"))
+            );
+            assert_eq!(
+                key("10.0.0.5:1", &[(name, "::ffff:192.0.2.1")]),
+                Ok(ip("192.0.2.1"))
+            );
+            // From anyone else: the peer, whatever the header says.
+            assert_eq!(
+                key("198.51.100.7:1", &[(name, "203.0.113.9")]),
+                Ok(ip("198.51.100.7"))
+            );
+            // A trusted peer that sent none: the peer.
+            assert_eq!(key("10.0.0.5:1", &[]), Ok(ip("10.0.0.5")));
+            // Not an address, or more than one value (a proxy that appended): 400.
+            for bad in [
+                "unknown",
+                "",
+                "203.0.113.9, 198.51.100.1",
+                "_hidden",
+                "1.2.3.4.5",
+            ] {
+                let got = key("10.0.0.5:1", &[(name, bad)]);
+                if bad.is_empty() {
+                    assert_eq!(
+                        got,
+                        Ok(ip("10.0.0.5")),
+                        "{name}: an empty value is no value"
+                    );
+                } else {
+                    assert_eq!(
+                        got.map_err(|e| e.status()),
+                        Err(StatusCode::BAD_REQUEST),
+                        "{name}: {bad:?}"
+                    );
+                }
+            }
+            let two_lines = key(
+                "10.0.0.5:1",
+                &[(name, "203.0.113.9"), (name, "198.51.100.1")],
+            );
+            assert_eq!(
+                two_lines.map_err(|e| e.status()),
+                Err(StatusCode::BAD_REQUEST)
+            );
+            // The forwarding lists are not read.
+            let got = key(
+                "10.0.0.5:1",
+                &[
+                    (name, "203.0.113.9"),
+                    ("x-forwarded-for", "6.6.6.6"),
+                    ("forwarded", "for=7.7.7.7"),
+                ],
+            );
+            assert_eq!(got, Ok(ip("203.0.113.9")));
+            // By count: one trusted hop trusts the peer; none keys by the peer.
+            let hops = |n| {
+                ClientIp::trusted_hops(n)
+                    .header(header)
+                    .extract(&parts("198.51.100.7:1", &[(name, "203.0.113.9")]))
+            };
+            assert_eq!(hops(1), Ok(ip("203.0.113.9")));
+            assert_eq!(hops(0), Ok(ip("198.51.100.7")));
+        }
+    }
+
     /// Bytes a client can put in a header value (all `HeaderValue` accepts: HTAB, visible
     /// ASCII, SP, obs-text), weighted towards the ones list and quote parsing care about.
     fn hostile_byte() -> impl Strategy<Value = u8> {
@@ -722,7 +834,6 @@ mod tests {
         };
         let ows = ["", " ", "\t", "  "][usize::from(style / 3 % 4)];
         let entry = match header {
-            ForwardedHeader::XForwardedFor => node,
             ForwardedHeader::Forwarded => {
                 let plain = addr.is_ipv4() && style % 3 == 0 && style % 2 == 0;
                 let node = if plain { node } else { format!("\"{node}\"") };
@@ -733,6 +844,7 @@ mod tests {
                     _ => format!("{key}={node};by=\"[2001:db8::9]:80\";host=\"a,b;c\""),
                 }
             }
+            _ => node,
         };
         format!("{ows}{entry}{ows}").into_bytes()
     }
@@ -757,11 +869,26 @@ mod tests {
         out
     }
 
-    fn headers_parts(header: ForwardedHeader, lines: &[Vec<u8>]) -> Parts {
-        let name = match header {
+    fn header_name(header: ForwardedHeader) -> &'static str {
+        match header {
             ForwardedHeader::XForwardedFor => "x-forwarded-for",
             ForwardedHeader::Forwarded => "forwarded",
-        };
+            ForwardedHeader::CfConnectingIp => "cf-connecting-ip",
+            ForwardedHeader::TrueClientIp => "true-client-ip",
+            ForwardedHeader::FlyClientIp => "fly-client-ip",
+            ForwardedHeader::XRealIp => "x-real-ip",
+        }
+    }
+
+    const SINGLE: [ForwardedHeader; 4] = [
+        ForwardedHeader::CfConnectingIp,
+        ForwardedHeader::TrueClientIp,
+        ForwardedHeader::FlyClientIp,
+        ForwardedHeader::XRealIp,
+    ];
+
+    fn headers_parts(header: ForwardedHeader, lines: &[Vec<u8>]) -> Parts {
+        let name = header_name(header);
         let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
         raw_parts("127.0.0.1:1", name, &lines)
     }
@@ -771,6 +898,10 @@ mod tests {
             Just(ForwardedHeader::XForwardedFor),
             Just(ForwardedHeader::Forwarded)
         ]
+    }
+
+    fn any_header() -> impl Strategy<Value = ForwardedHeader> {
+        prop_oneof![header_kind(), proptest::sample::select(SINGLE.to_vec())]
     }
 
     use proptest::prelude::*;
@@ -844,10 +975,67 @@ mod tests {
             prop_assert_eq!(got.ok(), Some(model));
         }
 
+        /// A single-address header with any bytes: from a peer you do not trust, the key is
+        /// the peer; from a trusted one, the value's one address if it is exactly one address
+        /// as a proxy writes it, else a 400 (never an address taken from part of the value);
+        /// forwarding lists sent beside it change nothing.
+        #[test]
+        fn single_address_headers_take_one_whole_address_or_refuse(
+            which in 0usize..4,
+            raw in proptest::collection::vec(hostile_bytes(48), 0..3),
+            client in any_ip(),
+            style: u8,
+            valid: bool,
+            xff in hostile_bytes(32),
+        ) {
+            let header = SINGLE[which];
+            let mut lines = raw;
+            if valid {
+                lines = vec![written(header, client, style)];
+            }
+            let mut req = headers_parts(header, &lines);
+            let c = ClientIp::trusted_proxies(nets(&["127.0.0.0/8"])).header(header).ipv6_prefix(128);
+            let got = c.client_ip(&req);
+            // The model: no value (or only empty ones) keys by the peer; one value must be an
+            // address in full.
+            let values: Vec<&[u8]> = lines
+                .iter()
+                .flat_map(|l| l.split(|&b| b == b','))
+                .map(|v| v.trim_ascii())
+                .filter(|v| !v.is_empty())
+                .collect();
+            match values.as_slice() {
+                [] => prop_assert_eq!(got.ok(), Some(ip("127.0.0.1"))),
+                [one] => {
+                    let parsed = std::str::from_utf8(one).ok().and_then(|s| {
+                        s.parse::<IpAddr>().ok()
+                            .or_else(|| s.parse::<SocketAddr>().ok().map(|a| a.ip()))
+                            .or_else(|| s.strip_prefix('[')?.strip_suffix(']')?.parse().ok())
+                    });
+                    match parsed {
+                        Some(addr) => prop_assert_eq!(got.ok(), Some(canonical(addr))),
+                        None => prop_assert_eq!(got.map_err(|e| e.status()), Err(StatusCode::BAD_REQUEST)),
+                    }
+                }
+                _ => prop_assert_eq!(got.map_err(|e| e.status()), Err(StatusCode::BAD_REQUEST)),
+            }
+            if valid {
+                prop_assert_eq!(got.ok(), Some(canonical(client)));
+            }
+            if let Ok(v) = http::HeaderValue::from_bytes(&xff) {
+                req.headers.append("x-forwarded-for", v.clone());
+                req.headers.append("forwarded", v);
+                prop_assert_eq!(c.client_ip(&req), got);
+            }
+            // From a peer outside the trusted networks: the peer.
+            req.extensions.insert("198.51.100.7:1".parse::<SocketAddr>().unwrap());
+            prop_assert_eq!(c.client_ip(&req).ok(), Some(ip("198.51.100.7")));
+        }
+
         /// No header content panics, whatever the trust.
         #[test]
         fn no_header_panics(
-            header in header_kind(),
+            header in any_header(),
             raw in proptest::collection::vec(hostile_bytes(64), 0..4),
             hops in 0usize..6,
             by_count: bool,

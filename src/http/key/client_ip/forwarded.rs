@@ -13,12 +13,16 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use http::header::{HeaderName, FORWARDED};
 use http::HeaderMap;
 
-/// Which header your proxies write the forwarding chain to.
+/// Which header your proxies write the client's address to: a forwarding chain every proxy
+/// appends to (`X-Forwarded-For`, `Forwarded`), or a single address the nearest proxy or CDN
+/// sets (`CF-Connecting-IP`, `True-Client-IP`, `Fly-Client-IP`, `X-Real-IP`).
 ///
 /// ```
 /// use tollgate::http::{ClientIp, ForwardedHeader};
 /// let behind_nginx = ClientIp::trusted_hops(1).header(ForwardedHeader::XForwardedFor);
 /// let rfc7239 = ClientIp::trusted_hops(1).header(ForwardedHeader::Forwarded);
+/// let cloudflare = ClientIp::trusted_proxies(["173.245.48.0/20".parse().unwrap()])
+///     .header(ForwardedHeader::CfConnectingIp);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -29,16 +33,44 @@ pub enum ForwardedHeader {
     /// RFC 7239 `Forwarded: for=client;proto=https, for="[2001:db8::1]:4711"`: the `for=`
     /// parameter of each element.
     Forwarded,
+    /// Cloudflare's `CF-Connecting-IP: client`: one address, which Cloudflare sets (replacing
+    /// any the client sent). Read only from a trusted peer: trust Cloudflare's published
+    /// networks with [`trusted_proxies`](super::ClientIp::trusted_proxies).
+    CfConnectingIp,
+    /// `True-Client-IP: client` (Akamai, Cloudflare Enterprise): one address, set by the CDN.
+    TrueClientIp,
+    /// Fly.io's `Fly-Client-IP: client`: one address, set by Fly's proxy.
+    FlyClientIp,
+    /// `X-Real-IP: client`: one address, as nginx sets it with
+    /// `proxy_set_header X-Real-IP $remote_addr`.
+    XRealIp,
 }
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const CF_CONNECTING_IP: HeaderName = HeaderName::from_static("cf-connecting-ip");
+const TRUE_CLIENT_IP: HeaderName = HeaderName::from_static("true-client-ip");
+const FLY_CLIENT_IP: HeaderName = HeaderName::from_static("fly-client-ip");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 impl ForwardedHeader {
     fn name(self) -> HeaderName {
         match self {
             ForwardedHeader::XForwardedFor => X_FORWARDED_FOR,
             ForwardedHeader::Forwarded => FORWARDED,
+            ForwardedHeader::CfConnectingIp => CF_CONNECTING_IP,
+            ForwardedHeader::TrueClientIp => TRUE_CLIENT_IP,
+            ForwardedHeader::FlyClientIp => FLY_CLIENT_IP,
+            ForwardedHeader::XRealIp => X_REAL_IP,
         }
+    }
+
+    /// Whether the header holds one address that the nearest proxy sets (rather than a list
+    /// every proxy appends to).
+    pub(super) fn is_single(self) -> bool {
+        !matches!(
+            self,
+            ForwardedHeader::XForwardedFor | ForwardedHeader::Forwarded
+        )
     }
 }
 
@@ -55,8 +87,8 @@ impl Entry<'_> {
     /// without exactly one `for=`.
     pub(super) fn addr(&self) -> Option<IpAddr> {
         match self.header {
-            ForwardedHeader::XForwardedFor => parse_node(self.bytes),
             ForwardedHeader::Forwarded => parse_node(for_node(self.bytes)?),
+            _ => parse_node(self.bytes),
         }
     }
 }
