@@ -88,7 +88,7 @@
 
 // Folders by concern, each importing only from those below it (`.ci/import_cycles.py`):
 // builder -> layer -> service (with its request paths: concurrent, shaping, refunding) ->
-// state -> policy (the route table, and per policy: ops, shadow, stats) -> access -> key
+// state (with the layer's type, which the service names) -> policy (the route table, and per policy: ops, shadow, stats) -> access -> key
 // (extractors, client_ip); rate/ (backends, refunds), concurrency/ (backend, permit body),
 // responses/ (headers, rejections) and error.rs at the bottom.
 mod access;
@@ -104,15 +104,12 @@ mod service;
 mod state;
 
 pub use access::AccessList;
-pub use builder::{
-    FromLimiters, FromQuotas, RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL,
-};
+pub use builder::{RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
 pub use concurrency::backend::{Busy, ConcurrencyBackend, NoConcurrency};
 pub use concurrency::permit_body::PermitBody;
 pub use error::{BuildError, RouteError};
 pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};
-pub use layer::RateLimitLayer;
 pub use policy::shadow::Enforcement;
 pub use policy::stats::PolicyStats;
 pub use rate::backend::{Answer, Backend, RefundBackend};
@@ -120,7 +117,7 @@ pub use responses::headers::HeaderStyle;
 pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::concurrent::PermitFuture;
 pub use service::{RateLimit, ResponseFuture};
-pub use state::OnKeyError;
+pub use state::{Backends, LayerBackends, OnKeyError, RateLimitLayer};
 
 // The `http` types the API takes (see the module docs, "The `http` types").
 pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};

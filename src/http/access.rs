@@ -284,7 +284,7 @@ pub(crate) enum Screen<K> {
 /// (`limited`; else it passes unless a list refuses it), in this order: deny by address or request; allow by address or
 /// request (done, unless a key could still be denied); the key; deny by key; allow by key.
 /// So deny wins over allow, and the key is extracted only when it is needed.
-pub(crate) fn screen<E: KeyExtractor>(
+pub(crate) fn screen<E: KeyExtractor + ?Sized>(
     lists: [Option<&Lists<E::Key>>; 2],
     addr_source: Option<&dyn AddrSource>,
     extractor: &E,

@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,15 +10,15 @@ use std::time::Duration;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::concurrency::backend::{ConcurrencyBackend, NoConcurrency};
+use super::concurrency::backend::ConcurrencyBackend;
 use super::error::BuildError;
 use super::key::KeyExtractor;
-use super::layer::RateLimitLayer;
 use super::policy::{sf_name, Policy, PolicyTable, RoutePattern, SlotPolicy};
 use super::rate::backend::{Backend, RefundBackend};
 use super::rate::refunds::Refunds;
 use super::responses::headers::HeaderStyle;
 use super::responses::rejection::{NoBody, ProblemJson};
+use super::state::{Backends, LayerBackends, RateLimitLayer};
 use super::state::{Mode, OnKeyError, Shared};
 use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
 
@@ -101,72 +100,22 @@ where
     b.build()
 }
 
-/// The state of a [`RateLimitLayerBuilder`] started by [`RateLimitLayer::builder`]: the
-/// builder makes its own limiters, from the quotas it is given
-/// ([`per_second`](RateLimitLayerBuilder::per_second), [`route`](RateLimitLayerBuilder::route),
-/// ...).
-///
-/// ```
-/// use tollgate::http::{FromQuotas, GlobalKey, RateLimitLayer, RateLimitLayerBuilder};
-/// use tollgate::KeyedRateLimiter;
-/// let b: RateLimitLayerBuilder<GlobalKey, KeyedRateLimiter<()>, _, FromQuotas> =
-///     RateLimitLayer::builder(GlobalKey);
-/// # let _ = b;
-/// ```
-///
-/// It takes no ready limiter (that is [`FromLimiters`]'s way in):
-///
-/// ```compile_fail
-/// use std::sync::Arc;
-/// use tollgate::http::{GlobalKey, RateLimitLayer};
-/// use tollgate::{KeyedRateLimiter, Quota};
-/// let mine = Arc::new(KeyedRateLimiter::<()>::new(Quota::per_second(5).unwrap()));
-/// let _ = RateLimitLayer::builder(GlobalKey).limiter(mine); // no `limiter` here
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct FromQuotas(());
-
-/// The state of a [`RateLimitLayerBuilder`] started by [`RateLimitLayer::with_limiters`]: the
-/// layer uses limiters you made and pass in ([`limiter`](RateLimitLayerBuilder::limiter),
-/// [`route_limiter`](RateLimitLayerBuilder::route_limiter)).
-///
-/// ```
-/// use std::sync::Arc;
-/// use tollgate::http::{FromLimiters, GlobalKey, RateLimitLayer, RateLimitLayerBuilder};
-/// use tollgate::{KeyedRateLimiter, Quota};
-/// let b: RateLimitLayerBuilder<GlobalKey, KeyedRateLimiter<()>, _, FromLimiters> =
-///     RateLimitLayer::with_limiters(GlobalKey)
-///         .limiter(Arc::new(KeyedRateLimiter::new(Quota::per_second(5).unwrap())));
-/// # let _ = b;
-/// ```
-///
-/// It takes no quota (that is [`FromQuotas`]'s way in):
-///
-/// ```compile_fail
-/// use tollgate::http::{FromLimiters, GlobalKey, NoBody, RateLimitLayer, RateLimitLayerBuilder};
-/// use tollgate::KeyedRateLimiter;
-/// let b: RateLimitLayerBuilder<GlobalKey, KeyedRateLimiter<()>, NoBody, FromLimiters> =
-///     RateLimitLayer::with_limiters(GlobalKey);
-/// let _ = b.per_second(5); // no `per_second` here
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct FromLimiters(());
-
 /// Configures a [`RateLimitLayer`]: the key, the limits (a default and per route), what a
-/// limited request gets, and the headers. There are two ways in, and `S` records which:
+/// limited request gets, and the headers. There are two ways in:
 ///
-/// - [`RateLimitLayer::builder`] ([`FromQuotas`]): limits given as quotas
-///   ([`per_second`](Self::per_second), [`route`](Self::route), ...); the builder makes an
-///   in-process GCRA [`KeyedRateLimiter`] for each, with a sweeper and a key cap
+/// - [`RateLimitLayer::builder`]: limits given as quotas ([`per_second`](Self::per_second),
+///   [`route`](Self::route), ...); the builder makes an in-process GCRA
+///   [`KeyedRateLimiter`] for each, with a sweeper and a key cap
 ///   ([`sweep_interval`](Self::sweep_interval), [`max_keys`](Self::max_keys)), which
 ///   [`RateLimitLayer::limiter`] and [`RateLimitLayer::policies`] reach for monitoring.
-/// - [`RateLimitLayer::with_limiters`] ([`FromLimiters`]): limiters you made, of any
-///   [`Backend`](super::Backend) type (a `KeyedRateLimiter` with another algorithm or clock,
-///   a `RedisRateLimiter`), passed as `Arc`s ([`limiter`](Self::limiter),
-///   [`route_limiter`](Self::route_limiter)).
+/// - [`RateLimitLayer::with_limiters`]: limiters you made, of any [`Backend`](super::Backend)
+///   type (a `KeyedRateLimiter` with another algorithm or clock, a `RedisRateLimiter`),
+///   passed as `Arc`s ([`limiter`](Self::limiter), [`route_limiter`](Self::route_limiter)).
 ///
-/// The settings for limited requests (cost, shaping, refunds, headers, bodies) are the same on
-/// both.
+/// Quotas are taken where the layer's rate backend is the builder's own GCRA
+/// `KeyedRateLimiter<K>` (the compiler refuses them otherwise); limiters you made are taken
+/// either way, and the two may be mixed. The settings for limited requests (cost, shaping,
+/// refunds, headers, bodies) are the same on both.
 ///
 /// ```
 /// use tollgate::http::{HeaderKey, HeaderName, HeaderStyle, Method, RateLimitLayer};
@@ -184,39 +133,68 @@ pub struct FromLimiters(());
 /// # Ok(()) }
 /// ```
 ///
-/// `C` is the type of the concurrency limits ([`NoConcurrency`] until
-/// [`concurrency`](Self::concurrency) or [`route_concurrency`](Self::route_concurrency) sets
-/// one).
+/// A limiter of another algorithm takes no quota:
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tollgate::{KeyedRateLimiter, Quota, SlidingLog};
+///
+/// let log = KeyedRateLimiter::<()>::builder(Quota::per_minute(5).unwrap())
+///     .algorithm(SlidingLog)
+///     .unwrap()
+///     .build();
+/// let _ = RateLimitLayer::with_limiters(GlobalKey)
+///     .limiter(Arc::new(log))
+///     .per_second(5); // no `per_second` here: the builder makes GCRA limiters only
+/// ```
+///
+/// `L` names the layer's backends ([`Backends`]`<B, C>`: the rate backend, and the
+/// concurrency backend, [`NoConcurrency`](super::NoConcurrency) until [`concurrency`](Self::concurrency) or
+/// [`route_concurrency`](Self::route_concurrency) sets one); `R` makes the bodies of the
+/// layer's own responses ([`NoBody`] until [`problem_json`](Self::problem_json) or
+/// [`reject_body`](Self::reject_body)). The key extractor is not part of the type.
+///
+/// ```
+/// use tollgate::http::{Backends, GlobalKey, RateLimitLayer, RateLimitLayerBuilder};
+/// use tollgate::KeyedRateLimiter;
+/// let b: RateLimitLayerBuilder<Backends<KeyedRateLimiter<()>>> = RateLimitLayer::builder(GlobalKey);
+/// # let _ = b;
+/// ```
 #[must_use = "call .build() to get the layer"]
-pub struct RateLimitLayerBuilder<E, B: Backend, R, S, C = NoConcurrency> {
-    extractor: E,
-    default: Option<Source<B>>,
+pub struct RateLimitLayerBuilder<L: LayerBackends, R = NoBody> {
+    extractor: Box<dyn KeyExtractor<Key = Key<L>>>,
+    default: Option<Source<L::Rate>>,
     default_name: String,
-    routes: Vec<(String, String, Source<B>)>,
-    make: Option<MakeFn<B>>,
+    routes: Vec<(String, String, Source<L::Rate>)>,
+    make: Option<MakeFn<L::Rate>>,
     settings: LimiterSettings,
+    /// Whether a setting of the limiters made from quotas was given (`build` refuses it when
+    /// every limit is a limiter you made: it would apply to none).
+    settings_given: bool,
     cost: Option<super::state::CostFn>,
     shape: Option<Duration>,
-    refund: Option<Refunds<B>>,
+    refund: Option<Refunds<L::Rate>>,
     style: HeaderStyle,
     body: R,
     on_key_error: OnKeyError,
     never_status: StatusCode,
     grpc: bool,
     allow_unbounded_keys: bool,
-    slot_default: Option<SlotSource<C>>,
-    slot_routes: Vec<(String, SlotSource<C>)>,
+    slot_default: Option<SlotSource<L::Concurrency>>,
+    slot_routes: Vec<(String, SlotSource<L::Concurrency>)>,
     busy_status: StatusCode,
     error: Option<BuildError>,
     /// Allow and deny lists, shadow mode (`ops_settings.rs`).
-    ops: ops_settings::OpsSettings<B::Key>,
-    _from: PhantomData<S>,
+    ops: ops_settings::OpsSettings<Key<L>>,
 }
 
-impl<E> RateLimitLayer<E, KeyedRateLimiter<E::Key>, NoBody>
+/// The key type of a layer with backends `L`.
+type Key<L> = <<L as LayerBackends>::Rate as Backend>::Key;
+
+impl<K> RateLimitLayer<Backends<KeyedRateLimiter<K>>>
 where
-    E: KeyExtractor,
-    E::Key: Hash + Eq + Clone,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
 {
     /// A builder for limits given as quotas, keyed by what `extractor` returns: for each, the
     /// builder makes an in-process GCRA [`KeyedRateLimiter`] that sweeps idle keys every
@@ -230,16 +208,14 @@ where
     /// let per_ip = RateLimitLayer::builder(PeerIp::new()).per_second(10).build().unwrap();
     /// assert_eq!(per_ip.limiter("default").unwrap().len(), 0); // made by the builder
     /// ```
-    pub fn builder(
+    pub fn builder<E: KeyExtractor<Key = K>>(
         extractor: E,
-    ) -> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, NoBody, FromQuotas> {
-        let mut b = RateLimitLayerBuilder::start(extractor);
-        b.make = Some(make_keyed::<E::Key>);
-        b
+    ) -> RateLimitLayerBuilder<Backends<KeyedRateLimiter<K>>> {
+        RateLimitLayerBuilder::start(Box::new(extractor))
     }
 }
 
-impl<E, B: Backend> RateLimitLayer<E, B, NoBody> {
+impl<B: Backend> RateLimitLayer<Backends<B>> {
     /// A builder for limiters you made and share with the layer through `Arc`s, of any
     /// [`Backend`](super::Backend) type (a [`KeyedRateLimiter`] with your own algorithm, clock
     /// or settings; a `RedisRateLimiter`; another store): see
@@ -270,14 +246,16 @@ impl<E, B: Backend> RateLimitLayer<E, B, NoBody> {
     /// let layer = RateLimitLayer::with_limiters(PeerIp::new()).limiter(limiter.clone()).build().unwrap();
     /// assert!(Arc::ptr_eq(layer.limiter("default").unwrap(), &limiter)); // shared
     /// ```
-    pub fn with_limiters(extractor: E) -> RateLimitLayerBuilder<E, B, NoBody, FromLimiters> {
-        RateLimitLayerBuilder::start(extractor)
+    pub fn with_limiters<E: KeyExtractor<Key = B::Key>>(
+        extractor: E,
+    ) -> RateLimitLayerBuilder<Backends<B>> {
+        RateLimitLayerBuilder::start(Box::new(extractor))
     }
 }
 
-impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
+impl<B: Backend> RateLimitLayerBuilder<Backends<B>> {
     /// The defaults, with no limit yet.
-    fn start(extractor: E) -> Self {
+    fn start(extractor: Box<dyn KeyExtractor<Key = B::Key>>) -> Self {
         RateLimitLayerBuilder {
             extractor,
             default: None,
@@ -285,6 +263,7 @@ impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
             routes: Vec::new(),
             make: None,
             settings: LimiterSettings::default(),
+            settings_given: false,
             cost: None,
             shape: None,
             refund: None,
@@ -299,16 +278,16 @@ impl<E, B: Backend, S> RateLimitLayerBuilder<E, B, NoBody, S> {
             busy_status: StatusCode::TOO_MANY_REQUESTS,
             error: None,
             ops: ops_settings::OpsSettings::default(),
-            _from: PhantomData,
         }
     }
 }
 
-/// Quotas, and the settings of the in-process limiters the builder makes from them.
-impl<E, R, C> RateLimitLayerBuilder<E, KeyedRateLimiter<E::Key>, R, FromQuotas, C>
+/// Quotas, and the settings of the in-process limiters the builder makes from them: where
+/// the layer's rate backend is the builder's own GCRA `KeyedRateLimiter<K>`.
+impl<K, C, R> RateLimitLayerBuilder<Backends<KeyedRateLimiter<K>, C>, R>
 where
-    E: KeyExtractor,
-    E::Key: Hash + Eq + Clone,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Send + Sync + 'static,
 {
     fn quota_or_error(mut self, quota: Result<Quota, QuotaError>) -> Self {
         match quota {
@@ -359,6 +338,7 @@ where
     /// assert!(l.is_ok());
     /// ```
     pub fn quota(mut self, quota: Quota) -> Self {
+        self.make = Some(make_keyed::<K>);
         self.default = Some(Source::Quota(quota));
         self
     }
@@ -411,6 +391,7 @@ where
     /// assert!(l.is_ok());
     /// ```
     pub fn route(mut self, name: &str, pattern: &str, quota: Quota) -> Self {
+        self.make = Some(make_keyed::<K>);
         self.routes
             .push((name.to_owned(), pattern.to_owned(), Source::Quota(quota)));
         self
@@ -432,6 +413,7 @@ where
     /// ```
     pub fn sweep_interval(mut self, interval: Duration) -> Self {
         self.settings.sweep_interval = Some(interval);
+        self.settings_given = true;
         self
     }
 
@@ -450,6 +432,7 @@ where
     /// ```
     pub fn no_sweeper(mut self) -> Self {
         self.settings.sweep_interval = None;
+        self.settings_given = true;
         self
     }
 
@@ -478,6 +461,7 @@ where
     /// ```
     pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
         self.settings.max_keys = Some(max_keys);
+        self.settings_given = true;
         self
     }
 
@@ -501,6 +485,7 @@ where
     /// ```
     pub fn no_key_cap(mut self) -> Self {
         self.settings.max_keys = None;
+        self.settings_given = true;
         self
     }
 
@@ -518,6 +503,7 @@ where
     /// ```
     pub fn when_full(mut self, policy: WhenFull) -> Self {
         self.settings.when_full = policy;
+        self.settings_given = true;
         self
     }
 }
@@ -526,7 +512,7 @@ where
 const DEFAULT_POLICY: &str = "default";
 
 /// Limiters you made.
-impl<E, B: Backend, R, C> RateLimitLayerBuilder<E, B, R, FromLimiters, C> {
+impl<B: Backend, C: Send + Sync + 'static, R> RateLimitLayerBuilder<Backends<B, C>, R> {
     /// The default limit: a limiter you made (shared with you through the `Arc`).
     ///
     /// ```
@@ -576,7 +562,7 @@ impl<E, B: Backend, R, C> RateLimitLayerBuilder<E, B, R, FromLimiters, C> {
 }
 
 /// What a limited request gets, and `build`: the same whichever way the builder started.
-impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
+impl<B: Backend, C: Send + Sync + 'static, R> RateLimitLayerBuilder<Backends<B, C>, R> {
     /// Accepts limiters whose memory for keys has no bound ([`Backend::keys_bounded`] is
     /// false: a `KeyedRateLimiter` without a
     /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) cap, or
@@ -750,7 +736,7 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn problem_json(self) -> RateLimitLayerBuilder<E, B, ProblemJson, S, C> {
+    pub fn problem_json(self) -> RateLimitLayerBuilder<Backends<B, C>, ProblemJson> {
         self.reject_body(ProblemJson)
     }
 
@@ -762,7 +748,7 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     /// let l = RateLimitLayer::builder(GlobalKey).per_second(5).reject_body(NoBody).build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn reject_body<R2>(self, body: R2) -> RateLimitLayerBuilder<E, B, R2, S, C> {
+    pub fn reject_body<R2>(self, body: R2) -> RateLimitLayerBuilder<Backends<B, C>, R2> {
         RateLimitLayerBuilder {
             extractor: self.extractor,
             default: self.default,
@@ -770,6 +756,7 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
             routes: self.routes,
             make: self.make,
             settings: self.settings,
+            settings_given: self.settings_given,
             cost: self.cost,
             shape: self.shape,
             refund: self.refund,
@@ -784,7 +771,6 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
             busy_status: self.busy_status,
             error: self.error,
             ops: self.ops,
-            _from: PhantomData,
         }
     }
 
@@ -805,12 +791,21 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     ///     .unwrap_err();
     /// assert!(matches!(err, BuildError::Route(RouteError::Path(_))));
     /// ```
-    pub fn build(self) -> Result<RateLimitLayer<E, B, R, C>, BuildError>
-    where
-        E: KeyExtractor<Key = B::Key>,
-    {
+    pub fn build(self) -> Result<RateLimitLayer<Backends<B, C>, R>, BuildError> {
         if let Some(e) = self.error {
             return Err(e);
+        }
+        let sources = || {
+            self.routes
+                .iter()
+                .map(|(_, _, source)| source)
+                .chain(&self.default)
+        };
+        if self.settings_given
+            && sources().next().is_some()
+            && !sources().any(|source| matches!(source, Source::Quota(_)))
+        {
+            return Err(BuildError::UnusedLimiterSettings);
         }
         let mode = match (self.shape, self.refund) {
             (Some(_), Some(_)) => return Err(BuildError::ShapeAndRefund),
@@ -899,7 +894,7 @@ impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
 }
 
 /// Concurrency limits: the first one given sets the builder's concurrency type `C`.
-impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
+impl<B: Backend, R> RateLimitLayerBuilder<Backends<B>, R> {
     /// The default concurrency limit: at most [`limit`](ConcurrencyBackend::limit) requests
     /// in flight per key (the layer's key) for every request the layer sees, counted by
     /// `backend` (shared with you through the `Arc`). A request is in flight from the layer's
@@ -945,8 +940,8 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
         self,
         name: &str,
         backend: Arc<C>,
-    ) -> RateLimitLayerBuilder<E, B, R, S, C> {
-        RateLimitLayerBuilder::<E, B, R, S, C>::concurrency(self.with_slots(), name, backend)
+    ) -> RateLimitLayerBuilder<Backends<B, C>, R> {
+        RateLimitLayerBuilder::<Backends<B, C>, R>::concurrency(self.with_slots(), name, backend)
     }
 
     /// A route with its own concurrency limit (first match wins, as for
@@ -978,8 +973,8 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
         name: &str,
         pattern: &str,
         backend: Arc<C>,
-    ) -> RateLimitLayerBuilder<E, B, R, S, C> {
-        RateLimitLayerBuilder::<E, B, R, S, C>::route_concurrency(
+    ) -> RateLimitLayerBuilder<Backends<B, C>, R> {
+        RateLimitLayerBuilder::<Backends<B, C>, R>::route_concurrency(
             self.with_slots(),
             name,
             pattern,
@@ -989,7 +984,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
 
     /// The same builder with concurrency type `C` (there is no concurrency limit yet to carry
     /// over: `NoConcurrency` has no values).
-    fn with_slots<C>(self) -> RateLimitLayerBuilder<E, B, R, S, C> {
+    fn with_slots<C: Send + Sync + 'static>(self) -> RateLimitLayerBuilder<Backends<B, C>, R> {
         RateLimitLayerBuilder {
             extractor: self.extractor,
             default: self.default,
@@ -997,6 +992,7 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
             routes: self.routes,
             make: self.make,
             settings: self.settings,
+            settings_given: self.settings_given,
             cost: self.cost,
             shape: self.shape,
             refund: self.refund,
@@ -1011,15 +1007,12 @@ impl<E, B: Backend, R, S> RateLimitLayerBuilder<E, B, R, S, NoConcurrency> {
             busy_status: self.busy_status,
             error: self.error,
             ops: self.ops,
-            _from: PhantomData,
         }
     }
 }
 
 /// More concurrency limits, of the type the first one set.
-impl<E, B: Backend, R, S, C: ConcurrencyBackend<Key = B::Key>>
-    RateLimitLayerBuilder<E, B, R, S, C>
-{
+impl<B: Backend, R, C: ConcurrencyBackend<Key = B::Key>> RateLimitLayerBuilder<Backends<B, C>, R> {
     /// Sets (or replaces) the default concurrency limit: see the first call's
     /// [`concurrency`](RateLimitLayerBuilder::concurrency).
     ///
@@ -1077,7 +1070,7 @@ impl<E, B: Backend, R, S, C: ConcurrencyBackend<Key = B::Key>>
 }
 
 /// Response-aware limits, for the backends with reservations.
-impl<E, B: RefundBackend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
+impl<B: RefundBackend, C: Send + Sync + 'static, R> RateLimitLayerBuilder<Backends<B, C>, R> {
     /// Response-aware limits: take the permits before the handler, and give them back when
     /// `refund_if` says so of the response head (status, headers, extensions). Counting only
     /// failed logins is `refund_if(|res| res.status.is_success())`. Only for backends that can
@@ -1116,7 +1109,7 @@ impl<E, B: RefundBackend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
     }
 }
 
-impl<E, B: Backend, R, S, C> fmt::Debug for RateLimitLayerBuilder<E, B, R, S, C> {
+impl<L: LayerBackends, R> fmt::Debug for RateLimitLayerBuilder<L, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayerBuilder")
             .field("routes", &self.routes.len())

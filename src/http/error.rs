@@ -56,6 +56,15 @@ pub enum BuildError {
     /// [`shadow_policy`](super::RateLimitLayerBuilder::shadow_policy) named no policy of the
     /// layer.
     UnknownPolicy(String),
+    /// Settings of the limiters the builder makes from quotas
+    /// ([`max_keys`](super::RateLimitLayerBuilder::max_keys),
+    /// [`no_key_cap`](super::RateLimitLayerBuilder::no_key_cap),
+    /// [`sweep_interval`](super::RateLimitLayerBuilder::sweep_interval),
+    /// [`no_sweeper`](super::RateLimitLayerBuilder::no_sweeper),
+    /// [`when_full`](super::RateLimitLayerBuilder::when_full)) on a builder whose every rate
+    /// limit is a limiter you made: they would apply to none of them (set them on your
+    /// limiters' own builders).
+    UnusedLimiterSettings,
 }
 
 impl fmt::Display for BuildError {
@@ -89,6 +98,10 @@ impl fmt::Display for BuildError {
                  or give one with access_addr()",
             ),
             BuildError::UnknownPolicy(name) => write!(f, "no policy is named {name:?}"),
+            BuildError::UnusedLimiterSettings => f.write_str(
+                "the settings of limiters made from quotas apply to none: every limit is a \
+                 limiter you made (set them on its own builder)",
+            ),
             BuildError::ShapeAndRefund => {
                 f.write_str("shape() and refund_if() cannot be combined on one layer")
             }

@@ -1,49 +1,21 @@
-//! [`RateLimitLayer`]: the tower layer, which wraps each inner service in a
-//! [`RateLimit`] sharing the layer's state (see [`state`](super::state)).
+//! [`RateLimitLayer`]'s methods (monitoring, shadow mode) and its tower [`Layer`] impl, which
+//! wraps each inner service in a [`RateLimit`] holding a clone of the layer, and so sharing its
+//! state. The type itself, and [`Backends`], are defined in [`state`](super::state), below the
+//! service that names them.
 
 use std::fmt;
 use std::sync::Arc;
 
 use tower_layer::Layer;
 
-use super::concurrency::backend::NoConcurrency;
 use super::policy::ops::PolicyOps;
 use super::policy::shadow::Enforcement;
 use super::policy::stats::PolicyStats;
 use super::rate::backend::Backend;
 use super::service::RateLimit;
-use super::state::Shared;
+use super::state::{Backends, LayerBackends, RateLimitLayer};
 
-/// A tower [`Layer`] that rate-limits requests: see the [module docs](super) and
-/// [`RateLimitLayer::builder`].
-///
-/// Cloning is cheap (one `Arc`), and every clone and every service it makes share the same
-/// limiters.
-///
-/// `C` is the type of its concurrency limits ([`NoConcurrency`] without any; see
-/// [`concurrency`](super::RateLimitLayerBuilder::concurrency)): with them, the service's
-/// response body is the inner one wrapped in a [`PermitBody`](super::PermitBody).
-///
-/// ```
-/// use tollgate::http::{GlobalKey, RateLimitLayer};
-/// use tower_layer::Layer;
-///
-/// let layer = RateLimitLayer::builder(GlobalKey).per_second(100).build().unwrap();
-/// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
-/// let service = layer.layer(hello);
-/// # let _ = service;
-/// ```
-pub struct RateLimitLayer<E, B: Backend, R, C = NoConcurrency> {
-    shared: Arc<Shared<E, B, R, C>>,
-}
-
-impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
-    pub(crate) fn from_shared(shared: Shared<E, B, R, C>) -> Self {
-        RateLimitLayer {
-            shared: Arc::new(shared),
-        }
-    }
-
+impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> {
     /// The limiter of the policy named `name` (the first, if several share the name): the
     /// very one the layer decides with, for monitoring ([`len`](crate::KeyedRateLimiter::len),
     /// [`stats`](crate::KeyedRateLimiter::stats)) and upkeep
@@ -92,7 +64,7 @@ impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
     /// assert_eq!(tracked, 0);
     /// ```
     pub fn policies(&self) -> impl Iterator<Item = (&str, &Arc<B>)> + '_ {
-        let table = &self.shared.table;
+        let table = &self.shared().table;
         table
             .routes
             .iter()
@@ -129,7 +101,7 @@ impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
     /// ```
     #[must_use]
     pub fn concurrency_limiter(&self, name: &str) -> Option<&Arc<C>> {
-        let slots = &self.shared.slots;
+        let slots = &self.shared().slots;
         slots
             .routes
             .iter()
@@ -143,10 +115,10 @@ impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
 /// Shadow mode and counters, per policy name (every policy of that name: routes sharing a
 /// limiter share a name). Every clone of the layer, and every service it made, sees the same
 /// switches and counters, so an admin endpoint holding a clone can switch them.
-impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
+impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> {
     /// The running state of every policy named `name`, in table order.
     fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a PolicyOps<B::Key>> + 'a {
-        self.shared
+        self.shared()
             .ops
             .policies
             .iter()
@@ -200,7 +172,7 @@ impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
     /// ```
     #[must_use]
     pub fn unmatched_stats(&self) -> PolicyStats {
-        self.shared.ops.unmatched.snapshot()
+        self.shared().ops.unmatched.snapshot()
     }
 
     /// Whether the policies named `name` enforce or run in shadow, or `None` if no policy
@@ -244,30 +216,25 @@ impl<E, B: Backend, R, C> RateLimitLayer<E, B, R, C> {
     }
 }
 
-impl<E, B: Backend, R, C> Clone for RateLimitLayer<E, B, R, C> {
-    fn clone(&self) -> Self {
-        RateLimitLayer {
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-impl<E, B: Backend, R, C> fmt::Debug for RateLimitLayer<E, B, R, C> {
+impl<L: LayerBackends, R> fmt::Debug for RateLimitLayer<L, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("routes", &self.shared.table.routes.len())
-            .field("default", &self.shared.table.default.is_some())
-            .field("concurrency_routes", &self.shared.slots.routes.len())
-            .field("concurrency_default", &self.shared.slots.default.is_some())
-            .field("style", &self.shared.style)
+            .field("routes", &self.shared().table.routes.len())
+            .field("default", &self.shared().table.default.is_some())
+            .field("concurrency_routes", &self.shared().slots.routes.len())
+            .field(
+                "concurrency_default",
+                &self.shared().slots.default.is_some(),
+            )
+            .field("style", &self.shared().style)
             .finish_non_exhaustive()
     }
 }
 
-impl<S, E, B: Backend, R, C> Layer<S> for RateLimitLayer<E, B, R, C> {
-    type Service = RateLimit<S, E, B, R, C>;
+impl<S, L: LayerBackends, R> Layer<S> for RateLimitLayer<L, R> {
+    type Service = RateLimit<S, Self>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::new(inner, Arc::clone(&self.shared))
+        RateLimit::new(inner, self.clone())
     }
 }

@@ -25,15 +25,17 @@ use tower_service::Service;
 
 use super::access::Screen;
 use super::concurrency::backend::NoConcurrency;
-use super::key::{KeyError, KeyExtractor};
+use super::key::KeyError;
 use super::policy::stats::Outcome;
 use super::policy::SlotPolicy;
 use super::rate::backend::{Answer, Backend};
 use super::responses::headers::RateHeaders;
 use super::responses::rejection::{is_grpc, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
+use super::state::{Backends, RateLimitLayer};
 
-/// The rate-limiting service made by [`RateLimitLayer`](super::RateLimitLayer).
+/// The rate-limiting service made by [`RateLimitLayer`]: the inner service `S` and a clone
+/// of its layer `L` (one `Arc`), so every service the layer makes shares its limiters.
 ///
 /// ```
 /// use std::future::poll_fn;
@@ -57,21 +59,21 @@ use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 /// assert_eq!(status[1], (429, Some(tollgate::http::HeaderValue::from_static("60"))));
 /// # }
 /// ```
-pub struct RateLimit<S, E, B: Backend, R, C = NoConcurrency> {
+pub struct RateLimit<S, L> {
     inner: S,
-    shared: Arc<Shared<E, B, R, C>>,
+    layer: L,
 }
 
-impl<S: Clone, E, B: Backend, R, C> Clone for RateLimit<S, E, B, R, C> {
+impl<S: Clone, L: Clone> Clone for RateLimit<S, L> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
+            layer: self.layer.clone(),
         }
     }
 }
 
-impl<S: fmt::Debug, E, B: Backend, R, C> fmt::Debug for RateLimit<S, E, B, R, C> {
+impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
@@ -79,9 +81,9 @@ impl<S: fmt::Debug, E, B: Backend, R, C> fmt::Debug for RateLimit<S, E, B, R, C>
     }
 }
 
-impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
-    pub(super) fn new(inner: S, shared: Arc<Shared<E, B, R, C>>) -> Self {
-        RateLimit { inner, shared }
+impl<S, L> RateLimit<S, L> {
+    pub(super) fn new(inner: S, layer: L) -> Self {
+        RateLimit { inner, layer }
     }
 
     /// The inner service (for the concurrency mode's `poll_ready`).
@@ -90,17 +92,13 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
     }
 }
 
-/// A boxed response future, for the paths that wait (shaping, remote backends, refunds).
-pub(crate) type BoxResponse<B, Err> =
-    Pin<Box<dyn Future<Output = Result<Response<B>, Err>> + Send + 'static>>;
-
 /// Without concurrency limits: the response is the inner service's, with the rate-limit
 /// headers added.
-impl<S, E, B, R, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, B, R>
+impl<S, B, R, ReqBody, ResBody> Service<Request<ReqBody>>
+    for RateLimit<S, RateLimitLayer<Backends<B>, R>>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    E: KeyExtractor<Key = B::Key>,
     B: Backend,
     R: RejectBody<ResBody>,
     ReqBody: Send + 'static,
@@ -108,7 +106,7 @@ where
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
+    type Future = ResponseFuture<S::Future>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -118,7 +116,7 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         // The table of concurrency policies is empty: `admit` is never called (and could not
         // be: there is no `NoConcurrency` value for a policy to hold).
-        let admit = |_: &Shared<E, B, R>,
+        let admit = |_: &Shared<B, R>,
                      policy: &SlotPolicy<NoConcurrency>,
                      _: &B::Key,
                      _: bool|
@@ -127,7 +125,7 @@ where
     }
 }
 
-impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
+impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Backends<B, C>, R>> {
     /// Decides a request: the concurrency policy first (`admit` takes its permit, or answers
     /// for the request: a request refused for concurrency spends no rate permit), then the
     /// rate policy. Returns the response future and the permit, if one was taken and the
@@ -136,23 +134,21 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
         &mut self,
         req: Request<ReqBody>,
         admit: impl FnOnce(
-            &Shared<E, B, R, C>,
+            &Shared<B, R, C>,
             &SlotPolicy<C>,
             &B::Key,
             bool,
         ) -> Result<P, Response<ResBody>>,
-    ) -> (ResponseFuture<S::Future, ResBody, S::Error>, Option<P>)
+    ) -> (ResponseFuture<S::Future>, Option<P>)
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
         S::Future: Send + 'static,
-        E: KeyExtractor<Key = B::Key>,
         R: RejectBody<ResBody>,
-        C: Send + Sync + 'static,
         ReqBody: Send + 'static,
         ResBody: Send + 'static,
     {
         let (parts, body) = req.into_parts();
-        let shared = &*self.shared;
+        let shared = &**self.layer.shared();
         // Without route rules only the defaults apply: no path to look up.
         let (path, template) = if shared.table.routes.is_empty() && shared.slots.routes.is_empty() {
             ("", None)
@@ -164,7 +160,10 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
         let grpc = shared.grpc && is_grpc(&parts);
         // The allow and deny lists, before any limiter; one outcome counted per request.
         let limited = index.is_some() || slot.is_some();
-        let key = match shared.ops.screen(&shared.extractor, index, limited, &parts) {
+        let key = match shared
+            .ops
+            .screen(&*shared.extractor, index, limited, &parts)
+        {
             Screen::Limit(key) => key,
             screen @ (Screen::Pass | Screen::Bypass) => {
                 let outcome = match screen {
@@ -214,14 +213,16 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
         let shadow = shared.is_shadow(index);
         let fut = match (&shared.mode, shadow) {
             (Mode::Shape(max_delay), false) => {
-                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                let (shared, inner) =
+                    (Arc::clone(self.layer.shared()), take_ready(&mut self.inner));
                 ResponseFuture::boxed(Box::pin(shaping::shaped(
                     shared, index, key, cost, *max_delay, grpc, inner, req,
                 )))
             }
             (Mode::Refund(refunds), _) => {
                 let refunds = refunds.clone();
-                let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                let (shared, inner) =
+                    (Arc::clone(self.layer.shared()), take_ready(&mut self.inner));
                 ResponseFuture::boxed(Box::pin(refunding::refunding(
                     shared, refunds, index, key, cost, grpc, shadow, inner, req,
                 )))
@@ -239,7 +240,8 @@ impl<S, E, B: Backend, R, C> RateLimit<S, E, B, R, C> {
                     }
                 }
                 Answer::Later(decision) => {
-                    let (shared, inner) = (Arc::clone(&self.shared), take_ready(&mut self.inner));
+                    let (shared, inner) =
+                        (Arc::clone(self.layer.shared()), take_ready(&mut self.inner));
                     ResponseFuture::boxed(Box::pin(async move {
                         let decided = decision.await;
                         let verdict = shared.verdict(index, &key, decided, cost, grpc, shadow);
@@ -278,8 +280,8 @@ fn request_paths(parts: &Parts) -> (&str, Option<&str>) {
 }
 
 /// The response for a key error, or `None` to let the request through.
-fn key_error<E, B: Backend, R, C, ResBody>(
-    shared: &Shared<E, B, R, C>,
+fn key_error<B: Backend, R, C, ResBody>(
+    shared: &Shared<B, R, C>,
     e: &KeyError,
     grpc: bool,
 ) -> Option<Response<ResBody>>
@@ -305,47 +307,57 @@ pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
     let clone = inner.clone();
     std::mem::replace(inner, clone)
 }
+/// A boxed future with `F`'s output, for the paths that wait (shaping, remote backends,
+/// refunds).
+type BoxOutput<F> = Pin<Box<dyn Future<Output = <F as Future>::Output> + Send + 'static>>;
+
 pin_project! {
-    /// The response future of [`RateLimit`]: the inner service's, with the rate-limit headers
-    /// added; a ready rejection; or (shaping, refunds, remote backends) a boxed future.
-    pub struct ResponseFuture<F, B, Err> {
+    /// The response future of [`RateLimit`]: the inner service's future `F`, with the
+    /// rate-limit headers added to its response; a ready rejection; or (shaping, refunds,
+    /// remote backends) a boxed future. Its output is `F`'s.
+    pub struct ResponseFuture<F: Future> {
         #[pin]
-        state: State<F, B, Err>,
+        state: State<F>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, B, Err> {
+    enum State<F: Future> {
         Inner { #[pin] fut: F, headers: Option<RateHeaders> },
-        Ready { response: Option<Response<B>> },
-        Boxed { fut: BoxResponse<B, Err> },
+        Ready { output: Option<F::Output> },
+        Boxed { fut: BoxOutput<F> },
     }
 }
 
-impl<F, B, Err> ResponseFuture<F, B, Err> {
+impl<F: Future> ResponseFuture<F> {
     fn inner(fut: F, headers: Option<RateHeaders>) -> Self {
         ResponseFuture {
             state: State::Inner { fut, headers },
         }
     }
 
-    fn ready(response: Response<B>) -> Self {
-        ResponseFuture {
-            state: State::Ready {
-                response: Some(response),
-            },
-        }
-    }
-
-    fn boxed(fut: BoxResponse<B, Err>) -> Self {
+    fn boxed(fut: BoxOutput<F>) -> Self {
         ResponseFuture {
             state: State::Boxed { fut },
         }
     }
 }
 
-impl<F, B, Err> Future for ResponseFuture<F, B, Err>
+impl<F, B, Err> ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, Err>>,
+{
+    fn ready(response: Response<B>) -> Self {
+        ResponseFuture {
+            state: State::Ready {
+                output: Some(Ok(response)),
+            },
+        }
+    }
+}
+
+impl<F, B, Err> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<B>, Err>>,
 {
@@ -360,8 +372,8 @@ where
                 }
                 Poll::Ready(Ok(res))
             }
-            StateProj::Ready { response } => match response.take() {
-                Some(res) => Poll::Ready(Ok(res)),
+            StateProj::Ready { output } => match output.take() {
+                Some(output) => Poll::Ready(output),
                 None => panic!("ResponseFuture polled after completion"),
             },
             StateProj::Boxed { fut } => fut.as_mut().poll(cx),
@@ -369,7 +381,7 @@ where
     }
 }
 
-impl<F, B, Err> fmt::Debug for ResponseFuture<F, B, Err> {
+impl<F: Future> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ResponseFuture")
     }

@@ -6,7 +6,14 @@
 //! decision into a [`Verdict`], which the service carries out at once and the waiting paths
 //! ([shaping](super::service::shaping), [refunds](super::service::refunding)) carry out with
 //! [`proceed`].
+//!
+//! The layer's type, [`RateLimitLayer`] (a handle to that `Arc`), and [`Backends`] are defined
+//! here, below the service that names them in its `Service` impls; the layer's methods and its
+//! `Layer` impl are in [`layer`](super::layer), above the service.
 
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
@@ -14,14 +21,113 @@ use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
 use super::concurrency::backend::NoConcurrency;
+use super::key::KeyExtractor;
 use super::policy::ops::Ops;
 use super::policy::stats::Outcome;
 use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::rate::backend::Backend;
 use super::rate::refunds::Refunds;
 use super::responses::headers::{HeaderStyle, RateHeaders};
-use super::responses::rejection::{reject, Problem, RejectBody};
+use super::responses::rejection::{reject, NoBody, Problem, RejectBody};
 use crate::Decision;
+
+/// The backends of a [`RateLimitLayer`], as one type: `B` decides its rate limits (a
+/// [`Backend`]), `C` counts its requests in flight (a
+/// [`ConcurrencyBackend`](super::ConcurrencyBackend), or [`NoConcurrency`] without
+/// concurrency limits). A name only, never a value: it keeps the layer's type to two
+/// parameters.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::http::{Backends, PeerIp, RateLimitLayer};
+/// use tollgate::KeyedRateLimiter;
+///
+/// let layer: RateLimitLayer<Backends<KeyedRateLimiter<IpAddr>>> =
+///     RateLimitLayer::builder(PeerIp::new()).per_second(10).build().unwrap();
+/// # let _ = layer;
+/// ```
+pub struct Backends<B, C = NoConcurrency> {
+    _types: PhantomData<fn() -> (B, C)>,
+}
+
+impl<B, C> fmt::Debug for Backends<B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Backends")
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What [`Backends`] names: the rate backend and the concurrency backend of a
+/// [`RateLimitLayer`]. Sealed: [`Backends`] is its only implementation.
+pub trait LayerBackends: sealed::Sealed + 'static {
+    /// The rate backend.
+    type Rate: Backend;
+    /// The concurrency backend ([`NoConcurrency`] for none).
+    type Concurrency: Send + Sync + 'static;
+}
+
+impl<B, C> sealed::Sealed for Backends<B, C> {}
+
+impl<B: Backend, C: Send + Sync + 'static> LayerBackends for Backends<B, C> {
+    type Rate = B;
+    type Concurrency = C;
+}
+
+/// The state shared by a layer with backends `L` and reject body `R`.
+type SharedOf<L, R> = Shared<<L as LayerBackends>::Rate, R, <L as LayerBackends>::Concurrency>;
+
+/// A tower [`Layer`](tower_layer::Layer) that rate-limits requests: see the [module docs](super) and
+/// [`RateLimitLayer::builder`].
+///
+/// Cloning is cheap (one `Arc`), and every clone and every service it makes share the same
+/// limiters.
+///
+/// `L` names its backends ([`Backends`]`<B, C>`: the rate backend `B`, and the concurrency
+/// backend `C`, [`NoConcurrency`] without concurrency limits; see
+/// [`concurrency`](super::RateLimitLayerBuilder::concurrency): with them, the service's
+/// response body is the inner one wrapped in a [`PermitBody`](super::PermitBody)); `R` makes
+/// the bodies of its own responses ([`NoBody`] by default; see
+/// [`RejectBody`](super::RejectBody)). The key extractor is not part of the type.
+///
+/// ```
+/// use tollgate::http::{GlobalKey, RateLimitLayer};
+/// use tower_layer::Layer;
+///
+/// let layer = RateLimitLayer::builder(GlobalKey).per_second(100).build().unwrap();
+/// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+/// let service = layer.layer(hello);
+/// # let _ = service;
+/// ```
+pub struct RateLimitLayer<L: LayerBackends, R = NoBody> {
+    shared: Arc<SharedOf<L, R>>,
+}
+
+impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> {
+    pub(crate) fn from_shared(shared: Shared<B, R, C>) -> Self {
+        RateLimitLayer {
+            shared: Arc::new(shared),
+        }
+    }
+}
+
+impl<L: LayerBackends, R> RateLimitLayer<L, R> {
+    /// The state the layer's services decide with.
+    #[inline]
+    pub(crate) fn shared(&self) -> &Arc<SharedOf<L, R>> {
+        &self.shared
+    }
+}
+
+impl<L: LayerBackends, R> Clone for RateLimitLayer<L, R> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
 
 /// What the layer does when the key extractor fails (see [`KeyError`](super::KeyError)).
 ///
@@ -61,8 +167,9 @@ pub(crate) enum Mode<B: Backend> {
 }
 
 /// Everything the layer and its services share.
-pub(crate) struct Shared<E, B: Backend, R, C = NoConcurrency> {
-    pub(crate) extractor: E,
+pub(crate) struct Shared<B: Backend, R, C = NoConcurrency> {
+    /// Erased, so that no public type names the extractor: one indirect call per request.
+    pub(crate) extractor: Box<dyn KeyExtractor<Key = B::Key>>,
     pub(crate) table: PolicyTable<Policy<B>>,
     /// The concurrency policies (always empty with [`NoConcurrency`]).
     pub(crate) slots: PolicyTable<SlotPolicy<C>>,
@@ -87,7 +194,7 @@ pub(crate) enum Verdict<ResBody> {
     Reject(Response<ResBody>),
 }
 
-impl<E, B: Backend, R, C> Shared<E, B, R, C> {
+impl<B: Backend, R, C> Shared<B, R, C> {
     /// Whether the policy at `index` is in shadow now: read once per request, in `call`, so
     /// that a request is decided and answered under one mode even while it is switched.
     #[inline]

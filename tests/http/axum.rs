@@ -458,7 +458,7 @@ async fn header_keys_and_key_error_policies() {
 
 /// A login handler that holds every request until the test releases it, then fails it.
 fn login_app(
-    layer: RateLimitLayer<PeerIp, KeyedRateLimiter<IpAddr>, tollgate::http::NoBody>,
+    layer: RateLimitLayer<tollgate::http::Backends<KeyedRateLimiter<IpAddr>>>,
     entered: Arc<AtomicUsize>,
     gate: Arc<Semaphore>,
     status: StatusCode,

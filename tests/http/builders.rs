@@ -2,7 +2,8 @@
 //! (`RateLimitLayer::builder`: the builder makes the limiters, and `limiter`/`policies` reach
 //! them) and limiters you made (`RateLimitLayer::with_limiters`: shared, not copied); and the
 //! limiter settings (`max_keys`, `no_key_cap`, `when_full`, `sweep_interval`, `no_sweeper`)
-//! reaching the limiters the builder makes.
+//! reaching the limiters the builder makes; the two mixed on one builder, settings that
+//! would reach no limiter refused, and the public types' names (two type parameters at most).
 
 #[path = "support/mod.rs"]
 mod http_support;
@@ -16,11 +17,12 @@ use axum::routing::{get, post};
 use axum::Router;
 use http_support::{client, send, serve_axum};
 use tollgate::http::{
-    BuildError, HeaderKey, HeaderName, NoBody, RateLimitLayer, StatusCode, DEFAULT_MAX_KEYS,
+    Backends, BuildError, HeaderKey, HeaderName, NoBody, RateLimitLayer, StatusCode,
+    DEFAULT_MAX_KEYS,
 };
 use tollgate::{KeyedRateLimiter, Quota, WhenFull};
 
-type Layer = RateLimitLayer<HeaderKey, KeyedRateLimiter<String>, NoBody>;
+type Layer = RateLimitLayer<Backends<KeyedRateLimiter<String>>, NoBody>;
 
 fn api_key() -> HeaderKey {
     HeaderKey::new(HeaderName::from_static("x-api-key"))
@@ -129,7 +131,7 @@ async fn limiters_you_pass_are_shared_not_copied() {
 
 #[test]
 fn the_key_cap_of_the_limiters_the_builder_makes() {
-    let cap = |b: tollgate::http::RateLimitLayerBuilder<_, _, _, _>| {
+    let cap = |b: tollgate::http::RateLimitLayerBuilder<_, _>| {
         let layer: Layer = b.build().unwrap();
         let cap = layer.limiter("default").unwrap().max_keys();
         cap
@@ -185,8 +187,7 @@ async fn max_keys_and_when_full_reach_the_limiters_over_http() {
 async fn sweep_interval_and_no_sweeper_reach_the_limiters() {
     // One permit per millisecond, burst 1: a key is cold a millisecond after its request.
     let q = Quota::new(1, Duration::from_millis(1)).unwrap();
-    let layer =
-        |b: tollgate::http::RateLimitLayerBuilder<_, _, _, _>| -> Layer { b.build().unwrap() };
+    let layer = |b: tollgate::http::RateLimitLayerBuilder<_, _>| -> Layer { b.build().unwrap() };
     let swept = layer(
         RateLimitLayer::builder(api_key())
             .quota(q)
@@ -216,4 +217,91 @@ async fn sweep_interval_and_no_sweeper_reach_the_limiters() {
     assert_eq!(l_unswept.len(), 1);
     assert_eq!(l_unswept.sweep_now(), 1);
     assert_eq!(l_unswept.len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_and_limiters_you_made_mix_on_one_builder() {
+    let auth = Arc::new(
+        KeyedRateLimiter::<String>::builder(Quota::per_minute(1).unwrap())
+            .max_keys(NonZeroUsize::new(1_000).unwrap())
+            .build(),
+    );
+    let layer: Layer = RateLimitLayer::builder(api_key())
+        .per_minute(2)
+        .max_keys(NonZeroUsize::new(10).unwrap())
+        .route_limiter("auth", "POST /login", auth.clone())
+        .build()
+        .unwrap();
+    assert!(Arc::ptr_eq(layer.limiter("auth").unwrap(), &auth));
+    // The settings reach the limiter made from the quota, not the one passed in.
+    assert_eq!(
+        layer.limiter("default").unwrap().max_keys(),
+        NonZeroUsize::new(10)
+    );
+    assert_eq!(auth.max_keys(), NonZeroUsize::new(1_000));
+
+    let addr = serve(layer).await;
+    let (login, home) = (("POST", "/login"), ("GET", "/"));
+    let mut got = Vec::new();
+    for (method, path) in [login, login, home, home, home] {
+        got.push(status(addr, method, path, "a").await.as_u16());
+    }
+    // The login route's 1 per minute is yours, the rest the quota's 2 per minute.
+    assert_eq!(got, [200, 429, 200, 200, 429]);
+    assert_eq!(auth.len(), 1);
+}
+
+#[test]
+fn limiter_settings_that_reach_no_limiter_are_refused() {
+    let mine = || {
+        Arc::new(
+            KeyedRateLimiter::<String>::builder(Quota::per_minute(2).unwrap())
+                .max_keys(NonZeroUsize::new(1_000).unwrap())
+                .build(),
+        )
+    };
+    let refused = RateLimitLayer::with_limiters(api_key())
+        .limiter(mine())
+        .max_keys(NonZeroUsize::MIN)
+        .build();
+    assert_eq!(refused.unwrap_err(), BuildError::UnusedLimiterSettings);
+    let refused = RateLimitLayer::builder(api_key())
+        .route_limiter("auth", "POST /login", mine())
+        .no_sweeper()
+        .build();
+    assert_eq!(refused.unwrap_err(), BuildError::UnusedLimiterSettings);
+    // With one limit made from a quota, they apply to it.
+    let mixed = RateLimitLayer::with_limiters(api_key())
+        .limiter(mine())
+        .route("login", "POST /login", Quota::per_minute(1).unwrap())
+        .when_full(WhenFull::AllowUntracked)
+        .build();
+    assert!(mixed.is_ok());
+    // With no rate limit at all they apply to nothing, and are accepted (as they always were).
+    assert!(RateLimitLayer::builder(api_key())
+        .no_sweeper()
+        .build()
+        .is_ok());
+}
+
+/// The public types name the backends, the reject body and the inner service: at most two
+/// type parameters each, never the key extractor.
+#[test]
+fn the_layer_types_take_at_most_two_type_parameters() {
+    use axum::body::Body;
+    use axum::routing::MethodRouter;
+    use tollgate::http::{ProblemJson, RateLimit, RateLimitLayerBuilder, ResponseFuture};
+    use tower::{Layer as _, Service as _};
+
+    type Json = RateLimitLayer<Backends<KeyedRateLimiter<String>>, ProblemJson>;
+    let builder: RateLimitLayerBuilder<Backends<KeyedRateLimiter<String>>, ProblemJson> =
+        RateLimitLayer::builder(api_key())
+            .per_second(1)
+            .problem_json();
+    let layer: Json = builder.build().unwrap();
+    let mut service: RateLimit<MethodRouter, Json> = layer.layer(get(|| async { "ok" }));
+    // No key header: answered at once, without a runtime.
+    let future: ResponseFuture<<MethodRouter as tower::Service<http::Request<Body>>>::Future> =
+        service.call(http::Request::new(Body::empty()));
+    drop(future);
 }

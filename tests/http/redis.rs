@@ -55,7 +55,7 @@ async fn server(limiter: Arc<RedisRateLimiter>, refund: bool) -> std::net::Socke
 }
 
 async fn serve_layer<B: Backend<Key = String>>(
-    layer: tollgate::http::RateLimitLayer<HeaderKey, B, tollgate::http::NoBody>,
+    layer: tollgate::http::RateLimitLayer<tollgate::http::Backends<B>>,
 ) -> std::net::SocketAddr {
     serve_hyper(
         tower::ServiceBuilder::new()

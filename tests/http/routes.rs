@@ -40,7 +40,7 @@ fn counted(runs: &Arc<AtomicUsize>) -> impl Fn() -> std::future::Ready<&'static 
 /// One rule, `pattern` at 1 per hour per peer IP, no default limit.
 fn one_rule(
     pattern: &str,
-) -> RateLimitLayer<PeerIp, KeyedRateLimiter<std::net::IpAddr>, tollgate::http::NoBody> {
+) -> RateLimitLayer<tollgate::http::Backends<KeyedRateLimiter<std::net::IpAddr>>> {
     RateLimitLayer::builder(PeerIp::new())
         .route("rule", pattern, Quota::per_hour(1).unwrap())
         .build()
@@ -160,7 +160,7 @@ async fn a_nested_route_is_limited_by_its_full_path_wherever_the_layer_sits() {
 
 /// Serves `app` wrapped in `layer` as a whole (the layer runs before routing).
 async fn serve_wrapped(
-    layer: RateLimitLayer<PeerIp, KeyedRateLimiter<std::net::IpAddr>, tollgate::http::NoBody>,
+    layer: RateLimitLayer<tollgate::http::Backends<KeyedRateLimiter<std::net::IpAddr>>>,
     app: Router,
 ) -> SocketAddr {
     use tower::Layer;

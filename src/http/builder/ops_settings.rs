@@ -11,6 +11,7 @@ use super::super::policy::ops::{KeyFmt, Ops, PolicyOps};
 use super::super::policy::shadow::{Enforcement, EnforcementFlag};
 use super::super::policy::stats::Counters;
 use super::super::rate::backend::Backend;
+use super::super::state::Backends;
 use super::RateLimitLayerBuilder;
 
 /// What the builder was told about lists and shadow mode.
@@ -91,7 +92,7 @@ impl<K> OpsSettings<K> {
 }
 
 /// Allow and deny lists, and shadow mode: the same whichever way the builder started.
-impl<E, B: Backend, R, S, C> RateLimitLayerBuilder<E, B, R, S, C> {
+impl<B: Backend, C: Send + Sync + 'static, R> RateLimitLayerBuilder<Backends<B, C>, R> {
     /// Allow and deny lists for every request through the layer, checked before any limiter
     /// (see [`AccessList`]; deny wins over allow). Requests that match no policy are still
     /// refused by a deny rule. Calling it again replaces the lists.

@@ -149,15 +149,15 @@ impl fmt::Display for Busy {
 impl std::error::Error for Busy {}
 
 /// The concurrency type of a layer without concurrency limits (the default of
-/// [`RateLimitLayer`](super::super::RateLimitLayer)'s last type parameter): such a layer keeps the
+/// [`Backends`](super::super::Backends)' second type parameter): such a layer keeps the
 /// inner service's response type. It has no values; the builder's
 /// [`concurrency`](super::super::RateLimitLayerBuilder::concurrency) replaces it with a
 /// [`ConcurrencyBackend`].
 ///
 /// ```
-/// use tollgate::http::{GlobalKey, NoBody, NoConcurrency, RateLimitLayer};
+/// use tollgate::http::{Backends, GlobalKey, NoBody, NoConcurrency, RateLimitLayer};
 /// use tollgate::KeyedRateLimiter;
-/// let layer: RateLimitLayer<GlobalKey, KeyedRateLimiter<()>, NoBody, NoConcurrency> =
+/// let layer: RateLimitLayer<Backends<KeyedRateLimiter<()>, NoConcurrency>, NoBody> =
 ///     RateLimitLayer::builder(GlobalKey).per_second(5).build().unwrap();
 /// # let _ = layer;
 /// ```

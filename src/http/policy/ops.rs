@@ -114,7 +114,7 @@ impl<K> Ops<K> {
         req: &Parts,
     ) -> Screen<K>
     where
-        E: KeyExtractor<Key = K>,
+        E: KeyExtractor<Key = K> + ?Sized,
     {
         let policy = index.and_then(|i| self.policy(i).lists.as_deref());
         let addr = self.addr.as_deref().or_else(|| extractor.addr_source());

@@ -19,20 +19,20 @@ use tower_service::Service;
 
 use super::super::concurrency::backend::{Busy, ConcurrencyBackend};
 use super::super::concurrency::permit_body::PermitBody;
-use super::super::key::KeyExtractor;
 use super::super::policy::SlotPolicy;
 use super::super::rate::backend::Backend;
 use super::super::responses::rejection::{reject, Problem, RejectBody};
 use super::super::state::Shared;
+use super::super::state::{Backends, RateLimitLayer};
 use super::{RateLimit, ResponseFuture};
 
 /// With concurrency limits: the response body is the inner one in a [`PermitBody`], holding
 /// the request's permit (if a concurrency policy applied) until it ends or is dropped.
-impl<S, E, B, R, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, B, R, C>
+impl<S, B, R, C, ReqBody, ResBody> Service<Request<ReqBody>>
+    for RateLimit<S, RateLimitLayer<Backends<B, C>, R>>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    E: KeyExtractor<Key = B::Key>,
     B: Backend,
     R: RejectBody<ResBody>,
     C: ConcurrencyBackend<Key = B::Key>,
@@ -41,7 +41,7 @@ where
 {
     type Response = Response<PermitBody<ResBody, C::Permit>>;
     type Error = S::Error;
-    type Future = PermitFuture<ResponseFuture<S::Future, ResBody, S::Error>, C::Permit>;
+    type Future = PermitFuture<ResponseFuture<S::Future>, C::Permit>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -60,8 +60,8 @@ where
 }
 
 /// The answer to a request over its concurrency limit.
-fn refuse<E, B: Backend, R, C, ResBody>(
-    shared: &Shared<E, B, R, C>,
+fn refuse<B: Backend, R, C, ResBody>(
+    shared: &Shared<B, R, C>,
     policy: &SlotPolicy<C>,
     busy: Busy,
     grpc: bool,

@@ -22,8 +22,8 @@ use super::super::state::{Shared, Verdict};
 /// layer's refund predicate. An inner service error keeps the permits. In `shadow`, a refused
 /// request is called too (holding nothing).
 #[allow(clippy::too_many_arguments)] // one call site, each argument a different thing
-pub(crate) async fn refunding<S, E, B, R, C, ReqBody, ResBody>(
-    shared: Arc<Shared<E, B, R, C>>,
+pub(crate) async fn refunding<S, B, R, C, ReqBody, ResBody>(
+    shared: Arc<Shared<B, R, C>>,
     refunds: Refunds<B>,
     index: usize,
     key: B::Key,

@@ -24,8 +24,8 @@ use super::super::state::{proceed, Shared};
 
 /// Waits for `cost` permits (at most `max_delay`), then calls `inner` or answers 429.
 #[allow(clippy::too_many_arguments)] // one call site, each argument a different thing
-pub(crate) async fn shaped<S, E, B, R, C, ReqBody, ResBody>(
-    shared: Arc<Shared<E, B, R, C>>,
+pub(crate) async fn shaped<S, B, R, C, ReqBody, ResBody>(
+    shared: Arc<Shared<B, R, C>>,
     index: usize,
     key: B::Key,
     cost: u64,

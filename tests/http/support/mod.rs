@@ -189,7 +189,7 @@ pub type Answered = (StatusCode, Duration, Option<String>);
 /// it waits before the next arrives; returns what each got, in arrival order. For shaping
 /// tests under paused time, where every instant is exact.
 pub async fn burst<B>(
-    layer: tollgate::http::RateLimitLayer<tollgate::http::GlobalKey, B, tollgate::http::NoBody>,
+    layer: tollgate::http::RateLimitLayer<tollgate::http::Backends<B>>,
     n: usize,
 ) -> Vec<Answered>
 where
