@@ -2,6 +2,8 @@
 //!
 //! - uncontended acquire + release: `ConcurrencyLimiter::try_acquire` and dropping the permit,
 //!   against `tokio::sync::Semaphore::try_acquire` and dropping its permit;
+//! - refused at capacity: `try_acquire` on a limit of 1 whose permit is held, against tokio's
+//!   `try_acquire` failing the same way;
 //! - 2 threads on one limit (limit 64, so both are granted: the cost is the shared word);
 //! - keyed acquire + release at 1 and 10k keys (`u64`): `KeyedConcurrencyLimiter` against the
 //!   recipe `DashMap<u64, Arc<Semaphore>>` (look up, else insert; clone the `Arc`;
@@ -9,7 +11,8 @@
 //! - bytes per idle-but-tracked key at 1M keys: RSS growth, each contender in a fresh process
 //!   (this binary re-runs itself with `--child NAME`, as memory.rs does).
 //!
-//! Run (in benches/): `cargo bench --bench concurrency [-- --quick]`. Prints markdown.
+//! Run (in benches/): `cargo bench --bench concurrency [-- --quick] [--only direct]`. Prints
+//! markdown.
 //! `-- --hot-loop` instead times 20M keyed and direct `try_acquire` + release on one key in a
 //! plain loop (for `perf record`).
 
@@ -72,6 +75,31 @@ fn direct(s: &Settings) {
         cases,
     );
     assert_eq!(tg.in_flight(), 0);
+}
+
+/// The refusal at capacity: the one permit held, every call refused.
+fn direct_refused(s: &Settings) {
+    let tg = ConcurrencyLimiter::new(1).unwrap();
+    let tokio_sem = Semaphore::new(1);
+    let _held = (tg.try_acquire().unwrap(), tokio_sem.try_acquire().unwrap());
+    let cases = vec![
+        case("tollgate ConcurrencyLimiter", |_| {
+            let p = black_box(&tg).try_acquire();
+            black_box(&p);
+        }),
+        case("tokio Semaphore", |_| {
+            let p = black_box(&tokio_sem).try_acquire();
+            black_box(&p);
+        }),
+    ];
+    compare(
+        "uncontended try_acquire refused at capacity",
+        s,
+        500_000,
+        &["tokio Semaphore"],
+        cases,
+    );
+    assert_eq!(tg.in_flight(), 1);
 }
 
 fn direct_threads(s: &Settings) {
@@ -207,7 +235,13 @@ fn main() {
         "tollgate concurrency: {} interleaved rounds; ratios are medians of per-round ratios",
         s.rounds
     );
+    // `--only direct`: the single-threaded direct tables alone (granted and refused).
+    let only_direct = args.windows(2).any(|w| w[0] == "--only" && w[1] == "direct");
     direct(&s);
+    direct_refused(&s);
+    if only_direct {
+        return;
+    }
     direct_threads(&s);
     for universe in [1, 10_000] {
         keyed(&s, universe);
