@@ -54,9 +54,13 @@ fn recipe_round(map: &Recipe, key: u64) -> bool {
     permit.is_ok()
 }
 
-fn direct(s: &Settings) {
-    let tg = ConcurrencyLimiter::new(LIMIT).unwrap();
-    let tokio_sem = Semaphore::new(LIMIT as usize);
+/// `try_acquire` and dropping the permit: granted (limit 64, nothing held), or `refused` at
+/// capacity (limit 1, its permit held: every call refused).
+fn direct(s: &Settings, refused: bool) {
+    let limit = if refused { 1 } else { LIMIT };
+    let tg = ConcurrencyLimiter::new(limit).unwrap();
+    let tokio_sem = Semaphore::new(limit as usize);
+    let held = refused.then(|| (tg.try_acquire().unwrap(), tokio_sem.try_acquire().unwrap()));
     let cases = vec![
         case("tollgate ConcurrencyLimiter", |_| {
             let p = black_box(&tg).try_acquire();
@@ -67,39 +71,14 @@ fn direct(s: &Settings) {
             black_box(&p);
         }),
     ];
-    compare(
-        "uncontended try_acquire + release (drop)",
-        s,
-        500_000,
-        &["tokio Semaphore"],
-        cases,
-    );
+    let title = if refused {
+        "uncontended try_acquire refused at capacity"
+    } else {
+        "uncontended try_acquire + release (drop)"
+    };
+    compare(title, s, 500_000, &["tokio Semaphore"], cases);
+    drop(held);
     assert_eq!(tg.in_flight(), 0);
-}
-
-/// The refusal at capacity: the one permit held, every call refused.
-fn direct_refused(s: &Settings) {
-    let tg = ConcurrencyLimiter::new(1).unwrap();
-    let tokio_sem = Semaphore::new(1);
-    let _held = (tg.try_acquire().unwrap(), tokio_sem.try_acquire().unwrap());
-    let cases = vec![
-        case("tollgate ConcurrencyLimiter", |_| {
-            let p = black_box(&tg).try_acquire();
-            black_box(&p);
-        }),
-        case("tokio Semaphore", |_| {
-            let p = black_box(&tokio_sem).try_acquire();
-            black_box(&p);
-        }),
-    ];
-    compare(
-        "uncontended try_acquire refused at capacity",
-        s,
-        500_000,
-        &["tokio Semaphore"],
-        cases,
-    );
-    assert_eq!(tg.in_flight(), 1);
 }
 
 fn direct_threads(s: &Settings) {
@@ -237,8 +216,8 @@ fn main() {
     );
     // `--only direct`: the single-threaded direct tables alone (granted and refused).
     let only_direct = args.windows(2).any(|w| w[0] == "--only" && w[1] == "direct");
-    direct(&s);
-    direct_refused(&s);
+    direct(&s, false);
+    direct(&s, true);
     if only_direct {
         return;
     }
