@@ -340,14 +340,7 @@ mod tests {
     /// busy one.
     #[test]
     fn keys_moved_between_sweep_chunks_are_not_missed() {
-        let store = SemStore::<u64, _>::new(
-            1,
-            DefaultKeyHasher::default(),
-            2,
-            usize::MAX,
-            WhenFull::Deny,
-            Meter::concurrency(None),
-        );
+        let store = store(1);
         let idle = 6 * SWEEP_CHUNK as u64;
         for k in 0..idle {
             drop(store.try_now(&k, 1).unwrap()); // tracked, idle

@@ -35,7 +35,6 @@ pub(crate) fn cell_count(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-#[inline(always)]
 pub(crate) fn exceeds(n: u64, limit: u32) -> AcquireError {
     AcquireError::ExceedsBurst {
         requested: n,
