@@ -2,6 +2,8 @@
 //!
 //! - uncontended acquire + release: `ConcurrencyLimiter::try_acquire` and dropping the permit,
 //!   against `tokio::sync::Semaphore::try_acquire` and dropping its permit;
+//! - refused at capacity: `try_acquire` on a limit of 1 whose permit is held, against tokio's
+//!   `try_acquire` failing the same way;
 //! - 2 threads on one limit (limit 64, so both are granted: the cost is the shared word);
 //! - keyed acquire + release at 1 and 10k keys (`u64`): `KeyedConcurrencyLimiter` against the
 //!   recipe `DashMap<u64, Arc<Semaphore>>` (look up, else insert; clone the `Arc`;
@@ -9,7 +11,8 @@
 //! - bytes per idle-but-tracked key at 1M keys: RSS growth, each contender in a fresh process
 //!   (this binary re-runs itself with `--child NAME`, as memory.rs does).
 //!
-//! Run (in benches/): `cargo bench --bench concurrency [-- --quick]`. Prints markdown.
+//! Run (in benches/): `cargo bench --bench concurrency [-- --quick] [--only direct]`. Prints
+//! markdown.
 //! `-- --hot-loop` instead times 20M keyed and direct `try_acquire` + release on one key in a
 //! plain loop (for `perf record`).
 
@@ -51,9 +54,13 @@ fn recipe_round(map: &Recipe, key: u64) -> bool {
     permit.is_ok()
 }
 
-fn direct(s: &Settings) {
-    let tg = ConcurrencyLimiter::new(LIMIT).unwrap();
-    let tokio_sem = Semaphore::new(LIMIT as usize);
+/// `try_acquire` and dropping the permit: granted (limit 64, nothing held), or `refused` at
+/// capacity (limit 1, its permit held: every call refused).
+fn direct(s: &Settings, refused: bool) {
+    let limit = if refused { 1 } else { LIMIT };
+    let tg = ConcurrencyLimiter::new(limit).unwrap();
+    let tokio_sem = Semaphore::new(limit as usize);
+    let held = refused.then(|| (tg.try_acquire().unwrap(), tokio_sem.try_acquire().unwrap()));
     let cases = vec![
         case("tollgate ConcurrencyLimiter", |_| {
             let p = black_box(&tg).try_acquire();
@@ -64,13 +71,13 @@ fn direct(s: &Settings) {
             black_box(&p);
         }),
     ];
-    compare(
-        "uncontended try_acquire + release (drop)",
-        s,
-        500_000,
-        &["tokio Semaphore"],
-        cases,
-    );
+    let title = if refused {
+        "uncontended try_acquire refused at capacity"
+    } else {
+        "uncontended try_acquire + release (drop)"
+    };
+    compare(title, s, 500_000, &["tokio Semaphore"], cases);
+    drop(held);
     assert_eq!(tg.in_flight(), 0);
 }
 
@@ -207,7 +214,13 @@ fn main() {
         "tollgate concurrency: {} interleaved rounds; ratios are medians of per-round ratios",
         s.rounds
     );
-    direct(&s);
+    // `--only direct`: the single-threaded direct tables alone (granted and refused).
+    let only_direct = args.windows(2).any(|w| w[0] == "--only" && w[1] == "direct");
+    direct(&s, false);
+    direct(&s, true);
+    if only_direct {
+        return;
+    }
     direct_threads(&s);
     for universe in [1, 10_000] {
         keyed(&s, universe);

@@ -10,7 +10,9 @@
 //! `...-denied`: 1 per hour, spent first), `direct-coarse`, `keyed-hot`, `keyed-floor-hot`, `keyed-hot-str`, `keyed-floor-hot-str` (one
 //! `String` key), `keyed-check-hot`, `keyed-10k`, `keyed-floor-10k`, `keyed-check-10k`,
 //! `keyed-1m`, `keyed-floor-1m`, `gov-keyed-10k`; the concurrency limiters' `try_acquire` and
-//! its drop as `conc-direct`, `conc-direct-refused` (the one permit held) and `conc-keyed-hot`; the window algorithms as `win-ALG-direct`,
+//! its drop as `conc-direct`, `conc-direct-refused` (the one permit held) and `conc-keyed-hot`,
+//! and their baseline, `tokio::sync::Semaphore`'s `try_acquire`, as `tokio-sem` (granted and
+//! released) and `tokio-sem-refused` (the one permit held); the window algorithms as `win-ALG-direct`,
 //! `win-ALG-direct-denied`, `win-ALG-keyed-hot` and `win-ALG-keyed-10k`, ALG one of `gcra`,
 //! `fixed`, `sliding8`, `weighted`, `log`, on the quotas of `benches/windows.rs` (1M per ms
 //! allowed, 1 per hour denied). Setup (map filling) is done first and is small next to
@@ -223,6 +225,15 @@ fn main() {
             let l = tollgate::ConcurrencyLimiter::new(1).unwrap();
             let _held = l.try_acquire().unwrap();
             allowed += run(calls, |_| u64::from(black_box(&l).try_acquire().is_some()));
+        }
+        "tokio-sem" => {
+            let l = tokio::sync::Semaphore::new(1);
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire().is_ok()));
+        }
+        "tokio-sem-refused" => {
+            let l = tokio::sync::Semaphore::new(1);
+            let _held = l.try_acquire().unwrap();
+            allowed += run(calls, |_| u64::from(black_box(&l).try_acquire().is_ok()));
         }
         "conc-keyed-hot" => {
             let l = tollgate::KeyedConcurrencyLimiter::<u64>::new(1).unwrap();

@@ -109,6 +109,8 @@ impl SemCell {
     /// Takes `n >= 1` permits now, or says why not (the fast path: lock-free).
     #[inline(always)]
     pub(crate) fn try_take(&self, n: u32) -> Take {
+        #[cfg(all(test, not(loom)))]
+        test_takes::count();
         let mut w = self.word.load(Ordering::Acquire);
         loop {
             match word::take(w, n) {
@@ -347,6 +349,26 @@ impl SemCell {
     /// unlocking after its CAS left the word idle), so that the cell can be freed.
     pub(crate) fn quiesce(&self) {
         drop(self.lock());
+    }
+}
+
+/// Counts [`SemCell::try_take`] calls on this thread (unit tests only): how the limiters'
+/// tests check that a non-waiting acquire decides from one take.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod test_takes {
+    use std::cell::Cell;
+
+    thread_local!(static TAKES: Cell<u64> = const { Cell::new(0) });
+
+    pub(super) fn count() {
+        TAKES.with(|t| t.set(t.get() + 1));
+    }
+
+    /// The takes `f` ran on this thread.
+    pub(crate) fn during(f: impl FnOnce()) -> u64 {
+        let before = TAKES.with(Cell::get);
+        f();
+        TAKES.with(Cell::get) - before
     }
 }
 

@@ -4,11 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cell::semaphore::{SemCell, Take, MAX_LIMIT};
+use crate::cell::semaphore::{SemCell, MAX_LIMIT};
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
 use crate::concurrency::report::{self, WaitReport};
-use crate::concurrency::wait::{self, at_capacity, begin, cell_count, Step};
+use crate::concurrency::wait::{self, at_capacity, begin, take_now, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
 
@@ -424,20 +424,21 @@ impl ConcurrencyLimiter {
     #[inline(always)]
     fn now_uncounted(&self, n: u64) -> Result<Held, AcquireError> {
         if n > 0 {
-            let k = cell_count(n);
-            if let Take::Granted(_) = self.cell.try_take(k) {
-                return Ok(Held::new(&self.cell, k));
+            if let Some(r) = take_now(&self.cell, n) {
+                return r;
             }
         }
         self.now_slow(n)
     }
 
+    /// An empty permit (`n = 0`), more than the limit, or (not reached: only keyed stores
+    /// close their cells) a closed cell.
     #[cold]
     #[inline(never)]
     fn now_slow(&self, n: u64) -> Result<Held, AcquireError> {
         match begin(&self.cell, n, false) {
             Step::Done(r) => r,
-            // Not reached: nothing queues without being asked to, and only keyed stores close.
+            // Not reached: nothing queues without being asked to.
             Step::Wait(w) => w.give_up(),
             Step::Closed => Err(at_capacity(&self.cell)),
         }
@@ -482,5 +483,51 @@ impl fmt::Debug for ConcurrencyLimiter {
             .field("in_flight", &s.in_flight)
             .field("queued", &s.queued)
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::cell::semaphore::test_takes;
+
+    /// A grant and the refusal at capacity (the hot outcomes) are decided from one take of
+    /// the cell's word: the refusal is not taken a second time (a second load on the hot
+    /// refusal path, which could also report other counts than the ones that refused it).
+    #[test]
+    fn a_grant_or_a_refusal_at_capacity_takes_the_word_once() {
+        let limiter = ConcurrencyLimiter::new(2).unwrap();
+        let mut held = None;
+        assert_eq!(
+            test_takes::during(|| held = limiter.try_acquire_n(2).ok()),
+            1
+        );
+        assert!(held.is_some());
+        let mut r = None;
+        assert_eq!(
+            test_takes::during(|| r = Some(limiter.try_acquire_n(1).map(drop))),
+            1
+        );
+        assert_eq!(
+            r,
+            Some(Err(AcquireError::AtCapacity {
+                in_flight: 2,
+                limit: 2
+            }))
+        );
+        let mut none = Some(());
+        assert_eq!(
+            test_takes::during(|| none = limiter.try_acquire().map(drop)),
+            1
+        );
+        assert_eq!(none, None);
+        // Still refused the same way, out of line.
+        assert_eq!(
+            limiter.try_acquire_n(3).unwrap_err(),
+            AcquireError::ExceedsBurst {
+                requested: 3,
+                burst: 2
+            }
+        );
     }
 }

@@ -26,9 +26,9 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::PoisonError;
 use std::time::Duration;
 
-use crate::cell::semaphore::{SemCell, Take};
+use crate::cell::semaphore::SemCell;
 use crate::concurrency::permit::Held;
-use crate::concurrency::wait::{begin, busy, cell_count, exceeds, Step};
+use crate::concurrency::wait::{begin, busy, cell_count, exceeds, take_now, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
 use crate::store::evict::{Evict, SweepStats, Verdict};
@@ -112,8 +112,9 @@ where
     }
 
     /// Takes `n` permits for `key` now, or refuses: the non-waiting acquire. The hot path (a
-    /// tracked key whose permits are free) is the lookup and one CAS, with nothing else
-    /// inlined around it; everything else goes through [`begin`](Self::begin).
+    /// tracked key) is the lookup and one take, which grants or refuses with nothing else
+    /// inlined around it; everything else (`n = 0`, a new key, a cell evicted under the
+    /// lookup) goes through [`begin`](Self::begin).
     #[inline(always)]
     pub(crate) fn try_now<Q>(&self, key: &Q, n: u64) -> Result<Held, AcquireError>
     where
@@ -122,10 +123,9 @@ where
     {
         if n > 0 {
             if let Some(guard) = self.table.lookup(key) {
-                let k = cell_count(n);
-                if let Take::Granted(_) = guard.try_take(k) {
-                    // As in `begin`: the permits now in flight keep the cell from eviction.
-                    return Ok(Held::new(&guard, k));
+                // As in `begin`: permits taken (now in flight) keep the cell from eviction.
+                if let Some(r) = take_now(&guard, n) {
+                    return r;
                 }
             }
         }
@@ -286,8 +286,53 @@ mod tests {
     use std::cell::{Cell, RefCell};
 
     use super::*;
+    use crate::cell::semaphore::test_takes;
     use crate::store::settings::DefaultKeyHasher;
     use crate::store::walk::SWEEP_CHUNK;
+
+    fn store(limit: u32) -> SemStore<u64, DefaultKeyHasher> {
+        SemStore::new(
+            limit,
+            DefaultKeyHasher::default(),
+            2,
+            usize::MAX,
+            WhenFull::Deny,
+            Meter::concurrency(None),
+        )
+    }
+
+    /// On a tracked key, a grant and the refusal at capacity are decided from one lookup and
+    /// one take: the refusal is not looked up and taken a second time.
+    #[test]
+    fn a_tracked_keys_grant_or_refusal_at_capacity_takes_its_word_once() {
+        let store = store(2);
+        let held = store.try_now(&7, 2).unwrap(); // tracked, at capacity
+        let mut r = None;
+        assert_eq!(
+            test_takes::during(|| r = Some(store.try_now(&7, 1).map(drop))),
+            1
+        );
+        assert_eq!(
+            r,
+            Some(Err(AcquireError::AtCapacity {
+                in_flight: 2,
+                limit: 2
+            }))
+        );
+        assert_eq!(
+            store.try_now(&7, 3).map(drop),
+            Err(AcquireError::ExceedsBurst {
+                requested: 3,
+                burst: 2
+            })
+        );
+        drop(held);
+        assert_eq!(
+            test_takes::during(|| r = Some(store.try_now(&7, 1).map(drop))),
+            1
+        );
+        assert_eq!(r, Some(Ok(())));
+    }
 
     /// Inserts between two chunks of a sweep (here from the stop poll, which runs with no lock
     /// held, as a concurrent acquire could) grow and rehash the table under the walk: the
@@ -295,14 +340,7 @@ mod tests {
     /// busy one.
     #[test]
     fn keys_moved_between_sweep_chunks_are_not_missed() {
-        let store = SemStore::<u64, _>::new(
-            1,
-            DefaultKeyHasher::default(),
-            2,
-            usize::MAX,
-            WhenFull::Deny,
-            Meter::concurrency(None),
-        );
+        let store = store(1);
         let idle = 6 * SWEEP_CHUNK as u64;
         for k in 0..idle {
             drop(store.try_now(&k, 1).unwrap()); // tracked, idle

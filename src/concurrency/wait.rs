@@ -43,6 +43,7 @@ pub(crate) fn exceeds(n: u64, limit: u32) -> AcquireError {
 }
 
 /// At capacity with `in_flight` of `limit` held (the cell's counts).
+#[inline(always)]
 pub(crate) fn busy(in_flight: u32, limit: u32) -> AcquireError {
     AcquireError::AtCapacity {
         in_flight: u64::from(in_flight),
@@ -53,6 +54,22 @@ pub(crate) fn busy(in_flight: u32, limit: u32) -> AcquireError {
 pub(crate) fn at_capacity(cell: &SemCell) -> AcquireError {
     let s = cell.state();
     busy(s.in_flight, s.limit)
+}
+
+/// The non-waiting acquire of `n >= 1` permits of `cell`, decided from one take when it is
+/// a grant or "at capacity" (the refusal then gives the counts that take saw, with no second
+/// look). `None` for the rare rest, which the caller leaves to [`begin`]: more than the
+/// limit, or an evicted cell (keyed: look the key up again).
+#[inline(always)]
+pub(crate) fn take_now(cell: &SemCell, n: u64) -> Option<Result<Held, AcquireError>> {
+    debug_assert!(n > 0);
+    let k = cell_count(n);
+    match cell.try_take(k) {
+        Take::Granted(_) => Some(Ok(Held::new(cell, k))),
+        Take::Busy { in_flight, limit } => Some(Err(busy(in_flight, limit))),
+        // Rare, and out of line in `begin` (which takes again): kept off the hot paths.
+        Take::TooMany { .. } | Take::Closed => None,
+    }
 }
 
 /// Takes `n` permits of `cell` now, or (if `queue`) queues for them. `n = 0` is an empty
