@@ -61,8 +61,9 @@ pub(crate) fn classify(e: RedisError) -> Failure {
             server(ServerErrorKind::Script, e)
         }
         ErrorKind::Server(_) | ErrorKind::Extension => server(ServerErrorKind::Other, e),
-        // Ours or the client's: a bad URL or configuration, failed authentication, a reply
-        // that does not parse or has another type.
+        // Ours or the client's: a configuration it refuses (a URL is checked before, as
+        // `InvalidUrl`), failed authentication, a reply that does not parse or has another
+        // type.
         _ => server(ServerErrorKind::Client, e),
     }
 }
@@ -177,8 +178,10 @@ pub enum ServerErrorKind {
     NoScript,
     /// Any other error reply (`ERR`, `NOPERM`, `OOM`, `CROSSSLOT`, ...).
     Other,
-    /// The client refused: a bad URL or configuration, failed authentication, or a reply of
-    /// another type than the scripts return.
+    /// The client refused: a configuration it does not accept (a URL given to `connect` is
+    /// checked first and refused as
+    /// [`RedisLimitError::InvalidUrl`](super::super::RedisLimitError::InvalidUrl)), failed
+    /// authentication, or a reply of another type than the scripts return.
     Client,
 }
 

@@ -264,8 +264,9 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// restarted during an outage starts.
     ///
     /// # Errors
-    /// [`RedisLimitError::Server`] (kind [`Client`](super::super::ServerErrorKind::Client)) for a URL
-    /// that does not parse, and the errors of
+    /// [`RedisLimitError::InvalidUrl`] for a URL the redis client does not read (no scheme, as
+    /// in `127.0.0.1:6379`; another scheme; a bad database number; `rediss://` without a TLS
+    /// feature of the `redis` crate), before anything is sent; and the errors of
     /// [`with_connection_manager`](Self::with_connection_manager).
     ///
     /// ```
@@ -278,8 +279,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// ```
     pub async fn connect(self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         self.open(|b| {
-            let client = ::redis::Client::open(url)?;
-            let manager = ConnectionManager::new_lazy_with_config(client, b.manager_config())?;
+            RedisLimitError::check_url(url)?;
+            let client =
+                ::redis::Client::open(url).map_err(|e| RedisLimitError::invalid_url(url, &e))?;
+            let manager = ConnectionManager::new_lazy_with_config(client, b.manager_config())
+                .map_err(RedisLimitError::from_redis)?;
             Ok(Conn::Single(manager))
         })
         .await
@@ -295,7 +299,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// background, and the failure policy decides meanwhile.
     ///
     /// # Errors
-    /// As [`connect`](Self::connect).
+    /// As [`connect`](Self::connect) ([`RedisLimitError::InvalidUrl`] also for an empty list
+    /// of nodes, or nodes whose URLs differ in TLS or credentials).
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
@@ -315,11 +320,21 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     {
         self.open(|b| {
             let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+            RedisLimitError::check_urls(&nodes, "node")?;
+            // What is left to refuse is the nodes' URLs taken together (TLS or credentials
+            // that differ).
+            let joined = nodes.join(", ");
             let client = ClusterClient::builder(nodes)
                 // Redirects come back to us (connection/cluster.rs): redis-rs's own ASK handling sends ASKING
                 // apart from the command. Other retries are within our deadline anyway.
                 .retries(0)
-                .build()?;
+                .build()
+                .map_err(|e| match e.kind() {
+                    ::redis::ErrorKind::InvalidClientConfig => {
+                        RedisLimitError::invalid_url(&joined, &e)
+                    }
+                    _ => RedisLimitError::from_redis(e),
+                })?;
             let config = ClusterConfig::new()
                 .set_connection_timeout(b.connect_timeout)
                 .set_response_timeout(b.deadline);
@@ -338,8 +353,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// within its deadline. Like [`connect`](Self::connect), succeeds while nothing answers.
     ///
     /// # Errors
-    /// As [`connect`](Self::connect) (an empty list of sentinels, or a URL that does not
-    /// parse).
+    /// As [`connect`](Self::connect) ([`RedisLimitError::InvalidUrl`] also for an empty list
+    /// of sentinels).
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
@@ -359,10 +374,14 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         S: AsRef<str>,
     {
         self.open(|b| {
-            let urls = sentinels.into_iter().map(|n| n.as_ref().to_owned());
+            let urls: Vec<String> = sentinels
+                .into_iter()
+                .map(|n| n.as_ref().to_owned())
+                .collect();
+            RedisLimitError::check_urls(&urls, "sentinel")?;
             let primary = primary_name.to_owned();
-            let client =
-                SentinelClient::build(urls.collect(), primary, None, SentinelServerType::Master)?;
+            let client = SentinelClient::build(urls, primary, None, SentinelServerType::Master)
+                .map_err(RedisLimitError::from_redis)?;
             let conn = SentinelConn::new(client, b.manager_config());
             Ok(Conn::Sentinel(conn))
         })
@@ -377,10 +396,10 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// past the bound.
     async fn open(
         mut self,
-        conn: impl FnOnce(&Self) -> Result<Conn, ::redis::RedisError>,
+        conn: impl FnOnce(&Self) -> Result<Conn, RedisLimitError>,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        let conn = conn(&self).map_err(RedisLimitError::from_redis)?;
+        let conn = conn(&self)?;
         let first = tokio::spawn(conn.clone().first_use());
         let _ = tokio::time::timeout(self.connect_timeout, first).await;
         Ok(self.build(conn, params))
