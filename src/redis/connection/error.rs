@@ -33,16 +33,23 @@ pub enum RedisLimitError {
     /// Decided, and not granted: the same error the in-process limiter returns
     /// (`RateLimited`, `ExceedsBurst`, `Unrepresentable`).
     Limited(AcquireError),
-    /// Redis did not answer within the deadline
-    /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only). The script may still
-    /// have run: a permit may have been taken, never one too many granted.
+    /// Redis, connected, did not answer within the deadline
+    /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only): the script was
+    /// sent and may still have run, so a permit may have been taken (never one too many
+    /// granted). A call that ran out of its deadline waiting for a connection (Redis down
+    /// at start, or since the connection was lost) is
+    /// [`Unavailable`](Self::Unavailable) instead.
     Timeout {
         /// The per-call deadline in force.
         deadline: Duration,
     },
-    /// Redis could not answer: no connection, the cluster down for the key's slot, loading,
-    /// a slot migration that did not settle within the deadline
+    /// Redis could not answer: no connection (refused, lost, or none made within the
+    /// deadline: kind [`Connection`](super::failure::UnavailableKind::Connection) whether the
+    /// call met the refusal or waited for a connection), the cluster down for the key's slot,
+    /// loading, a slot migration that did not settle within the deadline
     /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only; the other policies decide).
+    /// A connection lost mid-call may have carried the script: as with
+    /// [`Timeout`](Self::Timeout), a permit may have been taken.
     Unavailable(UnavailableError),
     /// Redis answered with an error, or the client refused the call (a wrong-type or
     /// foreign value at a state key, a script error, failed authentication): under every

@@ -81,8 +81,9 @@ fn server(kind: ServerErrorKind, source: RedisError) -> Failure {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UnavailableKind {
-    /// No connection: refused, reset or lost (a reply lost with it), or not made yet (a
-    /// limiter started during an outage).
+    /// No connection: refused, reset or lost (a reply lost with it), or none made within the
+    /// call's deadline (a limiter started during an outage, or one reconnecting: the
+    /// connection is retried in the background, 10 ms to 100 ms apart).
     Connection,
     /// The cluster does not serve the key's slot (`CLUSTERDOWN`: a primary down, or a
     /// restarted primary in its first seconds).
@@ -122,6 +123,10 @@ pub struct UnavailableError {
 }
 
 impl UnavailableError {
+    pub(crate) fn new(kind: UnavailableKind, source: Option<RedisError>) -> UnavailableError {
+        UnavailableError { kind, source }
+    }
+
     /// What kept Redis from answering.
     ///
     /// ```

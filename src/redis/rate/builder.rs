@@ -400,9 +400,12 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
         let conn = conn(&self)?;
-        let first = tokio::spawn(conn.clone().first_use());
-        let _ = tokio::time::timeout(self.connect_timeout, first).await;
-        Ok(self.build(conn, params))
+        let connect_timeout = self.connect_timeout;
+        let limiter = self.build(conn, params, false);
+        let client = limiter.shared.client.clone();
+        let first = tokio::spawn(async move { client.first_use().await });
+        let _ = tokio::time::timeout(connect_timeout, first).await;
+        Ok(limiter)
     }
 
     /// The reconnecting connection's settings: each attempt bounded by the connect timeout,
@@ -441,7 +444,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         manager: ConnectionManager,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        Ok(self.build(Conn::Single(manager), params))
+        Ok(self.build(Conn::Single(manager), params, true))
     }
 
     /// Uses a cluster connection you configured yourself. Build it with
@@ -467,7 +470,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         conn: ClusterConnection,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        Ok(self.build(Conn::Cluster(conn), params))
+        Ok(self.build(Conn::Cluster(conn), params, true))
     }
 
     /// The configuration's first mistake, checked before connecting; else the scripts'
@@ -483,12 +486,15 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         self.algorithm.redis_params(self.quota)
     }
 
-    fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
+    /// `connected`: a connection you made (until a call finds it gone, a call past its
+    /// deadline is a `Timeout`), or one the limiter is making.
+    fn build(self, conn: Conn, params: Params, connected: bool) -> RedisRateLimiter<A> {
         let client = Arc::new(ScriptClient::new(
             conn,
             self.deadline,
             self.name.as_deref(),
             self.trace_keys,
+            connected,
         ));
         let shared = Arc::new(SharedLimiter {
             hot: self.hot.build(&client),
