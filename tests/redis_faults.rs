@@ -317,3 +317,27 @@ async fn the_fallback_runs_the_same_algorithm() {
     assert!(d.server_time.is_none() && d.decision.allowed);
     assert_eq!(gcra.peek(&l.state_key("k")).remaining, 1);
 }
+
+/// A limiter left idle through an outage: its connection's retries have stopped, holding the
+/// last refusal. The first call after the server is back gets Redis's decision, not that
+/// stale refusal (a refused connection sent nothing, so trying again is safe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_limiter_decides_by_redis_on_its_first_call_after_an_outage() {
+    let mut server = RedisServer::start();
+    let error = limiter(&server, FailurePolicy::Error).await;
+    let open = limiter(&server, FailurePolicy::Open).await;
+    for l in [&error, &open] {
+        assert!(l.decide_n("k", 1).await.unwrap().server_time.is_some());
+    }
+    server.kill();
+    for l in [&error, &open] {
+        let _ = l.decide_n("k", 1).await;
+    }
+    // Longer than the six reconnect attempts take (at most 10 + 20 + 4 x 50 ms).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    server.restart();
+    let d = error.decide_n("k", 1).await;
+    assert!(matches!(&d, Ok(d) if d.server_time.is_some()), "{d:?}");
+    let d = open.decide_n("k", 1).await.unwrap();
+    assert!(d.server_time.is_some(), "decided by the policy: {d:?}");
+}

@@ -211,9 +211,14 @@ async fn single(
     args: &[i64],
     meter: &Meter,
 ) -> Result<Vec<i64>, RedisError> {
-    let reply = command("EVALSHA", script.sha(), key, op, args)
-        .query_async(&mut conn)
-        .await;
+    let evalsha = command("EVALSHA", script.sha(), key, op, args);
+    let reply = match evalsha.query_async(&mut conn).await {
+        // A refused connection sent nothing, and the manager has just begun connecting again:
+        // the refusal may be stale (an idle manager keeps its last failed attempt until a
+        // call), so one more try, within the caller's deadline.
+        Err(e) if e.is_connection_refusal() => evalsha.query_async(&mut conn).await,
+        other => other,
+    };
     match reply {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // EVAL also caches the script on that node, so the next call is EVALSHA.
