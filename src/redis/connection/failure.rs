@@ -83,7 +83,7 @@ fn server(kind: ServerErrorKind, source: RedisError) -> Failure {
 pub enum UnavailableKind {
     /// No connection: refused, reset or lost (a reply lost with it), or none made within the
     /// call's deadline (a limiter started during an outage, or one reconnecting: the
-    /// connection is retried in the background, 10 ms to 100 ms apart).
+    /// connection is retried in the background, 10 ms to 50 ms apart).
     Connection,
     /// The cluster does not serve the key's slot (`CLUSTERDOWN`: a primary down, or a
     /// restarted primary in its first seconds).
