@@ -255,13 +255,9 @@ async fn a_cluster_limiter_built_during_an_outage_follows_the_cluster_when_it_st
 
 /// Connections the server has accepted so far (the one asking included).
 fn connections_received(server: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(&mut server.conn())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_connections_received:"))
-        .and_then(|n| n.trim().parse().ok())
+    server
+        .info_field("stats", "total_connections_received")
+        .and_then(|n| n.parse().ok())
         .expect("INFO stats has total_connections_received")
 }
 

