@@ -48,8 +48,11 @@ pub enum RedisLimitError {
     /// call met the refusal or waited for a connection), the cluster down for the key's slot,
     /// loading, a slot migration that did not settle within the deadline
     /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only; the other policies decide).
-    /// A connection lost mid-call may have carried the script: as with
-    /// [`Timeout`](Self::Timeout), a permit may have been taken.
+    /// A connection lost mid-call, or made in the last moments of the call's deadline, may
+    /// have carried the script: as with [`Timeout`](Self::Timeout), a permit may have been
+    /// taken. On a cluster, whether a connection answered is noted for the whole cluster: with
+    /// one node down and the others answering, a call on that node's keys that runs out of
+    /// its deadline is a `Timeout`.
     Unavailable(UnavailableError),
     /// Redis answered with an error, or the client refused the call (a wrong-type or
     /// foreign value at a state key, a script error, failed authentication): under every
