@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use redis_support::{eventually, RedisCluster, RedisServer};
 use tollgate::redis::{
-    FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter, ServerErrorKind,
-    UnavailableKind,
+    FailurePolicy, RedisAlgorithm, RedisConcurrencyLimiter, RedisLimitError, RedisRateLimiter,
+    ServerErrorKind, UnavailableKind,
 };
 use tollgate::{Gcra, KeyedRateLimiter, Quota, SlidingLog};
 
@@ -126,8 +126,6 @@ async fn decided_by_policy(url: &str, kind: UnavailableKind) {
             assert_eq!(u.kind(), kind, "{e}");
             assert!(std::error::Error::source(u).is_some());
         }
-        // A refused connection is retried (10 ms to 100 ms apart) until the deadline.
-        RedisLimitError::Timeout { .. } => assert_eq!(kind, UnavailableKind::Connection),
         _ => panic!("{kind:?}: {e:?}"),
     }
     let d = open.decide("k").await.unwrap();
@@ -253,4 +251,150 @@ async fn a_cluster_limiter_built_during_an_outage_follows_the_cluster_when_it_st
     )
     .await;
     assert!(back, "no Redis decision after the cluster came back");
+}
+
+/// Connections the server has accepted so far (the one asking included).
+fn connections_received(server: &RedisServer) -> u64 {
+    server
+        .info_field("stats", "total_connections_received")
+        .and_then(|n| n.parse().ok())
+        .expect("INFO stats has total_connections_received")
+}
+
+/// `host:port` without a scheme (or any URL the redis client does not read) is refused by
+/// every connect form of both limiters as `InvalidUrl`, saying what was wrong and the form
+/// expected, and nothing is sent to the server it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_without_a_scheme_is_an_invalid_url_for_every_connect_form() {
+    let server = RedisServer::start();
+    let bare = format!("127.0.0.1:{}", server.port());
+    let before = connections_received(&server);
+    let q = Quota::per_second(1).unwrap();
+    let one = [bare.as_str()];
+    let results: Vec<(&str, Result<(), RedisLimitError>)> = vec![
+        (
+            "connect",
+            RedisRateLimiter::builder(q).connect(&bare).await.map(drop),
+        ),
+        (
+            "connect_cluster",
+            RedisRateLimiter::builder(q)
+                .connect_cluster(one)
+                .await
+                .map(drop),
+        ),
+        (
+            "connect_sentinel",
+            RedisRateLimiter::builder(q)
+                .connect_sentinel(one, "mymaster")
+                .await
+                .map(drop),
+        ),
+        (
+            "concurrency connect",
+            RedisConcurrencyLimiter::builder(1)
+                .connect(&bare)
+                .await
+                .map(drop),
+        ),
+        (
+            "concurrency connect_cluster",
+            RedisConcurrencyLimiter::builder(1)
+                .connect_cluster(one)
+                .await
+                .map(drop),
+        ),
+    ];
+    for (form, result) in results {
+        let e = result.expect_err(form);
+        match &e {
+            RedisLimitError::InvalidUrl { url, reason } => {
+                assert_eq!(url, &bare, "{form}");
+                assert!(reason.contains("scheme"), "{form}: {reason}");
+            }
+            _ => panic!("{form}: {e:?}"),
+        }
+        assert!(!e.is_unavailable(), "{form}: {e}");
+        let shown = e.to_string();
+        for part in [bare.as_str(), "redis://", "rediss://", "redis+unix://"] {
+            assert!(shown.contains(part), "{form}: {shown:?} lacks {part:?}");
+        }
+        assert!(!shown.contains("answered"), "{form}: {shown}");
+        eprintln!("{form}: {shown}");
+    }
+    // The rest of what the redis client refuses in a URL is refused the same way, with a
+    // password never shown.
+    let hidden = format!("redis://app:s3cret@127.0.0.1:{}/notadb", server.port());
+    for (url, why) in [
+        (hidden.as_str(), "database"),
+        ("http://127.0.0.1:6379/", "scheme"),
+        ("redis://[nope/", "parse"),
+    ] {
+        let e = RedisRateLimiter::builder(q).connect(url).await.unwrap_err();
+        let RedisLimitError::InvalidUrl { reason, .. } = &e else {
+            panic!("{url}: {e:?}");
+        };
+        assert!(reason.contains(why), "{url}: {reason}");
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        assert!(!format!("{e:?}").contains("s3cret"), "{e:?}");
+    }
+    // No node or sentinel at all.
+    let none = Vec::<String>::new();
+    let e = RedisRateLimiter::builder(q).connect_cluster(&none).await;
+    assert!(
+        matches!(e, Err(RedisLimitError::InvalidUrl { .. })),
+        "{e:?}"
+    );
+    let e = RedisRateLimiter::builder(q)
+        .connect_sentinel(&none, "mymaster")
+        .await;
+    assert!(
+        matches!(e, Err(RedisLimitError::InvalidUrl { .. })),
+        "{e:?}"
+    );
+    // Only our own INFO connection reached the server.
+    assert_eq!(connections_received(&server), before + 1);
+}
+
+/// Redis down when the limiter starts: every call under `FailurePolicy::Error` is
+/// `Unavailable` (kind `Connection`), whether it met the refusal itself or ran out of its
+/// deadline while the connection was being retried. Repeated, to meet both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_at_start_is_always_unavailable() {
+    let mut gone = RedisServer::start();
+    gone.kill();
+    let url = gone.url();
+    let mut seen = std::collections::BTreeMap::<String, u32>::new();
+    for round in 0..20u64 {
+        // Connect timeouts around the client's own retry delays, so that calls meet the
+        // connection at every stage: refused, retrying, waiting for the next try.
+        let connect_timeout = Duration::from_millis(5 + 10 * (round % 5));
+        let rate = RedisRateLimiter::builder(Quota::per_second(10).unwrap())
+            .deadline(Duration::from_millis(50))
+            .connect_timeout(connect_timeout)
+            .connect(&url)
+            .await
+            .unwrap();
+        let sem = RedisConcurrencyLimiter::builder(2)
+            .deadline(Duration::from_millis(50))
+            .connect_timeout(connect_timeout)
+            .connect(&url)
+            .await
+            .unwrap();
+        for call in 0..3 {
+            for e in [
+                rate.check("k").await.unwrap_err(),
+                sem.try_acquire("k").await.unwrap_err(),
+            ] {
+                let RedisLimitError::Unavailable(u) = &e else {
+                    panic!("round {round}, call {call}: {e:?}");
+                };
+                assert_eq!(u.kind(), UnavailableKind::Connection, "{e}");
+                assert!(std::error::Error::source(u).is_some(), "{e}");
+                *seen.entry(e.to_string()).or_default() += 1;
+            }
+        }
+        assert_eq!(rate.stats().timeouts, 0, "round {round}");
+    }
+    eprintln!("errors seen: {seen:#?}");
 }

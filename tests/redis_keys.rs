@@ -8,7 +8,7 @@ mod redis_support;
 use std::time::Duration;
 
 use redis_support::{eventually, RedisServer};
-use tollgate::redis::{RedisAlgorithm, RedisLimitError, RedisRateLimiter, ServerErrorKind};
+use tollgate::redis::{RedisAlgorithm, RedisLimitError, RedisRateLimiter};
 use tollgate::{FixedWindow, Gcra, Quota, QuotaError, SlidingLog, SlidingWindow, WeightedWindow};
 
 async fn connect<A: RedisAlgorithm>(server: &RedisServer, alg: A, q: Quota) -> RedisRateLimiter<A> {
@@ -334,10 +334,10 @@ async fn bad_configuration_is_a_typed_error() {
         .unwrap();
     let e = l.check("k").await.unwrap_err();
     assert!(e.is_unavailable(), "{e:?}");
-    // A URL that does not parse is the client's refusal, at once.
+    // A URL that does not parse is refused at once.
     let e = RedisRateLimiter::builder(q).connect("redis://[nope/").await;
     assert!(
-        matches!(&e, Err(RedisLimitError::Server(s)) if s.kind() == ServerErrorKind::Client),
+        matches!(&e, Err(RedisLimitError::InvalidUrl { .. })),
         "{e:?}"
     );
 }

@@ -159,6 +159,18 @@ impl RedisServer {
             .expect("connect to the test server")
     }
 
+    /// One field of `INFO <section>` (`total_connections_received` of `stats`, ...).
+    pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
+        let info: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.conn())
+            .ok()?;
+        let prefix = format!("{field}:");
+        info.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(|v| v.trim().to_owned())
+    }
+
     /// Kills the server (SIGKILL: no goodbye to clients) and waits for it to exit.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

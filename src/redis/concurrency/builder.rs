@@ -176,9 +176,11 @@ impl RedisConcurrencyLimiterBuilder {
     /// [`RedisRateLimiterBuilder::connect`](super::super::RedisRateLimiterBuilder::connect).
     ///
     /// # Errors
-    /// As [`with_connection_manager`](Self::with_connection_manager), and the connection's
-    /// errors ([`RedisLimitError::Unavailable`], [`RedisLimitError::Server`],
-    /// [`RedisLimitError::Timeout`]).
+    /// As [`with_connection_manager`](Self::with_connection_manager), and
+    /// [`RedisLimitError::InvalidUrl`] for a URL the redis client does not read (no scheme,
+    /// as in `127.0.0.1:6379`), before anything is sent. Redis down is no error here: the
+    /// connection is made in the background, and calls meanwhile are
+    /// [`RedisLimitError::Unavailable`] (or decided by the policy).
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {

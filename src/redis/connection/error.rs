@@ -33,20 +33,30 @@ pub enum RedisLimitError {
     /// Decided, and not granted: the same error the in-process limiter returns
     /// (`RateLimited`, `ExceedsBurst`, `Unrepresentable`).
     Limited(AcquireError),
-    /// Redis did not answer within the deadline
-    /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only). The script may still
-    /// have run: a permit may have been taken, never one too many granted.
+    /// Redis, connected, did not answer within the deadline
+    /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only): the script was
+    /// sent and may still have run, so a permit may have been taken (never one too many
+    /// granted). A call that ran out of its deadline waiting for a connection (Redis down
+    /// at start, or since the connection was lost) is
+    /// [`Unavailable`](Self::Unavailable) instead.
     Timeout {
         /// The per-call deadline in force.
         deadline: Duration,
     },
-    /// Redis could not answer: no connection, the cluster down for the key's slot, loading,
-    /// a slot migration that did not settle within the deadline
+    /// Redis could not answer: no connection (refused, lost, or none made within the
+    /// deadline: kind [`Connection`](super::failure::UnavailableKind::Connection) whether the
+    /// call met the refusal or waited for a connection), the cluster down for the key's slot,
+    /// loading, a slot migration that did not settle within the deadline
     /// ([`FailurePolicy::Error`](super::super::FailurePolicy::Error) only; the other policies decide).
+    /// A connection lost mid-call, or made in the last moments of the call's deadline, may
+    /// have carried the script: as with [`Timeout`](Self::Timeout), a permit may have been
+    /// taken. On a cluster, whether a connection answered is noted for the whole cluster: with
+    /// one node down and the others answering, a call on that node's keys that runs out of
+    /// its deadline is a `Timeout`.
     Unavailable(UnavailableError),
     /// Redis answered with an error, or the client refused the call (a wrong-type or
-    /// foreign value at a state key, a script error, a bad URL): under every policy, since
-    /// admitting or refusing would hide a bug.
+    /// foreign value at a state key, a script error, failed authentication): under every
+    /// policy, since admitting or refusing would hide a bug.
     Server(ServerError),
     /// A quota whose interval, window or limit does not fit the scripts' exact integer range:
     /// intervals times bursts and windows up to 2^51 µs (about 71 years), limits up to 2^51.
@@ -58,6 +68,19 @@ pub enum RedisLimitError {
     InvalidQuota(QuotaError),
     /// A key prefix containing `{` or `}`, which would take over your keys' hash tags.
     InvalidPrefix(String),
+    /// A URL given to `connect`, `connect_cluster` or `connect_sentinel` that the redis client
+    /// does not read (no scheme, as in `127.0.0.1:6379`; another scheme; a bad database
+    /// number; `rediss://` without a TLS feature of the `redis` crate), or no URL at all:
+    /// refused before anything is sent. The expected forms are
+    /// `redis://[user:password@]host[:port][/db]`, `rediss://...` for TLS and
+    /// `redis+unix:///path/to/socket[?db=N]`.
+    InvalidUrl {
+        /// The URL as given, its password (if any) replaced by `***`; empty when none was
+        /// given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The algorithm, as configured, cannot run on Redis (a
     /// [`FixedWindow`](crate::FixedWindow) counted from a clock's origin rather than the
     /// epoch; a [`SlidingWindow`](crate::SlidingWindow) whose sub-windows are not whole
@@ -69,12 +92,64 @@ pub enum RedisLimitError {
     UnexpectedReply(String),
 }
 
+/// The forms of URL the redis client reads, as the error shows them.
+const EXPECTED_URL: &str = "redis://[user:password@]host[:port][/db], \
+    rediss://[user:password@]host[:port][/db] (TLS, with a TLS feature of the redis crate) \
+    or redis+unix:///path/to/socket[?db=N]";
+
 impl RedisLimitError {
     pub(crate) fn from_failure(failure: Failure, deadline: Duration) -> RedisLimitError {
         match failure {
             Failure::Timeout => RedisLimitError::Timeout { deadline },
             Failure::Unavailable(e) => RedisLimitError::Unavailable(e),
             Failure::Server(e) => RedisLimitError::Server(e),
+        }
+    }
+
+    /// `url` read by the redis client's own parser (the one `Client::open` uses), before
+    /// anything is sent: what it refuses is [`InvalidUrl`](Self::InvalidUrl).
+    pub(crate) fn check_url(url: &str) -> Result<(), RedisLimitError> {
+        use ::redis::IntoConnectionInfo;
+        match url.into_connection_info() {
+            Ok(_) => Ok(()),
+            Err(e) => Err(RedisLimitError::invalid_url(url, &e)),
+        }
+    }
+
+    /// Every URL of a list checked ([`check_url`](Self::check_url)); an empty list names no
+    /// `what` (node, sentinel) to connect to.
+    pub(crate) fn check_urls(urls: &[String], what: &str) -> Result<(), RedisLimitError> {
+        if urls.is_empty() {
+            return Err(RedisLimitError::InvalidUrl {
+                url: String::new(),
+                reason: format!("no {what} URL given"),
+            });
+        }
+        urls.iter().try_for_each(|u| RedisLimitError::check_url(u))
+    }
+
+    /// The redis client's refusal of `url` (a configuration error), said in our words.
+    pub(crate) fn invalid_url(url: &str, e: &::redis::RedisError) -> RedisLimitError {
+        const SCHEMES: [&str; 7] = [
+            "redis",
+            "rediss",
+            "valkey",
+            "valkeys",
+            "redis+unix",
+            "valkey+unix",
+            "unix",
+        ];
+        let reason = match url.split_once("://") {
+            None => "no scheme".to_owned(),
+            Some((scheme, _)) if !SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)) => {
+                format!("unknown scheme {scheme:?}")
+            }
+            // The client's words, without the kind it appends (`- InvalidClientConfig`).
+            _ => e.to_string().replacen(" - InvalidClientConfig", "", 1),
+        };
+        RedisLimitError::InvalidUrl {
+            url: redact(url),
+            reason,
         }
     }
 
@@ -122,6 +197,34 @@ impl From<QuotaError> for RedisLimitError {
     }
 }
 
+/// `url` with its password (`user:password@`, or `pass=` in a Unix socket URL's query)
+/// replaced by `***`: an error message may end up in logs.
+fn redact(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let (head, rest) = url.split_at(start);
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let mut out = match authority.rfind('@') {
+        Some(at) => match authority[..at].find(':') {
+            Some(colon) => format!("{head}{}:***{}", &rest[..colon], &rest[at..]),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    };
+    if let Some(q) = out.find('?') {
+        let query = out[q + 1..]
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if k == "pass" || k == "password" => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("&");
+        out.truncate(q + 1);
+        out.push_str(&query);
+    }
+    out
+}
+
 impl fmt::Display for RedisLimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -142,6 +245,10 @@ impl fmt::Display for RedisLimitError {
                     "key prefix {p:?} contains a brace, which would take over hash tags"
                 )
             }
+            RedisLimitError::InvalidUrl { url, reason } => write!(
+                f,
+                "invalid redis URL {url:?}: {reason}; expected {EXPECTED_URL}"
+            ),
             RedisLimitError::Unsupported(why) => f.write_str(why),
             RedisLimitError::UnexpectedReply(r) => write!(f, "unexpected reply from redis: {r}"),
         }
@@ -156,6 +263,29 @@ impl std::error::Error for RedisLimitError {
             RedisLimitError::Server(e) => Some(e),
             RedisLimitError::InvalidQuota(e) => Some(e),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A password never reaches the message, wherever the URL puts it.
+    #[test]
+    fn passwords_are_redacted() {
+        for (url, shown) in [
+            ("redis://app:s3cret@h:6379/x", "redis://app:***@h:6379/x"),
+            ("redis://:s3cret@h/", "redis://:***@h/"),
+            ("app:s3cret@h:6379", "app:***@h:6379"),
+            ("redis://user@h/", "redis://user@h/"),
+            (
+                "redis+unix:///run/r.sock?db=x&pass=s3cret",
+                "redis+unix:///run/r.sock?db=x&pass=***",
+            ),
+            ("127.0.0.1:6379", "127.0.0.1:6379"),
+        ] {
+            assert_eq!(redact(url), shown);
         }
     }
 }

@@ -61,8 +61,9 @@ pub(crate) fn classify(e: RedisError) -> Failure {
             server(ServerErrorKind::Script, e)
         }
         ErrorKind::Server(_) | ErrorKind::Extension => server(ServerErrorKind::Other, e),
-        // Ours or the client's: a bad URL or configuration, failed authentication, a reply
-        // that does not parse or has another type.
+        // Ours or the client's: a configuration it refuses (a URL is checked before, as
+        // `InvalidUrl`), failed authentication, a reply that does not parse or has another
+        // type.
         _ => server(ServerErrorKind::Client, e),
     }
 }
@@ -80,8 +81,9 @@ fn server(kind: ServerErrorKind, source: RedisError) -> Failure {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UnavailableKind {
-    /// No connection: refused, reset or lost (a reply lost with it), or not made yet (a
-    /// limiter started during an outage).
+    /// No connection: refused, reset or lost (a reply lost with it), or none made within the
+    /// call's deadline (a limiter started during an outage, or one reconnecting: the
+    /// connection is retried in the background, 10 ms to 50 ms apart).
     Connection,
     /// The cluster does not serve the key's slot (`CLUSTERDOWN`: a primary down, or a
     /// restarted primary in its first seconds).
@@ -121,6 +123,10 @@ pub struct UnavailableError {
 }
 
 impl UnavailableError {
+    pub(crate) fn new(kind: UnavailableKind, source: Option<RedisError>) -> UnavailableError {
+        UnavailableError { kind, source }
+    }
+
     /// What kept Redis from answering.
     ///
     /// ```
@@ -177,8 +183,10 @@ pub enum ServerErrorKind {
     NoScript,
     /// Any other error reply (`ERR`, `NOPERM`, `OOM`, `CROSSSLOT`, ...).
     Other,
-    /// The client refused: a bad URL or configuration, failed authentication, or a reply of
-    /// another type than the scripts return.
+    /// The client refused: a configuration it does not accept (a URL given to `connect` is
+    /// checked first and refused as
+    /// [`RedisLimitError::InvalidUrl`](super::super::RedisLimitError::InvalidUrl)), failed
+    /// authentication, or a reply of another type than the scripts return.
     Client,
 }
 

@@ -78,10 +78,12 @@ impl Coalescer {
                 match tokio::time::timeout(self.client.deadline(), rx).await {
                     Ok(Ok(reply)) => reply,
                     // The sender went without a reply (the runtime is shutting down), or the
-                    // queue and the batch together took longer than the deadline.
+                    // queue and the batch together took longer than the deadline (waiting
+                    // for a connection, if none is made: as a call of its own would).
                     Ok(Err(_)) | Err(_) => {
-                        self.client.meter.failed(&Failure::Timeout);
-                        Err(Failure::Timeout)
+                        let failure = self.client.deadline_passed();
+                        self.client.meter.failed(&failure);
+                        Err(failure)
                     }
                 }
             }

@@ -259,13 +259,14 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     ///
     /// Succeeds while the server is unreachable: it waits for the first connection at most
     /// [`connect_timeout`](Self::connect_timeout) (less when connections are refused), then
-    /// the connection is made in the background (attempts 10 ms to 100 ms apart), and until it
+    /// the connection is made in the background (attempts 10 ms to 50 ms apart), and until it
     /// is made every call is decided by the [`FailurePolicy`] within its deadline. A service
     /// restarted during an outage starts.
     ///
     /// # Errors
-    /// [`RedisLimitError::Server`] (kind [`Client`](super::super::ServerErrorKind::Client)) for a URL
-    /// that does not parse, and the errors of
+    /// [`RedisLimitError::InvalidUrl`] for a URL the redis client does not read (no scheme, as
+    /// in `127.0.0.1:6379`; another scheme; a bad database number; `rediss://` without a TLS
+    /// feature of the `redis` crate), before anything is sent; and the errors of
     /// [`with_connection_manager`](Self::with_connection_manager).
     ///
     /// ```
@@ -278,8 +279,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// ```
     pub async fn connect(self, url: &str) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         self.open(|b| {
-            let client = ::redis::Client::open(url)?;
-            let manager = ConnectionManager::new_lazy_with_config(client, b.manager_config())?;
+            RedisLimitError::check_url(url)?;
+            let client =
+                ::redis::Client::open(url).map_err(|e| RedisLimitError::invalid_url(url, &e))?;
+            let manager = ConnectionManager::new_lazy_with_config(client, b.manager_config())
+                .map_err(RedisLimitError::from_redis)?;
             Ok(Conn::Single(manager))
         })
         .await
@@ -295,7 +299,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// background, and the failure policy decides meanwhile.
     ///
     /// # Errors
-    /// As [`connect`](Self::connect).
+    /// As [`connect`](Self::connect) ([`RedisLimitError::InvalidUrl`] also for an empty list
+    /// of nodes, or nodes whose URLs differ in TLS or credentials).
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
@@ -315,11 +320,21 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     {
         self.open(|b| {
             let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+            RedisLimitError::check_urls(&nodes, "node")?;
+            // What is left to refuse is the nodes' URLs taken together (TLS or credentials
+            // that differ).
+            let joined = nodes.join(", ");
             let client = ClusterClient::builder(nodes)
                 // Redirects come back to us (connection/cluster.rs): redis-rs's own ASK handling sends ASKING
                 // apart from the command. Other retries are within our deadline anyway.
                 .retries(0)
-                .build()?;
+                .build()
+                .map_err(|e| match e.kind() {
+                    ::redis::ErrorKind::InvalidClientConfig => {
+                        RedisLimitError::invalid_url(&joined, &e)
+                    }
+                    _ => RedisLimitError::from_redis(e),
+                })?;
             let config = ClusterConfig::new()
                 .set_connection_timeout(b.connect_timeout)
                 .set_response_timeout(b.deadline);
@@ -338,8 +353,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// within its deadline. Like [`connect`](Self::connect), succeeds while nothing answers.
     ///
     /// # Errors
-    /// As [`connect`](Self::connect) (an empty list of sentinels, or a URL that does not
-    /// parse).
+    /// As [`connect`](Self::connect) ([`RedisLimitError::InvalidUrl`] also for an empty list
+    /// of sentinels).
     ///
     /// ```
     /// # async fn demo() -> Result<(), tollgate::redis::RedisLimitError> {
@@ -359,10 +374,14 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         S: AsRef<str>,
     {
         self.open(|b| {
-            let urls = sentinels.into_iter().map(|n| n.as_ref().to_owned());
+            let urls: Vec<String> = sentinels
+                .into_iter()
+                .map(|n| n.as_ref().to_owned())
+                .collect();
+            RedisLimitError::check_urls(&urls, "sentinel")?;
             let primary = primary_name.to_owned();
-            let client =
-                SentinelClient::build(urls.collect(), primary, None, SentinelServerType::Master)?;
+            let client = SentinelClient::build(urls, primary, None, SentinelServerType::Master)
+                .map_err(RedisLimitError::from_redis)?;
             let conn = SentinelConn::new(client, b.manager_config());
             Ok(Conn::Sentinel(conn))
         })
@@ -377,26 +396,33 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// past the bound.
     async fn open(
         mut self,
-        conn: impl FnOnce(&Self) -> Result<Conn, ::redis::RedisError>,
+        conn: impl FnOnce(&Self) -> Result<Conn, RedisLimitError>,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        let conn = conn(&self).map_err(RedisLimitError::from_redis)?;
-        let first = tokio::spawn(conn.clone().first_use());
-        let _ = tokio::time::timeout(self.connect_timeout, first).await;
-        Ok(self.build(conn, params))
+        let conn = conn(&self)?;
+        let connect_timeout = self.connect_timeout;
+        let limiter = self.build(conn, params, false);
+        let client = limiter.shared.client.clone();
+        let first = tokio::spawn(async move { client.first_use().await });
+        let _ = tokio::time::timeout(connect_timeout, first).await;
+        Ok(limiter)
     }
 
     /// The reconnecting connection's settings: each attempt bounded by the connect timeout,
-    /// attempts 10 ms to 100 ms apart.
+    /// attempts 10 ms to 50 ms apart.
     fn manager_config(&self) -> ConnectionManagerConfig {
         ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             // The deadline bounds every call; no second, longer timeout underneath.
             .set_response_timeout(None)
-            // The reconnect delay bounds recovery after an outage (recovery measured 250 ms
-            // with 200 ms); a connect attempt to a loopback or LAN server costs little.
+            // The delay between attempts bounds recovery after an outage: redis-rs adds up to
+            // as much again of jitter, so a 25 ms cap waits at most 50 ms (from the restarted
+            // server answering, `recovery_after_short_and_long_outages`: a 100 ms cap gave
+            // medians of 73-90 ms, 133 ms worst; 25 ms, 11-26 ms and 39 ms). While the
+            // server is down an attempt is a refused connect, costing it nothing; once it is
+            // back, each connection connects once, whatever the delay.
             .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(100))
+            .set_max_delay(Duration::from_millis(25))
     }
 
     /// Uses a connection manager you configured yourself (TLS, credentials, retries).
@@ -422,7 +448,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         manager: ConnectionManager,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        Ok(self.build(Conn::Single(manager), params))
+        Ok(self.build(Conn::Single(manager), params, true))
     }
 
     /// Uses a cluster connection you configured yourself. Build it with
@@ -448,7 +474,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         conn: ClusterConnection,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        Ok(self.build(Conn::Cluster(conn), params))
+        Ok(self.build(Conn::Cluster(conn), params, true))
     }
 
     /// The configuration's first mistake, checked before connecting; else the scripts'
@@ -464,12 +490,15 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         self.algorithm.redis_params(self.quota)
     }
 
-    fn build(self, conn: Conn, params: Params) -> RedisRateLimiter<A> {
+    /// `connected`: a connection you made (until a call finds it gone, a call past its
+    /// deadline is a `Timeout`), or one the limiter is making.
+    fn build(self, conn: Conn, params: Params, connected: bool) -> RedisRateLimiter<A> {
         let client = Arc::new(ScriptClient::new(
             conn,
             self.deadline,
             self.name.as_deref(),
             self.trace_keys,
+            connected,
         ));
         let shared = Arc::new(SharedLimiter {
             hot: self.hot.build(&client),
