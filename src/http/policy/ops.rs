@@ -102,8 +102,8 @@ impl KeyErrorLog {
     }
 }
 
-/// One event per period at most, counting the ones it leaves out (lock-free: the first caller
-/// at or after `next` takes the event, every other caller counts itself out).
+/// One event per period at most, counting the ones it leaves out (lock-free: the one caller
+/// that moves `next` on takes the event, every other caller counts itself out).
 ///
 /// Not the crate's own [`RateLimiter`](crate::RateLimiter), which the Redis limiter's warnings
 /// use: it would report each left-out line as a refusal of its own (a debug event and a
@@ -121,18 +121,16 @@ impl Throttle {
     /// At `now`, whether to log (with how many were left out since the last event), given at
     /// most one event per `every` nanoseconds.
     fn admit(&self, now: u64, every: u64) -> Option<u64> {
-        let next = self.next.load(Ordering::Relaxed);
-        if now < next
-            || self
+        // A plain load first: under a flood almost every caller is left out, and a read keeps
+        // the word's cache line shared between cores.
+        let due = now >= self.next.load(Ordering::Relaxed)
+            && self
                 .next
-                .compare_exchange(
-                    next,
-                    now.saturating_add(every),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-        {
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
+                    (now >= next).then(|| now.saturating_add(every))
+                })
+                .is_ok();
+        if !due {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -223,34 +221,33 @@ impl<K> Ops<K> {
         #[cfg(feature = "tracing")]
         let heard = {
             let (outcome, reason) = (outcome.label(), e.reason());
+            // One event shape, two levels (a tracing level is part of the callsite).
+            macro_rules! event {
+                ($level:ident, $message:literal) => {
+                    if let Some(suppressed) = self.key_error_log.admit(misconfigured) {
+                        tracing::$level!(
+                            target: "tollgate",
+                            policy,
+                            outcome,
+                            status = answered,
+                            reason,
+                            suppressed,
+                            $message
+                        );
+                    }
+                };
+            }
             if misconfigured {
-                if let Some(suppressed) = self.key_error_log.admit(true) {
-                    tracing::error!(
-                        target: "tollgate",
-                        policy,
-                        outcome,
-                        status = answered,
-                        reason,
-                        suppressed,
-                        "the rate limiter cannot key requests: the server is set up wrongly"
-                    );
-                }
+                event!(
+                    error,
+                    "the rate limiter cannot key requests: the server is set up wrongly"
+                );
                 tracing::enabled!(target: "tollgate", tracing::Level::ERROR)
             } else {
                 // A warning, not an error: a client can cause it at will, so it is kept as
                 // rare as the server's own; but a trusted proxy set up wrongly (one that
                 // writes `unknown`) makes every client's request one, which only the log says.
-                if let Some(suppressed) = self.key_error_log.admit(false) {
-                    tracing::warn!(
-                        target: "tollgate",
-                        policy,
-                        outcome,
-                        status = answered,
-                        reason,
-                        suppressed,
-                        "a request has no usable rate-limit key"
-                    );
-                }
+                event!(warn, "a request has no usable rate-limit key");
                 true
             }
         };
