@@ -42,8 +42,10 @@ pub mod names {
     /// [`HTTP_NO_POLICY`]) and `outcome`: `allowed`, `refused`, `never` (a cost above the
     /// burst), `would_refuse`,
     /// `would_delay` (shadow mode), `bypassed` (an allow list), `denied` (a deny list),
-    /// `key_error`, `unavailable` (the backend failed). The same counts as
-    /// `RateLimitLayer::stats`.
+    /// `key_error` (the client's request had no usable key: a `4xx` `KeyError`),
+    /// `misconfigured` (the server is set up wrongly, so no request can be keyed: a `5xx`
+    /// `KeyError` such as no peer address; alert on any), `unavailable` (the backend failed).
+    /// The same counts as `RateLimitLayer::stats`.
     pub const HTTP_REQUESTS: &str = "tollgate_http_requests_total";
     /// The `policy` label of requests no policy applies to.
     pub const HTTP_NO_POLICY: &str = "none";
@@ -140,7 +142,7 @@ pub mod names {
         (
             HTTP_REQUESTS,
             MetricKind::Counter,
-            "Requests through the HTTP layer, by policy and outcome.",
+            "Requests through the HTTP layer, by policy and outcome (misconfigured: the server cannot key requests; fix it).",
         ),
         (
             REDIS_REPLIES,

@@ -111,6 +111,16 @@ pub trait AddrSource: Send + Sync + 'static {
 /// because the app was not served with `ConnectInfo`); `400 Bad Request` means the request
 /// lacks what the extractor needs (a missing API-key header, a malformed `X-Forwarded-For`).
 ///
+/// The layer never answers a key error silently. Its response names the [`reason`](Self::reason)
+/// (the problem+json `detail`, the `Tollgate-Error` header, a gRPC `grpc-message`); it counts
+/// it in [`PolicyStats`](super::PolicyStats) and the metrics, as `misconfigured` for a `5xx`
+/// error ([`is_misconfiguration`](Self::is_misconfiguration)) and as `key_error` otherwise;
+/// and it logs it: with feature `tracing`, an `error` event (a `warn` for a client's `4xx`) at
+/// most once a minute per layer, with the number left out since; without it (or with no
+/// subscriber for the `tollgate` target) a misconfiguration is written to stderr once per
+/// layer. The reason is fixed text, never request data: write it as the fix (`"no peer
+/// address: serve with ..."`), since that is what an operator reads.
+///
 /// ```
 /// use tollgate::http::StatusCode;
 /// use tollgate::http::KeyError;
@@ -170,13 +180,27 @@ impl KeyError {
         self.status
     }
 
-    /// What was missing or wrong (used as the problem+json `detail`).
+    /// What was missing or wrong: the problem+json `detail`, the `Tollgate-Error` header and
+    /// the log events' `reason`.
     ///
     /// ```
     /// assert_eq!(tollgate::http::KeyError::bad_request("why").reason(), "why");
     /// ```
     pub fn reason(&self) -> &'static str {
         self.reason
+    }
+
+    /// Whether the server, not the client, is at fault: a `5xx` status, as made by
+    /// [`misconfigured`](Self::misconfigured). The layer counts these as `misconfigured`
+    /// (apart from the clients' `key_error`s) and logs them as errors.
+    ///
+    /// ```
+    /// use tollgate::http::KeyError;
+    /// assert!(KeyError::misconfigured("no peer address").is_misconfiguration());
+    /// assert!(!KeyError::bad_request("no key").is_misconfiguration());
+    /// ```
+    pub fn is_misconfiguration(&self) -> bool {
+        self.status.is_server_error()
     }
 }
 

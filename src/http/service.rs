@@ -30,7 +30,7 @@ use super::policy::stats::Outcome;
 use super::policy::SlotPolicy;
 use super::rate::backend::{Answer, Backend};
 use super::responses::headers::RateHeaders;
-use super::responses::rejection::{is_grpc, reject, Problem, RejectBody};
+use super::responses::rejection::{is_grpc, name_reason, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 use super::state::{Backends, RateLimitLayer};
 
@@ -183,16 +183,13 @@ impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Bac
                 let res = reject(&shared.body, &p, grpc, None);
                 return (ResponseFuture::ready(res), None);
             }
-            Screen::KeyError(e) => {
-                shared.ops.record(index, Outcome::KeyError);
-                match key_error(shared, &e, grpc) {
-                    Some(res) => return (ResponseFuture::ready(res), None),
-                    None => {
-                        let req = Request::from_parts(parts, body);
-                        return (ResponseFuture::inner(self.inner.call(req), None), None);
-                    }
+            Screen::KeyError(e) => match key_error(shared, index, &e, grpc) {
+                Some(res) => return (ResponseFuture::ready(res), None),
+                None => {
+                    let req = Request::from_parts(parts, body);
+                    return (ResponseFuture::inner(self.inner.call(req), None), None);
                 }
-            }
+            },
         };
         let permit = match slot {
             Some(i) => match admit(shared, shared.slots.get(i), &key, grpc) {
@@ -279,9 +276,12 @@ fn request_paths(parts: &Parts) -> (&str, Option<&str>) {
     (parts.uri.path(), None)
 }
 
-/// The response for a key error, or `None` to let the request through.
+/// The response for a key error of a request to the policy at `index`, or `None` to let the
+/// request through; counted and logged either way. The response names the error's reason.
+#[cold]
 fn key_error<B: Backend, R, C, ResBody>(
     shared: &Shared<B, R, C>,
+    index: Option<usize>,
     e: &KeyError,
     grpc: bool,
 ) -> Option<Response<ResBody>>
@@ -289,16 +289,14 @@ where
     R: RejectBody<ResBody>,
 {
     let status = match shared.on_key_error {
-        OnKeyError::Allow => return None,
-        OnKeyError::Reject => e.status(),
-        OnKeyError::Status(s) => s,
+        OnKeyError::Allow => None,
+        OnKeyError::Reject => Some(e.status()),
+        OnKeyError::Status(s) => Some(s),
     };
-    Some(reject(
-        &shared.body,
-        &Problem::new(status, e.reason()),
-        grpc,
-        None,
-    ))
+    shared.ops.key_error(index, e, status);
+    let mut res = reject(&shared.body, &Problem::new(status?, e.reason()), grpc, None);
+    name_reason(&mut res, e.reason(), grpc);
+    Some(res)
 }
 
 /// The inner service that `poll_ready` readied, leaving a clone in its place: a future that

@@ -135,6 +135,12 @@ impl<L: LayerBackends, R> Clone for RateLimitLayer<L, R> {
 /// never reaches the handler. [`Allow`](OnKeyError::Allow) fails open: every key error becomes
 /// a request with no limit at all.
 ///
+/// Whichever the policy, a key error is never silent: it is counted (`misconfigured` when the
+/// server is at fault, `key_error` otherwise), logged (rate-limited), and an answer the layer
+/// makes names its [`reason`](super::KeyError::reason) (see [`KeyError`](super::KeyError)).
+/// A `PeerIp` layer served without `ConnectInfo` answers every request `500` with
+/// `Tollgate-Error: no peer address: serve with axum's ConnectInfo<SocketAddr> ...`.
+///
 /// ```
 /// use tollgate::http::OnKeyError;
 /// assert_eq!(OnKeyError::default(), OnKeyError::Reject);

@@ -698,3 +698,106 @@ async fn a_cdn_client_address_header_keys_each_client_from_trusted_peers_only() 
         );
     }
 }
+
+/// The reason the IP extractors give when a request carries no peer address.
+const NO_PEER: &str = "no peer address: serve with axum's ConnectInfo<SocketAddr> or insert the peer's SocketAddr as a request extension";
+
+/// Served without `ConnectInfo`, a layer keyed by `PeerIp` cannot key any request: every one
+/// is a `500` that says why and how to fix it (the problem+json `detail`; with the default
+/// empty bodies, the `Tollgate-Error` header), counted as `misconfigured` apart from the
+/// clients' `key_errors`. The handler never runs; with `OnKeyError::Allow` it does, and the
+/// misconfiguration is counted all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_connect_info_a_peer_key_is_a_500_that_says_why() {
+    use http_support::serve_axum_without_connect_info;
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handler = get(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async { "a" }
+    });
+    let json = RateLimitLayer::builder(PeerIp::new())
+        .per_hour(5)
+        .problem_json()
+        .build()
+        .unwrap();
+    let empty = RateLimitLayer::builder(PeerIp::new())
+        .per_hour(5)
+        .build()
+        .unwrap();
+    let open = RateLimitLayer::builder(PeerIp::new())
+        .per_hour(5)
+        .on_key_error(OnKeyError::Allow)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/json", handler.clone().layer(json.clone()))
+        .route("/empty", handler.clone().layer(empty.clone()))
+        .route("/open", handler.layer(open.clone()));
+    let addr = serve_axum_without_connect_info(app).await;
+    let c = client();
+    for _ in 0..3 {
+        let res = send(&c, addr, "GET", "/json", &[]).await;
+        assert_eq!(res.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(res.header("content-type"), "application/problem+json");
+        assert_eq!(res.header("cache-control"), "no-store");
+        assert_eq!(res.header("tollgate-error"), NO_PEER);
+        let body = std::str::from_utf8(&res.body).unwrap();
+        assert_eq!(
+            body,
+            format!(
+                r#"{{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"{NO_PEER}"}}"#
+            )
+        );
+
+        let res = send(&c, addr, "GET", "/empty", &[]).await;
+        assert_eq!(res.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(res.body.is_empty());
+        assert_eq!(res.header("tollgate-error"), NO_PEER);
+
+        let res = send(&c, addr, "GET", "/open", &[]).await;
+        assert_eq!(res.status, StatusCode::OK);
+        assert!(res.headers.get("tollgate-error").is_none());
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    let stats = [
+        &json.stats("default"),
+        &empty.stats("default"),
+        &open.stats("default"),
+    ];
+    for stats in stats.map(|s| s.unwrap()) {
+        assert_eq!((stats.misconfigured, stats.key_errors), (3, 0), "{stats:?}");
+        assert_eq!(stats.total(), 3);
+    }
+}
+
+/// `X-Forwarded-For: unknown` from a trusted proxy is the client's key error: a `400` that
+/// names the reason (header and problem+json `detail`), counted in `key_errors`, not as a
+/// misconfiguration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_forwarded_for_from_a_trusted_peer_is_a_400_that_says_why() {
+    let layer =
+        RateLimitLayer::builder(ClientIp::trusted_proxies(["127.0.0.1/32".parse().unwrap()]))
+            .per_hour(5)
+            .problem_json()
+            .build()
+            .unwrap();
+    let addr = serve_axum(hello_routes().layer(layer.clone())).await;
+    let c = client();
+    let reason =
+        "the forwarding header has an entry that is not an IP address where the client is expected";
+    for _ in 0..3 {
+        let res = send(&c, addr, "GET", "/a", &[("x-forwarded-for", "unknown")]).await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST);
+        assert_eq!(res.header("tollgate-error"), reason);
+        let body = std::str::from_utf8(&res.body).unwrap();
+        assert!(body.contains(&format!(r#""detail":"{reason}""#)), "{body}");
+        assert!(
+            !body.contains("unknown"),
+            "request data in the body: {body}"
+        );
+    }
+    let stats = layer.stats("default").unwrap();
+    assert_eq!((stats.key_errors, stats.misconfigured), (3, 0), "{stats:?}");
+}

@@ -570,3 +570,59 @@ fn a_prometheus_scrape_has_help_lines() {
         "{page}"
     );
 }
+
+/// A server that cannot key its requests (a `PeerIp` layer served without `ConnectInfo`) is
+/// counted as `misconfigured`, apart from the clients' `key_error`s, so that an alert can fire
+/// on it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misconfigured_server_is_counted_apart_from_client_key_errors() {
+    use tollgate::http::{ClientIp, PeerIp, RateLimitLayer};
+
+    let (recorder, snap) = recorder();
+    let (peer, client_ip) = metrics::with_local_recorder(&recorder, || {
+        let peer = RateLimitLayer::builder(PeerIp::new())
+            .per_hour(5)
+            .policy_name("peer")
+            .build()
+            .unwrap();
+        let client_ip =
+            RateLimitLayer::builder(ClientIp::trusted_proxies(["127.0.0.1/32".parse().unwrap()]))
+                .per_hour(5)
+                .policy_name("proxied")
+                .build()
+                .unwrap();
+        (peer, client_ip)
+    });
+    let handler = axum::routing::get(|| async { "ok" });
+    let app = axum::Router::new()
+        .route("/peer", handler.clone().layer(peer))
+        .route("/proxied", handler.layer(client_ip));
+    let addr = http_support::serve_axum_without_connect_info(app).await;
+    let client = http_support::client();
+    for _ in 0..4 {
+        assert_eq!(http_support::get(&client, addr, "/peer").await.status, 500);
+    }
+    // Without a peer address the trusted-proxy check cannot run either: the server's fault.
+    let xff = [("x-forwarded-for", "unknown")];
+    let got = http_support::send(&client, addr, "GET", "/proxied", &xff).await;
+    assert_eq!(got.status, 500);
+
+    let seen = Seen::take(&snap);
+    let http = |policy, outcome| {
+        seen.counter(
+            names::HTTP_REQUESTS,
+            &[(names::POLICY, policy), (names::OUTCOME, outcome)],
+        )
+    };
+    assert_eq!(
+        (http("peer", "misconfigured"), http("peer", "key_error")),
+        (4, 0)
+    );
+    assert_eq!(
+        (
+            http("proxied", "misconfigured"),
+            http("proxied", "key_error")
+        ),
+        (1, 0)
+    );
+}

@@ -162,3 +162,67 @@ async fn http_shadow_refusals_are_events_too() {
     assert_eq!(would.len(), 2, "{events:?}");
     assert_eq!(would[0].field("policy"), Some("search"));
 }
+
+/// A layer that cannot key requests because the server is set up wrongly (`PeerIp` served
+/// without `ConnectInfo`) says so as an `error` event with the reason and the fix: once for a
+/// burst of requests, not once per request (the counts are in the metrics). A client's bad key
+/// (an API-key header sent twice) is a `warn` event, rate-limited the same way. Neither
+/// carries request data.
+#[tokio::test(flavor = "current_thread")]
+async fn a_misconfiguration_is_one_error_event_for_many_requests() {
+    use tollgate::http::{HeaderKey, HeaderName, PeerIp, RateLimitLayer};
+
+    let collect = Collect::default();
+    let _guard = tracing::subscriber::set_default(collect.clone());
+    let peer = RateLimitLayer::builder(PeerIp::new())
+        .per_hour(5)
+        .policy_name("peer")
+        .build()
+        .unwrap();
+    let keyed = RateLimitLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
+        .per_hour(5)
+        .policy_name("keyed")
+        .build()
+        .unwrap();
+    let handler = axum::routing::get(|| async { "ok" });
+    let app = axum::Router::new()
+        .route("/peer", handler.clone().layer(peer))
+        .route("/keyed", handler.layer(keyed));
+    let addr = http_support::serve_axum_without_connect_info(app).await;
+    let client = http_support::client();
+    let started = std::time::Instant::now();
+    let twice = [("x-api-key", "secret-a"), ("x-api-key", "secret-b")];
+    for _ in 0..20 {
+        assert_eq!(http_support::get(&client, addr, "/peer").await.status, 500);
+        let got = http_support::send(&client, addr, "GET", "/keyed", &twice).await;
+        assert_eq!(got.status, 400);
+    }
+    // At most one event a minute per layer and kind: one here, unless this machine took over
+    // a minute for 40 requests (then one more per minute, never one per request).
+    let most = 1 + started.elapsed().as_secs() as usize / 60;
+
+    let events = collect.events.lock().unwrap().clone();
+    let errors: Vec<_> = events.iter().filter(|e| e.level == "ERROR").collect();
+    assert!(!errors.is_empty() && errors.len() <= most, "{events:?}");
+    let error = errors[0];
+    assert_eq!(error.field("policy"), Some("peer"));
+    assert_eq!(error.field("outcome"), Some("misconfigured"));
+    assert_eq!(error.field("status"), Some("500"));
+    assert_eq!(error.field("suppressed"), Some("0"));
+    assert!(
+        error
+            .field("reason")
+            .is_some_and(|r| r.contains("serve with axum's ConnectInfo<SocketAddr>")),
+        "{error:?}"
+    );
+    let warnings: Vec<_> = events.iter().filter(|e| e.level == "WARN").collect();
+    assert!(!warnings.is_empty() && warnings.len() <= most, "{events:?}");
+    assert_eq!(warnings[0].field("policy"), Some("keyed"));
+    assert_eq!(warnings[0].field("outcome"), Some("key_error"));
+    assert_eq!(warnings[0].field("status"), Some("400"));
+    let everything = format!("{events:?}");
+    assert!(
+        !everything.contains("secret") && !everything.contains("127.0.0.1"),
+        "request data was logged: {everything}"
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::super::access::AccessList;
 use super::super::error::BuildError;
 use super::super::key::AddrSource;
-use super::super::policy::ops::{KeyFmt, Ops, PolicyOps};
+use super::super::policy::ops::{KeyErrorLog, KeyFmt, Ops, PolicyOps};
 use super::super::policy::shadow::{Enforcement, EnforcementFlag};
 use super::super::policy::stats::Counters;
 use super::super::rate::backend::Backend;
@@ -87,6 +87,7 @@ impl<K> OpsSettings<K> {
             addr: self.addr,
             shadow_headers: self.shadow_headers,
             trace_key: self.trace_key,
+            key_error_log: KeyErrorLog::default(),
         })
     }
 }

@@ -26,7 +26,8 @@ pub(crate) enum Outcome {
     Bypassed,
     /// A deny list matched: `403`, no limiter ran.
     Denied,
-    /// No key (or no client address for a deny list): answered per
+    /// No key (or no client address for a deny list) through the client's fault (a `4xx`
+    /// [`KeyError`](super::super::KeyError)): answered per
     /// [`OnKeyError`](super::super::OnKeyError).
     KeyError,
     /// The backend failed (Redis down): `503` when enforcing, through in shadow.
@@ -34,12 +35,16 @@ pub(crate) enum Outcome {
     /// The request can never pass (its cost is above the burst), and the policy enforces:
     /// the `never_status` (`429` by default, without `Retry-After`).
     Never,
+    /// No key because the server is set up wrongly (a `5xx`
+    /// [`KeyError`](super::super::KeyError), such as no peer address): answered per
+    /// [`OnKeyError`](super::super::OnKeyError), and logged.
+    Misconfigured,
 }
 
 impl Outcome {
     /// Every outcome, in the order of [`Outcome::label`]'s labels.
     #[cfg(feature = "metrics")]
-    const ALL: [Outcome; 9] = [
+    const ALL: [Outcome; 10] = [
         Outcome::Allowed,
         Outcome::Refused,
         Outcome::WouldRefuse,
@@ -49,6 +54,7 @@ impl Outcome {
         Outcome::KeyError,
         Outcome::Unavailable,
         Outcome::Never,
+        Outcome::Misconfigured,
     ];
 
     /// The `outcome` label of `tollgate_http_requests_total` (and of refusal events).
@@ -64,6 +70,7 @@ impl Outcome {
             Outcome::KeyError => "key_error",
             Outcome::Unavailable => "unavailable",
             Outcome::Never => "never",
+            Outcome::Misconfigured => "misconfigured",
         }
     }
 }
@@ -74,7 +81,7 @@ pub(crate) struct Counters {
     /// Feature `metrics`: the same counts as `tollgate_http_requests_total{policy, outcome}`,
     /// one handle per outcome, registered when the layer is built.
     #[cfg(feature = "metrics")]
-    metrics: Option<Box<[metrics::Counter; 9]>>,
+    metrics: Option<Box<[metrics::Counter; 10]>>,
     allowed: AtomicU64,
     refused: AtomicU64,
     would_refuse: AtomicU64,
@@ -84,6 +91,7 @@ pub(crate) struct Counters {
     key_errors: AtomicU64,
     unavailable: AtomicU64,
     never: AtomicU64,
+    misconfigured: AtomicU64,
 }
 
 impl Counters {
@@ -130,6 +138,7 @@ impl Counters {
             Outcome::KeyError => &self.key_errors,
             Outcome::Unavailable => &self.unavailable,
             Outcome::Never => &self.never,
+            Outcome::Misconfigured => &self.misconfigured,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -147,6 +156,7 @@ impl Counters {
             key_errors: get(&self.key_errors),
             unavailable: get(&self.unavailable),
             never: get(&self.never),
+            misconfigured: get(&self.misconfigured),
         }
     }
 }
@@ -187,8 +197,9 @@ pub struct PolicyStats {
     pub bypassed: u64,
     /// Matched a deny list: `403`, no limiter ran.
     pub denied: u64,
-    /// Had no usable key (or no client address for a deny list): answered per
-    /// [`OnKeyError`](super::super::OnKeyError).
+    /// Had no usable key (or no client address for a deny list) through the client's fault (a
+    /// `4xx` [`KeyError`](super::super::KeyError): a missing key header, a forwarding entry
+    /// that is not an address): answered per [`OnKeyError`](super::super::OnKeyError).
     pub key_errors: u64,
     /// The limiter could not decide (a Redis failure): `503` while enforcing, let through
     /// in shadow.
@@ -196,6 +207,11 @@ pub struct PolicyStats {
     /// Could never pass (a cost above the burst) while enforcing: the
     /// [`never_status`](super::super::RateLimitLayerBuilder::never_status), without `Retry-After`.
     pub never: u64,
+    /// Had no usable key because the server is set up wrongly (a `5xx`
+    /// [`KeyError`](super::super::KeyError), such as a `PeerIp` layer served without
+    /// `ConnectInfo`): answered per [`OnKeyError`](super::super::OnKeyError) (`500` by
+    /// default), and logged. Anything above 0 needs a fix on the server.
+    pub misconfigured: u64,
 }
 
 impl PolicyStats {
@@ -217,6 +233,7 @@ impl PolicyStats {
             self.key_errors,
             self.unavailable,
             self.never,
+            self.misconfigured,
         ]
         .iter()
         .fold(0u64, |sum, n| sum.wrapping_add(*n))
@@ -233,6 +250,7 @@ impl PolicyStats {
         self.key_errors = self.key_errors.wrapping_add(o.key_errors);
         self.unavailable = self.unavailable.wrapping_add(o.unavailable);
         self.never = self.never.wrapping_add(o.never);
+        self.misconfigured = self.misconfigured.wrapping_add(o.misconfigured);
         self
     }
 }
@@ -261,6 +279,7 @@ mod tests {
             Outcome::KeyError,
             Outcome::Unavailable,
             Outcome::Never,
+            Outcome::Misconfigured,
         ];
         for (i, o) in all.iter().enumerate() {
             let c = Counters::default();
@@ -278,6 +297,7 @@ mod tests {
                 s.key_errors,
                 s.unavailable,
                 s.never,
+                s.misconfigured,
             ];
             let want: Vec<u64> = (0..all.len())
                 .map(|j| if j == i { i as u64 + 1 } else { 0 })

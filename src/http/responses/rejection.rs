@@ -212,6 +212,21 @@ fn grpc_message(detail: &str) -> HeaderValue {
     HeaderValue::try_from(out).unwrap_or(HeaderValue::from_static("rate limited"))
 }
 
+/// The header that names a key error's reason on the layer's plain-HTTP answers, whatever the
+/// body type (the default empty bodies cannot hold it). No standard header fits, and RFC 6648
+/// retired the `X-` prefix.
+pub(crate) const TOLLGATE_ERROR: &str = "tollgate-error";
+
+/// Adds a key error's `reason` to a response the layer made: as `Tollgate-Error`, encoded as
+/// `grpc-message` is (printable ASCII as is, other bytes and `%` percent-encoded), so that no
+/// reason can make an invalid header. gRPC answers already carry it in `grpc-message`.
+pub(crate) fn name_reason<B>(res: &mut Response<B>, reason: &str, grpc: bool) {
+    if !grpc {
+        res.headers_mut()
+            .insert(TOLLGATE_ERROR, grpc_message(reason));
+    }
+}
+
 /// A response the layer answers with instead of calling the inner service.
 pub(crate) fn reject<B, R: RejectBody<B>>(
     body: &R,
@@ -284,5 +299,18 @@ mod tests {
         assert!(res.body().is_empty());
         let res: Response<Vec<u8>> = reject(&NoBody, &p, false, None);
         assert!(res.body().is_empty() && res.headers().get(CONTENT_TYPE).is_none());
+    }
+
+    #[test]
+    fn a_reason_header_is_valid_whatever_the_reason() {
+        let mut res = Response::new(());
+        name_reason(&mut res, "bad\r\nheader: é 100%", false);
+        assert_eq!(
+            res.headers()[TOLLGATE_ERROR],
+            "bad%0D%0Aheader: %C3%A9 100%25"
+        );
+        let mut res = Response::new(());
+        name_reason(&mut res, "in grpc-message instead", true);
+        assert!(res.headers().get(TOLLGATE_ERROR).is_none());
     }
 }

@@ -137,6 +137,16 @@ pub async fn serve_axum(app: axum::Router) -> SocketAddr {
     addr
 }
 
+/// Serves an axum app on 127.0.0.1:0 *without* `ConnectInfo`, as `axum::serve(listener, app)`
+/// does when the app is not made with `into_make_service_with_connect_info`: requests carry no
+/// peer address, the misconfiguration the IP extractors must report.
+pub async fn serve_axum_without_connect_info(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
 /// Serves `service` (anything `Clone` that handles `Request<Incoming>`) with plain hyper (no
 /// axum) on 127.0.0.1:0, HTTP/1.1 and HTTP/2: each connection gets its peer address as a
 /// `SocketAddr` request extension, which is how plain hyper gives the IP extractors a peer.

@@ -9,10 +9,12 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
-/// What one event or span carried: its name (the message for events) and its fields.
+/// What one event or span carried: its name (the message for events), its level and its
+/// fields.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Seen {
     pub name: String,
+    pub level: String,
     pub fields: Vec<(String, String)>,
 }
 
@@ -48,6 +50,7 @@ impl Subscriber for Collect {
     fn new_span(&self, span: &Attributes<'_>) -> Id {
         let mut seen = Seen {
             name: span.metadata().name().to_owned(),
+            level: span.metadata().level().to_string(),
             ..Seen::default()
         };
         span.record(&mut seen);
@@ -61,7 +64,10 @@ impl Subscriber for Collect {
     }
     fn record_follows_from(&self, _: &Id, _: &Id) {}
     fn event(&self, event: &Event<'_>) {
-        let mut seen = Seen::default();
+        let mut seen = Seen {
+            level: event.metadata().level().to_string(),
+            ..Seen::default()
+        };
         event.record(&mut seen);
         seen.name = seen.field("message").unwrap_or_default().to_owned();
         self.events.lock().unwrap().push(seen);
