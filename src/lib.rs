@@ -122,7 +122,9 @@
 //!   `metrics` facade, labelled with its builder's `name` ([guide](guide::operations)); adds
 //!   the `metrics` crate. Without it the hooks compile to nothing.
 //! - `tracing`: a debug event per refusal (target `tollgate`, the limiter's name, never its
-//!   key) and a `tollgate.wait` span per wait ([guide](guide::operations)); adds `tracing`.
+//!   key), a `tollgate.wait` span per wait, and from the HTTP layer an error event when it
+//!   cannot key requests (its set-up is wrong) or a warning when clients send unusable keys,
+//!   each at most once a minute ([guide](guide::operations)); adds `tracing`.
 //!
 //! ## Semantics
 //! Time is `u64` nanoseconds since the clock's origin, up to [`MAX_NANOS`] (about 146 years);
