@@ -3,7 +3,8 @@
 //! text format (`metrics-exporter-prometheus`), labelled with the policies' names.
 //!
 //! ```sh
-//! cargo run --release -p tollgate-http-tests --example axum_server   # listens on 127.0.0.1:3000
+//! # listens on 127.0.0.1:3000
+//! cargo run --release -p tollgate-http-tests --features prometheus --example axum_server
 //! curl -i http://127.0.0.1:3000/
 //! curl -i -H 'x-api-key: demo' http://127.0.0.1:3000/api/items
 //! for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code} ' -X POST http://127.0.0.1:3000/login; done

@@ -97,7 +97,7 @@ impl Params {
 
     /// The generation in force.
     pub fn generation(&self) -> u64 {
-        self.0.load().gen
+        self.0.load().generation
     }
 }
 
@@ -115,7 +115,7 @@ impl TatCell {
 
     /// Whether the cell's word is in `p`'s generation (its parity matches).
     pub fn in_generation_of(&self, p: &Params) -> bool {
-        self.0.parity() == p.0.load().gen & 1
+        self.0.parity() == p.0.load().generation & 1
     }
 }
 

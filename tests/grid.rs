@@ -23,7 +23,7 @@ fn quota() -> Quota {
 /// count of zero succeeds at once and takes nothing; the one-permit forms each take a permit.
 /// Returns how many permits the one-permit forms took.
 macro_rules! acquire_rows {
-    ($rt:expr, $l:expr $(, $key:expr)?) => {{
+    ($rt:expr_2021, $l:expr_2021 $(, $key:expr_2021)?) => {{
         let l = &$l;
         let _ = &$rt; // the async rows need the `tokio` feature
         let zero = Duration::ZERO;
@@ -67,7 +67,7 @@ macro_rules! acquire_rows {
 
 /// The decision and reservation rows, on `RateLimiter` and `KeyedRateLimiter` (GCRA).
 macro_rules! decision_rows {
-    ($l:expr $(, $key:expr)?) => {{
+    ($l:expr_2021 $(, $key:expr_2021)?) => {{
         let l = &$l;
         let zero = Duration::ZERO;
         let start: Decision = l.peek($($key)?);
@@ -107,7 +107,7 @@ macro_rules! decision_rows {
 
 /// What a refusal carries, the same on every in-process limiter.
 macro_rules! refusals {
-    ($l:expr $(, $key:expr)?) => {{
+    ($l:expr_2021 $(, $key:expr_2021)?) => {{
         let l = &$l;
         assert_eq!(
             l.try_acquire_n($($key,)? 11),
@@ -133,7 +133,7 @@ macro_rules! refusals {
 /// needed; never within it, no retry-after.
 #[cfg(feature = "tokio")]
 macro_rules! check_for_async_rows {
-    ($rt:expr, $l:expr $(, $key:expr)?) => {{
+    ($rt:expr_2021, $l:expr_2021 $(, $key:expr_2021)?) => {{
         let l = &$l;
         let zero = Duration::ZERO;
         let d: Decision = $rt.block_on(l.check_n_for_async($($key,)? 0, zero));

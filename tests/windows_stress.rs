@@ -171,7 +171,7 @@ fn keyed_with_a_racing_sweeper<A: Algorithm + Copy>(alg: A) {
 }
 
 macro_rules! every_algorithm {
-    ($($name:ident: $alg:expr,)*) => {$(
+    ($($name:ident: $alg:expr_2021,)*) => {$(
         mod $name {
             use super::*;
 

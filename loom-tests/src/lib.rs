@@ -333,8 +333,8 @@ pub fn sequential_histories(setup: Setup, threads: &[Vec<Op>], spec: &Spec) -> V
         }
         *sink.lock().unwrap() = all;
     });
-    let all = out.lock().unwrap().clone();
-    all
+    // The 2024 edition drops the guard (a tail expression's temporary) before `out`.
+    out.lock().unwrap().clone()
 }
 
 /// Inside a loom execution: runs `threads` on a limiter built from `setup`, one loom thread

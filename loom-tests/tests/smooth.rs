@@ -146,8 +146,8 @@ fn sequential_histories(setup: Setup, threads: &[Vec<Op>]) -> Vec<History> {
         }
         *sink.lock().unwrap() = all;
     });
-    let all = out.lock().unwrap().clone();
-    all
+    // The 2024 edition drops the guard (a tail expression's temporary) before `out`.
+    out.lock().unwrap().clone()
 }
 
 /// Runs the threads concurrently under loom and checks each history against the sequential

@@ -169,7 +169,7 @@ pub struct FixedParams {
     /// Bits of the count in the word; the index takes bits `count_bits..63`.
     pub(crate) count_bits: u32,
     /// Quota generation parity.
-    pub(crate) gen: bool,
+    pub(crate) generation: bool,
     /// The previous generation's layout, its window index at the change, and this
     /// generation's window index at the change.
     pub(crate) prev_count_bits: u32,
@@ -186,7 +186,7 @@ impl Words for FixedParams {
     fn to_words(&self) -> [u64; PARAM_WORDS] {
         let layout = u64::from(self.count_bits)
             | u64::from(self.prev_count_bits) << 8
-            | u64::from(self.gen) << 16;
+            | u64::from(self.generation) << 16;
         [
             self.limit,
             self.window,
@@ -205,7 +205,7 @@ impl Words for FixedParams {
             offset: w[2],
             count_bits: (w[3] & 0xff) as u32,
             prev_count_bits: (w[3] >> 8 & 0xff) as u32,
-            gen: w[3] >> 16 & 1 == 1,
+            generation: w[3] >> 16 & 1 == 1,
             prev_index: w[4],
             next_index: w[5],
             recip: w[6],
@@ -237,11 +237,11 @@ fn unpack(w: u64, bits: u32) -> (u64, u64) {
 /// no index, so a fresh cell and an emptied one look alike).
 #[inline(always)]
 pub(crate) fn pack((index, count): (u64, u64), p: &FixedParams) -> u64 {
-    let gen = if p.gen { GEN } else { 0 };
+    let generation = if p.generation { GEN } else { 0 };
     if count == 0 {
-        gen
+        generation
     } else {
-        gen | index << p.count_bits | count
+        generation | index << p.count_bits | count
     }
 }
 
@@ -256,7 +256,7 @@ pub(crate) fn pack((index, count): (u64, u64), p: &FixedParams) -> u64 {
 /// later change to a wider word would admit them again.
 #[inline(always)]
 pub(crate) fn current(w: u64, p: &FixedParams) -> (u64, u64) {
-    if (w & GEN != 0) == p.gen {
+    if (w & GEN != 0) == p.generation {
         return unpack(w, p.count_bits);
     }
     let (index, count) = unpack(w, p.prev_count_bits);
@@ -444,7 +444,7 @@ impl FixedWindow {
             window,
             offset,
             count_bits: bits,
-            gen: false,
+            generation: false,
             prev_count_bits: bits,
             prev_index: 0,
             next_index: 0,
@@ -471,7 +471,7 @@ impl Terms for FixedWindow {
         let new = self.build(quota, now)?;
         let now = now.min(MAX_NANOS);
         Ok(FixedParams {
-            gen: !old.gen,
+            generation: !old.generation,
             prev_count_bits: old.count_bits,
             prev_index: (now + old.offset) / old.window,
             next_index: (now + new.offset) / new.window,

@@ -46,7 +46,12 @@ impl Terms for Gcra {
         quota: &Quota,
         now: Nanos,
     ) -> Result<GcraParams, QuotaError> {
-        Ok(GcraParams::of(quota, old.gen.wrapping_add(1), old.t, now))
+        Ok(GcraParams::of(
+            quota,
+            old.generation.wrapping_add(1),
+            old.t,
+            now,
+        ))
     }
 
     /// Every quota: a [`Quota`] guarantees `T >= 1` and `T * b <= MAX_NANOS`, all GCRA needs.
@@ -54,7 +59,7 @@ impl Terms for Gcra {
         // The key's state stays in the limiter's generation; only T and b are the call's.
         Ok(GcraParams {
             change: base.change,
-            ..GcraParams::new(quota.t(), quota.burst(), base.gen, quota.t(), 0)
+            ..GcraParams::new(quota.t(), quota.burst(), base.generation, quota.t(), 0)
         })
     }
 

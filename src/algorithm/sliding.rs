@@ -61,7 +61,7 @@ pub struct SlidingParams {
     /// Stamps are multiples of this (1 for the exact log).
     pub(crate) granularity: Nanos,
     /// Quota generation parity.
-    pub(crate) gen: bool,
+    pub(crate) generation: bool,
     /// A log of the previous generation keeps the entries stamped at or after this: those
     /// still inside the previous window at the change (module docs).
     pub(crate) kept_from: Nanos,
@@ -75,7 +75,7 @@ impl Words for SlidingParams {
             self.limit,
             self.window,
             self.granularity,
-            u64::from(self.gen),
+            u64::from(self.generation),
             self.kept_from,
             0,
             0,
@@ -87,7 +87,7 @@ impl Words for SlidingParams {
             limit: w[0],
             window: w[1],
             granularity: w[2],
-            gen: w[3] & 1 == 1,
+            generation: w[3] & 1 == 1,
             kept_from: w[4],
         }
     }
@@ -150,7 +150,7 @@ impl Log {
     /// order, so the newest is kept iff any is.
     pub(crate) fn cold_at(&self, p: &SlidingParams) -> Nanos {
         match self.newest() {
-            Some(s) if self.entries.gen() == p.gen || s >= p.kept_from => {
+            Some(s) if self.entries.generation() == p.generation || s >= p.kept_from => {
                 s.saturating_add(p.window)
             }
             _ => 0,
@@ -193,9 +193,9 @@ impl<E: Entries> Tally<'_, E> {
     /// entries that had left the window before the change (module docs).
     #[inline]
     pub(crate) fn enter(&mut self, p: &SlidingParams) {
-        if self.entries.gen() != p.gen {
+        if self.entries.generation() != p.generation {
             self.drop_front(|stamp| stamp < p.kept_from);
-            self.entries.set_gen(p.gen);
+            self.entries.set_gen(p.generation);
         }
     }
 
@@ -384,7 +384,7 @@ fn params_of(s: &impl Stamping, quota: &Quota) -> Result<SlidingParams, QuotaErr
         limit,
         window,
         granularity: s.granularity(window)?,
-        gen: false,
+        generation: false,
         kept_from: 0,
     })
 }
@@ -407,7 +407,7 @@ impl<S: Stamping> Terms for S {
         now: Nanos,
     ) -> Result<SlidingParams, QuotaError> {
         Ok(SlidingParams {
-            gen: !old.gen,
+            generation: !old.generation,
             // Kept iff `stamp + W_old > now`; everything when `now < W_old`.
             kept_from: now.saturating_add(1).saturating_sub(old.window),
             ..params_of(self, quota)?

@@ -72,7 +72,7 @@ const GEN: u128 = 1 << 127;
 pub struct WeightedParams {
     pub(crate) limit: u64,
     pub(crate) window: Nanos,
-    pub(crate) gen: bool,
+    pub(crate) generation: bool,
     /// The previous generation's window index at the change, and this one's.
     pub(crate) prev_index: u64,
     pub(crate) next_index: u64,
@@ -88,7 +88,7 @@ impl Words for WeightedParams {
         [
             self.limit,
             self.window,
-            u64::from(self.gen),
+            u64::from(self.generation),
             self.prev_index,
             self.next_index,
             self.recip,
@@ -100,7 +100,7 @@ impl Words for WeightedParams {
         WeightedParams {
             limit: w[0],
             window: w[1],
-            gen: w[2] == 1,
+            generation: w[2] == 1,
             prev_index: w[3],
             next_index: w[4],
             recip: w[5],
@@ -135,11 +135,11 @@ fn unpack(w: u128) -> State {
 /// canonical empty word.
 #[inline(always)]
 pub(crate) fn pack(s: State, p: &WeightedParams) -> u128 {
-    let gen = if p.gen { GEN } else { 0 };
+    let generation = if p.generation { GEN } else { 0 };
     if s.is_empty() {
-        gen
+        generation
     } else {
-        gen | u128::from(s.index) << 64 | u128::from(s.prev) << 32 | u128::from(s.cur)
+        generation | u128::from(s.index) << 64 | u128::from(s.prev) << 32 | u128::from(s.cur)
     }
 }
 
@@ -148,7 +148,7 @@ pub(crate) fn pack(s: State, p: &WeightedParams) -> u128 {
 #[inline(always)]
 pub(crate) fn current(w: u128, p: &WeightedParams) -> State {
     let s = unpack(w);
-    if (w & GEN != 0) == p.gen {
+    if (w & GEN != 0) == p.generation {
         return s;
     }
     let at = |prev, cur| State {
@@ -326,7 +326,7 @@ fn params_of(quota: &Quota) -> Result<WeightedParams, QuotaError> {
     Ok(WeightedParams {
         limit,
         window,
-        gen: false,
+        generation: false,
         prev_index: 0,
         next_index: 0,
         recip: u64::MAX / window,
@@ -351,7 +351,7 @@ impl Terms for WeightedWindow {
         let new = params_of(quota)?;
         let now = now.min(MAX_NANOS);
         Ok(WeightedParams {
-            gen: !old.gen,
+            generation: !old.generation,
             prev_index: now / old.window,
             next_index: now / new.window,
             ..new

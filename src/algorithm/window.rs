@@ -68,7 +68,7 @@ impl Verdict {
         max_wait: Option<Nanos>,
     ) -> Result<Booking<()>, AcquireError> {
         match self.kind {
-            Kind::Deny { retry_after } if max_wait.map_or(true, |max| retry_after <= max) => {
+            Kind::Deny { retry_after } if max_wait.is_none_or(|max| retry_after <= max) => {
                 Ok(Booking::Retry(retry_after))
             }
             _ => self.result(n).map(|()| Booking::Now),

@@ -52,7 +52,7 @@ fn tat_of(w: u64) -> Nanos {
 /// Bit 62 of a word written under `p`'s generation.
 #[inline(always)]
 fn parity(p: &GcraParams) -> u64 {
-    (p.gen & 1) << 62
+    (p.generation & 1) << 62
 }
 
 #[inline(always)]
@@ -67,7 +67,7 @@ fn pack(tat: Nanos, p: &GcraParams, flag: u64) -> u64 {
 fn behind(w: u64, p: &GcraParams) -> bool {
     // Bit 62 of the word against bit 0 of the generation, without building the parity bit
     // (a shift and an xor instead of two masks, a shift and a compare).
-    (w >> 62 ^ p.gen) & 1 != 0
+    (w >> 62 ^ p.generation) & 1 != 0
 }
 
 /// The TAT a word holds, in the generation of `p`, which is a full load if the word is behind
@@ -260,7 +260,7 @@ impl GcraCell {
                 Refund::Tail(start) => pack(start, &p, 0),
                 Refund::Hole(start, end) => {
                     // Spill: move the TAT into a spill that also holds the hole.
-                    let mut holes = Holes::new(p.gen);
+                    let mut holes = Holes::new(p.generation);
                     holes.give(start, end);
                     let spill = Box::into_raw(Box::new(Spill {
                         tail: AtomicU64::new(pack(tat, &p, FLAG)),
@@ -540,9 +540,9 @@ impl Spill {
         loop {
             let mut p = src.load();
             let tat = current(w, &mut p, src);
-            if holes.gen != p.gen {
+            if holes.generation != p.generation {
                 // Recorded under another quota: dropped (see `Holes::clear`).
-                holes.clear(p.gen);
+                holes.clear(p.generation);
             }
             let mut next = holes.clone();
             let (result, store) = step(tat, &mut next, &p);

@@ -445,7 +445,7 @@ impl ConcurrencyLimiter {
     }
 
     fn wait(&self, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError> {
-        let queue = timeout.map_or(true, |t| !t.is_zero());
+        let queue = timeout.is_none_or(|t| !t.is_zero());
         let mut report = WaitReport::new(&self.meter, n);
         let r = match begin(&self.cell, n, queue) {
             Step::Done(r) => r,
@@ -460,7 +460,7 @@ impl ConcurrencyLimiter {
 
     #[cfg(feature = "tokio")]
     async fn wait_async(&self, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError> {
-        let queue = timeout.map_or(true, |t| !t.is_zero());
+        let queue = timeout.is_none_or(|t| !t.is_zero());
         let mut report = WaitReport::new(&self.meter, n);
         let r = match begin(&self.cell, n, queue) {
             Step::Done(r) => r,

@@ -570,7 +570,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let queue = timeout.map_or(true, |t| !t.is_zero());
+        let queue = timeout.is_none_or(|t| !t.is_zero());
         let mut report = WaitReport::new(&self.store.meter, n);
         let r = match self.store.begin(key, n, queue) {
             Step::Done(r) => r,
@@ -594,7 +594,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let queue = timeout.map_or(true, |t| !t.is_zero());
+        let queue = timeout.is_none_or(|t| !t.is_zero());
         let mut report = WaitReport::new(&self.store.meter, n);
         let r = match self.store.begin(key, n, queue) {
             Step::Done(r) => r,

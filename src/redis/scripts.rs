@@ -75,8 +75,8 @@ pub(crate) fn as_is(reply: Vec<i64>, _n: i64, _p: Params) -> Vec<i64> {
 /// [`as_is`] unless given).
 macro_rules! script_spec {
     (@expand) => { $crate::redis::scripts::as_is };
-    (@expand $expand:expr) => { $expand };
-    ($body:expr, reserves: $reserves:literal, batches: $batches:literal, adjusts: $adjusts:literal $(, expand: $expand:expr)?) => {
+    (@expand $expand:expr_2021) => { $expand };
+    ($body:expr_2021, reserves: $reserves:literal, batches: $batches:literal, adjusts: $adjusts:literal $(, expand: $expand:expr_2021)?) => {
         fn spec() -> &'static $crate::redis::scripts::Spec {
             static SPEC: $crate::redis::scripts::Spec = $crate::redis::scripts::Spec {
                 script: ::std::sync::LazyLock::new(|| $crate::redis::connection::client::LuaScript::new($body)),

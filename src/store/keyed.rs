@@ -78,7 +78,10 @@ where
 
     /// The key's cell under its shard's read guard, if tracked.
     #[inline(always)]
-    pub(crate) fn lookup<Q>(&self, key: &Q) -> Option<impl Deref<Target = C> + '_>
+    pub(crate) fn lookup<Q>(
+        &self,
+        key: &Q,
+    ) -> Option<impl Deref<Target = C> + '_ + use<'_, Q, K, C, S>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,

@@ -152,7 +152,7 @@ macro_rules! table_setters {
         when_full(policy: $crate::WhenFull) when_full = policy); };
     (@name $($d:tt)*) => { $crate::store::settings::table_setters!(@set $($d)*
         name(name: impl Into<::std::sync::Arc<str>>) name = Some(name.into())); };
-    (@set $(#[$attr:meta])* $setter:ident($($arg:ident: $ty:ty)?) $field:ident = $value:expr) => {
+    (@set $(#[$attr:meta])* $setter:ident($($arg:ident: $ty:ty)?) $field:ident = $value:expr_2021) => {
         $(#[$attr])*
         pub fn $setter(mut self $(, $arg: $ty)?) -> Self {
             self.settings.$field = $value;

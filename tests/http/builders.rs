@@ -133,8 +133,7 @@ async fn limiters_you_pass_are_shared_not_copied() {
 fn the_key_cap_of_the_limiters_the_builder_makes() {
     let cap = |b: tollgate::http::RateLimitLayerBuilder<_, _>| {
         let layer: Layer = b.build().unwrap();
-        let cap = layer.limiter("default").unwrap().max_keys();
-        cap
+        layer.limiter("default").unwrap().max_keys()
     };
     let per_key = || RateLimitLayer::builder(api_key()).per_second(5);
     assert_eq!(cap(per_key()), Some(DEFAULT_MAX_KEYS));

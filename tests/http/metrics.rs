@@ -554,6 +554,8 @@ fn every_series_is_described_with_its_unit() {
     }
 }
 
+// Feature `prometheus` (run by .ci/run): the exporter is heavy for the default test build.
+#[cfg(feature = "prometheus")]
 #[test]
 fn a_prometheus_scrape_has_help_lines() {
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();

@@ -29,7 +29,9 @@ use tollgate::http::{
 use tollgate::{KeyedRateLimiter, Quota};
 
 /// A handler that counts its runs.
-fn counted(runs: &Arc<AtomicUsize>) -> impl Fn() -> std::future::Ready<&'static str> + Clone {
+fn counted(
+    runs: &Arc<AtomicUsize>,
+) -> impl Fn() -> std::future::Ready<&'static str> + Clone + use<> {
     let runs = runs.clone();
     move || {
         runs.fetch_add(1, Ordering::SeqCst);

@@ -938,7 +938,7 @@ fn with_keyed(which: Which, table: Table, clock: &ManualClock, f: &mut dyn FnMut
     }
     // One macro for both hasher types: the built limiter's type differs with the hasher.
     macro_rules! go {
-        ($b:expr) => {
+        ($b:expr_2021) => {
             match which {
                 Which::Gcra | Which::GcraBurst1 | Which::GcraBursty | Which::GcraStartEmpty => {
                     f(&$b.build())

@@ -143,7 +143,7 @@ fn params_survive_the_sequence_lock_words() {
         .next_params(&p0, &Quota::per_hour(7).unwrap(), 5_000)
         .unwrap();
     assert_eq!(FixedParams::from_words(p.to_words()), p);
-    assert!(p.gen && p0.offset == 30_000_000_000);
+    assert!(p.generation && p0.offset == 30_000_000_000);
 }
 
 fn limiter(q: Quota, clock: &ManualClock, alg: FixedWindow) -> RateLimiter<FixedWindow> {

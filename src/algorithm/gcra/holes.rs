@@ -22,15 +22,15 @@ use crate::Nanos;
 pub(crate) struct Holes {
     spans: Vec<(Nanos, Nanos)>,
     /// The quota generation the positions were recorded under.
-    pub(crate) gen: u64,
+    pub(crate) generation: u64,
 }
 
 impl Holes {
-    /// No holes, recorded under quota generation `gen`.
-    pub(crate) fn new(gen: u64) -> Holes {
+    /// No holes, recorded under quota generation `generation`.
+    pub(crate) fn new(generation: u64) -> Holes {
         Holes {
             spans: Vec::new(),
-            gen,
+            generation,
         }
     }
 
@@ -45,9 +45,9 @@ impl Holes {
 
     /// Forgets every hole (a quota change re-scales the tail; holes recorded in the old
     /// scale are dropped rather than guessed at, which can only refuse, never over-admit).
-    pub(crate) fn clear(&mut self, gen: u64) {
+    pub(crate) fn clear(&mut self, generation: u64) {
         self.spans.clear();
-        self.gen = gen;
+        self.generation = generation;
     }
 
     /// Drops holes that end by `now`: nothing can be placed below `now`.

@@ -34,7 +34,7 @@ pub struct GcraParams {
     /// Tolerance `tau = T * b` (validated at construction: `<= MAX_NANOS`).
     pub(crate) tau: Nanos,
     /// Quota generation: how many times `set_quota` ran. Each key's state carries its parity.
-    pub(crate) gen: u64,
+    pub(crate) generation: u64,
     /// `floor((2^64 - 1) / T)`: divides by `T` with a multiply ([`div_t`]), for `remaining`.
     pub(crate) recip: u64,
     /// The previous generation's interval and when it was replaced; `None` in a decision's
@@ -54,15 +54,21 @@ pub struct Change {
 
 impl GcraParams {
     /// Full parameters for interval `t` and burst `burst` (`t >= 1`, `t * burst <= MAX_NANOS`,
-    /// as every [`Quota`] guarantees), in generation `gen`, replacing interval `prev_t` at
+    /// as every [`Quota`] guarantees), in generation `generation`, replacing interval `prev_t` at
     /// `changed_at`.
-    pub(crate) fn new(t: Nanos, burst: u64, gen: u64, prev_t: Nanos, changed_at: Nanos) -> Self {
+    pub(crate) fn new(
+        t: Nanos,
+        burst: u64,
+        generation: u64,
+        prev_t: Nanos,
+        changed_at: Nanos,
+    ) -> Self {
         debug_assert!(t >= 1 && prev_t >= 1 && t.checked_mul(burst).is_some());
         GcraParams {
             t,
             burst,
             tau: t.saturating_mul(burst),
-            gen,
+            generation,
             recip: u64::MAX / t.max(1),
             change: Some(Change {
                 prev_t: prev_t.max(1),
@@ -71,8 +77,8 @@ impl GcraParams {
         }
     }
 
-    pub(crate) fn of(q: &Quota, gen: u64, prev_t: Nanos, changed_at: Nanos) -> GcraParams {
-        GcraParams::new(q.t(), q.burst(), gen, prev_t, changed_at)
+    pub(crate) fn of(q: &Quota, generation: u64, prev_t: Nanos, changed_at: Nanos) -> GcraParams {
+        GcraParams::new(q.t(), q.burst(), generation, prev_t, changed_at)
     }
 }
 
@@ -88,7 +94,7 @@ impl Words for GcraParams {
             self.t,
             self.burst,
             self.tau,
-            self.gen,
+            self.generation,
             self.recip,
             change.prev_t,
             change.at,
@@ -100,7 +106,7 @@ impl Words for GcraParams {
             t: w[0],
             burst: w[1],
             tau: w[2],
-            gen: w[3],
+            generation: w[3],
             recip: w[4],
             // A hot-only load leaves the cold words 0; a stored `prev_t` never is.
             change: (w[5] != 0).then_some(Change {
@@ -316,7 +322,7 @@ pub struct Ticket {
     pub(crate) start: Nanos,
     pub(crate) end: Nanos,
     pub(crate) ready_at: Nanos,
-    pub(crate) gen: u64,
+    pub(crate) generation: u64,
 }
 
 impl Ticket {
@@ -326,7 +332,7 @@ impl Ticket {
             start: now,
             end: now,
             ready_at: now,
-            gen: 0,
+            generation: 0,
         }
     }
 
@@ -350,7 +356,7 @@ fn ticket_at(s: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Result<Ticket, Acq
         start: s,
         end,
         ready_at: end.saturating_sub(p.tau).max(now),
-        gen: p.gen,
+        generation: p.generation,
     })
 }
 
@@ -432,7 +438,7 @@ pub(crate) enum Refund {
 /// nobody's booked stretch is handed out twice.
 #[inline]
 pub(crate) fn refund(tat: Nanos, ticket: &Ticket, now: Nanos, p: &GcraParams) -> Refund {
-    if ticket.gen != p.gen || ticket.end <= now {
+    if ticket.generation != p.generation || ticket.end <= now {
         Refund::Nothing
     } else if tat == ticket.end {
         Refund::Tail(ticket.start)
@@ -493,8 +499,8 @@ pub(crate) fn adjust_holey(
     holes.prune(now);
     let new = adjust(tat, now, op, p);
     match op {
-        Adjust::Block { until } if until > now => holes.clear(p.gen),
-        Adjust::Reset => holes.clear(p.gen),
+        Adjust::Block { until } if until > now => holes.clear(p.generation),
+        Adjust::Reset => holes.clear(p.generation),
         Adjust::Reward(_) => holes.cut(new),
         _ => {}
     }

@@ -55,14 +55,14 @@ pub(crate) struct InPlace {
     buf: [Entry; INLINE],
     head: u8,
     len: u8,
-    gen: bool,
+    generation: bool,
     blocks: u8,
 }
 
 #[derive(Clone, Debug)]
 pub(crate) struct Heap {
     entries: VecDeque<Entry>,
-    gen: bool,
+    generation: bool,
     blocks: usize,
 }
 
@@ -75,8 +75,8 @@ impl Default for Ring {
 /// The steps the sliding rule takes on a log's entries, for each form, so that a decision
 /// picks the form once (`Ring` dispatches at every step: the cold paths).
 pub(crate) trait Entries {
-    fn gen(&self) -> bool;
-    fn set_gen(&mut self, gen: bool);
+    fn generation(&self) -> bool;
+    fn set_gen(&mut self, generation: bool);
     fn len(&self) -> usize;
     /// How many of the newest entries are block entries stamped after every grant.
     fn blocks(&self) -> usize;
@@ -117,13 +117,13 @@ impl InPlace {
 
 impl Entries for InPlace {
     #[inline]
-    fn gen(&self) -> bool {
-        self.gen
+    fn generation(&self) -> bool {
+        self.generation
     }
 
     #[inline]
-    fn set_gen(&mut self, gen: bool) {
-        self.gen = gen;
+    fn set_gen(&mut self, generation: bool) {
+        self.generation = generation;
     }
 
     #[inline]
@@ -186,13 +186,13 @@ impl Entries for InPlace {
 
 impl Entries for Heap {
     #[inline]
-    fn gen(&self) -> bool {
-        self.gen
+    fn generation(&self) -> bool {
+        self.generation
     }
 
     #[inline]
-    fn set_gen(&mut self, gen: bool) {
-        self.gen = gen;
+    fn set_gen(&mut self, generation: bool) {
+        self.generation = generation;
     }
 
     #[inline]
@@ -243,7 +243,7 @@ impl Entries for Heap {
 
 /// `$call` on the ring's form, bound to `$r`.
 macro_rules! on_form {
-    ($ring:expr, $r:ident => $call:expr) => {
+    ($ring:expr_2021, $r:ident => $call:expr_2021) => {
         match $ring {
             Ring::InPlace($r) => $call,
             Ring::Heap($r) => $call,
@@ -253,12 +253,12 @@ macro_rules! on_form {
 
 /// Dispatches at every step; never out of room (moves to the heap).
 impl Entries for Ring {
-    fn gen(&self) -> bool {
-        on_form!(self, r => r.gen())
+    fn generation(&self) -> bool {
+        on_form!(self, r => r.generation())
     }
 
-    fn set_gen(&mut self, gen: bool) {
-        on_form!(self, r => r.set_gen(gen))
+    fn set_gen(&mut self, generation: bool) {
+        on_form!(self, r => r.set_gen(generation))
     }
 
     fn len(&self) -> usize {
@@ -414,10 +414,10 @@ impl Ring {
         if let Ring::InPlace(r) = self {
             let mut entries = VecDeque::with_capacity(2 * INLINE);
             entries.extend((0..r.len()).map(|i| r.get(i)));
-            let (gen, blocks) = (r.gen, r.blocks());
+            let (generation, blocks) = (r.generation, r.blocks());
             *self = Ring::Heap(Heap {
                 entries,
-                gen,
+                generation,
                 blocks,
             });
         }
@@ -447,7 +447,7 @@ impl Ring {
         };
         if r.entries.len() <= BACK_IN_PLACE {
             let mut back = InPlace {
-                gen: r.gen,
+                generation: r.generation,
                 // At most `BACK_IN_PLACE`: the entries' count bounds it.
                 blocks: r.blocks() as u8,
                 ..InPlace::default()

@@ -358,7 +358,7 @@ proptest::proptest! {
         let blocks = |m: &VecDeque<((Nanos, u64), bool)>| {
             m.iter().rev().take_while(|(_, b)| *b).count()
         };
-        let mut gen = false;
+        let mut generation = false;
         for (i, s) in steps.into_iter().enumerate() {
             match s {
                 Step::PushBack(v) => {
@@ -426,8 +426,8 @@ proptest::proptest! {
                 }
                 Step::Settle => ring.settle(),
                 Step::FlipGen => {
-                    gen = !gen;
-                    ring.set_gen(gen);
+                    generation = !generation;
+                    ring.set_gen(generation);
                 }
             }
             proptest::prop_assert_eq!(ring.len(), model.len());
@@ -439,7 +439,7 @@ proptest::proptest! {
             proptest::prop_assert_eq!(held, want);
             proptest::prop_assert_eq!(ring.blocks(), blocks(&model));
             proptest::prop_assert!(!ring.no_blocks() || blocks(&model) == 0);
-            proptest::prop_assert_eq!(ring.gen(), gen);
+            proptest::prop_assert_eq!(ring.generation(), generation);
             proptest::prop_assert!(ring.on_heap() || ring.len() <= INLINE);
         }
     }

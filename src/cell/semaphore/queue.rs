@@ -53,7 +53,7 @@ impl Queue {
     /// Queues a request for `need` permits at the back, as waiter `id` (greater than every id
     /// queued before: the cell counts them).
     pub(crate) fn enqueue(&mut self, id: u64, need: u32, waker: Option<Waker>) {
-        debug_assert!(self.waiting.back().map_or(true, |e| e.id < id));
+        debug_assert!(self.waiting.back().is_none_or(|e| e.id < id));
         self.waiting.push_back(Entry { id, need, waker });
     }
 

@@ -84,7 +84,7 @@ fn merge(mut ranges: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
     for (start, end) in ranges {
         match out.last_mut() {
             // Overlapping or adjacent (`end + 1 == start`; an end at the top absorbs all).
-            Some(last) if last.1.checked_add(1).map_or(true, |next| start <= next) => {
+            Some(last) if last.1.checked_add(1).is_none_or(|next| start <= next) => {
                 last.1 = last.1.max(end);
             }
             _ => out.push((start, end)),

@@ -293,7 +293,7 @@ impl RateHeaders {
                 let theirs = headers
                     .get(&names[1])
                     .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-                if !theirs.is_some_and(|r| r <= values[1]) {
+                if theirs.is_none_or(|r| r > values[1]) {
                     for (name, value) in names.iter().zip(values) {
                         headers.insert(name.clone(), HeaderValue::from(*value));
                     }

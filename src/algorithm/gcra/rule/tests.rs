@@ -175,7 +175,7 @@ fn reserve_stores_unconditionally_and_reports_ready_time() {
             start: 1_000,
             end: 1_010,
             ready_at: 1_000,
-            gen: 0
+            generation: 0
         }
     );
     assert_eq!(t.wait_from(1_000), 0);
@@ -230,7 +230,10 @@ fn cancel_of_a_non_latest_reservation_leaves_a_hole() {
     assert_eq!(refund(b.end, &a, 1_050, &q()), Refund::Hole(1_050, 1_060));
     // Entirely in the past, or from another quota generation: nothing.
     assert_eq!(refund(b.end, &a, 1_060, &q()), Refund::Nothing);
-    let later = GcraParams { gen: 1, ..q() };
+    let later = GcraParams {
+        generation: 1,
+        ..q()
+    };
     assert_eq!(refund(b.end, &a, 1_000, &later), Refund::Nothing);
     // Zero permits: nothing.
     assert_eq!(
