@@ -2,7 +2,8 @@
 //! `check()`, on the allowed and the denied path, with each clock.
 //!
 //! Contenders, per path:
-//! - `floor/std`, `floor/quanta`: [`support::DirectFloor`] on that clock.
+//! - `floor/default`, `floor/std`, `floor/quanta`: [`support::DirectFloor`] on that clock
+//!   (`floor/default` is `tollgate/default`'s floor: the same inline TSC read).
 //! - `tollgate/default` (`DefaultClock`: the TSC here), `tollgate/std` (`StdClock`),
 //!   `tollgate/quanta` (`QuantaClock`).
 //! - `governor/quanta` (governor's default clock), `governor/std` (its `MonotonicClock`, which
@@ -60,6 +61,13 @@ fn bench_path(c: &mut Criterion, allowed: bool) {
 
     // Each contender starts full; on the denied path the single permit is spent first, and
     // every measured call must then be denied (asserted after the run, outside the timing).
+    let floor_default = DirectFloor::new(tollgate::DefaultClock::new(), t, burst);
+    let _ = floor_default.try_acquire();
+    g.bench_function("floor/default", |b| {
+        b.iter(|| black_box(&floor_default).try_acquire())
+    });
+    assert_eq!(floor_default.try_acquire(), allowed);
+
     let floor_std = DirectFloor::new(StdClock::new(), t, burst);
     let _ = floor_std.try_acquire();
     g.bench_function("floor/std", |b| {

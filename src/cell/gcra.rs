@@ -88,10 +88,27 @@ fn current_in(w: u64, p: &GcraParams) -> Nanos {
 /// `p` is reloaded so first, which is still a load after the word's.
 #[inline(always)]
 fn current(w: u64, p: &mut GcraParams, src: &impl ParamSource<GcraParams>) -> Nanos {
-    if behind(w, p) && p.change.is_none() {
-        *p = src.load_full();
+    if behind(w, p) {
+        // Out of line: a word is behind only between a quota change and its migration, and
+        // the full load and the re-scale inline would crowd every decision's registers.
+        let (tat, full) = catch_up(w, *p, src);
+        *p = full;
+        return tat;
     }
-    current_in(w, p)
+    tat_of(w)
+}
+
+/// [`current`] for a word a generation behind `p`: the TAT re-scaled, and the parameters in
+/// full (loaded again unless `p` already is).
+#[cold]
+#[inline(never)]
+fn catch_up(w: u64, p: GcraParams, src: &impl ParamSource<GcraParams>) -> (Nanos, GcraParams) {
+    let p = if p.change.is_none() {
+        src.load_full()
+    } else {
+        p
+    };
+    (current_in(w, &p), p)
 }
 
 /// What a CAS loop on a cell's own word ended with.

@@ -232,51 +232,55 @@ pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
     if n == 0 {
         return Verdict::new(Kind::Peek, base, now, p);
     }
+    // `n > burst` is tested only once a grant is ruled out: a grant needs `base + n*T - tau
+    // <= now` with `base >= now`, so `n*T <= tau = burst*T`, `n <= burst` (`T >= 1`; inert
+    // parameters, burst and tau 0, grant nothing). Every grant passes the test, so testing it
+    // after the grant's is the same rule with one branch less on the grant's path. Past the
+    // end of representable time (no `new_tat`), refuse rather than saturate, since a
+    // saturated TAT would stop counting and admit without bound.
+    let new_tat = n
+        .checked_mul(p.t)
+        .and_then(|len| base.checked_add(len))
+        .filter(|&t| t <= MAX_NANOS);
+    if let Some(new_tat) = new_tat {
+        if new_tat.saturating_sub(p.tau) <= now {
+            // new_tat >= base >= now, and new_tat - now <= tau (new_tat - tau <= now, or
+            // new_tat < tau): neither subtraction can wrap; n <= burst (above).
+            let debt = new_tat - now;
+            return Verdict {
+                kind: Kind::Allow,
+                tail: new_tat,
+                remaining: if tat <= now {
+                    // From a full bucket: tau - n*T = (burst - n) * T free.
+                    p.burst - n
+                } else {
+                    div_t(p.tau - debt, p.t, p.recip)
+                },
+                store: Some(new_tat),
+                burst: p.burst,
+            };
+        }
+    }
     if n > p.burst {
         return Verdict::new(Kind::ExceedsBurst, base, now, p);
     }
-    // n <= burst, so n * T <= tau <= MAX_NANOS.
-    match base.checked_add(n * p.t).filter(|&t| t <= MAX_NANOS) {
-        Some(new_tat) => {
-            let allow_at = new_tat.saturating_sub(p.tau);
-            if allow_at <= now {
-                // new_tat >= base >= now, and new_tat - now <= tau (new_tat - tau <= now, or
-                // new_tat < tau): neither subtraction can wrap.
-                let debt = new_tat - now;
-                Verdict {
-                    kind: Kind::Allow,
-                    tail: new_tat,
-                    remaining: if tat <= now {
-                        // From a full bucket: tau - n*T = (burst - n) * T free.
-                        p.burst - n
-                    } else {
-                        div_t(p.tau - debt, p.t, p.recip)
-                    },
-                    store: Some(new_tat),
-                    burst: p.burst,
-                }
-            } else {
-                let retry_after = allow_at - now;
-                let kind = Kind::Deny { retry_after };
-                if n == 1 {
-                    // Fewer than n whole intervals are free (had n been, base + n*T - tau
-                    // <= now): for one permit, none. `check()` asks for one, so this is
-                    // its denial, with no division.
-                    Verdict {
-                        kind,
-                        tail: base,
-                        remaining: 0,
-                        store: None,
-                        burst: p.burst,
-                    }
-                } else {
-                    Verdict::new(kind, base, now, p)
-                }
-            }
+    let Some(new_tat) = new_tat else {
+        return Verdict::new(Kind::Never, base, now, p);
+    };
+    let retry_after = new_tat.saturating_sub(p.tau) - now;
+    let kind = Kind::Deny { retry_after };
+    if n == 1 {
+        // Fewer than n whole intervals are free (had n been, base + n*T - tau <= now): for
+        // one permit, none. `check()` asks for one, so this is its denial, with no division.
+        Verdict {
+            kind,
+            tail: base,
+            remaining: 0,
+            store: None,
+            burst: p.burst,
         }
-        // Past the end of representable time: refuse rather than saturate, since a
-        // saturated TAT would stop counting and admit without bound.
-        None => Verdict::new(Kind::Never, base, now, p),
+    } else {
+        Verdict::new(kind, base, now, p)
     }
 }
 

@@ -446,3 +446,53 @@ proptest::proptest! {
         proptest::prop_assert_eq!(v.decision(now), decision_by_definition(&v, now, &p));
     }
 }
+
+/// `check` tests `n > burst` only once a grant is ruled out; the rule it states tests it
+/// first. Where both could apply (past the end of time, inert parameters), the burst wins.
+#[test]
+fn more_than_the_burst_is_said_before_the_end_of_time() {
+    let v = check(MAX_NANOS, MAX_NANOS - 5, 4, &q());
+    assert_eq!((v.kind, v.store), (Kind::ExceedsBurst, None));
+    assert_eq!(check(0, u64::MAX, 4, &q()).kind, Kind::ExceedsBurst);
+    let inert = GcraParams {
+        burst: 0,
+        tau: 0,
+        ..q()
+    };
+    assert_eq!(check(0, 500, 1, &inert).kind, Kind::ExceedsBurst);
+    assert_eq!(check(MAX_NANOS, 500, 1, &inert).kind, Kind::ExceedsBurst);
+}
+
+proptest::proptest! {
+    /// `check` against the rule in the order it is stated: nothing (a peek), more than the
+    /// burst, past the end of time, then granted iff `new_tat - tau <= now`.
+    #[test]
+    fn check_agrees_with_the_rule_in_its_stated_order(
+        tat in 0u64..20_000,
+        now in 0u64..20_000,
+        near_the_end: bool,
+        n in 0u64..8,
+        t in 1u64..1_000,
+        burst in 0u64..6,
+    ) {
+        // Near the end of time too, where `Never` and the burst compete.
+        let shift = if near_the_end { MAX_NANOS - 10_000 } else { 0 };
+        let (tat, now) = ((tat + shift).min(MAX_NANOS), now + shift);
+        let p = GcraParams { burst, tau: t * burst, ..params(t, burst.max(1)) };
+        let base = tat.max(now);
+        let expected = if n == 0 {
+            Kind::Peek
+        } else if n > burst {
+            Kind::ExceedsBurst
+        } else {
+            match base.checked_add(n * t).filter(|&e| e <= MAX_NANOS) {
+                None => Kind::Never,
+                Some(e) if e.saturating_sub(p.tau) <= now => Kind::Allow,
+                Some(e) => Kind::Deny { retry_after: e.saturating_sub(p.tau) - now },
+            }
+        };
+        let v = check(tat, now, n, &p);
+        proptest::prop_assert_eq!(v.kind, expected);
+        proptest::prop_assert_eq!(v.store.is_some(), expected == Kind::Allow);
+    }
+}
