@@ -19,7 +19,7 @@ use super::super::connection::client::ScriptClient;
 use super::super::connection::failure::Failure;
 use super::super::connection::meter::Meter;
 use super::super::scripts::{clamp_i64, Params, Spec};
-use super::sharded_map::ShardedMap;
+use super::sharded_map::{Shard, ShardedMap};
 
 /// A check's reply, in the shape of the script's `check` reply.
 type Reply = Result<Vec<i64>, Failure>;
@@ -36,14 +36,14 @@ pub(crate) struct Coalescer {
     /// Where the batches go (a spawned batch holds on to the coalescer, so it owns this).
     client: Arc<ScriptClient>,
     /// Checks waiting for the call in flight on their key (present = a call is in flight).
-    queues: ShardedMap<Vec<Waiter>>,
+    queues: ShardedMap<Shard<Vec<Waiter>>>,
 }
 
 impl Coalescer {
     pub(crate) fn new(client: Arc<ScriptClient>) -> Coalescer {
         Coalescer {
             client,
-            queues: ShardedMap::new(16),
+            queues: ShardedMap::new(16, |h| Shard::with_hasher(h.clone())),
         }
     }
 

@@ -16,11 +16,21 @@
 //! `remaining` is 0 for as long as the denial lasts, so the reply is exact: `remaining` 0,
 //! `retry_after` and `reset_after` as Redis sent them less the local time elapsed since the
 //! call was sent, rounded up to whole microseconds (never longer than Redis would now say).
+//!
+//! Bounded in time as well as in count: expired denials go when the cache is full, and also in
+//! a sweep spread over the calls, one shard every `SWEEP_PERIOD / shards` (at the first lookup
+//! due), so that each shard is swept once per `SWEEP_PERIOD` while calls keep coming: an
+//! expired denial outlives its `retry_after` by at most that period and the gap to the next
+//! call, and a burst of denials on many keys does not stay in memory after it ends.
 
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use super::super::scripts::clamp_i64;
-use super::sharded_map::ShardedMap;
+use super::sharded_map::{Shard, ShardedMap};
+
+/// How often each shard is swept of its expired denials (while calls come).
+const SWEEP_PERIOD: Duration = Duration::from_secs(1);
 
 /// A cached denial: Redis's reply fields and when the call that got it was sent.
 #[derive(Clone, Copy)]
@@ -31,10 +41,25 @@ struct Denial {
     reset_us: u64,
 }
 
+impl Denial {
+    /// Whether it still denies at `now`.
+    fn live(&self, now: Instant) -> bool {
+        elapsed_us_ceil(self.sent, now) < self.retry_us
+    }
+}
+
 pub(crate) struct DenialCache {
-    denials: ShardedMap<Denial>,
+    denials: ShardedMap<Shard<Denial>>,
     /// Per shard; `shards * cap <= max_keys`, so the total is capped exactly.
     cap: usize,
+    /// The origin of `next_sweep`.
+    epoch: Instant,
+    /// Nanoseconds from `epoch` at which the next shard's sweep is due.
+    next_sweep: AtomicU64,
+    /// Nanoseconds between two sweeps (of two shards): `SWEEP_PERIOD / shards`.
+    sweep_every: u64,
+    /// Counts the sweeps; the shard swept next is this modulo the shards.
+    sweeps: AtomicUsize,
 }
 
 /// Whole microseconds elapsed from `from` to `to`, rounded up (0 if `to` is earlier).
@@ -47,17 +72,45 @@ impl DenialCache {
     /// A cache of at most `max_keys` denials (at least 1).
     pub(crate) fn new(max_keys: usize) -> DenialCache {
         let max_keys = max_keys.max(1);
-        let denials = ShardedMap::new(max_keys.min(16));
+        let denials = ShardedMap::new(max_keys.min(16), |h| Shard::with_hasher(h.clone()));
+        let shards = denials.shards();
         DenialCache {
-            cap: max_keys / denials.shards(),
+            cap: max_keys / shards,
             denials,
+            epoch: Instant::now(),
+            next_sweep: AtomicU64::new(0),
+            // At most 16 shards, so the quotient fits.
+            sweep_every: (SWEEP_PERIOD / shards as u32).as_nanos() as u64,
+            sweeps: AtomicUsize::new(0),
         }
+    }
+
+    /// Sweeps the next shard of its expired denials if its turn has come by `now`: one caller
+    /// per turn (the one that moves the due time on), one shard (at most `cap` entries) each.
+    fn sweep_if_due(&self, now: Instant) {
+        let at =
+            u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
+        let due = self.next_sweep.load(Ordering::Relaxed);
+        if at < due {
+            return;
+        }
+        let next = at.saturating_add(self.sweep_every);
+        if self
+            .next_sweep
+            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        let i = self.sweeps.fetch_add(1, Ordering::Relaxed) % self.denials.shards();
+        self.denials.lock_index(i).retain(|_, e| e.live(now));
     }
 
     /// The reply for a call for `n` permits on `key` at `now`, if a cached denial answers it:
     /// `{server time, 0 (denied), 0 (remaining), retry_after, reset_after}`, the script's
     /// check reply, with the server time advanced by the local time elapsed.
     pub(crate) fn lookup(&self, key: &str, n: u64, now: Instant) -> Option<[i64; 5]> {
+        self.sweep_if_due(now);
         if n != 1 {
             return None;
         }
@@ -109,7 +162,7 @@ impl DenialCache {
         if map.len() >= self.cap {
             // Full: drop the entries that no longer deny anything; if none, do not cache.
             let now = Instant::now();
-            map.retain(|_, e| elapsed_us_ceil(e.sent, now) < e.retry_us);
+            map.retain(|_, e| e.live(now));
             if map.len() >= self.cap {
                 return;
             }
@@ -125,14 +178,15 @@ impl DenialCache {
     /// Entries held (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.denials.len()
+        (0..self.denials.shards())
+            .map(|i| self.denials.lock_index(i).len())
+            .sum()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// A denial reply: `{now, 0, 0, retry_after, reset_after}`.
     fn denied(retry: i64, reset: i64) -> [i64; 5] {
@@ -173,6 +227,25 @@ mod tests {
         c.record("k", 1, sent, &denied(100, 100));
         c.forget("k");
         assert_eq!(c.lookup("k", 1, sent), None);
+    }
+
+    #[test]
+    fn drops_expired_denials_over_time_not_only_when_full() {
+        let c = DenialCache::new(1000);
+        let t0 = Instant::now();
+        for i in 0..100 {
+            c.record(&format!("gone{i}"), 1, t0, &denied(10, 10));
+            c.record(&format!("kept{i}"), 1, t0, &denied(1 << 40, 1 << 40));
+        }
+        assert_eq!(c.len(), 200);
+        // Checks on an unrelated key, 4 s of them: the expired denials go though the cache is
+        // far from full and none of their keys is asked about again; the live ones stay.
+        for ms in (0..4000).step_by(50) {
+            assert_eq!(c.lookup("other", 1, t0 + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(c.len(), 100);
+        let late = t0 + Duration::from_secs(4);
+        assert!((0..100).all(|i| c.lookup(&format!("kept{i}"), 1, late).is_some()));
     }
 
     #[test]
