@@ -22,8 +22,11 @@
 //! due), so that each shard is swept once per `SWEEP_PERIOD` while calls keep coming: an
 //! expired denial outlives its `retry_after` by at most that period and the gap to the next
 //! call, and a burst of denials on many keys does not stay in memory after it ends.
+//!
+//! A key with no cached denial, the common case, costs a lookup one hash and one atomic load
+//! (the `present` counts), no lock.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::super::scripts::clamp_i64;
@@ -32,9 +35,14 @@ use super::sharded_map::{Shard, ShardedMap};
 /// How often each shard is swept of its expired denials (while calls come).
 const SWEEP_PERIOD: Duration = Duration::from_secs(1);
 
+/// The most `present` counts (128 KiB of them).
+const MAX_SLOTS: usize = 1 << 16;
+
 /// A cached denial: Redis's reply fields and when the call that got it was sent.
 #[derive(Clone, Copy)]
 struct Denial {
+    /// The key's hash ([`ShardedMap::hash`]), to find its `present` count when it goes.
+    hash: u64,
     sent: Instant,
     server_now_us: u64,
     retry_us: u64,
@@ -60,6 +68,12 @@ pub(crate) struct DenialCache {
     sweep_every: u64,
     /// Counts the sweeps; the shard swept next is this modulo the shards.
     sweeps: AtomicUsize,
+    /// Per slot (a key hash's low bits), how many cached denials hash there: changed with the
+    /// map under its shard's lock, read without it, so a lookup finding 0 needs no lock. A
+    /// lookup racing a new denial may miss it and ask Redis, as a moment earlier: the counts
+    /// can make the cache answer less, never wrongly. They wrap (no panic): past 65535 in one
+    /// slot a lookup may miss.
+    present: Box<[AtomicU16]>,
 }
 
 /// Whole microseconds elapsed from `from` to `to`, rounded up (0 if `to` is earlier).
@@ -82,7 +96,32 @@ impl DenialCache {
             // At most 16 shards, so the quotient fits.
             sweep_every: (SWEEP_PERIOD / shards as u32).as_nanos() as u64,
             sweeps: AtomicUsize::new(0),
+            present: (0..max_keys.next_power_of_two().min(MAX_SLOTS))
+                .map(|_| AtomicU16::new(0))
+                .collect(),
         }
+    }
+
+    /// `hash`'s `present` count.
+    fn present(&self, hash: u64) -> &AtomicU16 {
+        // The length is a power of two; the index fits (below it).
+        &self.present[hash as usize & (self.present.len() - 1)]
+    }
+
+    /// Counts `e` gone from the map (called under its shard's lock).
+    fn gone(&self, e: &Denial) {
+        self.present(e.hash).fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Drops `map`'s denials that have expired by `now`.
+    fn drop_expired(&self, map: &mut Shard<Denial>, now: Instant) {
+        map.retain(|_, e| {
+            let live = e.live(now);
+            if !live {
+                self.gone(e);
+            }
+            live
+        });
     }
 
     /// Sweeps the next shard of its expired denials if its turn has come by `now`: one caller
@@ -103,7 +142,7 @@ impl DenialCache {
             return;
         }
         let i = self.sweeps.fetch_add(1, Ordering::Relaxed) % self.denials.shards();
-        self.denials.lock_index(i).retain(|_, e| e.live(now));
+        self.drop_expired(&mut self.denials.lock_index(i), now);
     }
 
     /// The reply for a call for `n` permits on `key` at `now`, if a cached denial answers it:
@@ -114,12 +153,17 @@ impl DenialCache {
         if n != 1 {
             return None;
         }
-        let mut map = self.denials.lock(key);
+        let hash = self.denials.hash(key);
+        if self.present(hash).load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut map = self.denials.lock_hashed(hash);
         let e = *map.get(key)?;
         let elapsed = elapsed_us_ceil(e.sent, now);
         if elapsed >= e.retry_us {
             // Redis may admit by now: forget it and ask.
             map.remove(key);
+            self.gone(&e);
             return None;
         }
         drop(map);
@@ -148,31 +192,36 @@ impl DenialCache {
         if n != 1 || retry_us == 0 {
             return;
         }
+        let hash = self.denials.hash(key);
         let entry = Denial {
+            hash,
             sent,
             server_now_us,
             retry_us,
             reset_us,
         };
-        let mut map = self.denials.lock(key);
+        let mut map = self.denials.lock_hashed(hash);
         if let Some(old) = map.get_mut(key) {
             *old = entry;
             return;
         }
         if map.len() >= self.cap {
             // Full: drop the entries that no longer deny anything; if none, do not cache.
-            let now = Instant::now();
-            map.retain(|_, e| e.live(now));
+            self.drop_expired(&mut map, Instant::now());
             if map.len() >= self.cap {
                 return;
             }
         }
         map.insert(key.to_owned(), entry);
+        self.present(hash).fetch_add(1, Ordering::Relaxed);
     }
 
     /// Forgets `key`'s denial (this process gave permits back on it).
     pub(crate) fn forget(&self, key: &str) {
-        self.denials.lock(key).remove(key);
+        let hash = self.denials.hash(key);
+        if let Some(e) = self.denials.lock_hashed(hash).remove(key) {
+            self.gone(&e);
+        }
     }
 
     /// Entries held (for tests).
@@ -187,6 +236,86 @@ impl DenialCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    /// Every `present` count matches the denials in the map.
+    fn counts_match(c: &DenialCache) {
+        let slots = c.present.len();
+        let mut want = vec![0u16; slots];
+        for i in 0..c.denials.shards() {
+            for e in c.denials.lock_index(i).values() {
+                want[e.hash as usize & (slots - 1)] += 1;
+            }
+        }
+        let got: Vec<u16> = c
+            .present
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A denial of `retry` µs on key `k`, sent now.
+        Record(u8, u64),
+        /// A single-permit lookup on key `k`.
+        Lookup(u8),
+        Forget(u8),
+        /// Time passes (µs).
+        Wait(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u8..12, 1u64..3_000_000).prop_map(|(k, r)| Op::Record(k, r)),
+            (0u8..12).prop_map(Op::Lookup),
+            (0u8..12).prop_map(Op::Forget),
+            (0u64..400_000).prop_map(Op::Wait),
+        ]
+    }
+
+    proptest! {
+        /// Against a model (a plain map of denials, each answering until its retry_after):
+        /// the same answers, whatever the sweeps and the lock-free probe do, and the
+        /// `present` counts always match the map.
+        #[test]
+        fn answers_as_a_plain_map_of_denials(ops in proptest::collection::vec(op(), 1..200)) {
+            let c = DenialCache::new(1000);
+            let t0 = Instant::now();
+            let mut now = t0;
+            let mut model: HashMap<u8, (Instant, u64)> = HashMap::new();
+            for op in ops {
+                match op {
+                    Op::Record(k, retry) => {
+                        c.record(&format!("k{k}"), 1, now, &[0, 0, 0, retry as i64, retry as i64]);
+                        model.insert(k, (now, retry));
+                    }
+                    Op::Lookup(k) => {
+                        let want = match model.get(&k) {
+                            Some(&(sent, retry)) if elapsed_us_ceil(sent, now) < retry => {
+                                let left = retry - elapsed_us_ceil(sent, now);
+                                Some(left as i64)
+                            }
+                            _ => {
+                                model.remove(&k);
+                                None
+                            }
+                        };
+                        let got = c.lookup(&format!("k{k}"), 1, now).map(|r| r[3]);
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Forget(k) => {
+                        c.forget(&format!("k{k}"));
+                        model.remove(&k);
+                    }
+                    Op::Wait(us) => now += Duration::from_micros(us),
+                }
+                counts_match(&c);
+            }
+        }
+    }
 
     /// A denial reply: `{now, 0, 0, retry_after, reset_after}`.
     fn denied(retry: i64, reset: i64) -> [i64; 5] {

@@ -28,14 +28,10 @@ impl<S> ShardedMap<S> {
         }
     }
 
-    /// `key`'s hash, which chooses its shard ([`lock_hashed`](Self::lock_hashed)).
+    /// `key`'s hash, which chooses its shard ([`lock_hashed`](Self::lock_hashed)): computed
+    /// once per call, for every shard and slot it chooses.
     pub(crate) fn hash(&self, key: &str) -> u64 {
         self.hasher.hash_one(key)
-    }
-
-    /// The shard holding `key`, locked.
-    pub(crate) fn lock(&self, key: &str) -> MutexGuard<'_, S> {
-        self.lock_hashed(self.hash(key))
     }
 
     /// The shard holding the key whose [`hash`](Self::hash) is `h`, locked.
