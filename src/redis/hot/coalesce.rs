@@ -33,8 +33,8 @@ struct Waiter {
 /// The most checks one script call decides (a bound on the script's run time).
 const MAX_BATCH: usize = 256;
 
-/// Per shard, the most key strings kept for reuse, and the longest kept (a bound on the
-/// memory they hold).
+/// Per shard, the most key strings kept for reuse, and the longest key whose string is kept
+/// (a bound on the memory they hold).
 const MAX_SPARE: usize = 32;
 const MAX_SPARE_LEN: usize = 256;
 
@@ -126,8 +126,10 @@ impl Coalescer {
         let q = waiting.get_mut(state)?;
         if q.is_empty() {
             if let Some((mut key, _)) = waiting.remove_entry(state) {
-                if spare.len() < MAX_SPARE && key.capacity() <= MAX_SPARE_LEN {
-                    key.clear();
+                // Kept only if short: a kept string grows only to hold a key no longer than
+                // this, so its capacity stays below about twice it.
+                if spare.len() < MAX_SPARE && key.len() <= MAX_SPARE_LEN {
+                    key.truncate(0);
                     spare.push(key);
                 }
             }

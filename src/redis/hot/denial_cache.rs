@@ -126,6 +126,7 @@ impl DenialCache {
 
     /// Sweeps the next shard of its expired denials if its turn has come by `now`: one caller
     /// per turn (the one that moves the due time on), one shard (at most `cap` entries) each.
+    /// The common case, not due, is one atomic load.
     fn sweep_if_due(&self, now: Instant) {
         let at =
             u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
@@ -133,12 +134,10 @@ impl DenialCache {
         if at < due {
             return;
         }
+        // Whoever finds the due time still at or before its instant takes the turn; a caller
+        // that finds it moved past its instant has lost the race.
         let next = at.saturating_add(self.sweep_every);
-        if self
-            .next_sweep
-            .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
+        if self.next_sweep.fetch_max(next, Ordering::Relaxed) > at {
             return;
         }
         let i = self.sweeps.fetch_add(1, Ordering::Relaxed) % self.denials.shards();
