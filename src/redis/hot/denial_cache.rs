@@ -96,7 +96,8 @@ impl DenialCache {
             // At most 16 shards, so the quotient fits.
             sweep_every: (SWEEP_PERIOD / shards as u32).as_nanos() as u64,
             sweeps: AtomicUsize::new(0),
-            present: (0..max_keys.next_power_of_two().min(MAX_SLOTS))
+            // Capped before rounding up: `max_keys` may be up to usize::MAX.
+            present: (0..max_keys.min(MAX_SLOTS).next_power_of_two())
                 .map(|_| AtomicU16::new(0))
                 .collect(),
         }
@@ -355,6 +356,26 @@ mod tests {
         c.record("k", 1, sent, &denied(100, 100));
         c.forget("k");
         assert_eq!(c.lookup("k", 1, sent), None);
+    }
+
+    #[test]
+    fn takes_any_max_keys() {
+        for max in [
+            1,
+            2,
+            3,
+            16,
+            17,
+            MAX_SLOTS + 1,
+            usize::MAX / 2 + 2,
+            usize::MAX,
+        ] {
+            let c = DenialCache::new(max);
+            let t0 = Instant::now();
+            c.record("k", 1, t0, &denied(10, 10));
+            assert!(c.lookup("k", 1, t0).is_some(), "max {max}");
+            assert!(c.present.len().is_power_of_two() && c.present.len() <= MAX_SLOTS);
+        }
     }
 
     #[test]
