@@ -7,14 +7,22 @@
 //! - server µs per call of every tollgate script, `CL.THROTTLE` and plain `INCR`, from
 //!   `INFO commandstats` (`usec / calls`, after `CONFIG RESETSTAT`);
 //! - decisions/s on one multiplexed connection at 1, 16 and 256 tasks, for `CL.THROTTLE`, the
-//!   GCRA script, and the GCRA script with the local denial cache and coalescing on, on a
-//!   uniform workload (100k keys, mostly admitted) and a hot key (one key, a limit that denies
-//!   most calls), with the Redis CPU per decision (every command's `usec` in commandstats over
-//!   the decisions made).
+//!   GCRA script, and the GCRA script with the local denial cache, coalescing, or both on, on
+//!   a uniform workload (100k keys, mostly admitted) and a hot key (one key, a limit that
+//!   denies most calls), with the Redis CPU per decision (every command's `usec` in
+//!   commandstats over the decisions made);
+//! - what the options cost where they cannot help: each one's decisions/s and this process's
+//!   CPU per decision against the plain GCRA script's in the same round.
 //!
-//! Rounds are interleaved (every workload once per round); ratios are medians of per-round
-//! ratios against `CL.THROTTLE` in the same round. Writes the tables to stdout and to
-//! `target/redis-hot-bench.md`.
+//! Rounds are interleaved (every workload once per round, starting one workload later each
+//! round so that none always follows the same one); ratios are medians of per-round ratios
+//! against `CL.THROTTLE` (or the GCRA script) in the same round. Writes the tables to stdout
+//! and to `target/redis-hot-bench.md`.
+//!
+//! Options (after `--`): `--quick` (1 round), `--rounds N`, `--uniform` (only the uniform
+//! workload at 16 and 256 tasks, and no server-time table: the options' cost where they cannot
+//! help, for runs of two builds alternately; also prints each round's ratios, to pool the
+//! rounds of several runs).
 
 #[path = "../tests/redis_support/mod.rs"]
 mod redis_support;
@@ -49,6 +57,7 @@ enum Scenario {
 enum Workload {
     Cell(ConnectionManager),
     Gcra(RedisRateLimiter<Gcra>),
+    GcraCache(RedisRateLimiter<Gcra>),
     GcraCoalesce(RedisRateLimiter<Gcra>),
     GcraHot(RedisRateLimiter<Gcra>),
 }
@@ -58,6 +67,7 @@ impl Workload {
         match self {
             Workload::Cell(_) => "redis-cell CL.THROTTLE (native)",
             Workload::Gcra(_) => "tollgate GCRA script",
+            Workload::GcraCache(_) => "tollgate GCRA + denial cache (no coalescing)",
             Workload::GcraCoalesce(_) => "tollgate GCRA + coalescing (no cache)",
             Workload::GcraHot(_) => "tollgate GCRA + denial cache + coalescing",
         }
@@ -77,9 +87,10 @@ impl Workload {
                     .unwrap();
                 r[0] == 0
             }
-            Workload::Gcra(l) | Workload::GcraCoalesce(l) | Workload::GcraHot(l) => {
-                l.check(key).await.unwrap().allowed
-            }
+            Workload::Gcra(l)
+            | Workload::GcraCache(l)
+            | Workload::GcraCoalesce(l)
+            | Workload::GcraHot(l) => l.check(key).await.unwrap().allowed,
         }
     }
 }
@@ -126,6 +137,19 @@ struct Sample {
     per_sec: f64,
     /// Redis CPU (commandstats usec) per decision, in µs.
     cpu_us: f64,
+    /// This process's CPU (user + system, every thread) per decision, in µs: the client's
+    /// cost, which the other processes on a loaded machine disturb less than the throughput.
+    client_us: f64,
+}
+
+/// This process's CPU time so far (user + system), in µs.
+fn process_cpu_us() -> f64 {
+    // SAFETY: getrusage writes the struct it is given, which is zeroed and ours.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    us(u.ru_utime) + us(u.ru_stime)
 }
 
 async fn measure(
@@ -137,6 +161,7 @@ async fn measure(
     reset_stats(m).await;
     let issued = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
+    let cpu_start = process_cpu_us();
     let start = Instant::now();
     let mut handles = Vec::new();
     for t in 0..tasks {
@@ -164,11 +189,13 @@ async fn measure(
         h.await.unwrap();
     }
     let wall = start.elapsed();
+    let client_us = process_cpu_us() - cpu_start;
     let decisions = done.load(Ordering::Relaxed);
     let (_, usec) = deciding_usec(&commandstats(m).await);
     Sample {
         per_sec: decisions as f64 / wall.as_secs_f64(),
         cpu_us: usec as f64 / decisions as f64,
+        client_us: client_us / decisions as f64,
     }
 }
 
@@ -304,8 +331,23 @@ fn redis_cell_module() -> String {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let rounds = if quick { 1 } else { ROUNDS };
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let uniform_only = args.iter().any(|a| a == "--uniform");
+    let rounds = match args.iter().position(|a| a == "--rounds") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .expect("--rounds N, N > 0"),
+        None if quick => 1,
+        None => ROUNDS,
+    };
+    let concurrency: &[usize] = if uniform_only {
+        &CONCURRENCY[1..]
+    } else {
+        &CONCURRENCY
+    };
     let module = redis_cell_module();
     let server = RedisServer::start_with(&["--loadmodule", &module]);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -317,13 +359,21 @@ fn main() {
         let mut stats = ConnectionManager::new(server.client()).await.unwrap();
         let manager = ConnectionManager::new(server.client()).await.unwrap();
         let mut out = String::new();
-        script_costs(&mut stats, &mut out).await;
+        if !uniform_only {
+            script_costs(&mut stats, &mut out).await;
+        }
 
         let hot = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
             .prefix("hot")
             .deadline(Duration::from_secs(2))
             .denial_cache(NonZeroUsize::new(100_000).unwrap())
             .coalesce()
+            .with_connection_manager(manager.clone())
+            .unwrap();
+        let caching = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+            .prefix("cache")
+            .deadline(Duration::from_secs(2))
+            .denial_cache(NonZeroUsize::new(100_000).unwrap())
             .with_connection_manager(manager.clone())
             .unwrap();
         let coalescing = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
@@ -335,18 +385,23 @@ fn main() {
         let workloads = [
             Workload::Cell(manager.clone()),
             Workload::Gcra(limiter(&manager, Gcra, "plain")),
+            Workload::GcraCache(caching),
             Workload::GcraCoalesce(coalescing),
             Workload::GcraHot(hot),
         ];
-        let scenarios = [
-            (Scenario::Uniform, "uniform, 100k keys"),
-            (Scenario::Hot, "hot key (1 key, denies most)"),
-        ];
+        let scenarios: &[(Scenario, &str)] = if uniform_only {
+            &[(Scenario::Uniform, "uniform, 100k keys")]
+        } else {
+            &[
+                (Scenario::Uniform, "uniform, 100k keys"),
+                (Scenario::Hot, "hot key (1 key, denies most)"),
+            ]
+        };
         // samples[scenario][concurrency][workload][round]
         let mut samples: Vec<Vec<Vec<Vec<Sample>>>> = scenarios
             .iter()
             .map(|_| {
-                CONCURRENCY
+                concurrency
                     .iter()
                     .map(|_| workloads.iter().map(|_| Vec::new()).collect())
                     .collect()
@@ -355,11 +410,12 @@ fn main() {
         for w in &workloads {
             measure(w, Scenario::Uniform, 16, &mut stats).await; // warm-up: script cache, keys
         }
-        for _ in 0..rounds {
+        for round in 0..rounds {
             for (si, &(s, _)) in scenarios.iter().enumerate() {
-                for (ci, &c) in CONCURRENCY.iter().enumerate() {
-                    for (wi, w) in workloads.iter().enumerate() {
-                        let sample = measure(w, s, c, &mut stats).await;
+                for (ci, &c) in concurrency.iter().enumerate() {
+                    for k in 0..workloads.len() {
+                        let wi = (round + k) % workloads.len();
+                        let sample = measure(&workloads[wi], s, c, &mut stats).await;
                         samples[si][ci][wi].push(sample);
                     }
                 }
@@ -376,7 +432,7 @@ fn main() {
         )
         .unwrap();
         for (si, &(_, sname)) in scenarios.iter().enumerate() {
-            for (ci, &c) in CONCURRENCY.iter().enumerate() {
+            for (ci, &c) in concurrency.iter().enumerate() {
                 let row = &samples[si][ci];
                 for (wi, w) in workloads.iter().enumerate() {
                     let s = &row[wi];
@@ -391,6 +447,53 @@ fn main() {
                         median(s.iter().map(|x| x.cpu_us).collect()),
                     )
                     .unwrap();
+                }
+            }
+        }
+        writeln!(
+            out,
+            "\n### The options where they cannot help, against the plain GCRA script (uniform, 100k keys; medians of per-round ratios)\n"
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| workload | tasks | decisions/s | x GCRA script | client CPU µs per decision | x GCRA script's |\n|---|---:|---:|---:|---:|---:|"
+        )
+        .unwrap();
+        for (ci, &c) in concurrency.iter().enumerate() {
+            let row = &samples[0][ci];
+            for (wi, w) in workloads.iter().enumerate().skip(1) {
+                let ratio =
+                    median((0..rounds).map(|r| row[wi][r].per_sec / row[1][r].per_sec).collect());
+                let cpu = median(
+                    (0..rounds)
+                        .map(|r| row[wi][r].client_us / row[1][r].client_us)
+                        .collect(),
+                );
+                writeln!(
+                    out,
+                    "| {} | {c} | {:.0} | {ratio:.3} | {:.2} | {cpu:.3} |",
+                    w.name(),
+                    median(row[wi].iter().map(|x| x.per_sec).collect()),
+                    median(row[wi].iter().map(|x| x.client_us).collect()),
+                )
+                .unwrap();
+            }
+        }
+        if uniform_only {
+            // The per-round ratios, for pooling the rounds of several runs.
+            writeln!(out).unwrap();
+            for (ci, &c) in concurrency.iter().enumerate() {
+                let row = &samples[0][ci];
+                for (wi, w) in workloads.iter().enumerate().skip(2) {
+                    let ratios: Vec<String> = (0..rounds)
+                        .map(|r| format!("{:.4}", row[wi][r].per_sec / row[1][r].per_sec))
+                        .collect();
+                    writeln!(out, "ratios | {} | {c} | {}", w.name(), ratios.join(" ")).unwrap();
+                    let cpu: Vec<String> = (0..rounds)
+                        .map(|r| format!("{:.4}", row[wi][r].client_us / row[1][r].client_us))
+                        .collect();
+                    writeln!(out, "cpu | {} | {c} | {}", w.name(), cpu.join(" ")).unwrap();
                 }
             }
         }

@@ -72,19 +72,25 @@ impl Hot {
         n: u64,
         p: Params,
     ) -> Result<Vec<i64>, Failure> {
-        if let Some(cache) = &self.cache {
-            if let Some(reply) = cache.lookup(state, n, Instant::now()) {
-                Meter::bump(&self.local_denials);
-                client.meter.local_denial();
-                return Ok(reply.to_vec());
+        // One clock read, and only with the cache: the lookup's instant stands for when the
+        // call is sent (a moment earlier, so a denial recorded from it ends no later).
+        let sent = match &self.cache {
+            Some(cache) => {
+                let now = Instant::now();
+                if let Some(reply) = cache.lookup(state, n, now) {
+                    Meter::bump(&self.local_denials);
+                    client.meter.local_denial();
+                    return Ok(reply.to_vec());
+                }
+                Some((cache, now))
             }
-        }
-        let sent = Instant::now();
+            None => None,
+        };
         let reply = match &self.coalescer {
             Some(c) => c.check(spec, state, n, p, &self.coalesced).await,
             None => spec.check(client, state, n, p).await,
         };
-        if let (Some(cache), Ok(r)) = (&self.cache, &reply) {
+        if let (Some((cache, sent)), Ok(r)) = (sent, &reply) {
             cache.record(state, n, sent, r);
         }
         reply

@@ -4,7 +4,8 @@
 //! sent one by one at that instant would get.
 //!
 //! At most one call per key is in flight. The first check on an idle key goes alone (as
-//! without coalescing, so keys without contention pay only a map insert and remove); checks
+//! without coalescing, so keys without contention pay only a map insert and remove, under two
+//! uncontended shard locks, with no allocation: the map's key strings are reused); checks
 //! arriving while it is in flight queue up, and when it completes they go as one batch, and so
 //! on until the queue is empty. The batches are sent by a spawned task, so a caller that stops
 //! waiting (its future dropped, or its deadline passed) strands nobody: the batch goes anyway
@@ -19,7 +20,7 @@ use super::super::connection::client::ScriptClient;
 use super::super::connection::failure::Failure;
 use super::super::connection::meter::Meter;
 use super::super::scripts::{clamp_i64, Params, Spec};
-use super::sharded_map::ShardedMap;
+use super::sharded_map::{Shard, ShardedMap};
 
 /// A check's reply, in the shape of the script's `check` reply.
 type Reply = Result<Vec<i64>, Failure>;
@@ -32,18 +33,32 @@ struct Waiter {
 /// The most checks one script call decides (a bound on the script's run time).
 const MAX_BATCH: usize = 256;
 
+/// Per shard, the most key strings kept for reuse, and the longest key whose string is kept
+/// (a bound on the memory they hold).
+const MAX_SPARE: usize = 32;
+const MAX_SPARE_LEN: usize = 256;
+
+/// One shard: the keys with a call in flight, and key strings to reuse for the next ones.
+struct Queues {
+    /// Checks waiting for the call in flight on their key (present = a call is in flight).
+    waiting: Shard<Vec<Waiter>>,
+    spare: Vec<String>,
+}
+
 pub(crate) struct Coalescer {
     /// Where the batches go (a spawned batch holds on to the coalescer, so it owns this).
     client: Arc<ScriptClient>,
-    /// Checks waiting for the call in flight on their key (present = a call is in flight).
-    queues: ShardedMap<Vec<Waiter>>,
+    queues: ShardedMap<Queues>,
 }
 
 impl Coalescer {
     pub(crate) fn new(client: Arc<ScriptClient>) -> Coalescer {
         Coalescer {
             client,
-            queues: ShardedMap::new(16),
+            queues: ShardedMap::new(16, |h| Queues {
+                waiting: Shard::with_hasher(h.clone()),
+                spare: Vec::new(),
+            }),
         }
     }
 
@@ -58,16 +73,20 @@ impl Coalescer {
         p: Params,
         coalesced: &AtomicU64,
     ) -> Reply {
+        let hash = self.queues.hash(state);
         let queued = {
-            let mut map = self.queues.lock(state);
-            match map.get_mut(state) {
+            let mut shard = self.queues.lock_hashed(hash);
+            let Queues { waiting, spare } = &mut *shard;
+            match waiting.get_mut(state) {
                 Some(q) => {
                     let (tx, rx) = oneshot::channel();
                     q.push(Waiter { n: p.clamp(n), tx });
                     Some(rx)
                 }
                 None => {
-                    map.insert(state.to_owned(), Vec::new());
+                    let mut key = spare.pop().unwrap_or_default();
+                    key.push_str(state);
+                    waiting.insert(key, Vec::new());
                     None
                 }
             }
@@ -90,9 +109,10 @@ impl Coalescer {
             None => {
                 // Hands the queue on when this call completes or is dropped.
                 let _hand_off = HandOff {
-                    coalescer: self.clone(),
+                    coalescer: self,
                     spec,
                     state,
+                    hash,
                     params: p,
                 };
                 spec.check(&self.client, state, n, p).await
@@ -100,12 +120,21 @@ impl Coalescer {
         }
     }
 
-    /// The checks queued on `state`, or `None` after marking the key idle if there are none.
-    fn take_or_idle(&self, state: &str) -> Option<Vec<Waiter>> {
-        let mut map = self.queues.lock(state);
-        let q = map.get_mut(state)?;
+    /// The checks queued on `state` (whose hash is `hash`), or `None` after marking the key
+    /// idle if there are none.
+    fn take_or_idle(&self, state: &str, hash: u64) -> Option<Vec<Waiter>> {
+        let mut shard = self.queues.lock_hashed(hash);
+        let Queues { waiting, spare } = &mut *shard;
+        let q = waiting.get_mut(state)?;
         if q.is_empty() {
-            map.remove(state);
+            if let Some((mut key, _)) = waiting.remove_entry(state) {
+                // Kept only if short: a kept string grows only to hold a key no longer than
+                // this, so its capacity stays below about twice it.
+                if spare.len() < MAX_SPARE && key.len() <= MAX_SPARE_LEN {
+                    key.truncate(0);
+                    spare.push(key);
+                }
+            }
             return None;
         }
         Some(std::mem::take(q))
@@ -116,6 +145,7 @@ impl Coalescer {
         self: Arc<Self>,
         spec: &'static Spec,
         state: String,
+        hash: u64,
         p: Params,
         mut waiting: Vec<Waiter>,
     ) {
@@ -130,7 +160,7 @@ impl Coalescer {
                 let reply = self.client.eval(&spec.script, &state, "batch", &args).await;
                 answer(spec, p, batch, reply);
             }
-            match self.take_or_idle(&state) {
+            match self.take_or_idle(&state, hash) {
                 Some(more) => waiting = more,
                 None => return,
             }
@@ -141,29 +171,31 @@ impl Coalescer {
 /// The end of a call in flight on `state`: the checks queued meanwhile go as the next batch
 /// (from a spawned task), or the key becomes idle.
 struct HandOff<'a> {
-    coalescer: Arc<Coalescer>,
+    /// Cloned only to hand a batch on (an idle key's check pays no reference count).
+    coalescer: &'a Arc<Coalescer>,
     spec: &'static Spec,
     state: &'a str,
+    hash: u64,
     params: Params,
 }
 
 impl Drop for HandOff<'_> {
     fn drop(&mut self) {
-        let Some(waiting) = self.coalescer.take_or_idle(self.state) else {
+        let Some(waiting) = self.coalescer.take_or_idle(self.state, self.hash) else {
             return;
         };
         let (coalescer, spec, params) = (self.coalescer.clone(), self.spec, self.params);
-        let state = self.state.to_owned();
+        let (state, hash) = (self.state.to_owned(), self.hash);
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn(coalescer.drive(spec, state, params, waiting));
+                rt.spawn(coalescer.drive(spec, state, hash, params, waiting));
             }
             Err(_) => {
                 // No runtime to send from: the waiters fail as a timeout would.
                 for w in waiting {
                     let _ = w.tx.send(Err(Failure::Timeout));
                 }
-                while let Some(more) = coalescer.take_or_idle(&state) {
+                while let Some(more) = coalescer.take_or_idle(&state, hash) {
                     for w in more {
                         let _ = w.tx.send(Err(Failure::Timeout));
                     }

@@ -14,7 +14,9 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// when the denied call was sent, so never past Redis's own): a flood on one key (an
     /// attacker, a retry storm) then costs Redis one call per `retry_after` instead of one per
     /// request. At most `max_keys` denials are kept (when full, expired ones are dropped, and
-    /// a new denial is not cached if none has expired). Off by default.
+    /// a new denial is not cached if none has expired), and expired ones are also swept while
+    /// checks come, so none stays much more than a second past its `retry_after` (the guide's
+    /// "A hot key" states the bound). Off by default.
     ///
     /// The reply is the one Redis would give: `remaining` 0, `retry_after` and `reset_after`
     /// as Redis sent them less the time since the denied call was sent,
