@@ -215,7 +215,9 @@ fn main() {
         s.rounds
     );
     // `--only direct`: the single-threaded direct tables alone (granted and refused).
-    let only_direct = args.windows(2).any(|w| w[0] == "--only" && w[1] == "direct");
+    let only_direct = args
+        .windows(2)
+        .any(|w| w[0] == "--only" && w[1] == "direct");
     direct(&s, false);
     direct(&s, true);
     if only_direct {
