@@ -92,7 +92,8 @@ pub mod names {
     pub const UNNAMED: &str = "unnamed";
 
     /// Every series' help text and unit, as exporters show them (Prometheus' `# HELP` and
-    /// `# UNIT` lines): `(name, kind, help)`; the kind gives the unit. `describe` (feature `metrics`) hands them to a recorder.
+    /// `# UNIT` lines): `(name, kind, help)`; the kind gives the unit. `describe` (feature
+    /// `metrics`) hands them to a recorder.
     pub const DESCRIPTIONS: &[(&str, MetricKind, &str)] = &[
         (
             DECISIONS,
