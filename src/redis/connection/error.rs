@@ -198,13 +198,15 @@ impl From<QuotaError> for RedisLimitError {
 }
 
 /// `url` with its password (`user:password@`, or `pass=` in a Unix socket URL's query)
-/// replaced by `***`: an error message may end up in logs.
+/// replaced by `***`: an error message may end up in logs. The URL is one the client refused,
+/// so its parts cannot be trusted to be where a valid URL has them: everything from the first
+/// `:` to the last `@` goes (a password holding `/`, `?` or `#` included), at the price of
+/// hiding more than the password in a URL with an `@` further on.
 fn redact(url: &str) -> String {
     let start = url.find("://").map_or(0, |i| i + 3);
     let (head, rest) = url.split_at(start);
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let mut out = match authority.rfind('@') {
-        Some(at) => match authority[..at].find(':') {
+    let mut out = match rest.rfind('@') {
+        Some(at) => match rest[..at].find(':') {
             Some(colon) => format!("{head}{}:***{}", &rest[..colon], &rest[at..]),
             None => url.to_owned(),
         },
@@ -284,8 +286,54 @@ mod tests {
                 "redis+unix:///run/r.sock?db=x&pass=***",
             ),
             ("127.0.0.1:6379", "127.0.0.1:6379"),
+            ("redis://app:se/cr?et#x@h:6379", "redis://app:***@h:6379"),
         ] {
             assert_eq!(redact(url), shown);
+        }
+    }
+
+    use proptest::prelude::*;
+
+    /// Any character a configuration file can hold, weighted towards the URL's separators.
+    fn hostile() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                3 => proptest::sample::select(vec![':', '/', '?', '#', '&', '=', '%', '[', ']', ' ', '\n']),
+                3 => proptest::char::range(' ', '~'),
+                1 => any::<char>(),
+            ],
+            0..24,
+        )
+        .prop_map(|cs| cs.into_iter().collect())
+    }
+
+    proptest! {
+        /// Whatever else the URL holds, a password in its userinfo (any characters but `@`)
+        /// or in a `pass=` query value (any but `&`) never reaches the message, and no input
+        /// makes the redaction panic.
+        #[test]
+        fn no_password_survives_redaction(
+            scheme in proptest::sample::select(vec!["redis://", "rediss://", "redis+unix://", "", "x://"]),
+            user in hostile(),
+            secret in "[!-~]{6,20}",
+            host in hostile(),
+            tail in hostile(),
+            in_query: bool,
+        ) {
+            let user = user.replace('@', "");
+            let url = if in_query {
+                prop_assume!(!secret.contains(['&', '@', '#']));
+                format!("{scheme}{host}?db=1&pass={secret}")
+            } else {
+                prop_assume!(!secret.contains('@'));
+                let host = host.replace('@', "");
+                format!("{scheme}{user}:{secret}@{host}{tail}")
+            };
+            let shown = redact(&url);
+            // The secret may appear elsewhere by chance only if it is in the other parts.
+            let elsewhere = url.replacen(&secret, "", 1).contains(&secret);
+            prop_assert!(elsewhere || !shown.contains(&secret), "{url:?} -> {shown:?}");
+            let _ = redact(&tail);
         }
     }
 }
