@@ -120,9 +120,7 @@ impl ScriptClient {
 
     /// Notes whether the server answered (else the connection is gone or not made).
     fn note(&self, answered: bool) {
-        // `swap`, its old value unused, rather than `store`: .ci/public_api_only.py goes by
-        // names, and the core has a crate-private `store`.
-        self.answered.swap(answered, Ordering::Relaxed);
+        self.answered.store(answered, Ordering::Relaxed);
     }
 
     /// What a call that ran out of its deadline failed with. While the server has not

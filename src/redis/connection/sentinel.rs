@@ -63,7 +63,7 @@ impl SentinelConn {
         let this = self.clone();
         tokio::spawn(async move {
             let _ = this.resolve().await;
-            this.resolving.swap(false, Ordering::AcqRel);
+            this.resolving.store(false, Ordering::Release);
         });
     }
 
