@@ -10,7 +10,8 @@
 //!   entries. Since a sub-window starting at `s` is counted iff `s > now - W`, the count is
 //!   exactly that of the current sub-window and the `k - 1` before it.
 //!
-//! The log is a ring (`sliding::ring`) of up to four entries in place and on the heap beyond,
+//! The log is a ring (`sliding::ring`) of up to four entries in place (8 bytes each: an offset
+//! from a base stamp and a count, while they fit) and on the heap beyond,
 //! growing to the live entries and shrinking back when they leave; a key with nothing counted,
 //! or with at most four entries, holds no allocation. It sits behind a per-key mutex held
 //! for one decision (`crate::cell::locked`; the contract running this rule there is
