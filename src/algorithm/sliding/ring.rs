@@ -10,9 +10,10 @@
 //!
 //! **8 bytes an entry in place.** An entry in place is its stamp's offset from the ring's base
 //! stamp (42 bits: 73 minutes of nanoseconds) and its count (22 bits), so the four entries, the
-//! base, and the fields below take 48 bytes and the log with its total 56: with the key's lock
-//! a cache line, against 88 bytes with 16-byte entries (at 10k keys the table's working set is
-//! what a decision pays for). An empty ring takes its first entry's stamp as its base; an
+//! base, their total and the fields below take 48 bytes, the heap form being boxed: with the
+//! key's lock 56, and with a `u64` key one cache line per table entry, against 88 and 96 bytes
+//! with 16-byte entries (at 10k keys the table's working set is what a decision pays for).
+//! Each form keeps its entries' total, so the log is the ring alone. An empty ring takes its first entry's stamp as its base; an
 //! entry stamped before the base or too far after it rebuilds the ring from its oldest stamp,
 //! and entries that do not fit even so (stamps 73 minutes apart, counts of 2^22 or more) go to
 //! the heap form, 16 bytes an entry, and come back once they fit. Decisions never see the
@@ -63,8 +64,10 @@ pub(crate) const SHRINK_FROM: usize = 16;
 pub(crate) enum Ring {
     /// At most [`INLINE`] entries.
     InPlace(InPlace),
-    /// More than [`INLINE`] entries (or, on the way back, more than [`BACK_IN_PLACE`]).
-    Heap(Heap),
+    /// More than [`INLINE`] entries (or, on the way back, more than [`BACK_IN_PLACE`]), or
+    /// entries that do not fit in place. Boxed: the in-place form is the one a key's state
+    /// is sized for.
+    Heap(Box<Heap>),
 }
 
 /// `len` entries from `buf[head]`, wrapping, each stamped `base` plus its offset (packed as
@@ -74,6 +77,8 @@ pub(crate) struct InPlace {
     /// At most every entry's stamp (the oldest's once rebuilt; any value when empty).
     base: Nanos,
     buf: [u64; INLINE],
+    /// The entries' counts' sum: below `INLINE * 2^22`.
+    total: u32,
     head: u8,
     len: u8,
     generation: bool,
@@ -83,6 +88,8 @@ pub(crate) struct InPlace {
 #[derive(Clone, Debug)]
 pub(crate) struct Heap {
     entries: VecDeque<Entry>,
+    /// The entries' counts' sum.
+    total: u64,
     generation: bool,
     blocks: u32,
 }
@@ -99,6 +106,8 @@ pub(crate) trait Entries {
     fn generation(&self) -> bool;
     fn set_gen(&mut self, generation: bool);
     fn len(&self) -> usize;
+    /// The entries' counts' sum (kept by every step that changes them).
+    fn total(&self) -> u64;
     /// How many of the newest entries are block entries stamped after every grant.
     fn blocks(&self) -> usize;
     /// Whether there is no block entry: one load, for the hot path (`false` may be stale once
@@ -162,6 +171,8 @@ impl InPlace {
                 return None;
             }
             r.buf[i] = offset << COUNT_BITS | count;
+            // At most `INLINE` counts below 2^22 each.
+            r.total += count as u32;
             r.len += 1;
         }
         // At most `INLINE`: bounded by the entries' count.
@@ -202,6 +213,11 @@ impl Entries for InPlace {
     }
 
     #[inline]
+    fn total(&self) -> u64 {
+        u64::from(self.total)
+    }
+
+    #[inline]
     fn blocks(&self) -> usize {
         usize::from(self.blocks.min(self.len))
     }
@@ -229,6 +245,7 @@ impl Entries for InPlace {
     #[inline]
     fn pop_front(&mut self) {
         if self.len > 0 {
+            self.total -= (self.buf[usize::from(self.head)] & COUNT_MAX) as u32;
             self.head = self.slot(1) as u8;
             self.len -= 1;
         }
@@ -244,6 +261,7 @@ impl Entries for InPlace {
             // An empty ring takes its base from its first entry.
             self.base = stamp;
             self.buf[usize::from(self.head)] = n;
+            self.total = n as u32;
             self.len = 1;
             return true;
         }
@@ -254,6 +272,7 @@ impl Entries for InPlace {
                 return false;
             }
             self.buf[last] += n;
+            self.total += n as u32;
             return true;
         }
         if self.len() == INLINE {
@@ -265,6 +284,7 @@ impl Entries for InPlace {
         }
         let at = self.slot(self.len());
         self.buf[at] = offset << COUNT_BITS | n;
+        self.total += n as u32;
         self.len += 1;
         true
     }
@@ -284,6 +304,11 @@ impl Entries for Heap {
     #[inline]
     fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    #[inline]
+    fn total(&self) -> u64 {
+        self.total
     }
 
     #[inline]
@@ -313,7 +338,9 @@ impl Entries for Heap {
 
     #[inline]
     fn pop_front(&mut self) {
-        self.entries.pop_front();
+        if let Some((_, count)) = self.entries.pop_front() {
+            self.total -= count;
+        }
     }
 
     #[inline]
@@ -323,6 +350,7 @@ impl Entries for Heap {
             Some((s, c)) if *s == stamp => *c += n,
             _ => self.entries.push_back((stamp, n)),
         }
+        self.total += n;
         true
     }
 }
@@ -349,6 +377,10 @@ impl Entries for Ring {
 
     fn len(&self) -> usize {
         on_form!(self, r => r.len())
+    }
+
+    fn total(&self) -> u64 {
+        on_form!(self, r => r.total())
     }
 
     fn blocks(&self) -> usize {
@@ -399,10 +431,13 @@ impl Ring {
                     Ring::InPlace(r) => {
                         let last = r.slot(r.len() - 1);
                         r.buf[last] -= take;
+                        // Less than the entry's count, itself below 2^22.
+                        r.total -= take as u32;
                     }
                     Ring::Heap(r) => {
                         if let Some(e) = r.entries.back_mut() {
                             e.1 -= take;
+                            r.total -= take;
                         }
                     }
                 }
@@ -416,21 +451,32 @@ impl Ring {
     /// Drops the newest entry (a block entry if any is newest: one fewer).
     pub(crate) fn pop_back(&mut self) -> Option<Entry> {
         self.set_blocks(self.blocks().saturating_sub(1));
-        match self {
+        let e = match self {
             Ring::InPlace(r) if r.len > 0 => {
                 r.len -= 1;
                 Some(r.get(r.len()))
             }
             Ring::InPlace(_) => None,
             Ring::Heap(r) => r.entries.pop_back(),
+        };
+        if let Some((_, count)) = e {
+            match self {
+                // An entry's count, below 2^22 in place.
+                Ring::InPlace(r) => r.total -= count as u32,
+                Ring::Heap(r) => r.total -= count,
+            }
         }
+        e
     }
 
     /// Adds `e` as the oldest entry (not counted as a block entry).
     pub(crate) fn push_front(&mut self, e: Entry) {
         // Exact first: a count left high by departures would take `e` in.
         self.set_blocks(self.blocks());
-        self.on_deque(|r| r.entries.push_front(e));
+        self.on_deque(|r| {
+            r.entries.push_front(e);
+            r.total += e.1;
+        });
     }
 
     /// Adds a block's entry `e` as the oldest: a block entry among the newest ones iff every
@@ -456,10 +502,16 @@ impl Ring {
             i += 1;
         }
         if i < len && self.get(i).0 == stamp {
-            self.on_deque(|r| r.entries[i].1 += n);
+            self.on_deque(|r| {
+                r.entries[i].1 += n;
+                r.total += n;
+            });
             self.set_blocks(len - i - 1);
         } else if i > 0 && self.get(i - 1).0 == stamp {
-            self.on_deque(|r| r.entries[i - 1].1 += n);
+            self.on_deque(|r| {
+                r.entries[i - 1].1 += n;
+                r.total += n;
+            });
             self.set_blocks(len - i);
         } else {
             self.insert_at(i, (stamp, n));
@@ -479,7 +531,10 @@ impl Ring {
 
     /// Puts `e` at index `i` (`i <= len`), the entries from `i` on moving one place newer.
     fn insert_at(&mut self, i: usize, e: Entry) {
-        self.on_deque(|r| r.entries.insert(i, e));
+        self.on_deque(|r| {
+            r.entries.insert(i, e);
+            r.total += e.1;
+        });
     }
 
     /// A change the in-place form has no step for (the cold paths: block entries, grants
@@ -506,11 +561,12 @@ impl Ring {
             let mut entries = VecDeque::with_capacity(2 * INLINE);
             entries.extend((0..r.len()).map(|i| r.get(i)));
             let (generation, blocks) = (r.generation, r.blocks);
-            *self = Ring::Heap(Heap {
+            *self = Ring::Heap(Box::new(Heap {
                 entries,
+                total: r.total(),
                 generation,
                 blocks: u32::from(blocks.min(r.len)),
-            });
+            }));
         }
         match self {
             Ring::Heap(r) => r,
@@ -566,7 +622,10 @@ impl Ring {
     #[cfg(test)]
     pub(crate) fn push_back(&mut self, e: Entry) {
         self.set_blocks(0);
-        self.on_deque(|r| r.entries.push_back(e));
+        self.on_deque(|r| {
+            r.entries.push_back(e);
+            r.total += e.1;
+        });
     }
 
     /// Adds `n` to the newest entry's count, if any (tests).
@@ -575,6 +634,7 @@ impl Ring {
         self.on_deque(|r| {
             if let Some(e) = r.entries.back_mut() {
                 e.1 += n;
+                r.total += n;
             }
         });
     }

@@ -536,6 +536,7 @@ proptest::proptest! {
             let want: Vec<_> = model.iter().map(|(e, _)| *e).collect();
             proptest::prop_assert_eq!(held, want);
             proptest::prop_assert_eq!(ring.blocks(), blocks(&model));
+            proptest::prop_assert_eq!(ring.total(), model.iter().map(|((_, c), _)| c).sum::<u64>());
             proptest::prop_assert!(!ring.no_blocks() || blocks(&model) == 0);
             proptest::prop_assert_eq!(ring.generation(), generation);
             proptest::prop_assert!(ring.on_heap() || ring.len() <= INLINE);
