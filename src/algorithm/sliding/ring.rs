@@ -7,17 +7,17 @@
 //! the table's entry.
 //! Four, not two: at 10k keys the bench's keys hold 2-4.
 //!
-//!
 //! **8 bytes an entry in place.** An entry in place is its stamp's offset from the ring's base
 //! stamp (42 bits: 73 minutes of nanoseconds) and its count (22 bits), so the four entries, the
 //! base, their total and the fields below take 48 bytes, the heap form being boxed: with the
 //! key's lock 56, and with a `u64` key one cache line per table entry, against 88 and 96 bytes
 //! with 16-byte entries (at 10k keys the table's working set is what a decision pays for).
-//! Each form keeps its entries' total, so the log is the ring alone. An empty ring takes its first entry's stamp as its base; an
-//! entry stamped before the base or too far after it rebuilds the ring from its oldest stamp,
-//! and entries that do not fit even so (stamps 73 minutes apart, counts of 2^22 or more) go to
-//! the heap form, 16 bytes an entry, and come back once they fit. Decisions never see the
-//! encoding: every step reads and writes `(stamp, count)` pairs.
+//! Each form keeps its entries' total, so the log is the ring alone. An empty ring takes its
+//! first entry's stamp as its base; an entry stamped before the base or too far after it
+//! rebuilds the ring from its oldest stamp, and entries that do not fit even so (stamps 73
+//! minutes apart, counts of 2^22 or more) go to the heap form, 16 bytes an entry, and come
+//! back once they fit. Decisions never see the encoding: every step reads and writes
+//! `(stamp, count)` pairs.
 //!
 //! The log's quota generation parity rides in the ring's spare bytes, and so does the count of
 //! *block entries* at its end (below).
@@ -91,7 +91,7 @@ pub(crate) struct Heap {
     /// The entries' counts' sum.
     total: u64,
     generation: bool,
-    blocks: u32,
+    blocks: usize,
 }
 
 impl Default for Ring {
@@ -313,7 +313,7 @@ impl Entries for Heap {
 
     #[inline]
     fn blocks(&self) -> usize {
-        (self.blocks as usize).min(self.entries.len())
+        self.blocks.min(self.entries.len())
     }
 
     #[inline]
@@ -523,9 +523,7 @@ impl Ring {
         match self {
             // At most `INLINE` in place.
             Ring::InPlace(r) => r.blocks = blocks as u8,
-            // At most the entries' count, which a `VecDeque` of 16-byte entries keeps far
-            // below `u32::MAX` (saturating all the same).
-            Ring::Heap(r) => r.blocks = u32::try_from(blocks).unwrap_or(u32::MAX),
+            Ring::Heap(r) => r.blocks = blocks,
         }
     }
 
@@ -565,7 +563,7 @@ impl Ring {
                 entries,
                 total: r.total(),
                 generation,
-                blocks: u32::from(blocks.min(r.len)),
+                blocks: usize::from(blocks.min(r.len)),
             }));
         }
         match self {
