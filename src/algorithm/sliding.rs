@@ -10,7 +10,8 @@
 //!   entries. Since a sub-window starting at `s` is counted iff `s > now - W`, the count is
 //!   exactly that of the current sub-window and the `k - 1` before it.
 //!
-//! The log is a ring (`sliding::ring`) of up to four entries in place and on the heap beyond,
+//! The log is a ring (`sliding::ring`) of up to four entries in place (8 bytes each: an offset
+//! from a base stamp and a count, while they fit) and on the heap beyond,
 //! growing to the live entries and shrinking back when they leave; a key with nothing counted,
 //! or with at most four entries, holds no allocation. It sits behind a per-key mutex held
 //! for one decision (`crate::cell::locked`; the contract running this rule there is
@@ -93,12 +94,12 @@ impl Words for SlidingParams {
     }
 }
 
-/// One key's log: `(stamp, permits)` entries with non-decreasing stamps, and their total.
+/// One key's log: `(stamp, permits)` entries with non-decreasing stamps (their total kept by
+/// the ring).
 /// The parity of the quota generation the log was last brought into rides in `entries`.
 #[derive(Clone, Debug, Default)]
 pub struct Log {
     entries: Ring,
-    total: u64,
 }
 
 impl Log {
@@ -130,7 +131,6 @@ impl Log {
             });
         } else {
             self.entries.insert_grant(stamp, n);
-            self.total += n;
         }
     }
 
@@ -139,7 +139,6 @@ impl Log {
     fn on<R>(&mut self, f: impl FnOnce(Tally<'_, Ring>) -> R) -> R {
         let r = f(Tally {
             entries: &mut self.entries,
-            total: &mut self.total,
         });
         self.entries.settle();
         r
@@ -171,17 +170,22 @@ impl Log {
     }
 }
 
-/// A log's entries, in whichever form (`E`), with its total: the rule's steps, written once for
-/// both forms so that a decision picks the form once, not at every step.
+/// A log's entries, in whichever form (`E`): the rule's steps, written once for both forms so
+/// that a decision picks the form once, not at every step.
 struct Tally<'a, E: Entries> {
     entries: &'a mut E,
-    total: &'a mut u64,
 }
 
 impl<E: Entries> Tally<'_, E> {
     #[inline]
     fn newest(&self) -> Option<Nanos> {
         self.entries.back().map(|(s, _)| s)
+    }
+
+    /// The permits the entries hold.
+    #[inline]
+    fn total(&self) -> u64 {
+        self.entries.total()
     }
 
     #[inline]
@@ -201,12 +205,11 @@ impl<E: Entries> Tally<'_, E> {
 
     #[inline]
     fn drop_front(&mut self, gone: impl Fn(Nanos) -> bool) {
-        while let Some((stamp, count)) = self.entries.front() {
+        while let Some((stamp, _)) = self.entries.front() {
             if !gone(stamp) {
                 break;
             }
             self.entries.pop_front();
-            *self.total -= count;
         }
     }
 
@@ -214,11 +217,7 @@ impl<E: Entries> Tally<'_, E> {
     /// they need a new entry and the form has no room (the caller moves the log to the heap).
     #[inline]
     fn push(&mut self, stamp: Nanos, n: u64) -> bool {
-        let pushed = self.entries.push(stamp, n);
-        if pushed {
-            *self.total += n;
-        }
-        pushed
+        self.entries.push(stamp, n)
     }
 
     /// The instant from which the log counts nothing.
@@ -239,10 +238,16 @@ impl<E: Entries> Tally<'_, E> {
 /// A log one quota generation behind is first brought into `p`'s.
 #[inline(always)]
 pub(crate) fn decide(log: &mut Log, now: Nanos, n: u64, p: &SlidingParams) -> Verdict {
-    let total = &mut log.total;
     let (v, full) = match &mut log.entries {
-        Ring::InPlace(entries) => decide_on(Tally { entries, total }, now, n, p),
-        Ring::Heap(entries) => decide_on(Tally { entries, total }, now, n, p),
+        Ring::InPlace(entries) => decide_on(Tally { entries }, now, n, p),
+        Ring::Heap(entries) => decide_on(
+            Tally {
+                entries: &mut **entries,
+            },
+            now,
+            n,
+            p,
+        ),
     };
     if let Some((stamp, n)) = full {
         log.record(stamp, n);
@@ -268,7 +273,7 @@ fn decide_on<E: Entries>(
     let mut v = Verdict {
         kind: Kind::Allow,
         limit: p.limit,
-        remaining: p.limit.saturating_sub(*log.total),
+        remaining: p.limit.saturating_sub(log.total()),
         reset_after: log.empty_at(p.window).saturating_sub(now),
     };
     if let Some(kind) = early(now, n, p.limit) {
@@ -276,7 +281,8 @@ fn decide_on<E: Entries>(
         return (v, None);
     }
     // total <= max(limit) < 2^62 and n <= limit: no overflow.
-    if *log.total + n <= p.limit {
+    let total = log.total();
+    if total + n <= p.limit {
         // The slot's start; never before the newest stamp (after a quota change the old
         // stamps may sit on another grid), so stamps stay in order.
         // (The log's granularity is 1: no division on its path.)
@@ -286,7 +292,7 @@ fn decide_on<E: Entries>(
             at
         };
         let stamp = newest.map_or(slot, |s| slot.max(s));
-        v.remaining = p.limit - (*log.total + n);
+        v.remaining = p.limit - (total + n);
         if log.entries.no_blocks() {
             // The stamp is the newest: the log is empty from `stamp + W`.
             v.reset_after = stamp.saturating_add(p.window).saturating_sub(now);
@@ -300,7 +306,7 @@ fn decide_on<E: Entries>(
         return (v, Some((stamp, n)));
     }
     // Denied: until enough of the oldest entries have left for n to fit.
-    let mut left = *log.total;
+    let mut left = total;
     let mut retry_at = at;
     for i in 0..log.entries.len() {
         let (stamp, count) = log.entries.get(i);
@@ -347,31 +353,21 @@ pub(crate) fn adjust(log: &mut Log, now: Nanos, op: Adjust, p: &SlidingParams) {
             let floor = log.newest().map_or(0, |s| (s + 1).saturating_sub(p.window));
             let stamp = until.saturating_sub(p.window).max(floor);
             log.drop_front(|s| s <= stamp);
-            let add = p.limit.min(MOST - log.total);
+            let add = p.limit.min(MOST - log.entries.total());
             if add > 0 {
                 log.entries.push_block_front((stamp, add));
-                log.total += add;
             }
         }
         Adjust::Penalize(n) if n > 0 => {
-            let add = n.min(MOST - log.total);
+            let add = n.min(MOST - log.entries.total());
             if add > 0 {
                 let slot = at - at % p.granularity;
                 let newest = log.entries.newest_grant();
                 log.record(newest.map_or(slot, |s| slot.max(s)), add);
             }
         }
-        Adjust::Reward(mut n) => {
-            while let Some((_, count)) = log.entries.back_mut() {
-                let take = n.min(*count);
-                *count -= take;
-                log.total -= take;
-                n -= take;
-                if *count > 0 {
-                    break;
-                }
-                log.entries.pop_back();
-            }
+        Adjust::Reward(n) => {
+            log.entries.take_back(n);
         }
         Adjust::Reset => log.drop_front(|_| true),
         _ => {}
@@ -435,6 +431,6 @@ impl<S: Stamping> Terms for S {
 #[cfg(test)]
 mod tests;
 
-// Entries in place must not grow the table's entry past what the heap ring's fields and its
-// 64-byte allocation took (bytes per key do not grow): 80 bytes for the log.
-const _: () = assert!(std::mem::size_of::<Log>() <= 80);
+// Four entries in place and their total: with the key's lock and a `u64` key, one table entry
+// is a cache line.
+const _: () = assert!(std::mem::size_of::<Log>() <= 48);

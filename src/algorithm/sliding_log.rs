@@ -12,10 +12,11 @@ use crate::Nanos;
 /// `remaining = L - counted`; a denial's `retry_after` is exactly when the oldest grants that
 /// must leave for `n` to fit have left; `reset_after` is when the newest grant leaves.
 ///
-/// Memory is `O(L)` per key by nature: each grant is one 16-byte `(timestamp, permits)` entry
-/// (grants at the same nanosecond share one). Up to four are held in the key's own state; more
-/// go to a ring on the heap that grows to the live entries and shrinks back; a key with at
-/// most four entries holds no allocation. The state sits behind a
+/// Memory is `O(L)` per key by nature: each grant is one `(timestamp, permits)` entry (grants
+/// at the same nanosecond share one). Up to four are held in the key's own state, 8 bytes each
+/// while they lie within 73 minutes of one another and count fewer than 2^22 permits; more, or
+/// larger, go to a ring on the heap (16 bytes an entry) that grows to the live entries and
+/// shrinks back; a key with at most four entries that fit holds no allocation. The state sits behind a
 /// per-key lock held only for the decision. For large `L`, prefer [`SlidingWindow`] (at most
 /// `k` entries) or [`WeightedWindow`](crate::WeightedWindow) (one word).
 ///

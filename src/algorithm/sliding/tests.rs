@@ -214,6 +214,64 @@ fn up_to_four_entries_stay_in_place() {
     assert!(!log.entries.on_heap());
 }
 
+#[test]
+fn a_log_in_place_is_small() {
+    // Four entries of 8 bytes and their base stamp: with the key's lock (8 bytes) one key's
+    // state is 64 bytes, a cache line (was 88 with 16-byte entries).
+    assert!(
+        std::mem::size_of::<Log>() <= 56,
+        "{}",
+        std::mem::size_of::<Log>()
+    );
+}
+
+#[test]
+fn stamps_and_counts_out_of_the_compact_range_go_to_the_heap_exactly() {
+    let wide = 1u64 << 42;
+    // Offsets from the oldest entry that do not fit in place: the heap, decided as ever.
+    let p = params(SlidingLog, 10, 4 * wide);
+    let mut log = Log::default();
+    decide(&mut log, 7, 1, &p);
+    assert!(!log.entries.on_heap());
+    decide(&mut log, 7 + wide - 1, 1, &p); // the largest offset in place
+    assert!(!log.entries.on_heap());
+    decide(&mut log, 7 + wide, 1, &p);
+    assert!(log.entries.on_heap());
+    assert_eq!(log.entries(), [(7, 1), (7 + wide - 1, 1), (7 + wide, 1)]);
+    // Once the far entries leave, the rest comes back in place, rebased.
+    decide(&mut log, 4 * wide + 7 + wide - 1, 0, &p);
+    assert_eq!(log.entries(), [(7 + wide, 1)]);
+    assert!(!log.entries.on_heap());
+    // Stamps near the clock's end.
+    let p = params(SlidingLog, 10, 1 << 40);
+    let mut log = Log::default();
+    for t in [MAX_NANOS - 3, MAX_NANOS - 1, MAX_NANOS] {
+        assert!(decide(&mut log, t, 1, &p).kind == Kind::Allow);
+    }
+    assert!(!log.entries.on_heap());
+    assert_eq!(
+        log.entries(),
+        [(MAX_NANOS - 3, 1), (MAX_NANOS - 1, 1), (MAX_NANOS, 1)]
+    );
+    // A count that does not fit in place, on an entry of its own and added to one.
+    let big = 1u64 << 22;
+    let (g, w) = (1u64 << 29, 1u64 << 30);
+    let p = params(SlidingWindow::new(2), 4 * big, w);
+    let mut log = Log::default();
+    decide(&mut log, 1, big - 1, &p);
+    assert!(!log.entries.on_heap());
+    decide(&mut log, 2, 1, &p);
+    assert!(log.entries.on_heap());
+    assert_eq!(log.entries(), [(0, big)]);
+    decide(&mut log, g + 5, big + 1, &p);
+    assert_eq!(log.entries(), [(0, big), (g, big + 1)]);
+    let v = decide(&mut log, w - 1, 2 * big, &p);
+    assert_eq!(
+        fields(&v),
+        (Kind::Deny { retry_after: 1 }, 2 * big - 1, g + 1)
+    );
+}
+
 /// `set_quota` at `at` from `p` to `limit` per `window` ns (same stamping).
 fn changed(
     alg: impl Stamping,
@@ -324,8 +382,31 @@ enum Step {
     PopBack,
     Push(u64, u64),
     AddToBack(u64),
+    TakeBack(u64),
     Settle,
     FlipGen,
+}
+
+/// Values about `at` and the ends of `u64`, where an encoding would wrap or fall off.
+fn edge(at: u64) -> impl proptest::strategy::Strategy<Value = u64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..3u64).prop_map(move |d| at - 1 + d),
+        (0..3u64).prop_map(move |d| 2 * at - 1 + d),
+        (0..3u64).prop_map(|d| MAX_NANOS - d),
+        (0..3u64).prop_map(|d| u64::MAX - d),
+        0..3u64,
+    ]
+}
+
+/// Counts about `at` (a log's counts stay far below `u64::MAX`: totals are below `2^63`).
+fn count_edge(at: u64) -> impl proptest::strategy::Strategy<Value = u64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..3u64).prop_map(move |d| at - 1 + d),
+        (0..3u64).prop_map(move |d| 2 * at - 1 + d),
+        0..3u64,
+    ]
 }
 
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
@@ -338,8 +419,13 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         2 => Just(Step::PopFront),
         1 => Just(Step::PopBack),
         1 => (0..100u64).prop_map(Step::AddToBack),
+        1 => (0..300u64).prop_map(Step::TakeBack),
         // Few stamps, so that pushes often land on the newest entry's.
         3 => (0..4u64, 0..100u64).prop_map(|(s, n)| Step::Push(s, n)),
+        // Stamps and counts at the edges of what fits in place (offsets of 42 bits from the
+        // base, counts of 22): in place, rebased, or on the heap, never wrapped.
+        2 => (edge(1 << 42), count_edge(1 << 22)).prop_map(|(s, n)| Step::Push(s, n)),
+        1 => edge(1 << 42).prop_map(Step::PushBack),
         2 => Just(Step::Settle),
         1 => Just(Step::FlipGen),
     ]
@@ -417,12 +503,24 @@ proptest::proptest! {
                     model.iter_mut().take(upto).for_each(|(_, b)| *b = false);
                 }
                 Step::AddToBack(n) => {
-                    if let Some((_, c)) = ring.back_mut() {
-                        *c += n;
-                    }
+                    ring.add_back(n);
                     if let Some(((_, c), _)) = model.back_mut() {
                         *c += n;
                     }
+                }
+                Step::TakeBack(n) => {
+                    // A reward: the newest permits first, each emptied entry dropped.
+                    let mut left = n;
+                    while let Some(((_, c), _)) = model.back_mut() {
+                        let take = left.min(*c);
+                        *c -= take;
+                        left -= take;
+                        if *c > 0 {
+                            break;
+                        }
+                        model.pop_back();
+                    }
+                    proptest::prop_assert_eq!(ring.take_back(n), n - left);
                 }
                 Step::Settle => ring.settle(),
                 Step::FlipGen => {
@@ -438,6 +536,7 @@ proptest::proptest! {
             let want: Vec<_> = model.iter().map(|(e, _)| *e).collect();
             proptest::prop_assert_eq!(held, want);
             proptest::prop_assert_eq!(ring.blocks(), blocks(&model));
+            proptest::prop_assert_eq!(ring.total(), model.iter().map(|((_, c), _)| c).sum::<u64>());
             proptest::prop_assert!(!ring.no_blocks() || blocks(&model) == 0);
             proptest::prop_assert_eq!(ring.generation(), generation);
             proptest::prop_assert!(ring.on_heap() || ring.len() <= INLINE);
