@@ -708,11 +708,7 @@ where
         let (booking, now, tracked) = match placed {
             Placed::Tracked((b, now)) => (b?, now, true),
             Placed::Untracked((b, now)) => (b?, now, false),
-            Placed::Full(wait) => {
-                return Err(AcquireError::RateLimited {
-                    retry_after: Duration::from_nanos(wait),
-                })
-            }
+            Placed::Full(wait) => return Err(crate::engine::full_error(wait)),
         };
         let ticket = match booking {
             Booking::Booked { ticket, .. } => ticket,

@@ -207,7 +207,7 @@ pub use concurrency::{
     ConcurrencyError, ConcurrencyLimiter, ConcurrencyLimiterBuilder, KeyedConcurrencyLimiter,
     KeyedConcurrencyLimiterBuilder, OwnedPermit, Permit,
 };
-pub use decision::{AcquireError, AdjustError, Decision, ThrottleReply};
+pub use decision::{AcquireError, AdjustError, Decision, RefusedBy, ThrottleReply};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{KeyedRateLimiter, KeyedRateLimiterBuilder};
 pub use leased::LeasedRateLimiter;

@@ -201,7 +201,7 @@ where
             s.shards,
             s.key_cap(),
             s.when_full,
-            Meter::concurrency(s.name.take()),
+            Meter::keyed_concurrency(s.name.take()),
         ));
         let sweeper = s.start_sweeper(&store);
         KeyedConcurrencyLimiter { sweeper, store }
