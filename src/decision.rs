@@ -248,9 +248,9 @@ pub enum AcquireError {
     /// Not now, from a concurrency limit: the permits are held by others (`in_flight` of
     /// `limit`), or waiters queued earlier come first. No time is given: permits come back
     /// when their holders finish, not on a schedule. A non-waiting call returns it at once; a
-    /// call with a timeout, when the timeout passed first. A keyed concurrency limiter at a
-    /// full key cap ([`WhenFull::Deny`](crate::WhenFull::Deny)) also refuses a new key with it,
-    /// with `in_flight: 0` (the key holds nothing; the table has no room for it).
+    /// call with a timeout, when the timeout passed first. (A new key that a keyed concurrency
+    /// limiter's full key cap refuses gets [`KeyCapReached`](AcquireError::KeyCapReached)
+    /// instead: the table has no room for it, whatever the key's own limit.)
     ///
     /// ```
     /// use tollgate::{AcquireError, ConcurrencyLimiter};

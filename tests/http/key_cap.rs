@@ -11,30 +11,54 @@ mod http_support;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+use std::net::SocketAddr;
+
 use axum::routing::get;
 use axum::Router;
 use http_support::{client, send, serve_axum};
-use tollgate::http::{HeaderKey, HeaderName, RateLimitLayer};
+use tollgate::http::{
+    Backends, HeaderKey, HeaderName, ProblemJson, RateLimitLayer, RateLimitLayerBuilder,
+};
 use tollgate::{KeyedRateLimiter, ManualClock, Quota, WhenFull};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_key_at_a_full_key_table_gets_503_while_a_tracked_key_gets_200_and_429() {
-    let keys: Arc<KeyedRateLimiter<String>> = Arc::new(
+type Keys = Arc<KeyedRateLimiter<String>>;
+
+/// A limit of 1 a minute per `x-api-key`, with room for one key (new keys refused when full),
+/// and the layer builder that runs it.
+fn one_key_table() -> (
+    Keys,
+    RateLimitLayerBuilder<Backends<KeyedRateLimiter<String>>>,
+) {
+    let keys: Keys = Arc::new(
         KeyedRateLimiter::builder(Quota::per_minute(1).unwrap())
             .clock(ManualClock::new())
             .max_keys(NonZeroUsize::MIN)
             .when_full(WhenFull::Deny)
             .build(),
     );
-    let layer = RateLimitLayer::with_limiters(HeaderKey::new(HeaderName::from_static("x-api-key")))
-        .limiter(keys.clone())
-        .problem_json()
-        .build()
-        .unwrap();
-    let app = Router::new()
-        .route("/", get(|| async { "ok" }))
-        .layer(layer.clone());
-    let addr = serve_axum(app).await;
+    let builder =
+        RateLimitLayer::with_limiters(HeaderKey::new(HeaderName::from_static("x-api-key")))
+            .limiter(keys.clone());
+    (keys, builder)
+}
+
+/// Serves `layer` over one route on 127.0.0.1:0.
+async fn serve(
+    layer: RateLimitLayer<Backends<KeyedRateLimiter<String>>, ProblemJson>,
+) -> SocketAddr {
+    serve_axum(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_key_at_a_full_key_table_gets_503_while_a_tracked_key_gets_200_and_429() {
+    let (keys, builder) = one_key_table();
+    let layer = builder.problem_json().build().unwrap();
+    let addr = serve(layer.clone()).await;
     let c = client();
     let k1 = [("x-api-key", "k1")];
     let k2 = [("x-api-key", "k2")];
@@ -100,25 +124,15 @@ async fn a_new_key_at_a_full_key_table_gets_503_while_a_tracked_key_gets_200_and
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refunding_and_shaping_layers_answer_a_full_key_table_with_503() {
     for mode in ["refund", "shape"] {
-        let keys: Arc<KeyedRateLimiter<String>> = Arc::new(
-            KeyedRateLimiter::builder(Quota::per_minute(1).unwrap())
-                .clock(ManualClock::new())
-                .max_keys(NonZeroUsize::MIN)
-                .build(),
-        );
-        let builder =
-            RateLimitLayer::with_limiters(HeaderKey::new(HeaderName::from_static("x-api-key")))
-                .limiter(keys.clone());
+        let (_keys, builder) = one_key_table();
         let layer = match mode {
             "refund" => builder.refund_if(|res| res.status.is_server_error()),
             _ => builder.shape(std::time::Duration::from_millis(1)),
         }
+        .problem_json()
         .build()
         .unwrap();
-        let app = Router::new()
-            .route("/", get(|| async { "ok" }))
-            .layer(layer.clone());
-        let addr = serve_axum(app).await;
+        let addr = serve(layer.clone()).await;
         let c = client();
         assert_eq!(
             send(&c, addr, "GET", "/", &[("x-api-key", "k1")])

@@ -60,6 +60,14 @@ impl Seen {
         )
     }
 
+    /// Requests through the HTTP layer under `policy` that ended with `outcome`.
+    fn http(&self, policy: &str, outcome: &str) -> u64 {
+        self.counter(
+            names::HTTP_REQUESTS,
+            &[(names::POLICY, policy), (names::OUTCOME, outcome)],
+        )
+    }
+
     fn waits(&self, limiter: &str, event: &str) -> u64 {
         self.counter(
             names::WAITS,
@@ -510,12 +518,7 @@ async fn the_http_layer_counts_a_full_key_table_apart() {
     assert_eq!(send("k2").await, 503);
 
     let seen = Seen::take(&snap);
-    let http = |outcome| {
-        seen.counter(
-            names::HTTP_REQUESTS,
-            &[(names::POLICY, "api"), (names::OUTCOME, outcome)],
-        )
-    };
+    let http = |outcome| seen.http("api", outcome);
     assert_eq!(
         (http("allowed"), http("refused"), http("key_cap_reached")),
         (1, 1, 1)
@@ -552,12 +555,7 @@ async fn the_http_layer_counts_each_request_once_by_policy_and_outcome() {
     assert_eq!(http_support::get(&client, addr, "/").await.status, 429);
 
     let seen = Seen::take(&snap);
-    let http = |outcome| {
-        seen.counter(
-            names::HTTP_REQUESTS,
-            &[(names::POLICY, "api"), (names::OUTCOME, outcome)],
-        )
-    };
+    let http = |outcome| seen.http("api", outcome);
     assert_eq!(
         (http("allowed"), http("would_refuse"), http("refused")),
         (4, 6, 1)
@@ -600,12 +598,7 @@ async fn a_never_grantable_request_is_counted_apart() {
         let _ = http_support::get(&client, addr, "/").await;
     }
     let seen = Seen::take(&snap);
-    let http = |outcome| {
-        seen.counter(
-            names::HTTP_REQUESTS,
-            &[(names::POLICY, "bulk"), (names::OUTCOME, outcome)],
-        )
-    };
+    let http = |outcome| seen.http("bulk", outcome);
     assert_eq!((http("allowed"), http("refused"), http("never")), (3, 1, 1));
     let stats = layer.stats("bulk").unwrap();
     assert_eq!((stats.allowed, stats.refused, stats.never), (3, 1, 1));
@@ -710,12 +703,7 @@ async fn a_misconfigured_server_is_counted_apart_from_client_key_errors() {
     assert_eq!(got.status, 500);
 
     let seen = Seen::take(&snap);
-    let http = |policy, outcome| {
-        seen.counter(
-            names::HTTP_REQUESTS,
-            &[(names::POLICY, policy), (names::OUTCOME, outcome)],
-        )
-    };
+    let http = |policy, outcome| seen.http(policy, outcome);
     assert_eq!(
         (http("peer", "misconfigured"), http("peer", "key_error")),
         (4, 0)
