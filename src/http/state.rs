@@ -332,7 +332,7 @@ impl<B: Backend, R, C> Shared<B, R, C> {
 }
 
 /// The reason a key-cap refusal states (its `Tollgate-Error` header, and in its detail).
-const KEY_TABLE_FULL: &str =
+pub(crate) const KEY_TABLE_FULL: &str =
     "the limiter's key table is full (key cap reached): no room to track a new client";
 
 /// Carries out a verdict on the async paths.

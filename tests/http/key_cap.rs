@@ -159,3 +159,42 @@ async fn refunding_and_shaping_layers_answer_a_full_key_table_with_503() {
         );
     }
 }
+
+/// The concurrency mode with the crate's `KeyedConcurrencyLimiter`: a new key that its full key
+/// table refuses gets `503` with the reason, while a tracked key at its own limit gets the busy
+/// status (`429` by default), and a tracked key with a free slot is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_concurrency_limit_answers_a_full_key_table_with_503() {
+    let slots = Arc::new(
+        tollgate::KeyedConcurrencyLimiter::<String>::builder(1)
+            .unwrap()
+            .max_keys(NonZeroUsize::MIN)
+            .build(),
+    );
+    let layer = RateLimitLayer::builder(HeaderKey::new(HeaderName::from_static("x-api-key")))
+        .concurrency("in-flight", Arc::clone(&slots))
+        .problem_json()
+        .build()
+        .unwrap();
+    let addr = serve_axum(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await;
+    let c = client();
+    // k1 holds its one slot (taken here rather than by a request left open): the table is full
+    // of busy keys.
+    let held = slots.try_acquire_owned("k1").unwrap();
+    let busy = send(&c, addr, "GET", "/", &[("x-api-key", "k1")]).await;
+    assert_eq!(busy.status, 429, "k1 at its own limit");
+    let full = send(&c, addr, "GET", "/", &[("x-api-key", "k2")]).await;
+    assert_eq!(full.status, 503, "no room in the table for k2");
+    assert!(full.header("tollgate-error").contains("key table is full"));
+    assert!(std::str::from_utf8(&full.body)
+        .unwrap()
+        .contains("key table is full"));
+    drop(held);
+    let served = send(&c, addr, "GET", "/", &[("x-api-key", "k2")]).await;
+    assert_eq!(served.status, 200, "k1 idle: reclaimed for k2");
+}
