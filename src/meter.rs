@@ -44,7 +44,8 @@ pub mod names {
     /// `would_delay` (shadow mode), `bypassed` (an allow list), `denied` (a deny list),
     /// `key_error` (the client's request had no usable key: a `4xx` `KeyError`),
     /// `misconfigured` (the server is set up wrongly, so no request can be keyed: a `5xx`
-    /// `KeyError` such as no peer address; alert on any), `unavailable` (the backend failed).
+    /// `KeyError` such as no peer address; alert on any), `unavailable` (the backend failed),
+    /// `key_cap_reached` (a new client the limiter's full key table refused: a `503`).
     /// The same counts as `RateLimitLayer::stats`.
     pub const HTTP_REQUESTS: &str = "tollgate_http_requests_total";
     /// The `policy` label of requests no policy applies to.
@@ -147,7 +148,7 @@ pub mod names {
         (
             HTTP_REQUESTS,
             MetricKind::Counter,
-            "Requests through the HTTP layer, by policy and outcome (misconfigured: the server cannot key requests; fix it).",
+            "Requests through the HTTP layer, by policy and outcome (misconfigured: the server cannot key requests; fix it. key_cap_reached: a new client refused because the key table is full).",
         ),
         (
             REDIS_REPLIES,

@@ -134,6 +134,7 @@ fn reservations_at_a_full_key_table_are_refused_by_the_cap() {
 
 /// The async methods: a wait that the full table makes longer than the timeout is refused by
 /// the cap, and so is the decision `check_n_for_async` reports.
+#[cfg(feature = "tokio")]
 #[tokio::test(flavor = "current_thread")]
 async fn async_methods_at_a_full_key_table_are_refused_by_the_cap() {
     let (_clock, l) = full(Gcra);
@@ -196,6 +197,7 @@ fn keyed_concurrency_tells_a_full_key_table_from_a_busy_key() {
     assert!(l.try_acquire(&2).is_some(), "key 1 idle: evicted for key 2");
 }
 
+#[cfg(feature = "tokio")]
 #[tokio::test(flavor = "current_thread")]
 async fn keyed_concurrency_async_at_a_full_key_table_is_refused_by_the_cap() {
     let l = std::sync::Arc::new(

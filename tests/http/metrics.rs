@@ -661,7 +661,9 @@ fn a_prometheus_scrape_has_help_lines() {
     let _ = limiter.try_acquire(&1);
     let page = handle.render();
     assert!(
-        page.contains("# HELP tollgate_decisions_total Decisions, by limiter and outcome."),
+        page.contains(
+            "# HELP tollgate_decisions_total Decisions, by limiter and outcome (key_cap_reached: "
+        ),
         "{page}"
     );
 }
