@@ -161,7 +161,8 @@ where
 /// limit could admit it.
 ///
 /// # Errors
-/// [`AcquireError::RateLimited`] with the longest wait among the limits that refused;
+/// [`AcquireError::RateLimited`] (or [`AcquireError::KeyCapReached`], from a keyed limiter's
+/// full key cap) with the longest wait among the limits that refused;
 /// [`AcquireError::ExceedsBurst`] or [`AcquireError::Unrepresentable`] if a limit can never
 /// admit the request (those take precedence: waiting would not help).
 ///

@@ -38,6 +38,41 @@ pub struct Decision {
     pub retry_after: Option<Duration>,
     /// How long until the limiter is back to full capacity.
     pub reset_after: Duration,
+    /// What refused it: `None` when allowed; [`RefusedBy::Quota`] for a refusal by the rate
+    /// (a request over the limit, over the burst, or past the limiter's time);
+    /// [`RefusedBy::KeyCap`] for a new key that a keyed limiter's full key table refused
+    /// ([`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) with
+    /// [`WhenFull::Deny`](crate::WhenFull::Deny)): the server's capacity, not the client's
+    /// traffic.
+    pub refused_by: Option<RefusedBy>,
+}
+
+/// Why a [`Decision`] refused: by the quota, or because a keyed limiter's key table is full.
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use tollgate::{KeyedRateLimiter, ManualClock, Quota, RefusedBy};
+///
+/// let limiter = KeyedRateLimiter::<u32>::builder(Quota::per_second(1)?)
+///     .clock(ManualClock::new())
+///     .max_keys(NonZeroUsize::MIN) // the default `WhenFull::Deny`
+///     .build();
+/// assert_eq!(limiter.check(&1).refused_by, None); // allowed: key 1 takes the one slot
+/// assert_eq!(limiter.check(&1).refused_by, Some(RefusedBy::Quota)); // key 1 sent too much
+/// assert_eq!(limiter.check(&2).refused_by, Some(RefusedBy::KeyCap)); // no room for key 2
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefusedBy {
+    /// The quota: the key (or the limiter) used its permits, or asked for more than the burst
+    /// or for a grant past the limiter's time. The client's traffic decides it.
+    Quota,
+    /// The key cap: the key is new, the key table is full
+    /// ([`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) reached, no cold key to
+    /// evict) and [`WhenFull::Deny`](crate::WhenFull::Deny) refuses it. The server's
+    /// capacity decides it, not the client's traffic: `retry_after` is when a slot may free.
+    KeyCap,
 }
 
 impl Decision {
@@ -61,6 +96,7 @@ impl Decision {
             remaining,
             retry_after: None,
             reset_after,
+            refused_by: None,
         }
     }
 
@@ -89,6 +125,7 @@ impl Decision {
             remaining,
             retry_after: Some(retry_after),
             reset_after,
+            refused_by: Some(RefusedBy::Quota),
         }
     }
 
@@ -111,7 +148,46 @@ impl Decision {
             remaining,
             retry_after: None,
             reset_after,
+            refused_by: Some(RefusedBy::Quota),
         }
+    }
+
+    /// A refusal by a full key table ([`RefusedBy::KeyCap`]): the key is new and there is no
+    /// room to track it; a slot may free after `retry_after`. Nothing was taken; `remaining`
+    /// is 0 and `reset_after` is `retry_after`. For backends outside the crate with a key cap
+    /// of their own.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Decision, RefusedBy};
+    ///
+    /// let d = Decision::key_cap_reached(10, Duration::from_secs(1));
+    /// assert!(!d.allowed && d.is_key_cap_reached() && !d.exceeds_burst());
+    /// assert_eq!(d.refused_by, Some(RefusedBy::KeyCap));
+    /// assert_eq!(d.retry_after, Some(Duration::from_secs(1)));
+    /// ```
+    #[must_use]
+    pub const fn key_cap_reached(limit: u64, retry_after: Duration) -> Decision {
+        Decision {
+            allowed: false,
+            limit,
+            remaining: 0,
+            retry_after: Some(retry_after),
+            reset_after: retry_after,
+            refused_by: Some(RefusedBy::KeyCap),
+        }
+    }
+
+    /// Refused because the key table is full ([`RefusedBy::KeyCap`]), not by the rate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Decision;
+    /// assert!(Decision::key_cap_reached(5, Duration::from_secs(1)).is_key_cap_reached());
+    /// assert!(!Decision::denied(5, 0, Duration::from_secs(1), Duration::ZERO).is_key_cap_reached());
+    /// ```
+    pub fn is_key_cap_reached(&self) -> bool {
+        self.refused_by == Some(RefusedBy::KeyCap)
     }
 
     /// Denied because more permits were asked for than the burst holds.
@@ -172,9 +248,9 @@ pub enum AcquireError {
     /// Not now, from a concurrency limit: the permits are held by others (`in_flight` of
     /// `limit`), or waiters queued earlier come first. No time is given: permits come back
     /// when their holders finish, not on a schedule. A non-waiting call returns it at once; a
-    /// call with a timeout, when the timeout passed first. A keyed concurrency limiter at a
-    /// full key cap ([`WhenFull::Deny`](crate::WhenFull::Deny)) also refuses a new key with it,
-    /// with `in_flight: 0` (the key holds nothing; the table has no room for it).
+    /// call with a timeout, when the timeout passed first. (A new key that a keyed concurrency
+    /// limiter's full key cap refuses gets [`KeyCapReached`](AcquireError::KeyCapReached)
+    /// instead: the table has no room for it, whatever the key's own limit.)
     ///
     /// ```
     /// use tollgate::{AcquireError, ConcurrencyLimiter};
@@ -194,6 +270,32 @@ pub enum AcquireError {
         /// The concurrency limit in force.
         limit: u64,
     },
+    /// Not now, from a full key table: the key is new, the keyed limiter's key cap
+    /// ([`max_keys`](crate::KeyedRateLimiterBuilder::max_keys)) is reached with no cold or
+    /// idle key to evict, and [`WhenFull::Deny`](crate::WhenFull::Deny) refuses it. It is the
+    /// server's capacity, not the client's traffic (an HTTP layer answers `503`, not `429`).
+    /// Nothing was taken.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::{AcquireError, KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u32>::builder(Quota::per_second(1)?)
+    ///     .clock(ManualClock::new())
+    ///     .max_keys(NonZeroUsize::MIN)
+    ///     .build();
+    /// limiter.try_acquire_n(&1, 1).unwrap();
+    /// let e = limiter.try_acquire_n(&2, 1).unwrap_err();
+    /// assert!(matches!(e, AcquireError::KeyCapReached { retry_after: Some(_) }));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    KeyCapReached {
+        /// When a slot may free, for a rate limiter: the wait a refused check reports (for the
+        /// timeout variants: the wait the new key's grant would need, which exceeded the
+        /// timeout). `None` for a concurrency limiter: its keys free their slots when their
+        /// permits are released, not on a schedule.
+        retry_after: Option<Duration>,
+    },
 }
 
 impl AcquireError {
@@ -208,6 +310,7 @@ impl AcquireError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             AcquireError::RateLimited { retry_after } => Some(*retry_after),
+            AcquireError::KeyCapReached { retry_after } => *retry_after,
             _ => None,
         }
     }
@@ -232,6 +335,18 @@ impl fmt::Display for AcquireError {
                 f,
                 "at capacity: {in_flight} of {limit} permits in flight (or waiters ahead); \
                  retry after a release"
+            ),
+            AcquireError::KeyCapReached {
+                retry_after: Some(wait),
+            } => write!(
+                f,
+                "the key is new and the limiter's key table is full (key cap reached); a slot \
+                 may free in {wait:?}"
+            ),
+            AcquireError::KeyCapReached { retry_after: None } => write!(
+                f,
+                "the key is new and the limiter's key table is full (key cap reached); retry \
+                 after a key's permits are released"
             ),
         }
     }

@@ -282,7 +282,10 @@ impl<A: Algorithm> Engine<A> {
             |cell, now| A::allowed(&rule_check::<A, S>(&self.alg, cell, now, 1, &src)),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => v,
-            Placed::Full(_) => false,
+            Placed::Full(_) => {
+                self.meter.decided(Outcome::KeyCapReached, 1);
+                return false;
+            }
         };
         self.meter.decided_one(allowed);
         allowed
@@ -416,6 +419,7 @@ impl<A: Algorithm> Engine<A> {
                 Ok(Decision {
                     allowed: one.allowed,
                     retry_after: one.retry_after,
+                    refused_by: one.refused_by,
                     ..look
                 })
             }
@@ -607,6 +611,9 @@ impl<A: Algorithm> Engine<A> {
             Err(AcquireError::RateLimited { retry_after }) => {
                 Decision::denied(quota.burst(), 0, retry_after, retry_after)
             }
+            Err(AcquireError::KeyCapReached {
+                retry_after: Some(wait),
+            }) => Decision::key_cap_reached(quota.burst(), wait),
             Err(_) => never(self.peek(slot)),
         }
     }
@@ -614,20 +621,13 @@ impl<A: Algorithm> Engine<A> {
 
 /// The decision reported when the key cap refuses a new key.
 fn full_decision(limit: u64, wait: Nanos) -> Decision {
-    let wait = Duration::from_nanos(wait);
-    Decision {
-        allowed: false,
-        limit,
-        remaining: 0,
-        retry_after: Some(wait),
-        reset_after: wait,
-    }
+    Decision::key_cap_reached(limit, Duration::from_nanos(wait))
 }
 
-/// For callers that do not wait out a full table: a rate limit with the cap's wait.
-fn full_error(wait: Nanos) -> AcquireError {
-    AcquireError::RateLimited {
-        retry_after: Duration::from_nanos(wait),
+/// For callers that do not wait out a full table: the cap's refusal with its wait.
+pub(crate) fn full_error(wait: Nanos) -> AcquireError {
+    AcquireError::KeyCapReached {
+        retry_after: Some(Duration::from_nanos(wait)),
     }
 }
 

@@ -193,8 +193,9 @@ where
     /// Takes `n` permits for `key` at once if available now. Never waits.
     ///
     /// # Errors
-    /// [`AcquireError::RateLimited`] with the wait after which it would succeed (or, at a
-    /// full key cap with [`WhenFull::Deny`], the cap's suggested wait);
+    /// [`AcquireError::RateLimited`] with the wait after which it would succeed;
+    /// [`AcquireError::KeyCapReached`] with the cap's suggested wait for a new key at a full
+    /// key cap with [`WhenFull::Deny`] (the table's capacity, not the key's rate);
     /// [`AcquireError::ExceedsBurst`] if `n` is larger than the burst. `n = 0` always succeeds.
     ///
     /// ```
@@ -422,10 +423,11 @@ where
     /// that long; otherwise takes nothing and returns at once. `n = 0` succeeds at once.
     ///
     /// # Errors
-    /// [`AcquireError::RateLimited`] with the wait that would have been needed: at a full
-    /// key cap with [`WhenFull::Deny`], until the earliest key turns cold (judged from the
-    /// keys as they are now) plus the new key's own wait from a fresh state. Others as for
-    /// [`acquire_n`](KeyedRateLimiter::acquire_n).
+    /// [`AcquireError::RateLimited`] with the wait that would have been needed;
+    /// [`AcquireError::KeyCapReached`] for a new key at a full key cap with
+    /// [`WhenFull::Deny`] whose wait passes the timeout: until the earliest key turns cold
+    /// (judged from the keys as they are now) plus the new key's own wait from a fresh state.
+    /// Others as for [`acquire_n`](KeyedRateLimiter::acquire_n).
     ///
     /// ```
     /// use std::time::Duration;
@@ -597,7 +599,8 @@ where
     ///
     /// # Errors
     /// [`AcquireError::Unrepresentable`] as for [`acquire_n`](KeyedRateLimiter::acquire_n);
-    /// [`AcquireError::RateLimited`] only at a full key cap with [`WhenFull::Deny`].
+    /// [`AcquireError::KeyCapReached`] only for a new key at a full key cap with
+    /// [`WhenFull::Deny`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -708,11 +711,7 @@ where
         let (booking, now, tracked) = match placed {
             Placed::Tracked((b, now)) => (b?, now, true),
             Placed::Untracked((b, now)) => (b?, now, false),
-            Placed::Full(wait) => {
-                return Err(AcquireError::RateLimited {
-                    retry_after: Duration::from_nanos(wait),
-                })
-            }
+            Placed::Full(wait) => return Err(crate::engine::full_error(wait)),
         };
         let ticket = match booking {
             Booking::Booked { ticket, .. } => ticket,

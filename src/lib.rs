@@ -66,7 +66,8 @@
 //! acquire rows, returning a [`Permit`] guard that gives the permits back when dropped:
 //! `try_acquire()` is `Option<Permit>` (the `bool` row's), every other form
 //! `Result<Permit, AcquireError>`. Their "not now" is `AcquireError::AtCapacity { in_flight,
-//! limit }` (no wait to suggest: permits come back when their holders finish); more than the
+//! limit }` (no wait to suggest: permits come back when their holders finish; a new key at a
+//! keyed limiter's full key cap is `KeyCapReached { retry_after: None }`); more than the
 //! limit is `ExceedsBurst` for every form, waiting ones included. Their limit is a count:
 //! `limit()`, `set_limit(limit)`, and `in_flight()` / `available()`. No `peek`,
 //! `check` or reservations.
@@ -207,7 +208,7 @@ pub use concurrency::{
     ConcurrencyError, ConcurrencyLimiter, ConcurrencyLimiterBuilder, KeyedConcurrencyLimiter,
     KeyedConcurrencyLimiterBuilder, OwnedPermit, Permit,
 };
-pub use decision::{AcquireError, AdjustError, Decision, ThrottleReply};
+pub use decision::{AcquireError, AdjustError, Decision, RefusedBy, ThrottleReply};
 pub use direct::{RateLimiter, RateLimiterBuilder};
 pub use keyed::{KeyedRateLimiter, KeyedRateLimiterBuilder};
 pub use leased::LeasedRateLimiter;

@@ -44,7 +44,8 @@ pub mod names {
     /// `would_delay` (shadow mode), `bypassed` (an allow list), `denied` (a deny list),
     /// `key_error` (the client's request had no usable key: a `4xx` `KeyError`),
     /// `misconfigured` (the server is set up wrongly, so no request can be keyed: a `5xx`
-    /// `KeyError` such as no peer address; alert on any), `unavailable` (the backend failed).
+    /// `KeyError` such as no peer address; alert on any), `unavailable` (the backend failed),
+    /// `key_cap_reached` (a new client the limiter's full key table refused: a `503`).
     /// The same counts as `RateLimitLayer::stats`.
     pub const HTTP_REQUESTS: &str = "tollgate_http_requests_total";
     /// The `policy` label of requests no policy applies to.
@@ -88,6 +89,10 @@ pub mod names {
     pub const OUTCOME_AT_CAPACITY: &str = "at_capacity";
     /// Outcome: refused because granting would pass the end of the limiter's time.
     pub const OUTCOME_UNREPRESENTABLE: &str = "unrepresentable";
+    /// Outcome: a new key refused because a keyed limiter's key table is full (`max_keys`
+    /// reached with `WhenFull::Deny`; `AcquireError::KeyCapReached`, `RefusedBy::KeyCap`):
+    /// the server's capacity, not the client's traffic. Registered by keyed limiters only.
+    pub const OUTCOME_KEY_CAP_REACHED: &str = "key_cap_reached";
     /// The `limiter` label of a limiter built without a name.
     pub const UNNAMED: &str = "unnamed";
 
@@ -98,7 +103,7 @@ pub mod names {
         (
             DECISIONS,
             MetricKind::Counter,
-            "Decisions, by limiter and outcome.",
+            "Decisions, by limiter and outcome (key_cap_reached: a new key refused because the key table is full; raise max_keys or add capacity).",
         ),
         (
             PERMITS,
@@ -143,7 +148,7 @@ pub mod names {
         (
             HTTP_REQUESTS,
             MetricKind::Counter,
-            "Requests through the HTTP layer, by policy and outcome (misconfigured: the server cannot key requests; fix it).",
+            "Requests through the HTTP layer, by policy and outcome (misconfigured: the server cannot key requests; fix it. key_cap_reached: a new client refused because the key table is full).",
         ),
         (
             REDIS_REPLIES,
@@ -213,6 +218,7 @@ pub(crate) enum Outcome {
     ExceedsBurst,
     Unrepresentable,
     AtCapacity,
+    KeyCapReached,
 }
 
 impl Outcome {
@@ -225,6 +231,7 @@ impl Outcome {
             Outcome::ExceedsBurst => names::OUTCOME_EXCEEDS_BURST,
             Outcome::Unrepresentable => names::OUTCOME_UNREPRESENTABLE,
             Outcome::AtCapacity => names::OUTCOME_AT_CAPACITY,
+            Outcome::KeyCapReached => names::OUTCOME_KEY_CAP_REACHED,
         }
     }
 
@@ -234,6 +241,7 @@ impl Outcome {
             crate::AcquireError::ExceedsBurst { .. } => Outcome::ExceedsBurst,
             crate::AcquireError::Unrepresentable { .. } => Outcome::Unrepresentable,
             crate::AcquireError::AtCapacity { .. } => Outcome::AtCapacity,
+            crate::AcquireError::KeyCapReached { .. } => Outcome::KeyCapReached,
             _ => Outcome::Denied,
         }
     }
@@ -242,6 +250,8 @@ impl Outcome {
     pub(crate) fn of_decision(d: &crate::Decision) -> Outcome {
         if d.allowed {
             Outcome::Allowed
+        } else if d.is_key_cap_reached() {
+            Outcome::KeyCapReached
         } else if d.exceeds_burst() {
             Outcome::ExceedsBurst
         } else if d.retry_after.is_none() {
@@ -273,23 +283,35 @@ impl Meter {
     /// A meter labelled `name` (or [`UNNAMED`](names::UNNAMED)), registering its handles with
     /// the recorder installed now.
     pub(crate) fn new(name: Option<Arc<str>>) -> Meter {
-        Meter::of(name, false)
+        Meter::of(name, false, false)
+    }
+
+    /// A keyed rate limiter's meter: it also counts `key_cap_reached`.
+    pub(crate) fn keyed(name: Option<Arc<str>>) -> Meter {
+        Meter::of(name, false, true)
     }
 
     /// A concurrency limiter's meter: its refusals are `at_capacity`, and it has an in-flight
     /// gauge (a rate limiter's meter registers neither series).
     pub(crate) fn concurrency(name: Option<Arc<str>>) -> Meter {
-        Meter::of(name, true)
+        Meter::of(name, true, false)
     }
 
-    fn of(name: Option<Arc<str>>, concurrency: bool) -> Meter {
+    /// A keyed concurrency limiter's meter: as [`concurrency`](Meter::concurrency), and it
+    /// also counts `key_cap_reached`.
+    pub(crate) fn keyed_concurrency(name: Option<Arc<str>>) -> Meter {
+        Meter::of(name, true, true)
+    }
+
+    fn of(name: Option<Arc<str>>, concurrency: bool, keyed: bool) -> Meter {
         #[cfg(not(feature = "metrics"))]
-        let _ = concurrency;
+        let _ = (concurrency, keyed);
         Meter {
             #[cfg(feature = "metrics")]
             handles: Some(Arc::new(handles::Handles::register(
                 name.as_deref().unwrap_or(names::UNNAMED),
                 concurrency,
+                keyed,
             ))),
             name,
         }
@@ -484,6 +506,7 @@ mod handles {
         exceeds_burst: Counter,
         unrepresentable: Counter,
         at_capacity: Counter,
+        key_cap_reached: Counter,
         permits: Counter,
         waits: [Counter; 4],
         wait_seconds: Histogram,
@@ -495,10 +518,10 @@ mod handles {
     }
 
     impl Handles {
-        /// The handles of a rate limiter, or (`concurrency`) of a concurrency limiter: each
-        /// registers only the series it can move, so an exporter lists no series that stays
-        /// zero by construction.
-        pub(super) fn register(name: &str, concurrency: bool) -> Handles {
+        /// The handles of a rate limiter, or (`concurrency`) of a concurrency limiter, with
+        /// (`keyed`) a key cap's refusals: each registers only the series it can move, so an
+        /// exporter lists no series that stays zero by construction.
+        pub(super) fn register(name: &str, concurrency: bool, keyed: bool) -> Handles {
             describe();
             let name = name.to_owned();
             let decision = |outcome: &'static str| counter!(DECISIONS, LIMITER => name.clone(), OUTCOME => outcome);
@@ -518,6 +541,11 @@ mod handles {
                 unrepresentable: rate(OUTCOME_UNREPRESENTABLE),
                 at_capacity: if concurrency {
                     decision(OUTCOME_AT_CAPACITY)
+                } else {
+                    Counter::noop()
+                },
+                key_cap_reached: if keyed {
+                    decision(OUTCOME_KEY_CAP_REACHED)
                 } else {
                     Counter::noop()
                 },
@@ -552,6 +580,7 @@ mod handles {
                 Outcome::ExceedsBurst => self.exceeds_burst.increment(1),
                 Outcome::Unrepresentable => self.unrepresentable.increment(1),
                 Outcome::AtCapacity => self.at_capacity.increment(1),
+                Outcome::KeyCapReached => self.key_cap_reached.increment(1),
             }
         }
 

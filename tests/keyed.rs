@@ -211,8 +211,8 @@ fn cap_with_deny_refuses_new_keys_until_one_turns_cold() {
     clock.advance(Duration::from_millis(400));
     assert_eq!(
         l.try_acquire_n(&2, 1),
-        Err(AcquireError::RateLimited {
-            retry_after: Duration::from_millis(600)
+        Err(AcquireError::KeyCapReached {
+            retry_after: Some(Duration::from_millis(600))
         })
     );
     assert!(l.reserve_n(&2, 1).is_err());
@@ -604,8 +604,8 @@ fn a_skewed_clock_widens_the_key_caps_reclaim_and_its_wait() {
     clock.set(SECOND + SKEW - 1);
     assert_eq!(
         l.try_acquire_n(&2, 1),
-        Err(AcquireError::RateLimited {
-            retry_after: Duration::from_nanos(1)
+        Err(AcquireError::KeyCapReached {
+            retry_after: Some(Duration::from_nanos(1))
         })
     );
     clock.set(SECOND + SKEW);
@@ -692,8 +692,8 @@ fn a_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_late() {
     assert!(l.try_acquire_n(&1, 2).is_ok());
     assert_eq!(
         l.try_acquire_n_for(&2, 3, Duration::from_nanos(200)),
-        Err(AcquireError::RateLimited {
-            retry_after: Duration::from_nanos(300)
+        Err(AcquireError::KeyCapReached {
+            retry_after: Some(Duration::from_nanos(300))
         })
     );
     assert!(clock.sleeps().is_empty(), "slept {:?}", clock.sleeps());
@@ -725,8 +725,8 @@ fn a_timed_wait_at_the_cap_is_judged_from_the_keys_not_from_a_stale_bound() {
     assert!(l.try_acquire_n(&1, 2).is_ok()); // cold at 300
     assert_eq!(
         l.try_acquire_n_for(&2, 1, Duration::from_nanos(200)),
-        Err(AcquireError::RateLimited {
-            retry_after: Duration::from_nanos(250)
+        Err(AcquireError::KeyCapReached {
+            retry_after: Some(Duration::from_nanos(250))
         })
     );
     assert!(clock.sleeps().is_empty(), "slept {:?}", clock.sleeps());
@@ -750,8 +750,8 @@ async fn an_async_timed_wait_at_the_cap_refuses_at_once_when_the_slot_comes_too_
     assert!(l.try_acquire_n(&1, 2).is_ok());
     assert_eq!(
         l.try_acquire_n_for_async(&2, 3, 200 * MS).await,
-        Err(AcquireError::RateLimited {
-            retry_after: 300 * MS
+        Err(AcquireError::KeyCapReached {
+            retry_after: Some(300 * MS)
         })
     );
     assert_eq!(start.elapsed(), Duration::ZERO);
@@ -1103,22 +1103,23 @@ mod cap_model {
                         let deadline = now + timeout;
                         let tracked = m.tat.get(&k).copied();
                         let (ready, tail) = m.book(tracked.unwrap_or(0), now, n);
-                        // Where the grant happens: (start, key stored?), or refused with a wait.
-                        let plan: Result<(u64, u64, bool), u64> = match (tracked, n) {
+                        // Where the grant happens: (start, key stored?), or refused with a wait
+                        // (and whether the full key table refused it).
+                        let plan: Result<(u64, u64, bool), (u64, bool)> = match (tracked, n) {
                             (Some(_), _) => Ok((now, ready, true)),
                             (None, 0) => Ok((now, now, false)),
-                            (None, _) if ready > deadline => Err(ready - now),
+                            (None, _) if ready > deadline => Err((ready - now, false)),
                             (None, _) => match m.cap_at(now) {
                                 Cap::Stored => Ok((now, ready, true)),
                                 Cap::Untracked => Ok((now, ready, false)),
                                 Cap::Refused(earliest) => {
                                     let (at, _) = m.book(0, earliest, n);
-                                    if at > deadline { Err(at - now) } else { Ok((earliest, at, true)) }
+                                    if at > deadline { Err((at - now, true)) } else { Ok((earliest, at, true)) }
                                 }
                             },
                         };
                         let plan = match plan {
-                            Ok((_, ready, _)) if ready > deadline => Err(ready - now),
+                            Ok((_, ready, _)) if ready > deadline => Err((ready - now, false)),
                             p => p,
                         };
                         match (got, plan) {
@@ -1129,7 +1130,11 @@ mod cap_model {
                                     if tracked.is_some() { m.tat.insert(k, tat); } else { m.store(k, tat, start); }
                                 }
                             }
-                            (Err(AcquireError::RateLimited { retry_after }), Err(wait)) => {
+                            (Err(AcquireError::RateLimited { retry_after }), Err((wait, false)))
+                            | (
+                                Err(AcquireError::KeyCapReached { retry_after: Some(retry_after) }),
+                                Err((wait, true)),
+                            ) => {
                                 prop_assert_eq!(retry_after, Duration::from_nanos(wait));
                                 prop_assert_eq!(clock.now(), now, "a refused timed wait never sleeps");
                             }

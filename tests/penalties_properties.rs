@@ -18,7 +18,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tollgate::{
     Algorithm, Clock, Decision, FixedWindow, Gcra, KeyedRateLimiter, ManualClock, Quota,
-    RateLimiter, SlidingLog, SlidingWindow, WeightedWindow, MAX_NANOS,
+    RateLimiter, RefusedBy, SlidingLog, SlidingWindow, WeightedWindow, MAX_NANOS,
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -94,6 +94,8 @@ trait Model {
         let mut d = look;
         d.allowed = allowed;
         d.retry_after = retry.map(Duration::from_nanos);
+        // Refused after the adjustment: by the quota (a key cap never refuses a tracked key).
+        d.refused_by = (!allowed).then_some(RefusedBy::Quota);
         d
     }
 }

@@ -165,6 +165,7 @@ fn decision(allowed: bool, limit: u64, remaining: u64, retry: Option<u64>, reset
     d.remaining = remaining;
     d.retry_after = retry.map(Duration::from_nanos);
     d.reset_after = Duration::from_nanos(reset);
+    d.refused_by = (!allowed).then_some(tollgate::RefusedBy::Quota);
     d
 }
 

@@ -14,7 +14,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Booking, Kind};
-use crate::decision::{AcquireError, Decision};
+use crate::decision::{AcquireError, Decision, RefusedBy};
 use crate::quota::{Quota, QuotaError};
 use crate::Nanos;
 use crate::MAX_NANOS;
@@ -56,6 +56,7 @@ impl Verdict {
                 _ => None,
             },
             reset_after: Duration::from_nanos(self.reset_after),
+            refused_by: (!self.allowed()).then_some(RefusedBy::Quota),
         }
     }
 

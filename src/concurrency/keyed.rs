@@ -124,8 +124,8 @@ where
     ///
     /// # Errors
     /// [`AcquireError::ExceedsBurst`] if `n` is above the limit; [`AcquireError::AtCapacity`]
-    /// if they are not free now, or the key is new and the key cap refuses it
-    /// ([`WhenFull::Deny`](crate::WhenFull::Deny), with `in_flight: 0`).
+    /// if they are not free now; [`AcquireError::KeyCapReached`] (`retry_after: None`) if the
+    /// key is new and the full key cap refuses it ([`WhenFull::Deny`](crate::WhenFull::Deny)).
     ///
     /// ```
     /// use tollgate::{AcquireError, KeyedConcurrencyLimiter};
@@ -166,7 +166,7 @@ where
     ///
     /// # Errors
     /// [`AcquireError::ExceedsBurst`] at once if `n` is above the limit (it never waits for
-    /// what can never be granted); [`AcquireError::AtCapacity`] at once for a new key the
+    /// what can never be granted); [`AcquireError::KeyCapReached`] at once for a new key the
     /// key cap refuses ([`WhenFull::Deny`](crate::WhenFull::Deny)): a table full of busy keys
     /// has no wake-up to wait for.
     ///

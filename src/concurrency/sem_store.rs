@@ -243,7 +243,8 @@ where
         match self.table.when_full {
             // `n` fits: it is at most the limit (checked above).
             WhenFull::AllowUntracked => Step::Done(Ok(Held::untracked(cell_count(n)))),
-            WhenFull::Deny => Step::Done(Err(busy(0, self.limit()))),
+            // No wait to suggest: slots free as permits are released, not on a schedule.
+            WhenFull::Deny => Step::Done(Err(AcquireError::KeyCapReached { retry_after: None })),
         }
     }
 

@@ -28,7 +28,7 @@ use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::rate::backend::Backend;
 use super::rate::refunds::Refunds;
 use super::responses::headers::{HeaderStyle, RateHeaders};
-use super::responses::rejection::{reject, NoBody, Problem, RejectBody};
+use super::responses::rejection::{name_reason, reject, NoBody, Problem, RejectBody};
 use crate::Decision;
 
 /// The backends of a [`RateLimitLayer`], as one type: `B` decides its rate limits (a
@@ -240,6 +240,9 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                 return Verdict::Reject(reject(&self.body, &p, grpc, None));
             }
         };
+        if d.is_key_cap_reached() {
+            return self.key_cap_reached(index, key, &d, grpc, shadow);
+        }
         let show = !shadow || self.ops.shadow_headers;
         let headers = (show && (self.style != HeaderStyle::None || !d.allowed))
             .then(|| RateHeaders::new(self.style, &policy.label, policy.rate(), &d));
@@ -290,7 +293,47 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         };
         Verdict::Reject(reject(&self.body, &p, grpc, headers.as_ref()))
     }
+
+    /// The verdict for a new key the limiter's full key table refused: the server's capacity,
+    /// not the client's traffic, so `503` (gRPC `UNAVAILABLE`) with `Retry-After` (when a slot
+    /// may free) and the reason, but no rate-limit fields (the client used none of its limit).
+    /// Counted as `key_cap_reached` in shadow too, where the request goes through.
+    #[cold]
+    fn key_cap_reached<ResBody>(
+        &self,
+        index: usize,
+        key: &B::Key,
+        d: &Decision,
+        grpc: bool,
+        shadow: bool,
+    ) -> Verdict<ResBody>
+    where
+        R: RejectBody<ResBody>,
+    {
+        self.ops.record(Some(index), Outcome::KeyCapReached);
+        self.ops.refused(index, Outcome::KeyCapReached, key);
+        if shadow {
+            return Verdict::Proceed(None);
+        }
+        let policy = self.table.get(index);
+        let headers = RateHeaders::new(HeaderStyle::None, &policy.label, policy.rate(), d);
+        let p = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "rate limit {}: {KEY_TABLE_FULL}; retry after {} s",
+                policy.label.sf_name(),
+                headers.retry_after().unwrap_or(1)
+            ),
+        );
+        let mut res = reject(&self.body, &p, grpc, Some(&headers));
+        name_reason(&mut res, KEY_TABLE_FULL, grpc);
+        Verdict::Reject(res)
+    }
 }
+
+/// The reason a key-cap refusal states (its `Tollgate-Error` header, and in its detail).
+pub(crate) const KEY_TABLE_FULL: &str =
+    "the limiter's key table is full (key cap reached): no room to track a new client";
 
 /// Carries out a verdict on the async paths.
 pub(crate) async fn proceed<S, ReqBody, ResBody>(

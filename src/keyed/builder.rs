@@ -269,7 +269,7 @@ where
         let mut s = self.settings;
         let engine = Engine::new(self.alg, self.quota, self.clock)
             .expect("the algorithm accepted this quota when it was chosen")
-            .with_meter(Meter::new(s.name.take()));
+            .with_meter(Meter::keyed(s.name.take()));
         let store = KeyedStore::new(s.hasher.clone(), s.shards, s.key_cap(), s.when_full);
         let inner = Arc::new(KeyedEngine::new(engine, store));
         let sweeper = s.start_sweeper(&inner);

@@ -17,6 +17,7 @@
 /// assert!(limiter.try_acquire(&1));
 /// assert!(!limiter.try_acquire(&2)); // table full, key 1 still hot
 /// assert!(!limiter.peek(&2).allowed); // and a peek says the same
+/// assert!(limiter.check(&2).is_key_cap_reached()); // the table, not key 2's rate
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -26,12 +27,15 @@ pub enum WhenFull {
     /// reclaimed, at least 1 ns and at most the quota's period or tolerance (judged from a
     /// lower bound on cold times unless the check swept: never later than that key turns
     /// cold, earlier if it got busier since). A peek of the new key reports the same.
-    /// `try_acquire_n` returns
-    /// [`AcquireError::RateLimited`](crate::AcquireError::RateLimited) with that wait;
+    /// The refusal says it comes from the full table, not from the key's rate: `refused_by`
+    /// is [`RefusedBy::KeyCap`](crate::RefusedBy::KeyCap), and `try_acquire_n` and
+    /// `reserve_n` return
+    /// [`AcquireError::KeyCapReached`](crate::AcquireError::KeyCapReached) with that wait;
     /// blocking and async `acquire` sleep until the earliest tracked key turns cold (once,
     /// judged from the keys as they are) and try again, refusing at once what a fresh key
-    /// would refuse; the timed waits return `RateLimited` at once when a slot plus the key's
-    /// own wait would end past the timeout.
+    /// would refuse; the timed waits return `KeyCapReached` at once when a slot plus the key's
+    /// own wait would end past the timeout. A keyed concurrency limiter refuses with
+    /// `KeyCapReached { retry_after: None }`, waiting forms included.
     /// The safe default: the cap is never a way around the limit.
     #[default]
     Deny,

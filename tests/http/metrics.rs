@@ -60,6 +60,14 @@ impl Seen {
         )
     }
 
+    /// Requests through the HTTP layer under `policy` that ended with `outcome`.
+    fn http(&self, policy: &str, outcome: &str) -> u64 {
+        self.counter(
+            names::HTTP_REQUESTS,
+            &[(names::POLICY, policy), (names::OUTCOME, outcome)],
+        )
+    }
+
     fn waits(&self, limiter: &str, event: &str) -> u64 {
         self.counter(
             names::WAITS,
@@ -378,7 +386,9 @@ fn keyed_concurrency_limiter_counts_keys_and_in_flight() {
                                                 // A snapshot drains what it reads (a gauge too): later ones hold the change since.
     let seen = Seen::take(&snap);
     assert_eq!(seen.decisions("exports", names::OUTCOME_ALLOWED), 3);
-    assert_eq!(seen.decisions("exports", names::OUTCOME_AT_CAPACITY), 2);
+    // Key 1 busy is `at_capacity`; key 4 refused by the full table is counted apart.
+    assert_eq!(seen.decisions("exports", names::OUTCOME_AT_CAPACITY), 1);
+    assert_eq!(seen.decisions("exports", names::OUTCOME_KEY_CAP_REACHED), 1);
     let mut in_flight = seen.in_flight("exports");
     assert_eq!(in_flight, 4.0);
     drop((b, c));
@@ -422,6 +432,99 @@ fn a_rate_limiter_has_no_concurrency_series() {
         .is_none());
 }
 
+/// A keyed rate limiter counts a new key refused by its full key table as `key_cap_reached`,
+/// apart from the tracked key's rate refusals (`denied`), whichever method meets the cap; a
+/// direct limiter, which has no key table, registers no such series.
+#[test]
+fn a_full_key_table_is_counted_apart_from_rate_refusals() {
+    let (recorder, snap) = recorder();
+    let (keyed, direct) = metrics::with_local_recorder(&recorder, || {
+        let keyed = KeyedRateLimiter::<u32>::builder(Quota::per_second(1).unwrap())
+            .clock(ManualClock::new())
+            .name("capped")
+            .max_keys(std::num::NonZeroUsize::MIN)
+            .when_full(tollgate::WhenFull::Deny)
+            .build();
+        let direct = RateLimiter::builder(Quota::per_second(1).unwrap())
+            .clock(ManualClock::new())
+            .name("direct")
+            .build();
+        (keyed, direct)
+    });
+    assert!(keyed.try_acquire(&1));
+    assert!(!keyed.try_acquire(&1)); // the rate
+    assert!(!keyed.check(&1).allowed); // the rate
+    assert!(!keyed.try_acquire(&2)); // the cap
+    assert!(keyed.check(&2).is_key_cap_reached());
+    assert!(matches!(
+        keyed.try_acquire_n(&2, 1),
+        Err(AcquireError::KeyCapReached { .. })
+    ));
+    assert!(keyed.reserve(&2).is_err());
+    let _ = keyed.peek(&2); // a look, not a decision
+    assert!(direct.try_acquire());
+
+    let seen = Seen::take(&snap);
+    assert_eq!(seen.decisions("capped", names::OUTCOME_ALLOWED), 1);
+    assert_eq!(seen.decisions("capped", names::OUTCOME_DENIED), 2);
+    assert_eq!(seen.decisions("capped", names::OUTCOME_KEY_CAP_REACHED), 4);
+    assert!(seen
+        .value(
+            names::DECISIONS,
+            &[
+                (names::LIMITER, "direct"),
+                (names::OUTCOME, names::OUTCOME_KEY_CAP_REACHED)
+            ]
+        )
+        .is_none());
+}
+
+/// The HTTP layer counts a new key its limiter's full key table refused as `key_cap_reached`
+/// (a `503`), apart from `refused` (a `429`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_layer_counts_a_full_key_table_apart() {
+    use std::sync::Arc;
+    use tollgate::http::{HeaderKey, HeaderName, RateLimitLayer};
+
+    let (recorder, snap) = recorder();
+    let layer = metrics::with_local_recorder(&recorder, || {
+        let keys = Arc::new(
+            KeyedRateLimiter::<String>::builder(Quota::per_minute(1).unwrap())
+                .clock(ManualClock::new())
+                .max_keys(std::num::NonZeroUsize::MIN)
+                .build(),
+        );
+        RateLimitLayer::with_limiters(HeaderKey::new(HeaderName::from_static("x-api-key")))
+            .limiter(keys)
+            .policy_name("api")
+            .build()
+            .unwrap()
+    });
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = http_support::serve_axum(app).await;
+    let client = http_support::client();
+    let send = |key: &'static str| {
+        let client = client.clone();
+        async move {
+            http_support::send(&client, addr, "GET", "/", &[("x-api-key", key)])
+                .await
+                .status
+        }
+    };
+    assert_eq!(send("k1").await, 200);
+    assert_eq!(send("k1").await, 429);
+    assert_eq!(send("k2").await, 503);
+
+    let seen = Seen::take(&snap);
+    let http = |outcome| seen.http("api", outcome);
+    assert_eq!(
+        (http("allowed"), http("refused"), http("key_cap_reached")),
+        (1, 1, 1)
+    );
+}
+
 /// The HTTP layer over a real socket: per policy and outcome, the same counts as
 /// `RateLimitLayer::stats`, and the limiter the layer built from a quota is named after its
 /// policy. A shadow rollout seen from the metrics: 10 requests over a limit of 4 in shadow
@@ -452,12 +555,7 @@ async fn the_http_layer_counts_each_request_once_by_policy_and_outcome() {
     assert_eq!(http_support::get(&client, addr, "/").await.status, 429);
 
     let seen = Seen::take(&snap);
-    let http = |outcome| {
-        seen.counter(
-            names::HTTP_REQUESTS,
-            &[(names::POLICY, "api"), (names::OUTCOME, outcome)],
-        )
-    };
+    let http = |outcome| seen.http("api", outcome);
     assert_eq!(
         (http("allowed"), http("would_refuse"), http("refused")),
         (4, 6, 1)
@@ -500,12 +598,7 @@ async fn a_never_grantable_request_is_counted_apart() {
         let _ = http_support::get(&client, addr, "/").await;
     }
     let seen = Seen::take(&snap);
-    let http = |outcome| {
-        seen.counter(
-            names::HTTP_REQUESTS,
-            &[(names::POLICY, "bulk"), (names::OUTCOME, outcome)],
-        )
-    };
+    let http = |outcome| seen.http("bulk", outcome);
     assert_eq!((http("allowed"), http("refused"), http("never")), (3, 1, 1));
     let stats = layer.stats("bulk").unwrap();
     assert_eq!((stats.allowed, stats.refused, stats.never), (3, 1, 1));
@@ -568,7 +661,9 @@ fn a_prometheus_scrape_has_help_lines() {
     let _ = limiter.try_acquire(&1);
     let page = handle.render();
     assert!(
-        page.contains("# HELP tollgate_decisions_total Decisions, by limiter and outcome."),
+        page.contains(
+            "# HELP tollgate_decisions_total Decisions, by limiter and outcome (key_cap_reached: "
+        ),
         "{page}"
     );
 }
@@ -610,12 +705,7 @@ async fn a_misconfigured_server_is_counted_apart_from_client_key_errors() {
     assert_eq!(got.status, 500);
 
     let seen = Seen::take(&snap);
-    let http = |policy, outcome| {
-        seen.counter(
-            names::HTTP_REQUESTS,
-            &[(names::POLICY, policy), (names::OUTCOME, outcome)],
-        )
-    };
+    let http = |policy, outcome| seen.http(policy, outcome);
     assert_eq!(
         (http("peer", "misconfigured"), http("peer", "key_error")),
         (4, 0)

@@ -315,12 +315,18 @@ impl Show for Decision {
             None => "-".to_owned(),
         };
         format!(
-            "{} lim={} rem={} retry={} reset={:?}",
+            "{} lim={} rem={} retry={} reset={:?}{}",
             if self.allowed { "allow" } else { "deny" },
             self.limit,
             self.remaining,
             retry,
-            self.reset_after
+            self.reset_after,
+            // Only a full key table's refusal says why: every other line reads as before.
+            if self.is_key_cap_reached() {
+                " by=key_cap"
+            } else {
+                ""
+            }
         )
     }
 }

@@ -151,8 +151,9 @@ where
         no_key_cap;
         /// The policy for a new key at the [`max_keys`](Self::max_keys) cap when no idle key
         /// could be evicted. Default [`WhenFull::Deny`](crate::WhenFull::Deny): refused with
-        /// [`AcquireError::AtCapacity`](crate::AcquireError::AtCapacity) (`in_flight: 0`), also
-        /// by the waiting forms, at once.
+        /// [`AcquireError::KeyCapReached`](crate::AcquireError::KeyCapReached)
+        /// (`retry_after: None`: slots free on release, not on a schedule), also by the
+        /// waiting forms, at once.
         /// [`WhenFull::AllowUntracked`](crate::WhenFull::AllowUntracked): granted an
         /// untracked permit (limited only by `n <= limit`; nothing counts it).
         ///
@@ -201,7 +202,7 @@ where
             s.shards,
             s.key_cap(),
             s.when_full,
-            Meter::concurrency(s.name.take()),
+            Meter::keyed_concurrency(s.name.take()),
         ));
         let sweeper = s.start_sweeper(&store);
         KeyedConcurrencyLimiter { sweeper, store }

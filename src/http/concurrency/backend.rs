@@ -104,9 +104,12 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
         -> Result<Self::Permit, Busy>;
 }
 
-/// A refusal from a [`ConcurrencyBackend`]: the key has no free permit now. Carries the limit
-/// in force, which the layer states in its rejection (`application/problem+json` detail, gRPC
-/// message).
+/// A refusal from a [`ConcurrencyBackend`]: the key has no free permit now, or (made with
+/// [`key_cap_reached`](Busy::key_cap_reached)) the key is new and the backend's key table is
+/// full. Carries the limit in force, which the layer states in its rejection
+/// (`application/problem+json` detail, gRPC message). The layer answers the first with its
+/// busy status (`429` by default), the second with `503 Service Unavailable`: the server's
+/// capacity, not the client's.
 ///
 /// ```
 /// let busy = tollgate::http::Busy::new(2);
@@ -116,6 +119,7 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Busy {
     limit: u64,
+    key_cap: bool,
 }
 
 impl Busy {
@@ -126,7 +130,35 @@ impl Busy {
     /// ```
     #[must_use]
     pub const fn new(limit: u64) -> Busy {
-        Busy { limit }
+        Busy {
+            limit,
+            key_cap: false,
+        }
+    }
+
+    /// A refusal of a new key because the backend's key table is full (its key cap reached),
+    /// under a limit of `limit` permits per key.
+    ///
+    /// ```
+    /// let full = tollgate::http::Busy::key_cap_reached(3);
+    /// assert!(full.is_key_cap_reached() && !tollgate::http::Busy::new(3).is_key_cap_reached());
+    /// ```
+    #[must_use]
+    pub const fn key_cap_reached(limit: u64) -> Busy {
+        Busy {
+            limit,
+            key_cap: true,
+        }
+    }
+
+    /// Whether the key was refused because the key table is full, not because it is busy.
+    ///
+    /// ```
+    /// assert!(tollgate::http::Busy::key_cap_reached(1).is_key_cap_reached());
+    /// ```
+    #[must_use]
+    pub const fn is_key_cap_reached(&self) -> bool {
+        self.key_cap
     }
 
     /// The limit in force when the request was refused.
@@ -142,7 +174,11 @@ impl Busy {
 
 impl fmt::Display for Busy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "concurrency limit reached: {} in flight", self.limit)
+        if self.key_cap {
+            write!(f, "key table full: no room to track a new key")
+        } else {
+            write!(f, "concurrency limit reached: {} in flight", self.limit)
+        }
     }
 }
 
@@ -166,8 +202,9 @@ pub enum NoConcurrency {}
 
 /// The in-process [`KeyedConcurrencyLimiter`](crate::KeyedConcurrencyLimiter) behind the
 /// layer's concurrency mode: its permits are [`OwnedPermit`](crate::OwnedPermit)s, its keys
-/// bounded when it has a key cap (or a key type with one value). Any refusal (no permit free,
-/// or a full key cap) is [`Busy`]; `n` above the limit cannot happen (the layer asks for one).
+/// bounded when it has a key cap (or a key type with one value). Any refusal is [`Busy`]: a
+/// full key cap's ([`AcquireError::KeyCapReached`](crate::AcquireError::KeyCapReached)) is
+/// [`Busy::key_cap_reached`]; `n` above the limit cannot happen (the layer asks for one).
 impl<K, S> ConcurrencyBackend for crate::KeyedConcurrencyLimiter<K, S>
 where
     K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
@@ -186,7 +223,12 @@ where
     }
 
     fn try_acquire_n_owned(self: &Arc<Self>, key: &K, n: u64) -> Result<crate::OwnedPermit, Busy> {
-        crate::KeyedConcurrencyLimiter::try_acquire_n_owned(self, key, n)
-            .map_err(|_| Busy::new(crate::KeyedConcurrencyLimiter::limit(self)))
+        crate::KeyedConcurrencyLimiter::try_acquire_n_owned(self, key, n).map_err(|e| {
+            let limit = crate::KeyedConcurrencyLimiter::limit(self);
+            match e {
+                crate::AcquireError::KeyCapReached { .. } => Busy::key_cap_reached(limit),
+                _ => Busy::new(limit),
+            }
+        })
     }
 }

@@ -39,12 +39,16 @@ pub(crate) enum Outcome {
     /// [`KeyError`](super::super::KeyError), such as no peer address): answered per
     /// [`OnKeyError`](super::super::OnKeyError), and logged.
     Misconfigured,
+    /// A new key the limiter's full key table refused (`Decision::refused_by` is
+    /// `RefusedBy::KeyCap`): the server's capacity, not the client's traffic. `503` with
+    /// `Retry-After` when enforcing, through in shadow.
+    KeyCapReached,
 }
 
 impl Outcome {
     /// Every outcome, in the order of [`Outcome::label`]'s labels.
     #[cfg(feature = "metrics")]
-    const ALL: [Outcome; 10] = [
+    const ALL: [Outcome; 11] = [
         Outcome::Allowed,
         Outcome::Refused,
         Outcome::WouldRefuse,
@@ -55,6 +59,7 @@ impl Outcome {
         Outcome::Unavailable,
         Outcome::Never,
         Outcome::Misconfigured,
+        Outcome::KeyCapReached,
     ];
 
     /// The `outcome` label of `tollgate_http_requests_total` (and of refusal events).
@@ -71,6 +76,7 @@ impl Outcome {
             Outcome::Unavailable => "unavailable",
             Outcome::Never => "never",
             Outcome::Misconfigured => "misconfigured",
+            Outcome::KeyCapReached => "key_cap_reached",
         }
     }
 }
@@ -81,7 +87,7 @@ pub(crate) struct Counters {
     /// Feature `metrics`: the same counts as `tollgate_http_requests_total{policy, outcome}`,
     /// one handle per outcome, registered when the layer is built.
     #[cfg(feature = "metrics")]
-    metrics: Option<Box<[metrics::Counter; 10]>>,
+    metrics: Option<Box<[metrics::Counter; 11]>>,
     allowed: AtomicU64,
     refused: AtomicU64,
     would_refuse: AtomicU64,
@@ -92,6 +98,7 @@ pub(crate) struct Counters {
     unavailable: AtomicU64,
     never: AtomicU64,
     misconfigured: AtomicU64,
+    key_cap_reached: AtomicU64,
 }
 
 impl Counters {
@@ -139,6 +146,7 @@ impl Counters {
             Outcome::Unavailable => &self.unavailable,
             Outcome::Never => &self.never,
             Outcome::Misconfigured => &self.misconfigured,
+            Outcome::KeyCapReached => &self.key_cap_reached,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -157,6 +165,7 @@ impl Counters {
             unavailable: get(&self.unavailable),
             never: get(&self.never),
             misconfigured: get(&self.misconfigured),
+            key_cap_reached: get(&self.key_cap_reached),
         }
     }
 }
@@ -212,6 +221,13 @@ pub struct PolicyStats {
     /// `ConnectInfo`): answered per [`OnKeyError`](super::super::OnKeyError) (`500` by
     /// default), and logged. Anything above 0 needs a fix on the server.
     pub misconfigured: u64,
+    /// New keys the limiter's full key table refused (its
+    /// [`max_keys`](crate::KeyedRateLimiterBuilder::max_keys) reached with
+    /// [`WhenFull::Deny`](crate::WhenFull::Deny)): `503`
+    /// with `Retry-After` (a gRPC `UNAVAILABLE`) while enforcing, let through in shadow. The
+    /// server's capacity, not the clients' traffic: anything above 0 means the table is too
+    /// small for the clients it serves now.
+    pub key_cap_reached: u64,
 }
 
 impl PolicyStats {
@@ -234,6 +250,7 @@ impl PolicyStats {
             self.unavailable,
             self.never,
             self.misconfigured,
+            self.key_cap_reached,
         ]
         .iter()
         .fold(0u64, |sum, n| sum.wrapping_add(*n))
@@ -251,6 +268,7 @@ impl PolicyStats {
         self.unavailable = self.unavailable.wrapping_add(o.unavailable);
         self.never = self.never.wrapping_add(o.never);
         self.misconfigured = self.misconfigured.wrapping_add(o.misconfigured);
+        self.key_cap_reached = self.key_cap_reached.wrapping_add(o.key_cap_reached);
         self
     }
 }
@@ -280,6 +298,7 @@ mod tests {
             Outcome::Unavailable,
             Outcome::Never,
             Outcome::Misconfigured,
+            Outcome::KeyCapReached,
         ];
         for (i, o) in all.iter().enumerate() {
             let c = Counters::default();
@@ -298,6 +317,7 @@ mod tests {
                 s.unavailable,
                 s.never,
                 s.misconfigured,
+                s.key_cap_reached,
             ];
             let want: Vec<u64> = (0..all.len())
                 .map(|j| if j == i { i as u64 + 1 } else { 0 })

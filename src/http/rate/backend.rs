@@ -266,6 +266,9 @@ where
                 Err(AcquireError::RateLimited { retry_after }) => {
                     (denied(quota, retry_after), None)
                 }
+                Err(AcquireError::KeyCapReached {
+                    retry_after: Some(wait),
+                }) => (Decision::key_cap_reached(quota.burst(), wait), None),
                 Err(_) => (never(quota, self.peek(key)), None),
             }
         };

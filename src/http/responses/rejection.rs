@@ -1,4 +1,5 @@
-//! The responses the layer makes itself: `429 Too Many Requests`, and the answers to key and
+//! The responses the layer makes itself: `429 Too Many Requests`, `503 Service Unavailable`
+//! for a new client a full key table refused (gRPC `UNAVAILABLE`), and the answers to key and
 //! backend failures, as plain HTTP or as a gRPC status.
 //!
 //! Every one carries `Cache-Control: no-store`: a cached 429 would keep limiting a client after

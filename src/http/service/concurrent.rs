@@ -3,7 +3,9 @@
 //! in the response future and then in the response body ([`PermitBody`]) until the body ends
 //! or is dropped. Over the limit: the layer's busy status (429 by default), with the layer's
 //! body (empty, or `application/problem+json`) and no `Retry-After` (when a slot frees up
-//! depends on other requests finishing, which nothing predicts).
+//! depends on other requests finishing, which nothing predicts). A new key refused because the
+//! backend's key table is full ([`Busy::key_cap_reached`]): `503`, with the reason, also
+//! without `Retry-After`.
 //!
 //! The rate policies still apply after the permit is taken, as without concurrency limits; a
 //! request the rate limit refuses at once gives its permit back at once.
@@ -13,7 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
@@ -21,9 +23,9 @@ use super::super::concurrency::backend::{Busy, ConcurrencyBackend};
 use super::super::concurrency::permit_body::PermitBody;
 use super::super::policy::SlotPolicy;
 use super::super::rate::backend::Backend;
-use super::super::responses::rejection::{reject, Problem, RejectBody};
-use super::super::state::Shared;
+use super::super::responses::rejection::{name_reason, reject, Problem, RejectBody};
 use super::super::state::{Backends, RateLimitLayer};
+use super::super::state::{Shared, KEY_TABLE_FULL};
 use super::{RateLimit, ResponseFuture};
 
 /// With concurrency limits: the response body is the inner one in a [`PermitBody`], holding
@@ -69,6 +71,16 @@ fn refuse<B: Backend, R, C, ResBody>(
 where
     R: RejectBody<ResBody>,
 {
+    if busy.is_key_cap_reached() {
+        // The server's capacity, not the client's: as a rate limiter's full key table.
+        let p = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("concurrency limit {}: {KEY_TABLE_FULL}", policy.sf_name),
+        );
+        let mut res = reject(&shared.body, &p, grpc, None);
+        name_reason(&mut res, KEY_TABLE_FULL, grpc);
+        return res;
+    }
     let p = Problem::new(
         shared.busy_status,
         format!(

@@ -2,6 +2,7 @@
 //! cancel" with exact nanosecond expectations, plus holes and re-scaling.
 
 use super::*;
+use crate::decision::RefusedBy;
 
 /// T = 10 ns, b = 3, tau = 30 ns, generation 0.
 fn q() -> GcraParams {
@@ -87,6 +88,7 @@ fn decision_fields_follow_redis_cell() {
             remaining: 1,
             retry_after: None,
             reset_after: Duration::from_nanos(20),
+            refused_by: None,
         }
     );
     // Denied: t = max(tat, now) = 535, debt 35 > tau, remaining 0, retry = 535+10-30-500 = 15.
@@ -99,6 +101,7 @@ fn decision_fields_follow_redis_cell() {
             remaining: 0,
             retry_after: Some(Duration::from_nanos(15)),
             reset_after: Duration::from_nanos(35),
+            refused_by: Some(RefusedBy::Quota),
         }
     );
     // Partial interval: debt 5 -> remaining floor(25/10) = 2.
@@ -391,6 +394,7 @@ fn decision_by_definition(v: &Verdict, now: Nanos, p: &GcraParams) -> Decision {
             _ => None,
         },
         reset_after: Duration::from_nanos(debt),
+        refused_by: (!matches!(v.kind, Kind::Allow | Kind::Peek)).then_some(RefusedBy::Quota),
     }
 }
 
