@@ -117,7 +117,10 @@ pub use responses::headers::HeaderStyle;
 pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::concurrent::PermitFuture;
 pub use service::{RateLimit, ResponseFuture};
-pub use state::{Backends, LayerBackends, OnKeyError, RateLimitLayer};
+pub use state::{
+    AccessLayer, Backends, ConcurrencyLimitLayer, LayerBackends, OnKeyError, RateLayer,
+    RateLimitLayer,
+};
 
 // The `http` types the API takes (see the module docs, "The `http` types").
 pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};
