@@ -1,6 +1,11 @@
-//! [`RateLimit`], the service made by [`RateLimitLayer`](super::RateLimitLayer), and its
-//! [`ResponseFuture`]: decide in `call`, answer 429 or call the inner service and add the
-//! headers to its response.
+//! [`RateLimit`], the service made by [`RateLimitLayer`](super::RateLimitLayer) and by the
+//! layers of one concern, and its [`ResponseFuture`]: decide in `call`, answer 429 or call the
+//! inner service and add the headers to its response.
+//!
+//! A request's steps are written here once: the screening ([`Shared::screen_request`]), the
+//! concurrency step ([`concurrent`]) and the rate step ([`decide_rate`]). The combined layer's
+//! service runs them in turn; the layers of one concern ([`access`], [`concurrent`], [`rate`])
+//! run one each, passing what they found on in a request extension ([`handoff`]).
 //!
 //! `poll_ready` only forwards to the inner service: capacity is decided per request, in
 //! `call`, never reserved by readiness. Shaping and refunds wait, so they run as boxed futures
@@ -96,8 +101,11 @@ use super::responses::rejection::{is_grpc, name_reason, reject, Problem, RejectB
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 use super::state::{Backends, RateLimitLayer};
 
-/// The rate-limiting service made by [`RateLimitLayer`]: the inner service `S` and a clone
-/// of its layer `L` (one `Arc`), so every service the layer makes shares its limiters.
+/// The rate-limiting service made by [`RateLimitLayer`], and by its layers of one concern
+/// ([`AccessLayer`](super::AccessLayer), [`ConcurrencyLimitLayer`](super::ConcurrencyLimitLayer),
+/// [`RateLayer`](super::RateLayer)): the inner service `S` and a clone of its layer `L` (one
+/// `Arc`), so every service the layer makes shares its limiters. What it does is the layer's:
+/// its `Service` impl is chosen by `L`.
 ///
 /// ```
 /// use std::future::poll_fn;
