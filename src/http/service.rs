@@ -266,7 +266,8 @@ impl<B: Backend, R, C> Shared<B, R, C> {
     /// allow and deny lists before any limiter, and the key, extracted once. Counts the
     /// outcome of every request it finishes with; one it hands on ([`Screening::Limit`]) is
     /// counted by the limiter that decides it.
-    #[inline]
+    // Always: folded into the combined service's `call`, as the code it replaced was.
+    #[inline(always)]
     pub(crate) fn screen_request<ResBody>(&self, parts: &Parts) -> Screening<B::Key, ResBody>
     where
         R: RejectBody<ResBody>,
@@ -325,7 +326,8 @@ pub(crate) enum Decided<F: Future, ResBody> {
 /// shaping, refunding; in shadow, deciding and counting only), and the inner service called,
 /// or not, accordingly; without a rate policy (a concurrency limit only), the inner service
 /// called. Counts the request's outcome.
-#[inline]
+// Always: folded into the combined service's `call`, as the code it replaced was.
+#[inline(always)]
 pub(crate) fn decide_rate<S, B, R, C, ReqBody, ResBody>(
     shared: &Arc<Shared<B, R, C>>,
     inner: &mut S,
