@@ -20,6 +20,8 @@
 //! limited during a run), "denied" variants 1 per hour (every request after the first is
 //! refused), keyed by peer IP for both libraries. tower_governor sends no rate-limit headers by
 //! default; tollgate's default is the IETF pair, so it is measured with and without them.
+//! "stacked" is tollgate's layer as its separate access and rate layers composed with
+//! `ServiceBuilder` (the hand-off between them costs a request extension).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,7 +35,7 @@ use http::Request;
 use http_body_util::{BodyExt, Empty};
 use tollgate::http::{HeaderStyle, PeerIp, RateLimitLayer, StatusCode};
 use tollgate::Quota;
-use tower::{Service, ServiceExt};
+use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 
@@ -44,16 +46,18 @@ enum Variant {
     None,
     Tollgate,
     TollgateNoHeaders,
+    TollgateStacked,
     Governor,
     TollgateDenied,
     GovernorDenied,
 }
 
 impl Variant {
-    const ALL: [Variant; 6] = [
+    const ALL: [Variant; 7] = [
         Variant::None,
         Variant::Tollgate,
         Variant::TollgateNoHeaders,
+        Variant::TollgateStacked,
         Variant::Governor,
         Variant::TollgateDenied,
         Variant::GovernorDenied,
@@ -64,6 +68,7 @@ impl Variant {
             Variant::None => "no layer",
             Variant::Tollgate => "tollgate (IETF headers)",
             Variant::TollgateNoHeaders => "tollgate (no headers)",
+            Variant::TollgateStacked => "tollgate, access + rate layers stacked (IETF headers)",
             Variant::Governor => "tower_governor",
             Variant::TollgateDenied => "tollgate, all denied (429)",
             Variant::GovernorDenied => "tower_governor, all denied (429)",
@@ -97,6 +102,16 @@ impl Variant {
             Variant::None => hello,
             Variant::Tollgate => hello.layer(tollgate(fast, HeaderStyle::Ietf)),
             Variant::TollgateNoHeaders => hello.layer(tollgate(fast, HeaderStyle::None)),
+            Variant::TollgateStacked => {
+                // The separate layers' hand-off (a request extension) against the combined
+                // layer's one service.
+                let layer = tollgate(fast, HeaderStyle::Ietf);
+                hello.layer(
+                    ServiceBuilder::new()
+                        .layer(layer.access_layer())
+                        .layer(layer.rate_layer()),
+                )
+            }
             Variant::TollgateDenied => hello.layer(tollgate(slow, HeaderStyle::Ietf)),
             Variant::Governor => hello.layer(governor(Duration::from_micros(1), FAST as u32)),
             Variant::GovernorDenied => hello.layer(governor(Duration::from_secs(3600), 1)),

@@ -35,6 +35,11 @@
 //!   `RateLimit-Limit/-Remaining/-Reset`, `X-RateLimit-*`, or none; optional
 //!   `application/problem+json` bodies.
 //!
+//! - **One layer per concern**: the same layer as an [`AccessLayer`], a
+//!   [`ConcurrencyLimitLayer`] and a [`RateLayer`]
+//!   ([`access_layer`](RateLimitLayer::access_layer), ...), sharing its state, for a stack of
+//!   your own with `ServiceBuilder` (see the guide, "One layer per concern").
+//!
 //! All state is behind one `Arc` made by `build()`, so the layer works however often a
 //! framework clones services (axum clones them per request). `poll_ready` forwards to the
 //! inner service; the decision is made in `call`. The response type stays the inner service's.
@@ -87,7 +92,9 @@
 //! ```
 
 // Folders by concern, each importing only from those below it (`.ci/import_cycles.py`):
-// builder -> layer -> service (with its request paths: concurrent, shaping, refunding) ->
+// builder -> layer -> service (the request's steps, and the services of the combined layer and
+// of the concern layers: concurrent, access, rate, handoff; the waiting paths: shaping,
+// refunding) ->
 // state (with the layer's type, which the service names) -> policy (the route table, and per policy: ops, shadow, stats) -> access -> key
 // (extractors, client_ip); rate/ (backends, refunds), concurrency/ (backend, permit body),
 // responses/ (headers, rejections) and error.rs at the bottom.
@@ -117,7 +124,10 @@ pub use responses::headers::HeaderStyle;
 pub use responses::rejection::{NoBody, Problem, ProblemJson, RejectBody};
 pub use service::concurrent::PermitFuture;
 pub use service::{RateLimit, ResponseFuture};
-pub use state::{Backends, LayerBackends, OnKeyError, RateLimitLayer};
+pub use state::{
+    AccessLayer, Backends, ConcurrencyLimitLayer, LayerBackends, OnKeyError, RateLayer,
+    RateLimitLayer,
+};
 
 // The `http` types the API takes (see the module docs, "The `http` types").
 pub use ::http::{request, response, HeaderName, HeaderValue, Method, StatusCode};

@@ -1,13 +1,80 @@
-//! [`RateLimit`], the service made by [`RateLimitLayer`](super::RateLimitLayer), and its
-//! [`ResponseFuture`]: decide in `call`, answer 429 or call the inner service and add the
-//! headers to its response.
+//! [`RateLimit`], the service made by [`RateLimitLayer`](super::RateLimitLayer) and by the
+//! layers of one concern, and its [`ResponseFuture`]: decide in `call`, answer 429 or call the
+//! inner service and add the headers to its response.
+//!
+//! A request's steps are written here once: the screening ([`Shared::screen_request`]), the
+//! concurrency step ([`concurrent`]) and the rate step ([`decide_rate`]). The combined layer's
+//! service runs them in turn; the layers of one concern ([`access`], [`concurrent`], [`rate`])
+//! run one each, passing what they found on in a request extension ([`handoff`]).
 //!
 //! `poll_ready` only forwards to the inner service: capacity is decided per request, in
 //! `call`, never reserved by readiness. Shaping and refunds wait, so they run as boxed futures
 //! ([`shaping`], [`refunding`]). With a concurrency backend the service is the one of
 //! [`concurrent`], whose permit rides in the response body.
 
+/// A `Service` impl of [`RateLimit`] over the layer type given (`B` its rate backend, `R` its
+/// reject body): every service here takes the same inner services, forwards readiness to
+/// them and fails with their errors; what differs is the response, the future and `call`.
+/// Two short forms for a layer `L<Backends<B, C>, R>`: `inner L;`, whose response is the
+/// inner one's; `permits L;`, whose response body holds a permit of `C`.
+macro_rules! service {
+    ($(#[$doc:meta])* inner $layer:ident; fn call(&mut $this:ident, $req:ident) $call:block) => {
+        service! {
+            $(#[$doc])*
+            impl<B, R, C> for $layer<Backends<B, C>, R>
+            where { C: Send + Sync + 'static, }
+            type Response = Response<ResBody>;
+            type Future = ResponseFuture<S::Future>;
+            fn call(&mut $this, $req) $call
+        }
+    };
+    ($(#[$doc:meta])* permits $layer:ident; fn call(&mut $this:ident, $req:ident) $call:block) => {
+        service! {
+            $(#[$doc])*
+            impl<B, R, C> for $layer<Backends<B, C>, R>
+            where { C: ConcurrencyBackend<Key = B::Key>, }
+            type Response = Response<PermitBody<ResBody, C::Permit>>;
+            type Future = PermitFuture<ResponseFuture<S::Future>, C::Permit>;
+            fn call(&mut $this, $req) $call
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        impl<$($param:ident),*> for $layer:ty
+        where { $($bounds:tt)* }
+        type Response = $response:ty;
+        type Future = $future:ty;
+        fn call(&mut $this:ident, $req:ident) $call:block
+    ) => {
+        $(#[$doc])*
+        impl<S, $($param,)* ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, $layer>
+        where
+            S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+            S::Future: Send + 'static,
+            B: Backend,
+            R: RejectBody<ResBody>,
+            ReqBody: Send + 'static,
+            ResBody: Send + 'static,
+            $($bounds)*
+        {
+            type Response = $response;
+            type Error = S::Error;
+            type Future = $future;
+
+            #[inline]
+            fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+                self.inner.poll_ready(cx)
+            }
+
+            fn call(&mut $this, $req: Request<ReqBody>) -> Self::Future $call
+        }
+    };
+}
+
+mod access;
 pub(super) mod concurrent;
+mod handoff;
+mod rate;
 mod refunding;
 mod shaping;
 
@@ -34,8 +101,11 @@ use super::responses::rejection::{is_grpc, name_reason, reject, Problem, RejectB
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 use super::state::{Backends, RateLimitLayer};
 
-/// The rate-limiting service made by [`RateLimitLayer`]: the inner service `S` and a clone
-/// of its layer `L` (one `Arc`), so every service the layer makes shares its limiters.
+/// The rate-limiting service made by [`RateLimitLayer`], and by its layers of one concern
+/// ([`AccessLayer`](super::AccessLayer), [`ConcurrencyLimitLayer`](super::ConcurrencyLimitLayer),
+/// [`RateLayer`](super::RateLayer)): the inner service `S` and a clone of its layer `L` (one
+/// `Arc`), so every service the layer makes shares its limiters. What it does is the layer's:
+/// its `Service` impl is chosen by `L`.
 ///
 /// ```
 /// use std::future::poll_fn;
@@ -85,35 +155,16 @@ impl<S, L> RateLimit<S, L> {
     pub(super) fn new(inner: S, layer: L) -> Self {
         RateLimit { inner, layer }
     }
-
-    /// The inner service (for the concurrency mode's `poll_ready`).
-    pub(super) fn inner_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
 }
 
-/// Without concurrency limits: the response is the inner service's, with the rate-limit
-/// headers added.
-impl<S, B, R, ReqBody, ResBody> Service<Request<ReqBody>>
-    for RateLimit<S, RateLimitLayer<Backends<B>, R>>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    B: Backend,
-    R: RejectBody<ResBody>,
-    ReqBody: Send + 'static,
-    ResBody: Send + 'static,
-{
+service! {
+    /// Without concurrency limits: the response is the inner service's, with the rate-limit
+    /// headers added.
+    impl<B, R> for RateLimitLayer<Backends<B>, R>
+    where {}
     type Response = Response<ResBody>;
-    type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, req) {
         // The table of concurrency policies is empty: `admit` is never called (and could not
         // be: there is no `NoConcurrency` value for a policy to hold).
         let admit = |_: &Shared<B, R>,
@@ -126,10 +177,12 @@ where
 }
 
 impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Backends<B, C>, R>> {
-    /// Decides a request: the concurrency policy first (`admit` takes its permit, or answers
-    /// for the request: a request refused for concurrency spends no rate permit), then the
-    /// rate policy. Returns the response future and the permit, if one was taken and the
-    /// request was not refused at once.
+    /// Decides a request with every concern in turn, with no hand-off between them: the
+    /// screening ([`Shared::screen_request`]: routes, lists, key), then the concurrency policy
+    /// (`admit` takes its permit, or answers for the request: a request refused for
+    /// concurrency spends no rate permit), then the rate policy ([`decide_rate`]). Returns
+    /// the response future and the permit, if one was taken and the request was not refused
+    /// at once.
     pub(crate) fn start<ReqBody, ResBody, P>(
         &mut self,
         req: Request<ReqBody>,
@@ -148,107 +201,195 @@ impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Bac
         ResBody: Send + 'static,
     {
         let (parts, body) = req.into_parts();
-        let shared = &**self.layer.shared();
-        // Without route rules only the defaults apply: no path to look up.
-        let (path, template) = if shared.table.routes.is_empty() && shared.slots.routes.is_empty() {
-            ("", None)
-        } else {
-            request_paths(&parts)
-        };
-        let index = shared.table.find(&parts.method, path, template);
-        let slot = shared.slots.find(&parts.method, path, template);
-        let grpc = shared.grpc && is_grpc(&parts);
-        // The allow and deny lists, before any limiter; one outcome counted per request.
-        let limited = index.is_some() || slot.is_some();
-        let key = match shared
-            .ops
-            .screen(&*shared.extractor, index, limited, &parts)
-        {
-            Screen::Limit(key) => key,
-            screen @ (Screen::Pass | Screen::Bypass) => {
-                let outcome = match screen {
-                    Screen::Bypass => Outcome::Bypassed,
-                    _ => Outcome::Allowed,
-                };
-                shared.ops.record(index, outcome);
+        let shared = self.layer.shared();
+        let found = match shared.screen_request(&parts) {
+            Screening::Limit(found) => found,
+            Screening::Through => {
                 let req = Request::from_parts(parts, body);
                 return (ResponseFuture::inner(self.inner.call(req), None), None);
             }
-            Screen::Deny => {
-                shared.ops.record(index, Outcome::Denied);
-                let p = Problem::new(
-                    StatusCode::FORBIDDEN,
-                    "the request is refused by the rate limiter's deny list",
-                );
-                let res = reject(&shared.body, &p, grpc, None);
-                return (ResponseFuture::ready(res), None);
-            }
-            Screen::KeyError(e) => match key_error(shared, index, &e, grpc) {
-                Some(res) => return (ResponseFuture::ready(res), None),
-                None => {
-                    let req = Request::from_parts(parts, body);
-                    return (ResponseFuture::inner(self.inner.call(req), None), None);
-                }
-            },
+            Screening::Answer(res) => return (ResponseFuture::ready(res), None),
         };
-        let permit = match slot {
-            Some(i) => match admit(shared, shared.slots.get(i), &key, grpc) {
+        let permit = match found.slot {
+            Some(i) => match admit(shared, shared.slots.get(i), &found.key, found.grpc) {
                 Ok(permit) => Some(permit),
                 Err(res) => return (ResponseFuture::ready(res), None),
             },
             None => None,
         };
-        let Some(index) = index else {
-            // A concurrency limit only: no rate policy counts the request.
-            shared.ops.record(None, Outcome::Allowed);
-            let req = Request::from_parts(parts, body);
-            return (ResponseFuture::inner(self.inner.call(req), None), permit);
-        };
-        let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
-        let req = Request::from_parts(parts, body);
-        let policy = shared.table.get(index);
-        let shadow = shared.is_shadow(index);
-        let fut = match (&shared.mode, shadow) {
-            (Mode::Shape(max_delay), false) => {
-                let (shared, inner) =
-                    (Arc::clone(self.layer.shared()), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(shaping::shaped(
-                    shared, index, key, cost, *max_delay, grpc, inner, req,
-                )))
-            }
-            (Mode::Refund(refunds), _) => {
-                let refunds = refunds.clone();
-                let (shared, inner) =
-                    (Arc::clone(self.layer.shared()), take_ready(&mut self.inner));
-                ResponseFuture::boxed(Box::pin(refunding::refunding(
-                    shared, refunds, index, key, cost, grpc, shadow, inner, req,
-                )))
-            }
-            // Refusing, or shaping in shadow (nothing waits in shadow): decide now.
-            (Mode::Reject | Mode::Shape(_), _) => match policy.backend.check_n(&key, cost) {
-                Answer::Now(decided) => {
-                    match shared.verdict(index, &key, decided, cost, grpc, shadow) {
-                        Verdict::Proceed(headers) => {
-                            ResponseFuture::inner(self.inner.call(req), headers)
-                        }
-                        // Refused at once: the concurrency permit goes back now, not after the
-                        // 429 is sent.
-                        Verdict::Reject(res) => return (ResponseFuture::ready(res), None),
-                    }
-                }
-                Answer::Later(decision) => {
-                    let (shared, inner) =
-                        (Arc::clone(self.layer.shared()), take_ready(&mut self.inner));
-                    ResponseFuture::boxed(Box::pin(async move {
-                        let decided = decision.await;
-                        let verdict = shared.verdict(index, &key, decided, cost, grpc, shadow);
-                        proceed(verdict, inner, req).await
-                    }))
-                }
-            },
-        };
-        (fut, permit)
+        match decide_rate(shared, &mut self.inner, parts, body, found) {
+            // Refused at once: the concurrency permit goes back now, not after the 429 is sent.
+            Decided::Refused(res) => (ResponseFuture::ready(res), None),
+            Decided::Pending(fut) => (fut, permit),
+        }
     }
+}
+
+/// What the screening found for a request a limiter is to decide: its key, and the rate and
+/// concurrency policies that apply (at least one of them).
+pub(crate) struct Found<K> {
+    pub(crate) key: K,
+    /// The rate policy's index in the policy table.
+    pub(crate) index: Option<usize>,
+    /// The concurrency policy's index in its table.
+    pub(crate) slot: Option<usize>,
+    /// Whether the request is a gRPC call (answered in gRPC's terms).
+    pub(crate) grpc: bool,
+}
+
+/// What the screening makes of a request.
+pub(crate) enum Screening<K, ResBody> {
+    /// A limiter decides it, with what was found.
+    Limit(Found<K>),
+    /// Through to the inner service unlimited, its outcome counted (no policy, an allow
+    /// list, or a key error let through).
+    Through,
+    /// Answered here (a deny list, a key error), its outcome counted.
+    Answer(Response<ResBody>),
+}
+
+impl<K, ResBody> Screening<K, ResBody> {
+    /// What a layer handing on or deciding needs: what was found (`None`: settled, through),
+    /// or the answer.
+    #[inline]
+    pub(crate) fn found(self) -> Result<Option<Found<K>>, Response<ResBody>> {
+        match self {
+            Screening::Limit(found) => Ok(Some(found)),
+            Screening::Through => Ok(None),
+            Screening::Answer(res) => Err(res),
+        }
+    }
+}
+
+impl<B: Backend, R, C> Shared<B, R, C> {
+    /// The first step of every request: the policies that apply (by method and path), the
+    /// allow and deny lists before any limiter, and the key, extracted once. Counts the
+    /// outcome of every request it finishes with; one it hands on ([`Screening::Limit`]) is
+    /// counted by the limiter that decides it.
+    // Always: folded into the combined service's `call`, as the code it replaced was.
+    #[inline(always)]
+    pub(crate) fn screen_request<ResBody>(&self, parts: &Parts) -> Screening<B::Key, ResBody>
+    where
+        R: RejectBody<ResBody>,
+    {
+        // Without route rules only the defaults apply: no path to look up.
+        let (path, template) = if self.table.routes.is_empty() && self.slots.routes.is_empty() {
+            ("", None)
+        } else {
+            request_paths(parts)
+        };
+        let index = self.table.find(&parts.method, path, template);
+        let slot = self.slots.find(&parts.method, path, template);
+        let grpc = self.grpc && is_grpc(parts);
+        // The allow and deny lists, before any limiter; one outcome counted per request.
+        let limited = index.is_some() || slot.is_some();
+        match self.ops.screen(&*self.extractor, index, limited, parts) {
+            Screen::Limit(key) => Screening::Limit(Found {
+                key,
+                index,
+                slot,
+                grpc,
+            }),
+            Screen::Pass => {
+                self.ops.record(index, Outcome::Allowed);
+                Screening::Through
+            }
+            Screen::Bypass => {
+                self.ops.record(index, Outcome::Bypassed);
+                Screening::Through
+            }
+            Screen::Deny => {
+                self.ops.record(index, Outcome::Denied);
+                let p = Problem::new(
+                    StatusCode::FORBIDDEN,
+                    "the request is refused by the rate limiter's deny list",
+                );
+                Screening::Answer(reject(&self.body, &p, grpc, None))
+            }
+            Screen::KeyError(e) => match key_error(self, index, &e, grpc) {
+                Some(res) => Screening::Answer(res),
+                None => Screening::Through,
+            },
+        }
+    }
+}
+
+/// What the rate step made of a request.
+pub(crate) enum Decided<F: Future, ResBody> {
+    /// Refused at once (nothing of the request runs: a permit taken for it can go back now).
+    Refused(Response<ResBody>),
+    /// The response future: the inner service's with the headers, or a wait.
+    Pending(ResponseFuture<F>),
+}
+
+/// The rate step: the decision of the rate policy `found` names for its key (refusing,
+/// shaping, refunding; in shadow, deciding and counting only), and the inner service called,
+/// or not, accordingly; without a rate policy (a concurrency limit only), the inner service
+/// called. Counts the request's outcome.
+// Always: folded into the combined service's `call`, as the code it replaced was.
+#[inline(always)]
+pub(crate) fn decide_rate<S, B, R, C, ReqBody, ResBody>(
+    shared: &Arc<Shared<B, R, C>>,
+    inner: &mut S,
+    parts: Parts,
+    body: ReqBody,
+    found: Found<B::Key>,
+) -> Decided<S::Future, ResBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    B: Backend,
+    R: RejectBody<ResBody>,
+    C: Send + Sync + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Send + 'static,
+{
+    let Found {
+        key, index, grpc, ..
+    } = found;
+    let Some(index) = index else {
+        // A concurrency limit only: no rate policy counts the request.
+        shared.ops.record(None, Outcome::Allowed);
+        let req = Request::from_parts(parts, body);
+        return Decided::Pending(ResponseFuture::inner(inner.call(req), None));
+    };
+    let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
+    let req = Request::from_parts(parts, body);
+    let policy = shared.table.get(index);
+    let shadow = shared.is_shadow(index);
+    let fut = match (&shared.mode, shadow) {
+        (Mode::Shape(max_delay), false) => {
+            let (shared, inner) = (Arc::clone(shared), take_ready(inner));
+            ResponseFuture::boxed(Box::pin(shaping::shaped(
+                shared, index, key, cost, *max_delay, grpc, inner, req,
+            )))
+        }
+        (Mode::Refund(refunds), _) => {
+            let refunds = refunds.clone();
+            let (shared, inner) = (Arc::clone(shared), take_ready(inner));
+            ResponseFuture::boxed(Box::pin(refunding::refunding(
+                shared, refunds, index, key, cost, grpc, shadow, inner, req,
+            )))
+        }
+        // Refusing, or shaping in shadow (nothing waits in shadow): decide now.
+        (Mode::Reject | Mode::Shape(_), _) => match policy.backend.check_n(&key, cost) {
+            Answer::Now(decided) => {
+                match shared.verdict(index, &key, decided, cost, grpc, shadow) {
+                    Verdict::Proceed(headers) => ResponseFuture::inner(inner.call(req), headers),
+                    Verdict::Reject(res) => return Decided::Refused(res),
+                }
+            }
+            Answer::Later(decision) => {
+                let (shared, inner) = (Arc::clone(shared), take_ready(inner));
+                ResponseFuture::boxed(Box::pin(async move {
+                    let decided = decision.await;
+                    let verdict = shared.verdict(index, &key, decided, cost, grpc, shadow);
+                    proceed(verdict, inner, req).await
+                }))
+            }
+        },
+    };
+    Decided::Pending(fut)
 }
 
 /// The path the route rules match, and the route template the router matched, if known.

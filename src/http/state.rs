@@ -129,6 +129,129 @@ impl<L: LayerBackends, R> Clone for RateLimitLayer<L, R> {
     }
 }
 
+/// Declares a layer of one concern: a handle to the same state as the [`RateLimitLayer`] it
+/// came from (one `Arc`), so that the layers of a stack share one policy table, its names,
+/// switches and counters.
+macro_rules! concern_layer {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        pub struct $name<L: LayerBackends, R = NoBody> {
+            shared: Arc<SharedOf<L, R>>,
+        }
+
+        impl<L: LayerBackends, R> $name<L, R> {
+            pub(crate) fn from_layer(layer: &RateLimitLayer<L, R>) -> Self {
+                $name {
+                    shared: Arc::clone(layer.shared()),
+                }
+            }
+
+            /// The state the layer's services decide with.
+            #[inline]
+            pub(crate) fn shared(&self) -> &Arc<SharedOf<L, R>> {
+                &self.shared
+            }
+        }
+
+        impl<L: LayerBackends, R> Clone for $name<L, R> {
+            fn clone(&self) -> Self {
+                $name {
+                    shared: Arc::clone(&self.shared),
+                }
+            }
+        }
+
+        impl<L: LayerBackends, R> fmt::Debug for $name<L, R> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($name)).finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+concern_layer! {
+    /// The allow and deny lists of a [`RateLimitLayer`] as a tower layer of their own, made by
+    /// [`RateLimitLayer::access_layer`]: it screens each request (the policy that applies, the
+    /// lists, the key) and answers those the lists deny (`403`) or that have no usable key
+    /// (per [`OnKeyError`]); it limits nothing itself.
+    ///
+    /// The outermost layer of a stack: what it found (the key, extracted once, and the
+    /// policies) goes to the [`ConcurrencyLimitLayer`] and [`RateLayer`] of the same
+    /// `RateLimitLayer` inside it, and each request's outcome is counted once, by the layer
+    /// that decides it. A request it hands to a limiter is counted by that limiter's layer: use
+    /// it alone only where no policy limits, or with the limiter layers inside it.
+    ///
+    /// ```
+    /// use tollgate::http::{AccessList, PeerIp, RateLimitLayer};
+    ///
+    /// let lists = AccessList::new().deny_networks(["192.0.2.0/24".parse().unwrap()]);
+    /// let layer = RateLimitLayer::builder(PeerIp::new()).access(lists).build().unwrap();
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hello" }))
+    ///     .layer(layer.access_layer()); // 403 for 192.0.2.0/24, nothing limited
+    /// # let _ = app;
+    /// ```
+    AccessLayer
+}
+
+concern_layer! {
+    /// The concurrency limits of a [`RateLimitLayer`] as a tower layer of their own, made by
+    /// [`RateLimitLayer::concurrency_layer`]: a request under a concurrency policy takes a
+    /// permit for its key, held in the response body ([`PermitBody`](super::PermitBody)), or
+    /// is answered with the busy status. As tower's `ConcurrencyLimitLayer`, but per key and
+    /// per route.
+    ///
+    /// Inside an [`AccessLayer`] of the same `RateLimitLayer`, it uses what that one found;
+    /// alone (outermost), it screens the request itself, lists included. A request it admits
+    /// under a rate policy goes to the [`RateLayer`] inside it, which counts its outcome.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tollgate::http::{Busy, ConcurrencyBackend};
+    /// # struct Slots;
+    /// # impl ConcurrencyBackend for Slots {
+    /// #     type Key = ();
+    /// #     type Permit = ();
+    /// #     fn limit(&self) -> u64 { 2 }
+    /// #     fn keys_bounded(&self) -> bool { true }
+    /// #     fn try_acquire_n_owned(self: &Arc<Self>, _: &(), _: u64) -> Result<(), Busy> { Ok(()) }
+    /// # }
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(GlobalKey)
+    ///     .concurrency("in-flight", Arc::new(Slots)) // any ConcurrencyBackend
+    ///     .build()
+    ///     .unwrap();
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hello" }))
+    ///     .layer(layer.concurrency_layer());
+    /// # let _ = app;
+    /// ```
+    ConcurrencyLimitLayer
+}
+
+concern_layer! {
+    /// The rate limits of a [`RateLimitLayer`] as a tower layer of their own, made by
+    /// [`RateLimitLayer::rate_layer`]: the rate policy's decision (refuse with `429`, shape,
+    /// refund; shadow mode), and the rate-limit headers.
+    ///
+    /// The innermost layer of a stack: inside an [`AccessLayer`] or a
+    /// [`ConcurrencyLimitLayer`] of the same `RateLimitLayer`, it uses what they found; alone,
+    /// it screens the request itself, lists included (then it is the `RateLimitLayer` without
+    /// its concurrency limits).
+    ///
+    /// ```
+    /// use tollgate::http::{PeerIp, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(PeerIp::new()).per_second(10).build().unwrap();
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hello" }))
+    ///     .layer(layer.rate_layer());
+    /// # let _ = app;
+    /// ```
+    RateLayer
+}
+
 /// What the layer does when the key extractor fails (see [`KeyError`](super::KeyError)).
 ///
 /// The default, [`Reject`](OnKeyError::Reject), fails closed: a request without a usable key

@@ -21,44 +21,120 @@ use tower_service::Service;
 
 use super::super::concurrency::backend::{Busy, ConcurrencyBackend};
 use super::super::concurrency::permit_body::PermitBody;
+use super::super::policy::stats::Outcome;
 use super::super::policy::SlotPolicy;
 use super::super::rate::backend::Backend;
 use super::super::responses::rejection::{name_reason, reject, Problem, RejectBody};
-use super::super::state::{Backends, RateLimitLayer};
+use super::super::state::{Backends, ConcurrencyLimitLayer, RateLimitLayer};
 use super::super::state::{Shared, KEY_TABLE_FULL};
-use super::{RateLimit, ResponseFuture};
+use super::{handoff, Found, RateLimit, ResponseFuture, Screening};
 
-/// With concurrency limits: the response body is the inner one in a [`PermitBody`], holding
-/// the request's permit (if a concurrency policy applied) until it ends or is dropped.
-impl<S, B, R, C, ReqBody, ResBody> Service<Request<ReqBody>>
-    for RateLimit<S, RateLimitLayer<Backends<B, C>, R>>
+service! {
+    /// With concurrency limits: the response body is the inner one in a [`PermitBody`],
+    /// holding the request's permit (if a concurrency policy applied) until it ends or is
+    /// dropped.
+    permits RateLimitLayer;
+    fn call(&mut self, req) {
+        let (fut, permit) = self.start(req, acquire);
+        PermitFuture { fut, permit }
+    }
+}
+
+service! {
+    /// The service of a [`ConcurrencyLimitLayer`]: the concurrency step alone, with what an
+    /// [`AccessLayer`](super::super::AccessLayer) outside found, or after screening the
+    /// request itself (then handing what it found to the
+    /// [`RateLayer`](super::super::RateLayer) inside). The response body is the inner one in a
+    /// [`PermitBody`], as with the combined layer.
+    permits ConcurrencyLimitLayer;
+    fn call(&mut self, req) {
+        let (mut parts, body) = req.into_parts();
+        let shared = self.layer.shared();
+        let owner = handoff::owner(shared);
+        let answer = |res| PermitFuture {
+            fut: ResponseFuture::ready(res),
+            permit: None,
+        };
+        let (admitted, index, source) = match handoff::peek::<B::Key>(&parts.extensions, owner) {
+            Some(Some(found)) => (admit(shared, found), found.index, Source::Outside),
+            Some(None) => (Ok(None), None, Source::Settled),
+            None => match shared.screen_request(&parts) {
+                Screening::Limit(found) => {
+                    let admitted = admit(shared, &found);
+                    (admitted, found.index, Source::Here(found))
+                }
+                Screening::Through => (Ok(None), None, Source::Settled),
+                Screening::Answer(res) => return answer(res),
+            },
+        };
+        let permit = match admitted {
+            Ok(permit) => permit,
+            Err(res) => return answer(res),
+        };
+        match (index, source) {
+            (Some(_), Source::Here(found)) => {
+                handoff::hand_on(&mut parts.extensions, owner, Some(found));
+            }
+            // Left in place for the rate layer.
+            (Some(_), _) => {}
+            (None, Source::Settled) => handoff::settle::<B::Key>(&mut parts.extensions, owner),
+            (None, _) => {
+                // A concurrency limit only: no rate policy counts the request.
+                shared.ops.record(None, Outcome::Allowed);
+                handoff::settle::<B::Key>(&mut parts.extensions, owner);
+            }
+        }
+        let req = Request::from_parts(parts, body);
+        PermitFuture {
+            fut: ResponseFuture::inner(self.inner.call(req), None),
+            permit,
+        }
+    }
+}
+
+/// Where the concurrency layer's findings came from.
+enum Source<K> {
+    /// An access layer outside found them, and left them in the request.
+    Outside,
+    /// This layer's own screening found them.
+    Here(Found<K>),
+    /// The request is settled: no limiter runs.
+    Settled,
+}
+
+/// The permit of the concurrency policy at `found.slot`, if one applies, or the answer to a
+/// request over its limit.
+fn admit<B, R, C, ResBody>(
+    shared: &Shared<B, R, C>,
+    found: &Found<B::Key>,
+) -> Result<Option<C::Permit>, Response<ResBody>>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
     B: Backend,
     R: RejectBody<ResBody>,
     C: ConcurrencyBackend<Key = B::Key>,
-    ReqBody: Send + 'static,
-    ResBody: Send + 'static,
 {
-    type Response = Response<PermitBody<ResBody, C::Permit>>;
-    type Error = S::Error;
-    type Future = PermitFuture<ResponseFuture<S::Future>, C::Permit>;
+    found
+        .slot
+        .map(|i| acquire(shared, shared.slots.get(i), &found.key, found.grpc))
+        .transpose()
+}
 
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Service::<Request<ReqBody>>::poll_ready(self.inner_mut(), cx)
-    }
-
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let (fut, permit) = self.start(req, |shared, policy, key, grpc| {
-            policy
-                .backend
-                .try_acquire_n_owned(key, 1)
-                .map_err(|busy| refuse(shared, policy, busy, grpc))
-        });
-        PermitFuture { fut, permit }
-    }
+/// A permit of `policy` for `key`, or the answer to a request over its limit.
+fn acquire<B, R, C, ResBody>(
+    shared: &Shared<B, R, C>,
+    policy: &SlotPolicy<C>,
+    key: &B::Key,
+    grpc: bool,
+) -> Result<C::Permit, Response<ResBody>>
+where
+    B: Backend,
+    R: RejectBody<ResBody>,
+    C: ConcurrencyBackend<Key = B::Key>,
+{
+    policy
+        .backend
+        .try_acquire_n_owned(key, 1)
+        .map_err(|busy| refuse(shared, policy, busy, grpc))
 }
 
 /// The answer to a request over its concurrency limit.
@@ -164,7 +240,12 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let res = ready!(this.fut.poll(cx))?;
-        let permit = this.permit.take();
+        let mut res = res;
+        // A refusal the rate layer inside made at once: the permit goes back now.
+        let permit = this
+            .permit
+            .take()
+            .filter(|_| !handoff::refused_at_once(&mut res));
         Poll::Ready(Ok(res.map(|body| PermitBody::new(body, permit))))
     }
 }

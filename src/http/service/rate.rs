@@ -1,0 +1,37 @@
+//! The service of a [`RateLayer`]: the rate step alone, with what the layers outside found,
+//! or after screening the request itself when used alone.
+
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::super::rate::backend::Backend;
+use super::super::responses::rejection::RejectBody;
+use super::super::state::{Backends, RateLayer};
+use super::{decide_rate, handoff, Decided, RateLimit, ResponseFuture};
+
+service! {
+    inner RateLayer;
+    fn call(&mut self, req) {
+        let (mut parts, body) = req.into_parts();
+        let shared = self.layer.shared();
+        let handed = handoff::take::<B::Key>(&mut parts.extensions, handoff::owner(shared));
+        let found = match handed.map_or_else(|| shared.screen_request(&parts).found(), Ok) {
+            Ok(found) => found,
+            Err(res) => return ResponseFuture::ready(res),
+        };
+        let Some(found) = found else {
+            // Settled outside (or by the screening): through, counted already.
+            return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), None);
+        };
+        match decide_rate(shared, &mut self.inner, parts, body, found) {
+            Decided::Refused(mut res) => {
+                // For a concurrency layer outside: its permit goes back now.
+                handoff::mark_refused(&mut res);
+                ResponseFuture::ready(res)
+            }
+            Decided::Pending(fut) => fut,
+        }
+    }
+}
