@@ -10,7 +10,7 @@ mod redis_support;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use redis_support::{eventually, RedisCluster, RedisServer};
+use redis_support::{eventually, RedisCluster, RedisSentinel, RedisServer};
 use tollgate::redis::{FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter};
 use tollgate::{FixedWindow, Quota, SlidingLog};
 
@@ -451,4 +451,27 @@ async fn batches_work_on_a_cluster() {
         })
         .await
     );
+}
+
+/// Through Sentinel: batches taken from the primary it names, given back on drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_work_through_sentinel() {
+    let primary = RedisServer::start();
+    let sentinel = RedisSentinel::start("tgb", primary.port());
+    let prefix = unique_prefix();
+    let quota = slow(1000);
+    let l = RedisRateLimiter::builder(quota)
+        .prefix(&prefix)
+        .deadline(Duration::from_secs(2))
+        .local_batches(Duration::from_secs(30), 50)
+        .connect_sentinel([sentinel.url()], "tgb")
+        .await
+        .unwrap();
+    let mut granted = burst_of(&l, "{s}:k", 20).await;
+    let (more, _) = until_local(&l, "{s}:k").await;
+    granted += more;
+    let observer = plain(&primary.url(), &prefix, quota).await;
+    drop(l);
+    let back = async || observer.peek("{s}:k").await.unwrap().remaining == 1000 - granted;
+    assert!(eventually(200, Duration::from_millis(10), back).await);
 }

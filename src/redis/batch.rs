@@ -167,6 +167,7 @@ impl Batches {
         };
         if granted.is_some() {
             Meter::bump(&t.counts.local_grants);
+            t.client.meter.local_grant();
         }
         if !ended.is_empty() || want.is_some() {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -261,6 +262,7 @@ impl Table {
         if let Some(b) = batch.filter(|b| b.left > 0) {
             Meter::bump(&self.counts.taken);
             self.counts.size.store(b.left, Ordering::Relaxed);
+            self.client.meter.batch_taken(b.left);
             if self.closed.load(Ordering::Relaxed) {
                 let _ = self.give(&state, b).await;
                 return;
@@ -354,6 +356,7 @@ impl Table {
         let given = matches!(reply.as_deref(), Ok([_, 1]));
         if given {
             self.counts.returned.fetch_add(b.left, Ordering::Relaxed);
+            self.client.meter.permits_returned(b.left);
         }
         given
     }

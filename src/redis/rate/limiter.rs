@@ -315,8 +315,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ) -> Result<RedisDecision, RedisLimitError> {
         let state = self.key_under(key, params);
         let s = &self.shared;
-        // Only calls under the limiter's own quota have batches (a quota selects its state).
-        if let (Some(batches), None) = (&s.batches, quota) {
+        // Only calls under the limiter's own quota have batches (a quota selects its state);
+        // peeks always ask Redis.
+        if let (Some(batches), None, 1..) = (&s.batches, quota, n) {
             if let Some(g) = batches.grant(&state, n) {
                 return Ok(RedisDecision {
                     decision: Decision::allowed(
