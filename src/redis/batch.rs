@@ -179,7 +179,7 @@ impl Batches {
                 }
             } else if want.is_some() {
                 // No runtime to take in: the take is not in flight after all.
-                t.finish_take(state, None);
+                let _ = t.finish_take(state, None);
             }
         }
         granted
@@ -220,7 +220,9 @@ impl Batches {
 impl Drop for Batches {
     fn drop(&mut self) {
         let t = &self.table;
-        t.closed.store(true, Ordering::Relaxed);
+        // Before the shards are drained: a take answered later sees it under its shard's
+        // lock and gives its batch straight back (`finish_take`).
+        t.closed.swap(true, Ordering::SeqCst);
         let mut returns = Vec::new();
         for i in 0..t.map.shards() {
             let mut shard = t.map.lock_index(i);
@@ -232,7 +234,6 @@ impl Drop for Batches {
                     batch,
                 }));
             }
-            shard.clear();
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             t.spawn_returns(&rt, returns);
@@ -261,29 +262,33 @@ impl Table {
             .and_then(|r| self.batch_of(&r, k, sent, received));
         if let Some(b) = batch.filter(|b| b.left > 0) {
             Meter::bump(&self.counts.taken);
-            self.counts.size.store(b.left, Ordering::Relaxed);
+            self.counts.size.swap(b.left, Ordering::Relaxed);
             self.client.meter.batch_taken(b.left);
-            if self.closed.load(Ordering::Relaxed) {
-                let _ = self.give(&state, b).await;
-                return;
-            }
         }
-        self.finish_take(&state, batch);
+        if let Some(b) = self.finish_take(&state, batch) {
+            let _ = self.give(&state, b).await;
+        }
     }
 
-    fn finish_take(&self, state: &str, batch: Option<Batch>) {
+    /// Hands a take's reply to the key's entry; returns the batch instead if the limiter was
+    /// dropped meanwhile (to be given back: nothing would grant from it).
+    fn finish_take(&self, state: &str, batch: Option<Batch>) -> Option<Batch> {
         let now = self.now();
         let mut shard = self.map.lock_hashed(self.map.hash(state));
+        if self.closed.load(Ordering::SeqCst) {
+            return batch.filter(|b| b.left > 0);
+        }
         match shard.get_mut(state) {
             Some(e) => e.taken(batch, now, self.sizing),
-            // Swept meanwhile (it cannot be while a take is in flight) or dropped: nothing
-            // holds it; a batch would be lost, so keep the entry.
+            // Not swept while a take is in flight (it is not idle), but reset (`forget`) or
+            // re-created: keep the batch in a fresh entry rather than lose it.
             None => {
                 let mut e = Entry::new(now);
                 e.taken(batch, now, self.sizing);
                 shard.insert(state.to_owned(), e);
             }
         }
+        None
     }
 
     /// The batch a `take` reply `{now, granted, mark}` describes, or `None` for a reply no

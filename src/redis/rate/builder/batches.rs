@@ -10,12 +10,12 @@ use crate::redis::connection::error::RedisLimitError;
 
 impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// Grants a hot key's permits locally from batches booked in the shared state: a process
-    /// takes up to its key's demand over `refresh` (capped so that it never holds more than
-    /// `max_share_percent` of the burst for the key) in one script call, grants from it with
+    /// takes up to half its key's demand over `refresh` (capped so that it never holds more
+    /// than `max_share_percent` of the burst for the key) in one script call, grants from it with
     /// no round trip, fetches the next batch in the background before it runs out, and gives
     /// back what is unused when the batch ends (at most `refresh` after its take was sent; a
     /// fixed window's batch also ends with its window), when the key goes idle or when the
-    /// limiter is dropped. A key asked for fewer than 2 permits per `refresh` gets no batch.
+    /// limiter is dropped. A key asked for fewer than 4 permits per `refresh` gets no batch.
     /// Only `check`, `check_n`, `decide`, `decide_n`, `try_acquire` and `try_acquire_n` under
     /// the limiter's own quota are granted from batches; the rest always asks Redis. Off by
     /// default.
