@@ -5,6 +5,7 @@
 //! page, "A global limit at in-process speed". The per-key bookkeeping is `batch/entry.rs`.
 
 mod entry;
+mod heat;
 #[cfg(test)]
 mod tests;
 
@@ -18,6 +19,7 @@ use super::connection::meter::Meter;
 use super::hot::sharded_map::{Shard, ShardedMap};
 use super::scripts::{clamp_i64, Params, Spec};
 use entry::{Batch, Entry, Sizing};
+use heat::Heat;
 
 pub(crate) use entry::Granted;
 
@@ -101,6 +103,8 @@ pub(crate) struct Batches {
 }
 
 struct Table {
+    /// Which keys asked for enough lately to be tracked in `map`.
+    heat: Heat,
     map: ShardedMap<Shard<Entry>>,
     /// The zero of the entries' nanosecond clock.
     epoch: Instant,
@@ -131,6 +135,7 @@ impl Batches {
     ) -> Batches {
         Batches {
             table: Arc::new(Table {
+                heat: Heat::new(),
                 map: ShardedMap::new(16, |h| Shard::with_hasher(h.clone())),
                 epoch: Instant::now(),
                 sizing,
@@ -155,22 +160,29 @@ impl Batches {
     pub(crate) fn grant(&self, state: &str, n: u64) -> Option<Granted> {
         let t = &self.table;
         let now = t.now();
+        let h = t.map.hash(state);
+        // A key that asked for too little lately has no entry and gets none: one atomic
+        // update, the whole cost of batches for a key seen once.
+        let demand = t.heat.touch(h, n, now / t.sizing.refresh_ns)?;
         let mut ended = Vec::new();
-        let (granted, want) = {
-            let mut shard = t.map.lock_hashed(t.map.hash(state));
-            if !shard.contains_key(state) {
-                shard.insert(state.to_owned(), Entry::new(now));
+        let (granted, want, new) = {
+            let mut shard = t.map.lock_hashed(h);
+            let new = !shard.contains_key(state);
+            if new {
+                let e = Entry::warm(now, demand.saturating_sub(n));
+                shard.insert(state.to_owned(), e);
             }
             let e = shard.get_mut(state)?;
             let granted = e.grant(n, now, t.sizing, &mut ended);
-            (granted, e.want(now, t.sizing))
+            (granted, e.want(now, t.sizing), new)
         };
         if granted.is_some() {
             Meter::bump(&t.counts.local_grants);
             t.client.meter.local_grant();
         }
-        if !ended.is_empty() || want.is_some() {
+        if new || !ended.is_empty() || want.is_some() {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                // From the first warm key on: entries are forgotten only by the sweep.
                 self.start_sweeper(&rt);
                 t.give_back(&rt, state, ended);
                 if let Some(k) = want {
@@ -199,7 +211,7 @@ impl Batches {
     /// ended batches are given back and idle keys forgotten, until the limiter is dropped.
     fn start_sweeper(&self, rt: &tokio::runtime::Handle) {
         let t = &self.table;
-        if t.sweeping.swap(true, Ordering::Relaxed) {
+        if t.sweeping.load(Ordering::Relaxed) || t.sweeping.swap(true, Ordering::Relaxed) {
             return;
         }
         let weak: Weak<Table> = Arc::downgrade(t);
