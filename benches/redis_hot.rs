@@ -597,7 +597,11 @@ async fn allowed_hot_key(
         let row = &samples[ci];
         for (wi, w) in workloads.iter().enumerate() {
             let s = &row[wi];
-            let ratio = median((0..rounds).map(|r| s[r].per_sec / row[0][r].per_sec).collect());
+            let ratio = median(
+                (0..rounds)
+                    .map(|r| s[r].per_sec / row[0][r].per_sec)
+                    .collect(),
+            );
             writeln!(
                 out,
                 "| {} | {c} | {:.0} | {ratio:.2} | {:.4} | {:.2} |",
