@@ -81,17 +81,18 @@ impl Heat {
     /// previous one. A warm slot is not written: its count only has to say "warm", and hot
     /// keys then cost a load, not a contended update.
     fn slot(slot: &AtomicU64, n: u64, period: u64) -> u64 {
-        let mut w = slot.load(Ordering::Relaxed);
-        loop {
+        // The demand the last attempt saw (warm: unchanged), and after adding `n` (cold).
+        let (mut seen, mut after) = (0, 0);
+        let updated = slot.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
             let (prev, cur) = demand(w, period);
-            if prev + cur >= WARM {
-                return prev + cur;
-            }
-            let next = pack(period, prev, cur.saturating_add(n));
-            match slot.compare_exchange_weak(w, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return prev + cur.saturating_add(n).min(COUNT_MAX),
-                Err(now) => w = now,
-            }
+            seen = prev + cur;
+            after = prev + cur.saturating_add(n).min(COUNT_MAX);
+            (seen < WARM).then(|| pack(period, prev, cur.saturating_add(n)))
+        });
+        if updated.is_ok() {
+            after
+        } else {
+            seen
         }
     }
 }
