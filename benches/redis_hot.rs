@@ -12,7 +12,10 @@
 //!   denies most calls), with the Redis CPU per decision (every command's `usec` in
 //!   commandstats over the decisions made);
 //! - what the options cost where they cannot help: each one's decisions/s and this process's
-//!   CPU per decision against the plain GCRA script's in the same round.
+//!   CPU per decision against the plain GCRA script's in the same round (local batches
+//!   included: on the uniform workload almost every key is seen once, so none takes a batch);
+//! - a hot key that is allowed (a limit far above the load): decisions/s and Redis calls per
+//!   decision for `CL.THROTTLE`, the GCRA script and the GCRA script with local batches.
 //!
 //! Rounds are interleaved (every workload once per round, starting one workload later each
 //! round so that none always follows the same one); ratios are medians of per-round ratios
@@ -46,11 +49,18 @@ const BUDGET: Duration = Duration::from_millis(400);
 const UNIFORM_KEYS: u64 = 100_000;
 /// 100 per second (burst 100): on the hot key almost every call is denied.
 const LIMIT: u64 = 100;
+/// The allowed hot key's limit: 10M per second, burst 1M, far above what one process decides.
+const ALLOWED: u64 = 10_000_000;
+const ALLOWED_BURST: u64 = 1_000_000;
+/// Local batches: a refresh of 100 ms, at most 5% of the burst held per process.
+const REFRESH: Duration = Duration::from_millis(100);
+const SHARE: u8 = 5;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Scenario {
     Uniform,
     Hot,
+    HotAllowed,
 }
 
 #[derive(Clone)]
@@ -60,6 +70,9 @@ enum Workload {
     GcraCache(RedisRateLimiter<Gcra>),
     GcraCoalesce(RedisRateLimiter<Gcra>),
     GcraHot(RedisRateLimiter<Gcra>),
+    GcraBatch(RedisRateLimiter<Gcra>),
+    /// `CL.THROTTLE` under [`ALLOWED`], for the allowed hot key.
+    CellAllowed(ConnectionManager),
 }
 
 impl Workload {
@@ -70,29 +83,36 @@ impl Workload {
             Workload::GcraCache(_) => "tollgate GCRA + denial cache (no coalescing)",
             Workload::GcraCoalesce(_) => "tollgate GCRA + coalescing (no cache)",
             Workload::GcraHot(_) => "tollgate GCRA + denial cache + coalescing",
+            Workload::GcraBatch(_) => "tollgate GCRA + local batches",
+            Workload::CellAllowed(_) => "redis-cell CL.THROTTLE (native)",
         }
     }
 
     async fn decide(&self, key: &str) -> bool {
         match self {
-            Workload::Cell(c) => {
-                let r: Vec<i64> = redis::cmd("CL.THROTTLE")
-                    .arg(key)
-                    .arg(LIMIT - 1)
-                    .arg(LIMIT)
-                    .arg(1)
-                    .arg(1)
-                    .query_async(&mut c.clone())
-                    .await
-                    .unwrap();
-                r[0] == 0
-            }
+            Workload::Cell(c) => throttle(c, key, LIMIT, LIMIT).await,
+            Workload::CellAllowed(c) => throttle(c, key, ALLOWED_BURST, ALLOWED).await,
             Workload::Gcra(l)
+            | Workload::GcraBatch(l)
             | Workload::GcraCache(l)
             | Workload::GcraCoalesce(l)
             | Workload::GcraHot(l) => l.check(key).await.unwrap().allowed,
         }
     }
+}
+
+/// `CL.THROTTLE key burst-1 limit 1 1`: whether it allowed.
+async fn throttle(c: &ConnectionManager, key: &str, burst: u64, limit: u64) -> bool {
+    let r: Vec<i64> = redis::cmd("CL.THROTTLE")
+        .arg(key)
+        .arg(burst - 1)
+        .arg(limit)
+        .arg(1)
+        .arg(1)
+        .query_async(&mut c.clone())
+        .await
+        .unwrap();
+    r[0] == 0
 }
 
 /// `INFO commandstats` as (command, calls, usec).
@@ -140,6 +160,8 @@ struct Sample {
     /// This process's CPU (user + system, every thread) per decision, in µs: the client's
     /// cost, which the other processes on a loaded machine disturb less than the throughput.
     client_us: f64,
+    /// Deciding commands Redis ran per decision.
+    calls: f64,
 }
 
 /// This process's CPU time so far (user + system), in µs.
@@ -179,6 +201,7 @@ async fn measure(
                 let key = match scenario {
                     Scenario::Uniform => format!("{{u{}}}", x % UNIFORM_KEYS),
                     Scenario::Hot => "{hot}".to_owned(),
+                    Scenario::HotAllowed => "{ok}".to_owned(),
                 };
                 std::hint::black_box(w.decide(&key).await);
                 done.fetch_add(1, Ordering::Relaxed);
@@ -191,11 +214,12 @@ async fn measure(
     let wall = start.elapsed();
     let client_us = process_cpu_us() - cpu_start;
     let decisions = done.load(Ordering::Relaxed);
-    let (_, usec) = deciding_usec(&commandstats(m).await);
+    let (calls, usec) = deciding_usec(&commandstats(m).await);
     Sample {
         per_sec: decisions as f64 / wall.as_secs_f64(),
         cpu_us: usec as f64 / decisions as f64,
         client_us: client_us / decisions as f64,
+        calls: calls as f64 / decisions as f64,
     }
 }
 
@@ -212,6 +236,19 @@ fn limiter<A: RedisAlgorithm>(m: &ConnectionManager, alg: A, prefix: &str) -> Re
         .deadline(Duration::from_secs(2))
         .with_connection_manager(m.clone())
         .unwrap()
+}
+
+/// A GCRA limiter under `quota`, with local batches if `batches`.
+fn gcra(m: &ConnectionManager, quota: Quota, prefix: &str, batches: bool) -> RedisRateLimiter {
+    let b = RedisRateLimiter::builder(quota)
+        .prefix(prefix)
+        .deadline(Duration::from_secs(2));
+    let b = if batches {
+        b.local_batches(REFRESH, SHARE)
+    } else {
+        b
+    };
+    b.with_connection_manager(m.clone()).unwrap()
 }
 
 /// Runs `f(key)` `n` times from 16 tasks over 1000 keys; (calls, usec) of the deciding
@@ -388,6 +425,12 @@ fn main() {
             Workload::GcraCache(caching),
             Workload::GcraCoalesce(coalescing),
             Workload::GcraHot(hot),
+            Workload::GcraBatch(gcra(
+                &manager,
+                Quota::per_second(LIMIT).unwrap(),
+                "batch",
+                true,
+            )),
         ];
         let scenarios: &[(Scenario, &str)] = if uniform_only {
             &[(Scenario::Uniform, "uniform, 100k keys")]
@@ -480,6 +523,9 @@ fn main() {
                 .unwrap();
             }
         }
+        if !uniform_only {
+            allowed_hot_key(&manager, &mut stats, rounds, concurrency, &mut out).await;
+        }
         if uniform_only {
             // The per-round ratios, for pooling the rounds of several runs.
             writeln!(out).unwrap();
@@ -502,4 +548,69 @@ fn main() {
     println!("{out}");
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let _ = std::fs::write(format!("{target}/redis-hot-bench.md"), &out);
+}
+
+/// The allowed hot key: `CL.THROTTLE`, the GCRA script and the GCRA script with local batches
+/// under [`ALLOWED`], in interleaved rounds; decisions/s (and against `CL.THROTTLE` in the
+/// same round) and Redis calls per decision.
+async fn allowed_hot_key(
+    manager: &ConnectionManager,
+    stats: &mut ConnectionManager,
+    rounds: usize,
+    concurrency: &[usize],
+    out: &mut String,
+) {
+    let quota = Quota::per_second(ALLOWED)
+        .unwrap()
+        .with_burst(ALLOWED_BURST)
+        .unwrap();
+    let workloads = [
+        Workload::CellAllowed(manager.clone()),
+        Workload::Gcra(gcra(manager, quota, "okplain", false)),
+        Workload::GcraBatch(gcra(manager, quota, "okbatch", true)),
+    ];
+    // samples[concurrency][workload][round]
+    let mut samples: Vec<Vec<Vec<Sample>>> = concurrency
+        .iter()
+        .map(|_| workloads.iter().map(|_| Vec::new()).collect())
+        .collect();
+    for round in 0..rounds {
+        for (ci, &c) in concurrency.iter().enumerate() {
+            for k in 0..workloads.len() {
+                let wi = (round + k) % workloads.len();
+                let sample = measure(&workloads[wi], Scenario::HotAllowed, c, stats).await;
+                samples[ci][wi].push(sample);
+            }
+        }
+    }
+    writeln!(
+        out,
+        "\n### An allowed hot key (one key, {ALLOWED}/s, burst {ALLOWED_BURST}; local batches: refresh {REFRESH:?}, {SHARE}% of the burst; {rounds} interleaved rounds, medians)\n"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| workload | tasks | decisions/s | x CL.THROTTLE | Redis calls per decision | client CPU µs per decision |\n|---|---:|---:|---:|---:|---:|"
+    )
+    .unwrap();
+    for (ci, &c) in concurrency.iter().enumerate() {
+        let row = &samples[ci];
+        for (wi, w) in workloads.iter().enumerate() {
+            let s = &row[wi];
+            let ratio = median(
+                (0..rounds)
+                    .map(|r| s[r].per_sec / row[0][r].per_sec)
+                    .collect(),
+            );
+            writeln!(
+                out,
+                "| {} | {c} | {:.0} | {ratio:.2} | {:.4} | {:.2} |",
+                w.name(),
+                median(s.iter().map(|x| x.per_sec).collect()),
+                median(s.iter().map(|x| x.calls).collect()),
+                median(s.iter().map(|x| x.client_us).collect()),
+            )
+            .unwrap();
+        }
+    }
 }

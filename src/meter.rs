@@ -68,6 +68,15 @@ pub mod names {
     /// Counter: calls the Redis limiter's denial cache refused in this process, with no
     /// round trip (`denial_cache`), labelled `limiter`.
     pub const REDIS_LOCAL_DENIALS: &str = "tollgate_redis_local_denials_total";
+    /// Counter: batches the Redis limiter took from the shared state (`local_batches`),
+    /// labelled `limiter`.
+    pub const REDIS_BATCHES_TAKEN: &str = "tollgate_redis_batches_taken_total";
+    /// Counter: unused permits of ended batches that Redis took back, labelled `limiter`.
+    pub const REDIS_PERMITS_RETURNED: &str = "tollgate_redis_permits_returned_total";
+    /// Counter: calls granted from a local batch with no round trip, labelled `limiter`.
+    pub const REDIS_LOCAL_GRANTS: &str = "tollgate_redis_local_grants_total";
+    /// Gauge: the size of the last batch taken, labelled `limiter`.
+    pub const REDIS_BATCH_SIZE: &str = "tollgate_redis_batch_size";
     /// Label key: a Redis failure's kind.
     pub const KIND: &str = "kind";
 
@@ -174,6 +183,26 @@ pub mod names {
             REDIS_LOCAL_DENIALS,
             MetricKind::Counter,
             "Calls the denial cache refused in this process with no round trip, by limiter.",
+        ),
+        (
+            REDIS_BATCHES_TAKEN,
+            MetricKind::Counter,
+            "Batches of permits taken from Redis for local grants, by limiter.",
+        ),
+        (
+            REDIS_PERMITS_RETURNED,
+            MetricKind::Counter,
+            "Unused permits of ended local batches given back to Redis, by limiter.",
+        ),
+        (
+            REDIS_LOCAL_GRANTS,
+            MetricKind::Counter,
+            "Calls granted from a local batch with no round trip, by limiter.",
+        ),
+        (
+            REDIS_BATCH_SIZE,
+            MetricKind::Gauge,
+            "The size of the last local batch taken from Redis, by limiter.",
         ),
     ];
 

@@ -86,6 +86,7 @@
 //! Redis 7.0 or later (or a compatible server): the scripts call `TIME` before writing, which
 //! needs script effects replication, the only mode since 7.0.
 
+mod batch;
 mod concurrency;
 mod connection;
 mod hot;

@@ -4,7 +4,7 @@
 
 mod coalesce;
 mod denial_cache;
-mod sharded_map;
+pub(super) mod sharded_map;
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::AtomicU64;

@@ -87,6 +87,10 @@ pub enum RedisLimitError {
     /// microseconds), or a [`FailurePolicy::Fallback`](super::super::FailurePolicy::Fallback) limiter
     /// runs another algorithm than the one chosen after it.
     Unsupported(&'static str),
+    /// Settings of [`local_batches`](super::super::RedisRateLimiterBuilder::local_batches)
+    /// that cannot work (a zero refresh interval, a share outside 1 to 100 percent, or one
+    /// that caps every batch below 2 permits), reported by `connect`.
+    InvalidBatches(&'static str),
     /// The server replied with something no tollgate script returns (another script under the
     /// same SHA1, or a proxy in the way).
     UnexpectedReply(String),
@@ -262,6 +266,7 @@ impl fmt::Display for RedisLimitError {
                 "invalid redis URL {url:?}: {reason}; expected {EXPECTED_URL}"
             ),
             RedisLimitError::Unsupported(why) => f.write_str(why),
+            RedisLimitError::InvalidBatches(why) => write!(f, "invalid local batches: {why}"),
             RedisLimitError::UnexpectedReply(r) => write!(f, "unexpected reply from redis: {r}"),
         }
     }

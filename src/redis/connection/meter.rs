@@ -153,6 +153,37 @@ impl Meter {
         }
     }
 
+    /// A local batch of `size` permits was taken (its counts in `stats()` live with the
+    /// batches; this reports them to `metrics`).
+    pub(crate) fn batch_taken(&self, size: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.batches_taken.increment(1);
+            // A gauge holds an f64: exact for any batch (at most 2^51 permits).
+            m.batch_size.set(size as f64);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = size;
+    }
+
+    /// Redis took back `n` unused permits of an ended batch.
+    pub(crate) fn permits_returned(&self, n: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.permits_returned.increment(n);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = n;
+    }
+
+    /// A call was granted from a local batch.
+    pub(crate) fn local_grant(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.local_grants.increment(1);
+        }
+    }
+
     /// Counts one event on a counter of `stats()` kept elsewhere.
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
@@ -203,7 +234,7 @@ const _: fn(UnavailableKind, ServerErrorKind) = |_, _| {};
 
 #[cfg(feature = "metrics")]
 mod handles {
-    use metrics::{counter, Counter};
+    use metrics::{counter, gauge, Counter, Gauge};
 
     use super::super::failure::Failure;
     use super::kind_label;
@@ -214,6 +245,10 @@ mod handles {
         pub(super) script_loads: Counter,
         pub(super) policy_decisions: Counter,
         pub(super) local_denials: Counter,
+        pub(super) batches_taken: Counter,
+        pub(super) permits_returned: Counter,
+        pub(super) local_grants: Counter,
+        pub(super) batch_size: Gauge,
         /// `tollgate_redis_errors_total` by kind, registered on first use of each kind
         /// against the recorder of the build (kept so tests with a local recorder see them).
         errors: Vec<(&'static str, Counter)>,
@@ -249,6 +284,19 @@ mod handles {
                     names::REDIS_LOCAL_DENIALS,
                     names::LIMITER => name.clone()
                 ),
+                batches_taken: counter!(
+                    names::REDIS_BATCHES_TAKEN,
+                    names::LIMITER => name.clone()
+                ),
+                permits_returned: counter!(
+                    names::REDIS_PERMITS_RETURNED,
+                    names::LIMITER => name.clone()
+                ),
+                local_grants: counter!(
+                    names::REDIS_LOCAL_GRANTS,
+                    names::LIMITER => name.clone()
+                ),
+                batch_size: gauge!(names::REDIS_BATCH_SIZE, names::LIMITER => name.clone()),
                 errors: kinds
                     .into_iter()
                     .map(|k| {

@@ -54,6 +54,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             .await
             .map_err(|f| s.client.error(f))?;
         s.hot.forget(&state);
+        if let Some(b) = &s.batches {
+            b.forget(&state);
+        }
         match reply.as_slice() {
             [deleted] => Ok(*deleted > 0),
             _ => Err(RedisLimitError::UnexpectedReply(format!("{reply:?}"))),

@@ -1,6 +1,7 @@
 //! [`RedisRateLimiterBuilder`]: the quota, the algorithm, the key prefix, the per-call
 //! deadline, the failure policy, and the connection.
 
+mod batches;
 mod hot_keys;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use ::redis::sentinel::{SentinelClient, SentinelServerType};
 
 use crate::{Quota, QuotaError};
 
+use super::super::batch::Batches;
 use super::super::connection::client::{Conn, ScriptClient};
 use super::super::connection::error::RedisLimitError;
 use super::super::connection::sentinel::SentinelConn;
@@ -60,6 +62,7 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     /// Whether refusal events carry the key (feature `tracing`).
     trace_keys: bool,
     pub(super) hot: super::super::hot::HotOptions,
+    pub(super) batches: Option<super::super::batch::BatchOptions>,
     /// A mistake found while configuring, reported by `connect`.
     error: Option<RedisLimitError>,
 }
@@ -76,6 +79,7 @@ impl RedisRateLimiterBuilder<Gcra> {
             name: None,
             trace_keys: false,
             hot: Default::default(),
+            batches: None,
             error: None,
         }
     }
@@ -153,6 +157,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             name: self.name,
             trace_keys: self.trace_keys,
             hot: self.hot,
+            batches: self.batches,
             error: self.error.or(mismatch),
         })
     }
@@ -487,7 +492,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             return Err(RedisLimitError::InvalidPrefix(self.prefix.clone()));
         }
         self.hot.check(A::spec())?;
-        self.algorithm.redis_params(self.quota)
+        let params = self.algorithm.redis_params(self.quota)?;
+        if let Some(b) = &self.batches {
+            b.check(A::NAME, params)?;
+        }
+        Ok(params)
     }
 
     /// `connected`: a connection you made (until a call finds it gone, a call past its
@@ -500,7 +509,19 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             self.trace_keys,
             connected,
         ));
+        let batches = self.batches.and_then(|b| {
+            // validate() checked the settings: `ok()` only drops what it refused.
+            let (kind, sizing) = b.check(A::NAME, params).ok()?;
+            Some(Batches::new(
+                client.clone(),
+                A::spec(),
+                params,
+                kind,
+                sizing,
+            ))
+        });
         let shared = Arc::new(SharedLimiter {
+            batches,
             hot: self.hot.build(&client),
             client,
             prefix: self.prefix,

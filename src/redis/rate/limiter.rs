@@ -9,6 +9,7 @@ use crate::Gcra;
 use crate::Quota;
 use crate::{AcquireError, Decision, ThrottleReply};
 
+use super::super::batch::Batches;
 use super::super::connection::error::RedisLimitError;
 use super::super::connection::failure::Failure;
 use super::super::connection::meter::Meter;
@@ -67,6 +68,15 @@ pub struct RedisStats {
     /// Checks that went to Redis in one script call with others
     /// ([`coalesce`](super::super::RedisRateLimiterBuilder::coalesce)).
     pub coalesced: u64,
+    /// Batches taken from the shared state (each one script call)
+    /// ([`local_batches`](super::super::RedisRateLimiterBuilder::local_batches)).
+    pub batches_taken: u64,
+    /// Unused permits of ended batches that Redis took back.
+    pub permits_returned: u64,
+    /// Calls granted from a local batch, with no round trip.
+    pub local_grants: u64,
+    /// The size of the last batch taken (0 before the first).
+    pub batch_size: u64,
 }
 
 /// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
@@ -210,6 +220,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             policy_decisions: get(&c.policy_decisions),
             local_denials: get(&self.shared.hot.local_denials),
             coalesced: get(&self.shared.hot.coalesced),
+            ..batch_stats(self.shared.batches.as_ref())
         }
     }
 
@@ -304,6 +315,20 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ) -> Result<RedisDecision, RedisLimitError> {
         let state = self.key_under(key, params);
         let s = &self.shared;
+        // Only calls under the limiter's own quota have batches (a quota selects its state);
+        // peeks always ask Redis.
+        if let (Some(batches), None, 1..) = (&s.batches, quota, n) {
+            if let Some(g) = batches.grant(&state, n) {
+                return Ok(RedisDecision {
+                    decision: Decision::allowed(
+                        params.limit,
+                        g.held,
+                        Duration::from_micros(g.reset_us),
+                    ),
+                    server_time: Some(Duration::from_micros(g.server_us)),
+                });
+            }
+        }
         match s.hot.check(&s.client, A::spec(), &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
@@ -714,5 +739,20 @@ pub(super) fn admitted(d: &Decision, n: u64) -> Result<(), AcquireError> {
             requested: n,
             burst: d.limit,
         }),
+    }
+}
+
+/// The batches' counts in [`RedisStats`] (zero without batches).
+fn batch_stats(b: Option<&Batches>) -> RedisStats {
+    let Some(b) = b else {
+        return RedisStats::default();
+    };
+    let c = b.counts();
+    RedisStats {
+        batches_taken: Meter::get(&c.taken),
+        permits_returned: Meter::get(&c.returned),
+        local_grants: Meter::get(&c.local_grants),
+        batch_size: Meter::get(&c.size),
+        ..RedisStats::default()
     }
 }

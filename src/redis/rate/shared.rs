@@ -16,4 +16,6 @@ pub(crate) struct SharedLimiter {
     pub(crate) quota: Quota,
     pub(crate) params: Params,
     pub(crate) hot: super::super::hot::Hot,
+    /// The local batches, if on (`local_batches`).
+    pub(crate) batches: Option<super::super::batch::Batches>,
 }

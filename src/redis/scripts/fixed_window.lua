@@ -29,6 +29,34 @@ if op == 'reset' then
   return {redis.call('DEL', key)}
 end
 
+local cur = idiv(now, W)
+if op == 'take' then
+  -- A local batch: up to n permits of the current window, however many it has left (none
+  -- in a later window a block counts). Reply {now, g, the window's end}.
+  local g = 0
+  if count == 0 or k == cur then
+    g = math.max(math.min(n, L - count), 0)
+  end
+  if g > 0 then
+    redis.call('SET', key, fmt(cur) .. ':' .. fmt(count + g), 'PXAT', ceil_ms((cur + 1) * W))
+  end
+  return {now, g, (cur + 1) * W}
+elseif op == 'give' then
+  -- A local batch's unused n permits, taken in window ARGV[7]: given back only while that
+  -- window is the current one (a later window counts from zero anyway). {now, 1 or 0}.
+  local w = tonumber(ARGV[7])
+  if count == 0 or k ~= cur or w ~= cur then
+    return {now, 0}
+  end
+  count = math.max(count - n, 0)
+  if count > 0 then
+    redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
+  else
+    redis.call('DEL', key)
+  end
+  return {now, 1}
+end
+
 if op ~= 'check' then
   local most = tonumber(ARGV[6])
   local changed = false

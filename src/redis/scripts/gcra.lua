@@ -4,7 +4,7 @@
 -- KEYS[1]: the state key.
 -- ARGV: op, burst b, interval T (us), then
 --   check:   n;  batch: m, n_1 .. n_m;  reserve: n, max_wait (us, or -1 for none);
---   cancel:  n (unused), the reservation's end, its cost (us);
+--   cancel:  n (unused), the reservation's end, its cost (us);  take: n (a local batch);
 --   block:   the block's length (us);  penalize, reward: n;  reset: nothing more.
 -- Replies (all integers):
 --   check:   {now, e} (e below) on a key without holes; {now, status, remaining, retry_after or
@@ -15,7 +15,8 @@
 --             instant, one write at the end
 --   reserve: {now, status (1 reserved, 0 wait over max_wait, 3 past the representable range),
 --             wait, the reservation's end}, and the TAT fifth if it was placed in a hole
---   cancel:  {now, 1 if anything was given back else 0}
+--   cancel:  {now, 1 if anything was given back else 0} (a local batch goes back this way)
+--   take:    {now, g, the TAT after it}: g <= n permits booked at the tail, or {now, 0, 0}
 --   reset:   {1} if the key held a state (now deleted), else {0}
 --   block, penalize, reward: {now, status, remaining, retry_after or -1, reset_after}: status
 --             and retry_after of a one-permit check, remaining and reset_after of a peek, on
@@ -324,7 +325,24 @@ local function save()
 end
 
 prune()
-if op == 'check' or op == 'batch' then
+if op == 'take' then
+  -- A local batch: up to n permits booked at the tail (as a reservation that may not wait;
+  -- holes are left to checks), however many fit under the burst now. Reply {now, g, the
+  -- batch's end: the TAT after it}, or {now, 0, 0}: nothing fits.
+  local n = tonumber(ARGV[4])
+  local base = math.max(tat, now)
+  local room = math.min(now + tau, MAXT)
+  local g = 0
+  if room > base then
+    g = math.min(n, idiv(room - base, T))
+  end
+  if g <= 0 then
+    return {now, 0, 0}
+  end
+  tat = base + g * T
+  save()
+  return {now, g, tat}
+elseif op == 'check' or op == 'batch' then
   local reply = {now}
   for i = 1, m do
     local st, rem, retry, reset = decide(tonumber(ARGV[first + i]), true)

@@ -7,6 +7,8 @@
 -- sliding_window, unused by the others), most.
 --   op 'check': take n permits.
 --   op 'reset': delete the state (reply {1}, or {0} if there was none).
+--   op 'take', 'give' (the fixed window only): a local batch taken and given back
+--   (fixed_window.lua).
 --   op 'block' (n: the block's length in us), 'penalize', 'reward' (n permits): the change the
 --   in-process algorithm makes (its `adjust`), with `most` as the script says; the reply is
 --   then the state left, taking nothing (a one-permit check's status and retry_after, a peek's
