@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::cell::semaphore::{SemCell, MAX_LIMIT};
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
-use crate::concurrency::report::{self, WaitReport};
+use crate::concurrency::report;
 use crate::concurrency::wait::{self, at_capacity, begin, take_now, Step};
 use crate::decision::AcquireError;
 use crate::meter::Meter;
@@ -165,7 +165,7 @@ impl ConcurrencyLimiter {
     /// assert!(limiter.acquire_n(5).is_err());
     /// ```
     pub fn acquire_n(&self, n: u64) -> Result<Permit<'_>, AcquireError> {
-        self.wait(n, None).map(Permit::new)
+        self.start_wait(n, None).block().map(Permit::new)
     }
 
     /// One permit, blocking at most `timeout`.
@@ -201,7 +201,7 @@ impl ConcurrencyLimiter {
     /// # drop(held);
     /// ```
     pub fn try_acquire_n_for(&self, n: u64, timeout: Duration) -> Result<Permit<'_>, AcquireError> {
-        self.wait(n, Some(timeout)).map(Permit::new)
+        self.start_wait(n, Some(timeout)).block().map(Permit::new)
     }
 
     /// One permit, awaited (FIFO, cancel-safe).
@@ -239,7 +239,7 @@ impl ConcurrencyLimiter {
     /// ```
     #[cfg(feature = "tokio")]
     pub async fn acquire_n_async(&self, n: u64) -> Result<Permit<'_>, AcquireError> {
-        self.wait_async(n, None).await.map(Permit::new)
+        self.start_wait(n, None).wait_async().await.map(Permit::new)
     }
 
     /// One permit, awaited at most `timeout` (tokio's timer).
@@ -285,7 +285,10 @@ impl ConcurrencyLimiter {
         n: u64,
         timeout: Duration,
     ) -> Result<Permit<'_>, AcquireError> {
-        self.wait_async(n, Some(timeout)).await.map(Permit::new)
+        self.start_wait(n, Some(timeout))
+            .wait_async()
+            .await
+            .map(Permit::new)
     }
 
     /// [`try_acquire`](Self::try_acquire), as an [`OwnedPermit`] (`'static`: for
@@ -354,7 +357,7 @@ impl ConcurrencyLimiter {
         self: &Arc<Self>,
         n: u64,
     ) -> Result<OwnedPermit, AcquireError> {
-        let held = self.wait_async(n, None).await?;
+        let held = self.start_wait(n, None).wait_async().await?;
         Ok(self.own(held))
     }
 
@@ -444,33 +447,12 @@ impl ConcurrencyLimiter {
         }
     }
 
-    fn wait(&self, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError> {
-        let queue = timeout.is_none_or(|t| !t.is_zero());
-        let mut report = WaitReport::new(&self.meter, n);
-        let r = match begin(&self.cell, n, queue) {
-            Step::Done(r) => r,
-            Step::Wait(w) => {
-                report.queued();
-                wait::block(w, timeout)
-            }
-            Step::Closed => Err(at_capacity(&self.cell)),
-        };
-        report.end(r)
-    }
-
-    #[cfg(feature = "tokio")]
-    async fn wait_async(&self, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError> {
-        let queue = timeout.is_none_or(|t| !t.is_zero());
-        let mut report = WaitReport::new(&self.meter, n);
-        let r = match begin(&self.cell, n, queue) {
-            Step::Done(r) => r,
-            Step::Wait(w) => {
-                report.queued();
-                wait::wait_async(w, timeout).await
-            }
-            Step::Closed => Err(at_capacity(&self.cell)),
-        };
-        report.end(r)
+    /// A waiting acquire, up to its wait.
+    fn start_wait(&self, n: u64, timeout: Option<Duration>) -> wait::Acquire<'_, '_> {
+        let begin = |queue| begin(&self.cell, n, queue);
+        wait::start(&self.meter, n, timeout, begin, || {
+            Err(at_capacity(&self.cell))
+        })
     }
 }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::concurrency::error::{check_limit, ConcurrencyError};
 use crate::concurrency::permit::{Held, OwnedPermit, Permit};
-use crate::concurrency::report::{self, WaitReport};
+use crate::concurrency::report;
 use crate::concurrency::sem_store::SemStore;
-use crate::concurrency::wait::{self, Step};
+use crate::concurrency::wait;
 use crate::decision::AcquireError;
 use crate::store::evict::SweepStats;
 use crate::store::settings::DefaultKeyHasher;
@@ -183,7 +183,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.wait(key, n, None).map(Permit::new)
+        self.start_wait(key, n, None).block().map(Permit::new)
     }
 
     /// One permit for `key`, blocking at most `timeout`.
@@ -227,7 +227,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.wait(key, n, Some(timeout)).map(Permit::new)
+        self.start_wait(key, n, Some(timeout))
+            .block()
+            .map(Permit::new)
     }
 
     /// One permit for `key`, awaited (FIFO, cancel-safe).
@@ -271,7 +273,10 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.wait_async(key, n, None).await.map(Permit::new)
+        self.start_wait(key, n, None)
+            .wait_async()
+            .await
+            .map(Permit::new)
     }
 
     /// One permit for `key`, awaited at most `timeout` (tokio's timer).
@@ -327,7 +332,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.wait_async(key, n, Some(timeout))
+        self.start_wait(key, n, Some(timeout))
+            .wait_async()
             .await
             .map(Permit::new)
     }
@@ -423,7 +429,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let held = self.wait_async(key, n, None).await?;
+        let held = self.start_wait(key, n, None).wait_async().await?;
         Ok(self.own(held))
     }
 
@@ -565,46 +571,17 @@ where
         report::decided(&self.store.meter, self.store.try_now(key, n), n)
     }
 
-    fn wait<Q>(&self, key: &Q, n: u64, timeout: Option<Duration>) -> Result<Held, AcquireError>
+    /// A waiting acquire on `key`, up to its wait; a cell evicted under it is decided again
+    /// without waiting.
+    fn start_wait<Q>(&self, key: &Q, n: u64, timeout: Option<Duration>) -> wait::Acquire<'_, '_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let queue = timeout.is_none_or(|t| !t.is_zero());
-        let mut report = WaitReport::new(&self.store.meter, n);
-        let r = match self.store.begin(key, n, queue) {
-            Step::Done(r) => r,
-            Step::Wait(w) => {
-                report.queued();
-                wait::block(w, timeout)
-            }
-            Step::Closed => self.store.try_now(key, n),
-        };
-        report.end(r)
-    }
-
-    #[cfg(feature = "tokio")]
-    async fn wait_async<Q>(
-        &self,
-        key: &Q,
-        n: u64,
-        timeout: Option<Duration>,
-    ) -> Result<Held, AcquireError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let queue = timeout.is_none_or(|t| !t.is_zero());
-        let mut report = WaitReport::new(&self.store.meter, n);
-        let r = match self.store.begin(key, n, queue) {
-            Step::Done(r) => r,
-            Step::Wait(w) => {
-                report.queued();
-                wait::wait_async(w, timeout).await
-            }
-            Step::Closed => self.store.try_now(key, n),
-        };
-        report.end(r)
+        let begin = |queue| self.store.begin(key, n, queue);
+        wait::start(&self.store.meter, n, timeout, begin, || {
+            self.store.try_now(key, n)
+        })
     }
 }
 

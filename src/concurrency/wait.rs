@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use crate::cell::semaphore::{Cancelled, Enqueued, SemCell, Take};
 use crate::concurrency::permit::Held;
 use crate::concurrency::pinned::Pinned;
+use crate::concurrency::report::WaitReport;
 use crate::decision::AcquireError;
+use crate::meter::Meter;
 
 /// The first step of an acquire.
 pub(crate) enum Step<'a> {
@@ -168,6 +170,61 @@ impl Wake for Unpark {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.unpark();
+    }
+}
+
+/// A waiting acquire of `n` permits up to its wait, counted in `meter` as one wait: `begin`
+/// (told whether to queue: not for a zero `timeout`, which only tries) decides at once or
+/// queues, and `closed` decides instead when the cell was closed under the call. Finish it
+/// with [`Acquire::block`] or [`Acquire::wait_async`].
+pub(crate) fn start<'m, 'c>(
+    meter: &'m Meter,
+    n: u64,
+    timeout: Option<Duration>,
+    begin: impl FnOnce(bool) -> Step<'c>,
+    closed: impl FnOnce() -> Result<Held, AcquireError>,
+) -> Acquire<'m, 'c> {
+    let queue = timeout.is_none_or(|t| !t.is_zero());
+    let mut report = WaitReport::new(meter, n);
+    let first = match begin(queue) {
+        Step::Done(r) => Ok(r),
+        Step::Wait(w) => {
+            report.queued();
+            Err(w)
+        }
+        Step::Closed => Ok(closed()),
+    };
+    Acquire {
+        report,
+        first,
+        timeout,
+    }
+}
+
+/// A waiting acquire begun by [`start`]: decided already, or queued.
+pub(crate) struct Acquire<'m, 'c> {
+    report: WaitReport<'m>,
+    /// The decision made at once, or the waiter to wait on.
+    first: Result<Result<Held, AcquireError>, Waiter<'c>>,
+    timeout: Option<Duration>,
+}
+
+impl Acquire<'_, '_> {
+    /// The acquire's result, blocking the thread while it waits.
+    pub(crate) fn block(self) -> Result<Held, AcquireError> {
+        let timeout = self.timeout;
+        self.report
+            .end(self.first.unwrap_or_else(|w| block(w, timeout)))
+    }
+
+    /// The acquire's result, awaited on tokio's timer while it waits.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn wait_async(self) -> Result<Held, AcquireError> {
+        let r = match self.first {
+            Ok(r) => r,
+            Err(w) => wait_async(w, self.timeout).await,
+        };
+        self.report.end(r)
     }
 }
 

@@ -299,6 +299,14 @@ where
         }
     }
 
+    /// Sets one of the settings of the limiters the builder makes, marking them given (`build`
+    /// refuses given settings when every limit is a limiter you made).
+    fn setting(mut self, set: impl FnOnce(&mut LimiterSettings)) -> Self {
+        set(&mut self.settings);
+        self.settings_given = true;
+        self
+    }
+
     /// The default limit: `n` requests per second per key, in bursts of up to `n`.
     ///
     /// ```
@@ -411,10 +419,8 @@ where
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn sweep_interval(mut self, interval: Duration) -> Self {
-        self.settings.sweep_interval = Some(interval);
-        self.settings_given = true;
-        self
+    pub fn sweep_interval(self, interval: Duration) -> Self {
+        self.setting(|s| s.sweep_interval = Some(interval))
     }
 
     /// No background sweeper: cold keys are evicted only by
@@ -430,10 +436,8 @@ where
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn no_sweeper(mut self) -> Self {
-        self.settings.sweep_interval = None;
-        self.settings_given = true;
-        self
+    pub fn no_sweeper(self) -> Self {
+        self.setting(|s| s.sweep_interval = None)
     }
 
     /// Caps the number of keys each limiter the builder makes tracks at `max_keys`: see
@@ -459,10 +463,8 @@ where
     /// let _ = tollgate::http::RateLimitLayer::builder(tollgate::http::PeerIp::new())
     ///     .max_keys(std::num::NonZeroUsize::new(configured)); // an Option: does not compile
     /// ```
-    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
-        self.settings.max_keys = Some(max_keys);
-        self.settings_given = true;
-        self
+    pub fn max_keys(self, max_keys: NonZeroUsize) -> Self {
+        self.setting(|s| s.max_keys = Some(max_keys))
     }
 
     /// No cap on the keys each limiter the builder makes tracks: see
@@ -483,10 +485,8 @@ where
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn no_key_cap(mut self) -> Self {
-        self.settings.max_keys = None;
-        self.settings_given = true;
-        self
+    pub fn no_key_cap(self) -> Self {
+        self.setting(|s| s.max_keys = None)
     }
 
     /// The policy for new keys when the [`max_keys`](Self::max_keys) cap is reached: see
@@ -501,10 +501,8 @@ where
     ///     .build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn when_full(mut self, policy: WhenFull) -> Self {
-        self.settings.when_full = policy;
-        self.settings_given = true;
-        self
+    pub fn when_full(self, policy: WhenFull) -> Self {
+        self.setting(|s| s.when_full = policy)
     }
 }
 

@@ -47,7 +47,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order of [`Outcome::label`]'s labels.
-    #[cfg(feature = "metrics")]
+    #[cfg(any(feature = "metrics", test))]
     const ALL: [Outcome; 11] = [
         Outcome::Allowed,
         Outcome::Refused,
@@ -287,20 +287,7 @@ mod tests {
 
     #[test]
     fn each_outcome_counts_in_its_own_field() {
-        let all = [
-            Outcome::Allowed,
-            Outcome::Refused,
-            Outcome::WouldRefuse,
-            Outcome::WouldDelay,
-            Outcome::Bypassed,
-            Outcome::Denied,
-            Outcome::KeyError,
-            Outcome::Unavailable,
-            Outcome::Never,
-            Outcome::Misconfigured,
-            Outcome::KeyCapReached,
-        ];
-        for (i, o) in all.iter().enumerate() {
+        for (i, o) in Outcome::ALL.iter().enumerate() {
             let c = Counters::default();
             for _ in 0..=i {
                 c.record(*o);
@@ -319,7 +306,7 @@ mod tests {
                 s.misconfigured,
                 s.key_cap_reached,
             ];
-            let want: Vec<u64> = (0..all.len())
+            let want: Vec<u64> = (0..Outcome::ALL.len())
                 .map(|j| if j == i { i as u64 + 1 } else { 0 })
                 .collect();
             assert_eq!(fields.to_vec(), want, "{o:?}");

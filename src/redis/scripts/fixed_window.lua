@@ -61,10 +61,7 @@ if op ~= 'check' then
   local most = tonumber(ARGV[6])
   local changed = false
   if op == 'block' and n > 0 then
-    -- The window holding the block's last instant (on a clock that ends at MAX_NANOS, as the
-    -- in-process one does) is counted full.
-    local last = math.min(now + n - 1, MAX_US)
-    k = math.max(k, idiv(last, W))
+    k = math.max(k, block_window(now, n, W))
     count = most
     changed = true
   elseif op == 'penalize' and n > 0 then

@@ -47,8 +47,7 @@ if op ~= 'check' then
   local most = tonumber(ARGV[6])
   local changed = true
   if op == 'block' and n > 0 then
-    local last = math.min(now + n - 1, MAX_US)
-    roll(math.max(idiv(last, W), k))
+    roll(math.max(block_window(now, n, W), k))
     cur = math.max(cur, L)
   elseif op == 'penalize' and n > 0 then
     roll(k)

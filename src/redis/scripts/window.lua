@@ -30,3 +30,9 @@ local function block_stamp(now, len, W, newest)
   end
   return math.max(now + len - W, 0, floor)
 end
+
+-- The window (of W us) that a block lasting `len` us from `now` ends in, on a clock that ends at
+-- MAX_US as the in-process one does: the fixed and weighted windows count it full.
+local function block_window(now, len, W)
+  return idiv(math.min(now + len - 1, MAX_US), W)
+end
