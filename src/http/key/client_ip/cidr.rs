@@ -40,7 +40,9 @@ impl fmt::Display for IpNetError {
 impl std::error::Error for IpNetError {}
 
 impl IpNet {
-    /// The network of `addr` with `prefix` leading bits (host bits are cleared).
+    /// The network of `addr` with `prefix` leading bits (host bits are cleared). A network
+    /// inside `::ffff:0:0/96` (IPv4-mapped IPv6) is the IPv4 network it maps, as addresses are
+    /// compared in IPv4 form when they are mapped.
     ///
     /// # Errors
     /// A prefix longer than the address (32 for IPv4, 128 for IPv6).
@@ -57,6 +59,14 @@ impl IpNet {
         };
         if prefix > max {
             return Err(IpNetError("prefix longer than the address"));
+        }
+        // Addresses are compared in IPv4 form when they are IPv4-mapped (`canonical`), so a
+        // network inside `::ffff:0:0/96` is the IPv4 network it maps.
+        if let IpAddr::V6(v6) = addr {
+            match v6.to_ipv4_mapped() {
+                Some(v4) if prefix >= 96 => return IpNet::new(IpAddr::V4(v4), prefix - 96),
+                _ => {}
+            }
         }
         Ok(IpNet {
             addr: mask(addr, prefix),
@@ -187,6 +197,25 @@ mod tests {
             .parse::<IpNet>()
             .unwrap()
             .contains(ip("::ffff:127.0.0.1")));
+    }
+
+    /// A network written in IPv4-mapped IPv6 form is the IPv4 network it maps (addresses are
+    /// compared in that form), so a trusted proxy written either way is trusted.
+    #[test]
+    fn a_mapped_network_is_its_ipv4_network() {
+        let mapped: IpNet = "::ffff:10.0.0.0/104".parse().unwrap();
+        assert_eq!(mapped, "10.0.0.0/8".parse().unwrap());
+        assert_eq!(mapped.to_string(), "10.0.0.0/8");
+        assert!(mapped.contains(ip("10.1.2.3")));
+        assert!(mapped.contains(ip("::ffff:10.1.2.3")));
+        assert!(!mapped.contains(ip("11.0.0.1")));
+        let host: IpNet = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(host.to_string(), "192.0.2.7/32");
+        // Shorter than the mapped prefix: an IPv6 network, as written.
+        assert_eq!(
+            "::ffff:0:0/95".parse::<IpNet>().unwrap().to_string(),
+            "::fffe:0:0/95"
+        );
     }
 
     #[test]
