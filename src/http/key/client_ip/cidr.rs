@@ -62,16 +62,23 @@ impl IpNet {
         }
         // Addresses are compared in IPv4 form when they are IPv4-mapped (`canonical`), so a
         // network inside `::ffff:0:0/96` is the IPv4 network it maps.
+        Ok(IpNet::within(addr, prefix))
+    }
+
+    /// [`new`](Self::new) for a prefix known to fit the address.
+    fn within(addr: IpAddr, prefix: u8) -> IpNet {
+        // Addresses are compared in IPv4 form when they are IPv4-mapped (`canonical`), so a
+        // network inside `::ffff:0:0/96` is the IPv4 network it maps.
         if let IpAddr::V6(v6) = addr {
             match v6.to_ipv4_mapped() {
-                Some(v4) if prefix >= 96 => return IpNet::new(IpAddr::V4(v4), prefix - 96),
+                Some(v4) if prefix >= 96 => return IpNet::within(IpAddr::V4(v4), prefix - 96),
                 _ => {}
             }
         }
-        Ok(IpNet {
+        IpNet {
             addr: mask(addr, prefix),
             prefix,
-        })
+        }
     }
 
     /// The network's address (host bits cleared).
@@ -117,6 +124,58 @@ impl FromStr for IpNet {
             None => 128,
         };
         IpNet::new(addr, prefix)
+    }
+}
+
+/// From the `ipnet` crate's network (feature `ipnet`), with the same canonical form as
+/// [`IpNet::new`] (a network written as IPv4-mapped IPv6 is its IPv4 network).
+///
+/// ```
+/// # #[cfg(feature = "ipnet")] {
+/// use tollgate::http::{ClientIp, IpNet};
+///
+/// // As a configuration crate or serde would give them.
+/// let proxies: Vec<ipnet::IpNet> = vec!["10.0.0.0/8".parse().unwrap(), "::ffff:192.0.2.0/120".parse().unwrap()];
+/// let nets: Vec<IpNet> = proxies.iter().copied().map(IpNet::from).collect();
+/// assert_eq!(nets[1].to_string(), "192.0.2.0/24");
+/// let _client = ClientIp::trusted_proxies(nets);
+/// # }
+/// ```
+#[cfg(feature = "ipnet")]
+impl From<ipnet::IpNet> for IpNet {
+    fn from(net: ipnet::IpNet) -> IpNet {
+        IpNet::within(net.addr(), net.prefix_len())
+    }
+}
+
+/// From the `ipnet` crate's IPv4 network (feature `ipnet`).
+///
+/// ```
+/// # #[cfg(feature = "ipnet")] {
+/// let net: ipnet::Ipv4Net = "10.1.0.0/16".parse().unwrap();
+/// assert_eq!(tollgate::http::IpNet::from(net).to_string(), "10.1.0.0/16");
+/// # }
+/// ```
+#[cfg(feature = "ipnet")]
+impl From<ipnet::Ipv4Net> for IpNet {
+    fn from(net: ipnet::Ipv4Net) -> IpNet {
+        IpNet::within(IpAddr::V4(net.addr()), net.prefix_len())
+    }
+}
+
+/// From the `ipnet` crate's IPv6 network (feature `ipnet`); an IPv4-mapped one is its IPv4
+/// network.
+///
+/// ```
+/// # #[cfg(feature = "ipnet")] {
+/// let net: ipnet::Ipv6Net = "2001:db8::/32".parse().unwrap();
+/// assert_eq!(tollgate::http::IpNet::from(net).to_string(), "2001:db8::/32");
+/// # }
+/// ```
+#[cfg(feature = "ipnet")]
+impl From<ipnet::Ipv6Net> for IpNet {
+    fn from(net: ipnet::Ipv6Net) -> IpNet {
+        IpNet::within(IpAddr::V6(net.addr()), net.prefix_len())
     }
 }
 
@@ -216,6 +275,41 @@ mod tests {
             "::ffff:0:0/95".parse::<IpNet>().unwrap().to_string(),
             "::fffe:0:0/95"
         );
+    }
+
+    #[cfg(feature = "ipnet")]
+    proptest::proptest! {
+        /// Any `ipnet` network converts, never panics, and contains exactly the addresses
+        /// `ipnet` says it does, except that an IPv4-mapped address counts as the IPv4 address
+        /// it maps (as the layer compares client addresses), so only a network inside
+        /// `::ffff:0:0/96` holds it.
+        #[test]
+        fn ipnet_networks_convert_exactly(
+            bits in proptest::prelude::any::<u128>(),
+            mapped in proptest::prelude::any::<bool>(),
+            prefix in 0u8..=128,
+            probe in proptest::prelude::any::<u128>(),
+            near in proptest::prelude::any::<bool>(),
+            probe_mapped in proptest::prelude::any::<bool>(),
+        ) {
+            let bits = if mapped { 0xffff_0000_0000 | (bits & 0xffff_ffff) } else { bits };
+            let v6 = Ipv6Addr::from(bits);
+            let theirs = ipnet::Ipv6Net::new(v6, prefix).unwrap();
+            let ours = IpNet::from(theirs);
+            // A probe inside the network half the time: the network's address with random host bits.
+            let host = u128::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
+            let p = if near { (u128::from(theirs.network()) & !host) | (probe & host) } else { probe };
+            let p = if probe_mapped { 0xffff_0000_0000 | (p & 0xffff_ffff) } else { p };
+            let p = Ipv6Addr::from(p);
+            // `ipnet`'s answer, where a mapped address counts as the IPv4 address it maps
+            // (only a network inside `::ffff:0:0/96` holds it).
+            let expected = theirs.contains(&p) && (p.to_ipv4_mapped().is_none() || prefix >= 96);
+            proptest::prop_assert_eq!(ours.contains(IpAddr::V6(p)), expected, "{} {}", theirs, p);
+            let v4 = ipnet::Ipv4Net::new(Ipv4Addr::from(bits as u32), prefix.min(32)).unwrap();
+            let p4 = Ipv4Addr::from(probe as u32);
+            proptest::prop_assert_eq!(IpNet::from(v4).contains(IpAddr::V4(p4)), v4.contains(&p4));
+            proptest::prop_assert_eq!(IpNet::from(ipnet::IpNet::V4(v4)), IpNet::from(v4));
+        }
     }
 
     #[test]
