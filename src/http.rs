@@ -101,6 +101,8 @@
 mod access;
 mod builder;
 mod concurrency;
+#[cfg(feature = "serde")]
+mod config;
 mod error;
 mod key;
 mod layer;
@@ -114,6 +116,12 @@ pub use access::AccessList;
 pub use builder::{RateLimitLayerBuilder, DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
 pub use concurrency::backend::{Busy, ConcurrencyBackend, NoConcurrency};
 pub use concurrency::permit_body::PermitBody;
+#[cfg(feature = "serde")]
+pub use config::{
+    AccessConfig, Change, ConfigKey, ConfigLayer, ForwardedConfig, HeaderConfig, KeyConfig,
+    KeyErrorConfig, LayerConfig, LimiterConfig, Per, QuotaConfig, ReloadError, Reloader,
+    ResponseConfig, RouteConfig, ShadowConfig, Trust, WhenFullConfig,
+};
 pub use error::{BuildError, RouteError};
 pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};
 pub use key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor, KeyFn};

@@ -111,7 +111,8 @@
 //! - `tokio` (default): async acquire (cancel-safe, FIFO, one wake-up per grant),
 //!   `TokioClock`, and a tokio-task sweeper.
 //! - `serde`: `Serialize`/`Deserialize` for [`Quota`] (as `{ count, period, burst }`, validated
-//!   on the way in).
+//!   on the way in). With `tower` too: `http::LayerConfig`, the HTTP layer's configuration
+//!   from a file, and its run-time reload ([guide](guide::http)).
 //! - `redis`: `redis::RedisRateLimiter`, the same algorithms shared across processes and
 //!   machines through Redis 7+ or a Redis Cluster (one Lua script per decision, on the server's
 //!   clock). Adds the `redis` client crate and tokio networking; needs Rust 1.88.
