@@ -135,6 +135,11 @@ fn unknown_and_misplaced_fields_are_refused_when_read() {
     ] {
         assert!(parse(text).is_err(), "{text}");
     }
+    // Values are refused with what was read and why.
+    let net = parse("access = { deny_networks = ['10.0.0.0/33'] }").unwrap_err();
+    assert!(net.message().contains("10.0.0.0/33"), "{net}");
+    let status = parse("responses = { never_status = 1000 }").unwrap_err();
+    assert!(status.message().contains("1000"), "{status}");
 }
 
 proptest! {

@@ -1,8 +1,13 @@
 //! Serde forms of the `http` and CIDR types a file names, parsed by their own `FromStr`
 //! (so a bad network, header name or status is refused where it is read, with its reason).
 
-use serde::de::Error as _;
+use serde::de::Unexpected;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What was read, refused with what was expected and the parser's reason.
+fn refused<E: serde::de::Error>(got: Unexpected<'_>, what: &str, why: impl std::fmt::Display) -> E {
+    E::invalid_value(got, &format!("{what} ({why})").as_str())
+}
 
 /// Networks as CIDR strings (`"10.0.0.0/8"`).
 pub(super) mod nets {
@@ -19,7 +24,7 @@ pub(super) mod nets {
         text.iter()
             .map(|t| {
                 t.parse()
-                    .map_err(|e| D::Error::custom(format!("network {t:?}: {e}")))
+                    .map_err(|e| refused(Unexpected::Str(t), "a network such as 10.0.0.0/8", e))
             })
             .collect()
     }
@@ -37,7 +42,7 @@ pub(super) mod header_name {
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderName, D::Error> {
         let text = String::deserialize(d)?;
         HeaderName::from_bytes(text.as_bytes())
-            .map_err(|e| D::Error::custom(format!("header name {text:?}: {e}")))
+            .map_err(|e| refused(Unexpected::Str(&text), "a header name", e))
     }
 }
 
@@ -50,9 +55,13 @@ pub(super) mod status_code {
         status.as_u16().serialize(s)
     }
 
+    pub(crate) fn from_u16<E: serde::de::Error>(n: u16) -> Result<StatusCode, E> {
+        StatusCode::from_u16(n).map_err(|e| refused(Unexpected::Unsigned(n.into()), "a status", e))
+    }
+
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<StatusCode, D::Error> {
         let n = u16::deserialize(d)?;
-        StatusCode::from_u16(n).map_err(|e| D::Error::custom(format!("status {n}: {e}")))
+        from_u16(n)
     }
 }
 
@@ -74,9 +83,7 @@ pub(super) mod status {
         d: D,
     ) -> Result<Option<StatusCode>, D::Error> {
         Option::<u16>::deserialize(d)?
-            .map(|n| {
-                StatusCode::from_u16(n).map_err(|e| D::Error::custom(format!("status {n}: {e}")))
-            })
+            .map(super::status_code::from_u16)
             .transpose()
     }
 }
