@@ -35,6 +35,11 @@
 //!   `RateLimit-Limit/-Remaining/-Reset`, `X-RateLimit-*`, or none; optional
 //!   `application/problem+json` bodies.
 //!
+//! - **Configuration files** (features `serde` and `tower`): `LayerConfig`, the layer's
+//!   configuration as a serde type (keys, quotas, routes, lists, shadow mode, responses),
+//!   built through the builder so that every refusal is a [`BuildError`]; unknown fields are
+//!   refused. `RateLimitLayer::reloadable` adds a `Reloader` that changes quotas (keys
+//!   keep their debt) and shadow settings at run time (see the guide, "Configuration files").
 //! - **One layer per concern**: the same layer as an [`AccessLayer`], a
 //!   [`ConcurrencyLimitLayer`] and a [`RateLayer`]
 //!   ([`access_layer`](RateLimitLayer::access_layer), ...), sharing its state, for a stack of
@@ -92,7 +97,8 @@
 //! ```
 
 // Folders by concern, each importing only from those below it (`.ci/import_cycles.py`):
-// builder -> layer -> service (the request's steps, and the services of the combined layer and
+// config (feature `serde`: the file's form, built through the builder; config/: reload, the
+// serde forms of networks and statuses) -> builder -> layer -> service (the request's steps, and the services of the combined layer and
 // of the concern layers: concurrent, access, rate, handoff; the waiting paths: shaping,
 // refunding) ->
 // state (with the layer's type, which the service names) -> policy (the route table, and per policy: ops, shadow, stats) -> access -> key
