@@ -346,7 +346,7 @@ impl Table {
             // mark: exact while it is the key's latest booking, a hole otherwise.
             Kind::Gcra => {
                 let args = [
-                    clamp_i64(p.limit),
+                    p.limit_arg(),
                     clamp_i64(p.span_us),
                     0,
                     clamp_i64(b.mark),

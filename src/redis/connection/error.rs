@@ -68,6 +68,9 @@ pub enum RedisLimitError {
     InvalidQuota(QuotaError),
     /// A key prefix containing `{` or `}`, which would take over your keys' hash tags.
     InvalidPrefix(String),
+    /// A [`state_name`](super::super::RedisRateLimiterBuilder::state_name) that is not an ASCII
+    /// letter followed by ASCII letters, digits, `_`, `-` or `.`.
+    InvalidStateName(String),
     /// A URL given to `connect`, `connect_cluster` or `connect_sentinel` that the redis client
     /// does not read (no scheme, as in `127.0.0.1:6379`; another scheme; a bad database
     /// number; `rediss://` without a TLS feature of the `redis` crate), or no URL at all:
@@ -261,6 +264,10 @@ impl fmt::Display for RedisLimitError {
                     "key prefix {p:?} contains a brace, which would take over hash tags"
                 )
             }
+            RedisLimitError::InvalidStateName(n) => write!(
+                f,
+                "state name {n:?} is not a letter followed by letters, digits, '_', '-' or '.'"
+            ),
             RedisLimitError::InvalidUrl { url, reason } => write!(
                 f,
                 "invalid redis URL {url:?}: {reason}; expected {EXPECTED_URL}"

@@ -154,7 +154,7 @@ impl Coalescer {
                 let rest = waiting.split_off(waiting.len().min(MAX_BATCH));
                 let batch = std::mem::replace(&mut waiting, rest);
                 let mut args = Vec::with_capacity(3 + batch.len());
-                args.extend([clamp_i64(p.limit), clamp_i64(p.span_us)]);
+                args.extend([p.limit_arg(), clamp_i64(p.span_us)]);
                 args.push(clamp_i64(batch.len() as u64));
                 args.extend(batch.iter().map(|w| w.n));
                 let reply = self.client.eval(&spec.script, &state, "batch", &args).await;

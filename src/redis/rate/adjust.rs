@@ -147,7 +147,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         let p = self.shared.params;
         let state = self.state_key(key);
         let args = [
-            clamp_i64(p.limit),
+            p.limit_arg(),
             clamp_i64(p.span_us),
             clamp_i64(amount),
             p.sub_windows.map_or(0, i64::from),

@@ -60,14 +60,24 @@ pub trait RedisAlgorithm: Algorithm + Copy {
 
 /// The name of `key`'s state under `algorithm` and `params`: `<prefix>:<algorithm>:<span>:<limit>:<key>`,
 /// and `<prefix>:sliding:<span>:<limit>:<k>:<key>` for the sliding window's `k` sub-windows
-/// (one layout per algorithm tag, so names never collide). The user's key comes last, so a
-/// hash tag in it (`{user42}:login`) is the first `{...}` of the name and decides the cluster
-/// slot (the prefix may not contain braces).
-pub(crate) fn state_key(prefix: &str, algorithm: &str, p: Params, key: &str) -> String {
+/// (one layout per algorithm tag, so names never collide). A state that keeps its quota
+/// (`params.keeps_quota`, a limiter's `state_name`) is `<prefix>:<algorithm>:<name>:<key>`
+/// instead: no quota in it, so processes under different quotas share it; the name starts
+/// with a letter and has no `:` (builder), so it never reads as a span or as another name.
+/// The user's key comes last, so a hash tag in it (`{user42}:login`) is the first `{...}` of
+/// the name and decides the cluster slot (the prefix may not contain braces).
+pub(crate) fn state_key(
+    prefix: &str,
+    algorithm: &str,
+    p: Params,
+    name: Option<&str>,
+    key: &str,
+) -> String {
     let (span, limit) = (p.span_us, p.limit);
-    match p.sub_windows {
-        None => format!("{prefix}:{algorithm}:{span}:{limit}:{key}"),
-        Some(k) => format!("{prefix}:{algorithm}:{span}:{limit}:{k}:{key}"),
+    match (name.filter(|_| p.keeps_quota), p.sub_windows) {
+        (Some(name), _) => format!("{prefix}:{algorithm}:{name}:{key}"),
+        (None, None) => format!("{prefix}:{algorithm}:{span}:{limit}:{key}"),
+        (None, Some(k)) => format!("{prefix}:{algorithm}:{span}:{limit}:{k}:{key}"),
     }
 }
 
@@ -81,9 +91,10 @@ mod tests {
             limit: 10,
             span_us: 100_000,
             sub_windows: None,
+            keeps_quota: false,
         };
         assert_eq!(
-            state_key("rl", "gcra", p, "{user42}:login"),
+            state_key("rl", "gcra", p, None, "{user42}:login"),
             "rl:gcra:100000:10:{user42}:login"
         );
         // The sliding window's k is one more segment, before the user's key.
@@ -92,8 +103,18 @@ mod tests {
             ..p
         };
         assert_eq!(
-            state_key("rl", "sliding", p, "{user42}:login"),
+            state_key("rl", "sliding", p, None, "{user42}:login"),
             "rl:sliding:100000:10:4:{user42}:login"
+        );
+        // A named state: the name instead of the quota.
+        let named = Params {
+            sub_windows: None,
+            keeps_quota: true,
+            ..p
+        };
+        assert_eq!(
+            state_key("rl", "gcra", named, Some("login"), "{user42}:x"),
+            "rl:gcra:login:{user42}:x"
         );
     }
 }

@@ -59,6 +59,8 @@ pub struct RedisRateLimiterBuilder<A: RedisAlgorithm = Gcra> {
     algorithm: A,
     /// The `limiter` label of its metrics and its name in logs.
     name: Option<String>,
+    /// The name that keys the state instead of the quota (`state_name`).
+    state_name: Option<String>,
     /// Whether refusal events carry the key (feature `tracing`).
     trace_keys: bool,
     pub(super) hot: super::super::hot::HotOptions,
@@ -77,6 +79,7 @@ impl RedisRateLimiterBuilder<Gcra> {
             policy: FailurePolicy::Error,
             algorithm: Gcra,
             name: None,
+            state_name: None,
             trace_keys: false,
             hot: Default::default(),
             batches: None,
@@ -155,6 +158,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             policy,
             algorithm: alg,
             name: self.name,
+            state_name: self.state_name,
             trace_keys: self.trace_keys,
             hot: self.hot,
             batches: self.batches,
@@ -173,6 +177,37 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Keys the state by `name` and the user's key instead of by the quota
+    /// (`<prefix>:gcra:<name>:<key>`), and keeps the quota in the state: processes with
+    /// different quotas under one name share each key's state, and one under another quota
+    /// than the state's converts the debt in permits, rounded up, as
+    /// [`RateLimiter::set_quota`](crate::RateLimiter::set_quota) does. So a limit changed in
+    /// a rolling deploy never admits a fresh burst, and old and new processes together never
+    /// admit more than the larger quota's bound (the guide's *Changing a limit in a rolling
+    /// deploy*). Without it (the default), each quota has its own keys, as before.
+    ///
+    /// Setting it on a limiter that has run without it changes its keys once: every key
+    /// starts afresh at that deploy. Per-call quotas (`check_with` and the other `_with`
+    /// forms, `throttle`) other than the limiter's own still select their own state, keyed by
+    /// the quota. GCRA only, for now. Independent of [`name`](Self::name), the metrics label,
+    /// so that renaming a dashboard label never resets limits.
+    ///
+    /// # Errors
+    /// Reported by `connect`: [`RedisLimitError::InvalidStateName`] unless `name` is an ASCII
+    /// letter followed by ASCII letters, digits, `_`, `-` or `.` (so it never reads as a
+    /// quota's key segment and never contains a hash tag);
+    /// [`RedisLimitError::Unsupported`] for an algorithm other than GCRA.
+    ///
+    /// ```
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .state_name("login");
+    /// # let _ = b;
+    /// ```
+    pub fn state_name(mut self, name: impl Into<String>) -> Self {
+        self.state_name = Some(name.into());
         self
     }
 
@@ -492,7 +527,19 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             return Err(RedisLimitError::InvalidPrefix(self.prefix.clone()));
         }
         self.hot.check(A::spec())?;
-        let params = self.algorithm.redis_params(self.quota)?;
+        let mut params = self.algorithm.redis_params(self.quota)?;
+        if let Some(name) = &self.state_name {
+            if !valid_state_name(name) {
+                return Err(RedisLimitError::InvalidStateName(name.clone()));
+            }
+            if A::NAME != "gcra" {
+                return Err(RedisLimitError::Unsupported(
+                    "state_name is for GCRA only: the window algorithms' states do not keep \
+                     their quota",
+                ));
+            }
+            params.keeps_quota = true;
+        }
         if let Some(b) = &self.batches {
             b.check(A::NAME, params)?;
         }
@@ -527,6 +574,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             prefix: self.prefix,
             quota: self.quota,
             params,
+            state_name: self.state_name,
         });
         RedisRateLimiter {
             shared,
@@ -534,4 +582,12 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             algorithm: self.algorithm,
         }
     }
+}
+
+/// A `state_name`: an ASCII letter, then ASCII letters, digits, `_`, `-` or `.`. Never all
+/// digits (a quota's span segment), never a `:` (another name's key), never a brace.
+fn valid_state_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }

@@ -195,11 +195,24 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # Ok(()) }
     /// ```
     pub fn state_key_with(&self, key: &str, quota: Quota) -> Result<String, RedisLimitError> {
-        Ok(self.key_under(key, self.algorithm.redis_params(quota)?))
+        Ok(self.key_under(key, self.params_of(quota)?))
     }
 
     pub(super) fn key_under(&self, key: &str, params: Params) -> String {
-        state_key(&self.shared.prefix, A::NAME, params, key)
+        let name = self.shared.state_name.as_deref();
+        state_key(&self.shared.prefix, A::NAME, params, name, key)
+    }
+
+    /// The scripts' parameters for a per-call `quota`: the limiter's own (its named state,
+    /// if it has one) for the limiter's quota; any other quota selects its own state, keyed
+    /// by the quota as without a name.
+    fn params_of(&self, quota: Quota) -> Result<Params, RedisLimitError> {
+        let p = self.algorithm.redis_params(quota)?;
+        Ok(if p.same_quota(self.shared.params) {
+            self.shared.params
+        } else {
+            p
+        })
     }
 
     /// What happened to the calls so far.
@@ -270,7 +283,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         n: u64,
         quota: Quota,
     ) -> Result<RedisDecision, RedisLimitError> {
-        let params = self.algorithm.redis_params(quota)?;
+        let params = self.params_of(quota)?;
         self.decide_under(key, n, params, Some(quota)).await
     }
 

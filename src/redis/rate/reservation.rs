@@ -118,7 +118,7 @@ pub(crate) async fn reserve(
         let (shared, key) = (shared.clone(), state_key.clone());
         async move {
             let args = [
-                clamp_i64(params.limit),
+                params.limit_arg(),
                 clamp_i64(params.span_us),
                 clamp_i64(n),
                 max_wait_us,
@@ -189,7 +189,7 @@ fn parse(
 /// anything was given back.
 pub(crate) async fn cancel(shared: &SharedLimiter, t: &Ticket) -> Result<bool, Failure> {
     let args = [
-        clamp_i64(t.params.limit),
+        t.params.limit_arg(),
         clamp_i64(t.params.span_us),
         0,
         clamp_i64(t.end),

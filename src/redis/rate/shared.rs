@@ -15,6 +15,8 @@ pub(crate) struct SharedLimiter {
     pub(crate) prefix: String,
     pub(crate) quota: Quota,
     pub(crate) params: Params,
+    /// The builder's `state_name`: the key's state is shared by every quota under it.
+    pub(crate) state_name: Option<String>,
     pub(crate) hot: super::super::hot::Hot,
     /// The local batches, if on (`local_batches`).
     pub(crate) batches: Option<super::super::batch::Batches>,

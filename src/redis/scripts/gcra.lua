@@ -23,7 +23,8 @@
 --             the state the change left (taking nothing)
 -- Kept cheap on a key without holes (almost every key, almost every call): three redis.call at
 -- most (TIME, GET, SET), numbers passed to redis.call as they are (Redis writes integers below
--- 2^53 exactly), no closures on the check path, two-element replies.
+-- 2^53 exactly), no closures on the check path but exact.lua's four (prepended for the
+-- conversion below), two-element replies.
 --
 -- Holes (src/algorithm/gcra/holes.rs, the in-process rule this mirrors): stretches (s, e] of
 -- the schedule, below the TAT, given back by cancelled reservations that were not the latest;
@@ -31,9 +32,23 @@
 -- A key with holes holds "TAT:a1:b1:a2:b2:..." with hole i = (TAT - a_i, TAT - b_i], lowest
 -- first (a1 > b1 > a2 > ... >= 0: sorted, disjoint, not touching, none above the TAT), each
 -- number written with %d. It expires with the TAT (every hole lies below it).
+--
+-- Another quota (a named state written under b0, T0 other than this call's b, T: a rolling
+-- deploy changing the limit): the debt is kept in permits, as the in-process set_quota keeps
+-- it (src/algorithm/gcra/rule.rs, rescale): TAT' = now + ceil((TAT - now) * T / T0), never
+-- forgiving part of a permit, saturating at the end of time; holes are dropped and a cancel
+-- gives nothing back (both only ever refuse). A decision that changes nothing on a key without
+-- holes (a denial, a peek) writes nothing: the state stays under b0, T0, and the next call
+-- converts it the same way.
 local key = KEYS[1]
 local op = ARGV[1]
 local b = tonumber(ARGV[2])
+-- A negative burst: a named state (state_name), whose value is "b,T,<the encoding above>": the
+-- quota that wrote it next to the TAT, so a process under another quota can read it.
+local named = b < 0
+if named then
+  b = -b
+end
 local T = tonumber(ARGV[3])
 local tau = T * b
 local t = redis.call('TIME')
@@ -41,14 +56,37 @@ local now = t[1] * 1000000 + t[2]
 -- The end of time in us: floor(MAX_NANOS / 1000), the in-process limiter's end, to the us.
 -- Every sum formed below stays under 2^53 (tau <= 2^51, lengths and now far below).
 local MAXT = MAX_US
+-- The most a burst or an interval is (Params::interval: b * T <= 2^51).
+local MAX_SPAN = 2251799813685248
 -- A check is a batch of one: m checks whose n_i are ARGV[first + i] (a check's n is ARGV[4]).
 local m, first = 1, 3
 if op == 'batch' then
   m, first = tonumber(ARGV[4]), 4
 end
 local tat = 0
-local v = redis.call('GET', key)
+local raw = redis.call('GET', key)
+local v = raw
 local holey = false
+local head = ''
+local convert = false
+local T0 = T
+if named then
+  head = fmt(b) .. ',' .. fmt(T) .. ','
+  if v then
+    local sb, st, rest = string.match(v, '^(%d+),(%d+),(.*)$')
+    if not sb then
+      foreign('a named GCRA state')
+    end
+    local b0 = whole(sb, 1, MAX_SPAN, 'a named GCRA state')
+    T0 = whole(st, 1, MAX_SPAN, 'a named GCRA state')
+    -- Inexact past 2^53, but a double product rounds to the same side of 2^51.
+    if b0 * T0 > MAX_SPAN then
+      foreign('a named GCRA state')
+    end
+    convert = b0 ~= b or T0 ~= T
+    v = rest
+  end
+end
 if v then
   if string.find(v, ':', 1, true) then
     holey = true -- holes: decoded (and validated) off the hot path, below
@@ -64,7 +102,7 @@ end
 -- status, remaining and retry_after from e, n, b and T (gcra.rs, `expand`): a shorter reply
 -- costs Redis less. A key with holes, or one whose TAT is so far ahead that a check could pass
 -- the end of time, goes the general way below.
-if not holey and tat <= MAXT - tau then
+if not holey and not convert and tat <= MAXT - tau then
   if op == 'check' or op == 'batch' then
     local debt = tat - now
     if debt < 0 then
@@ -88,7 +126,11 @@ if not holey and tat <= MAXT - tau then
       reply[i + 1] = e
     end
     if wrote then
-      redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))
+      if named then
+        redis.call('SET', key, head .. fmt(now + debt), 'PXAT', ceil_ms(now + debt))
+      else
+        redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))
+      end
     end
     return reply
   elseif op == 'reserve' then
@@ -105,7 +147,11 @@ if not holey and tat <= MAXT - tau then
     if max_wait >= 0 and wait > max_wait then
       return {now, 0, wait, 0}
     end
-    redis.call('SET', key, new_tat, 'PXAT', ceil_ms(new_tat))
+    if named then
+      redis.call('SET', key, head .. fmt(new_tat), 'PXAT', ceil_ms(new_tat))
+    else
+      redis.call('SET', key, new_tat, 'PXAT', ceil_ms(new_tat))
+    end
     return {now, 1, wait, new_tat}
   end
 end
@@ -135,6 +181,21 @@ if holey then
   end
   if #H == 0 or #H % 2 ~= 0 then
     foreign(bad)
+  end
+end
+-- Another quota's state, read in full above: converted (see the top).
+if convert then
+  if op == 'cancel' then
+    return {now, 0}
+  end
+  H = {}
+  if tat > now then
+    local d = tat - now
+    if mul_cmp(d, T, MAXT - now, T0) > 0 then
+      tat = MAXT
+    else
+      tat = now + muldiv_ceil(d, T, T0)
+    end
   end
 end
 local tat0, count0 = tat, #H
@@ -302,7 +363,7 @@ end
 -- it), the bare TAT without holes (as the hot path writes it), else the encoding above.
 local function save()
   if tat <= now then
-    if v then
+    if raw then
       redis.call('DEL', key)
     end
     return
@@ -310,7 +371,11 @@ local function save()
   prune()
   if #H == 0 then
     if holey or tat ~= tat0 then
-      redis.call('SET', key, tat, 'PXAT', ceil_ms(tat))
+      if named then
+        redis.call('SET', key, head .. fmt(tat), 'PXAT', ceil_ms(tat))
+      else
+        redis.call('SET', key, tat, 'PXAT', ceil_ms(tat))
+      end
     end
     return
   end
@@ -318,8 +383,8 @@ local function save()
   for i = 1, #H do
     parts[i + 1] = fmt(tat - H[i])
   end
-  local s = table.concat(parts, ':')
-  if s ~= v then
+  local s = head .. table.concat(parts, ':')
+  if s ~= raw then
     redis.call('SET', key, s, 'PXAT', ceil_ms(tat))
   end
 end

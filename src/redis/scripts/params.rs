@@ -16,6 +16,10 @@ pub struct Params {
     /// argument and key name segment. `None` for the other algorithms, whose arguments and key
     /// names stay as they were.
     pub(crate) sub_windows: Option<u32>,
+    /// A named GCRA state (`state_name`): the key holds the quota's `b` and `T` next to the
+    /// TAT, so a process under another quota converts it. The scripts learn it from a
+    /// negative burst argument ([`Params::limit_arg`]).
+    pub(crate) keeps_quota: bool,
 }
 
 /// 2^51 µs (about 71 years) and 2^51 permits: with the server's clock at about 2^50.7 µs, every
@@ -32,6 +36,7 @@ impl Params {
                 limit: q.burst(),
                 span_us: t,
                 sub_windows: None,
+                keeps_quota: false,
             })
             .ok_or(RedisLimitError::QuotaOutOfRange(q))
     }
@@ -49,8 +54,26 @@ impl Params {
                 limit,
                 span_us: w,
                 sub_windows: None,
+                keeps_quota: false,
             })
             .ok_or(RedisLimitError::QuotaOutOfRange(q))
+    }
+
+    /// The burst or limit as the scripts' first argument: negated for a state that keeps its
+    /// quota (only GCRA's script reads that; `limit >= 1`, so the sign is unambiguous).
+    pub(crate) fn limit_arg(&self) -> i64 {
+        let l = clamp_i64(self.limit);
+        if self.keeps_quota {
+            -l
+        } else {
+            l
+        }
+    }
+
+    /// Whether `other` is the same quota (whatever `keeps_quota` says).
+    pub(crate) fn same_quota(&self, other: Params) -> bool {
+        (self.limit, self.span_us, self.sub_windows)
+            == (other.limit, other.span_us, other.sub_windows)
     }
 
     /// The most permits a check ever needs to send: anything above the limit is refused the
@@ -63,7 +86,7 @@ impl Params {
     /// (the other scripts get the three they always had).
     pub(crate) fn check_args(&self, n: u64) -> ([i64; 4], usize) {
         let args = [
-            clamp_i64(self.limit),
+            self.limit_arg(),
             clamp_i64(self.span_us),
             self.clamp(n),
             self.sub_windows.map_or(0, i64::from),
@@ -97,6 +120,7 @@ mod tests {
                 limit: 3,
                 span_us: 334,
                 sub_windows: None,
+                keeps_quota: false,
             })
         );
         let q = Quota::from_interval(Duration::from_nanos(1)).unwrap();
@@ -109,6 +133,7 @@ mod tests {
                 limit: 3,
                 span_us: 1001,
                 sub_windows: None,
+                keeps_quota: false,
             })
         );
     }
@@ -147,6 +172,7 @@ mod tests {
             limit: 10,
             span_us: 1,
             sub_windows: None,
+            keeps_quota: false,
         };
         assert_eq!((p.clamp(0), p.clamp(10), p.clamp(u64::MAX)), (0, 10, 11));
         assert_eq!(p.check_args(u64::MAX), ([10, 1, 11, 0], 3));

@@ -84,6 +84,7 @@ mod tests {
                 limit: 100,
                 span_us: 60_000_000,
                 sub_windows: Some(6),
+                keeps_quota: false,
             }
         );
         // 1 ms in 8 sub-windows of 125 µs, and in 64 of 15.625 µs (refused below).
