@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use redis::Commands;
-use redis_support::RedisServer;
+use redis_support::{runtime, RedisServer};
 use tollgate::redis::{RedisLimitError, RedisRateLimiter, ServerErrorKind};
 use tollgate::Quota;
 
@@ -149,12 +149,9 @@ proptest! {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// Burst `b`, one permit every `t`.
+fn gcra(b: u64, t: Duration) -> Quota {
+    Quota::from_interval(t).unwrap().with_burst(b).unwrap()
 }
 
 async fn limiter(server: &RedisServer, quota: Quota) -> RedisRateLimiter {
@@ -182,10 +179,7 @@ fn the_script_converts_as_the_model() {
     runner
         .run(&(q.clone(), q, 0u64..1 << 22), |((b0, ns0), (b, ns), d)| {
             let (t0, t) = (ns0.div_ceil(1000), ns.div_ceil(1000));
-            let reader_q = Quota::from_interval(Duration::from_nanos(ns))
-                .unwrap()
-                .with_burst(b)
-                .unwrap();
+            let reader_q = gcra(b, Duration::from_nanos(ns));
             rt.block_on(async {
                 let reader = limiter(&server, reader_q).await;
                 let key = reader.state_key("u");
@@ -220,14 +214,8 @@ fn the_script_converts_as_the_model() {
 fn a_rolling_deploy_stays_under_the_larger_bound() {
     let server = RedisServer::start();
     // Old: burst 20, T = 100 ms. New: burst 10, T = 50 ms.
-    let old_q = Quota::from_interval(Duration::from_millis(100))
-        .unwrap()
-        .with_burst(20)
-        .unwrap();
-    let new_q = Quota::from_interval(Duration::from_millis(50))
-        .unwrap()
-        .with_burst(10)
-        .unwrap();
+    let old_q = gcra(20, Duration::from_millis(100));
+    let new_q = gcra(10, Duration::from_millis(50));
     runtime().block_on(async {
         let mut old = Vec::new();
         let mut new = Vec::new();
@@ -333,10 +321,7 @@ fn bad_state_names_are_refused() {
 fn named_limiters_decide_as_unnamed_ones() {
     let server = RedisServer::start();
     // An hour per permit: the few µs between the two limiters' calls change no field compared.
-    let quota = Quota::from_interval(Duration::from_secs(3600))
-        .unwrap()
-        .with_burst(5)
-        .unwrap();
+    let quota = gcra(5, Duration::from_secs(3600));
     type Mode =
         fn(tollgate::redis::RedisRateLimiterBuilder) -> tollgate::redis::RedisRateLimiterBuilder;
     let modes: [(&str, Mode); 4] = [

@@ -260,6 +260,15 @@ impl RedisCluster {
     }
 }
 
+/// A two-worker tokio runtime, the tests' usual one (as on a small machine).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Polls `f` (bounded: `tries` times, `every` apart) until it returns true.
 pub async fn eventually(tries: u32, every: Duration, mut f: impl AsyncFnMut() -> bool) -> bool {
     for _ in 0..tries {
