@@ -17,7 +17,7 @@ use proptest::test_runner::TestCaseError;
 use redis::Commands;
 use redis_support::{runtime, RedisServer};
 use tollgate::redis::{RedisLimitError, RedisRateLimiter, ServerErrorKind};
-use tollgate::Quota;
+use tollgate::{FixedWindow, Quota};
 
 /// A named GCRA state as the model keeps it: the TAT and the quota that wrote it (µs).
 #[derive(Clone, Copy, Debug)]
@@ -288,7 +288,7 @@ fn malformed_named_states_are_refused() {
 }
 
 /// Names that could read as a quota's key segment, another name's key or a hash tag are
-/// refused by `connect`, as is a window algorithm under a name.
+/// refused by `connect`, as is a window algorithm whose state keeps no quota.
 #[test]
 fn bad_state_names_are_refused() {
     let server = RedisServer::start();
@@ -304,7 +304,7 @@ fn bad_state_names_are_refused() {
             );
         }
         let r = RedisRateLimiter::builder(Quota::per_second(10).unwrap())
-            .algorithm(tollgate::FixedWindow::epoch_aligned())
+            .algorithm(tollgate::SlidingLog)
             .unwrap()
             .state_name("login")
             .connect(&server.url())
@@ -430,4 +430,71 @@ fn is_own_state(v: &[u8]) -> bool {
             rest.split(|&c| c == b':')
                 .all(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
         })
+}
+
+async fn fixed(
+    server: &RedisServer,
+    limit: u64,
+    window: Duration,
+) -> RedisRateLimiter<FixedWindow> {
+    RedisRateLimiter::builder(Quota::new(limit, window).unwrap())
+        .algorithm(FixedWindow::epoch_aligned())
+        .unwrap()
+        .state_name("login")
+        .deadline(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap()
+}
+
+/// The fixed window under a name: another limit carries the window's count as is, another
+/// window length carries it while the stored window lasts; never a fresh window's worth.
+/// Windows of hours: no test run crosses more than one boundary, and the checks below hold
+/// across one.
+#[test]
+fn fixed_windows_carry_their_count() {
+    let server = RedisServer::start();
+    let hour = Duration::from_secs(3600);
+    runtime().block_on(async {
+        let old = fixed(&server, 5, hour).await;
+        let smaller = fixed(&server, 3, hour).await;
+        let larger = fixed(&server, 8, hour).await;
+        let half = fixed(&server, 5, hour / 2).await;
+        let mut admitted = 0;
+        for _ in 0..10 {
+            admitted += u64::from(old.check("u").await.unwrap().allowed);
+        }
+        // A boundary crossed just now would have reset the count anyway.
+        if admitted == 5 {
+            assert!(!smaller.check("u").await.unwrap().allowed);
+            assert!(!half.check("u").await.unwrap().allowed);
+            let mut more = 0;
+            for _ in 0..10 {
+                more += u64::from(larger.check("u").await.unwrap().allowed);
+            }
+            assert!(more <= 3, "{more} admitted past the old count");
+            let mut conn = server.conn();
+            let value: String = conn.get(larger.state_key("u")).unwrap();
+            assert!(value.starts_with("8,3600000000,"), "{value}");
+        }
+        assert_eq!(old.state_key("u"), "tollgate:fixed:login:u");
+        // Malformed named values are refused, and stay.
+        let mut conn = server.conn();
+        for bad in [
+            "5:1",
+            "5,3600000000,",
+            "5,0,1:1",
+            "5,3600000000,1:0",
+            "x,1,1:1",
+        ] {
+            let () = conn.set(old.state_key("v"), bad).unwrap();
+            let e = old.check("v").await.unwrap_err();
+            let RedisLimitError::Server(s) = &e else {
+                panic!("{bad}: {e:?}");
+            };
+            assert_eq!(s.kind(), ServerErrorKind::Script, "{bad}: {e}");
+            let kept: String = conn.get(old.state_key("v")).unwrap();
+            assert_eq!(kept, bad);
+        }
+    });
 }

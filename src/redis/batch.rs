@@ -358,7 +358,7 @@ impl Table {
             }
             Kind::FixedWindow => {
                 let args = [
-                    clamp_i64(p.limit),
+                    p.limit_arg(),
                     clamp_i64(p.span_us),
                     clamp_i64(b.left),
                     0,

@@ -4,12 +4,34 @@
 -- KEYS, ARGV, ops and reply: window_args (prelude.lua); the adjust ops make the change the
 -- in-process fixed window makes (src/algorithm/fixed_window.rs, `adjust`), with `most` its full
 -- count.
+--
+-- A negative L: a named state (state_name), "L,W,k:count", the quota that wrote it first, so
+-- that a process under another quota reads it. Under another L the count carries as is (the
+-- window is the same). Under another W the count carries while the stored window lasts, into
+-- the window of W that holds the stored window's end (decided in it as a block's window is):
+-- no permit is released earlier than the quota that counted it would release it.
 local key, op, L, W, n = window_args()
+local named = L < 0
+local head = ''
+if named then
+  L = -L
+  head = fmt(L) .. ',' .. fmt(W) .. ','
+end
 local now = now_us()
 local k = idiv(now, W)
 
 local count = 0
 local v = redis.call('GET', key)
+local W0 = W
+if v and named then
+  local sl, sw, rest = string.match(v, '^(%d+),(%d+),(.*)$')
+  if not sl then
+    foreign('a named fixed window')
+  end
+  whole(sl, 1, 2251799813685248, 'a named fixed window')
+  W0 = whole(sw, 1, 2251799813685248, 'a named fixed window')
+  v = rest
+end
 if v then
   -- Only what this script writes (validated before anything is written): a window no later
   -- than the end of time's, a count of 1 to 2^51 (a window counting nothing is deleted).
@@ -17,9 +39,16 @@ if v then
   if #v <= 33 then
     a, c = string.match(v, '^(%d+):(%d+)$')
   end
-  local sk = whole(a, 0, idiv(MAX_US, W), 'a fixed window')
+  local sk = whole(a, 0, idiv(MAX_US, W0), 'a fixed window')
   local sc = whole(c, 1, 2251799813685248, 'a fixed window')
-  if sk >= k then
+  if W0 ~= W then
+    -- Below 2^53: sk * W0 <= MAX_US.
+    local stop = (sk + 1) * W0
+    if stop > now then
+      k = math.max(k, idiv(stop - 1, W))
+      count = sc
+    end
+  elseif sk >= k then
     k = sk
     count = sc
   end
@@ -38,7 +67,7 @@ if op == 'take' then
     g = math.max(math.min(n, L - count), 0)
   end
   if g > 0 then
-    redis.call('SET', key, fmt(cur) .. ':' .. fmt(count + g), 'PXAT', ceil_ms((cur + 1) * W))
+    redis.call('SET', key, head .. fmt(cur) .. ':' .. fmt(count + g), 'PXAT', ceil_ms((cur + 1) * W))
   end
   return {now, g, (cur + 1) * W}
 elseif op == 'give' then
@@ -50,7 +79,7 @@ elseif op == 'give' then
   end
   count = math.max(count - n, 0)
   if count > 0 then
-    redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
+    redis.call('SET', key, head .. fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
   else
     redis.call('DEL', key)
   end
@@ -73,7 +102,7 @@ if op ~= 'check' then
   end
   if changed then
     if count > 0 then
-      redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
+      redis.call('SET', key, head .. fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
     else
       redis.call('DEL', key)
     end
@@ -95,7 +124,7 @@ if n > L then
 end
 if count + n <= L then
   count = count + n
-  redis.call('SET', key, fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
+  redis.call('SET', key, head .. fmt(k) .. ':' .. fmt(count), 'PXAT', ceil_ms((k + 1) * W))
   return {now, 1, L - count, -1, reset}
 end
 return {now, 0, remaining, reset, reset}
