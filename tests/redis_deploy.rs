@@ -16,8 +16,8 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use redis::Commands;
 use redis_support::{runtime, RedisServer};
-use tollgate::redis::{RedisLimitError, RedisRateLimiter, ServerErrorKind};
-use tollgate::{FixedWindow, Quota};
+use tollgate::redis::{RedisAlgorithm, RedisLimitError, RedisRateLimiter, ServerErrorKind};
+use tollgate::{FixedWindow, Gcra, Quota};
 
 /// A named GCRA state as the model keeps it: the TAT and the quota that wrote it (µs).
 #[derive(Clone, Copy, Debug)]
@@ -154,8 +154,20 @@ fn gcra(b: u64, t: Duration) -> Quota {
     Quota::from_interval(t).unwrap().with_burst(b).unwrap()
 }
 
+/// A GCRA limiter named "login" on `server`.
 async fn limiter(server: &RedisServer, quota: Quota) -> RedisRateLimiter {
+    named(server, quota, Gcra).await
+}
+
+/// A limiter running `alg`, named "login", on `server`.
+async fn named<A: RedisAlgorithm>(
+    server: &RedisServer,
+    quota: Quota,
+    alg: A,
+) -> RedisRateLimiter<A> {
     RedisRateLimiter::builder(quota)
+        .algorithm(alg)
+        .unwrap()
         .state_name("login")
         .deadline(Duration::from_secs(2))
         .connect(&server.url())
@@ -437,14 +449,8 @@ async fn fixed(
     limit: u64,
     window: Duration,
 ) -> RedisRateLimiter<FixedWindow> {
-    RedisRateLimiter::builder(Quota::new(limit, window).unwrap())
-        .algorithm(FixedWindow::epoch_aligned())
-        .unwrap()
-        .state_name("login")
-        .deadline(Duration::from_secs(2))
-        .connect(&server.url())
-        .await
-        .unwrap()
+    let quota = Quota::new(limit, window).unwrap();
+    named(server, quota, FixedWindow::epoch_aligned()).await
 }
 
 /// The fixed window under a name: another limit carries the window's count as is, another
@@ -496,5 +502,50 @@ fn fixed_windows_carry_their_count() {
             let kept: String = conn.get(old.state_key("v")).unwrap();
             assert_eq!(kept, bad);
         }
+    });
+}
+
+/// A converted state loses its holes (they only ever admit more), and a reservation made under
+/// the old quota and cancelled after the switch gives nothing back.
+#[test]
+fn a_switch_drops_holes_and_old_cancels() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    runtime().block_on(async {
+        // Seconds per permit: the checks below hold for 10 s after the reservations.
+        let old = limiter(&server, gcra(4, Duration::from_secs(10))).await;
+        let new = limiter(&server, gcra(4, Duration::from_secs(30))).await;
+        // Four reservations; cancelling the second leaves a hole under the old quota.
+        let mut r = Vec::new();
+        for _ in 0..4 {
+            r.push(old.reserve("u").await.unwrap());
+        }
+        let second = r.remove(1);
+        assert!(second.cancel().await.unwrap());
+        let value: String = conn.get(old.state_key("u")).unwrap();
+        assert!(
+            value.starts_with("4,10000000,") && value.contains(':'),
+            "{value}"
+        );
+        // Under the new quota: the debt of four permits (the hole dropped) is four of its own.
+        let d = new.decide_n("u", 0).await.unwrap();
+        let at = u64::try_from(d.server_time.unwrap().as_micros()).unwrap();
+        let tat: u64 = value["4,10000000,".len()..]
+            .split(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let expected = convert(tat - at, 30_000_000, 10_000_000);
+        assert_eq!(d.decision.reset_after.as_micros(), u128::from(expected));
+        assert_eq!(d.decision.remaining, 0);
+        // The peek wrote the state under the new quota (its holes dropped); the latest
+        // reservation, made under the old one, gives nothing back now.
+        let value: String = conn.get(old.state_key("u")).unwrap();
+        assert!(
+            value.starts_with("4,30000000,") && !value.contains(':'),
+            "{value}"
+        );
+        assert!(!r.pop().unwrap().cancel().await.unwrap());
     });
 }
