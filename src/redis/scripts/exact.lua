@@ -1,5 +1,5 @@
--- tollgate: exact products of two integers below 2^52, in base-2^26 limbs (prepended after
--- prelude.lua to the scripts that need them).
+-- tollgate: exact products of two integers below 2^52, in base-2^26 limbs (after prelude.lua
+-- in the scripts that need them; in GCRA's, after its hot path, which does not).
 
 local LIMB = 67108864 -- 2^26
 
