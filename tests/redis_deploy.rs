@@ -549,3 +549,30 @@ fn a_switch_drops_holes_and_old_cancels() {
         assert!(!r.pop().unwrap().cancel().await.unwrap());
     });
 }
+
+/// Under a name, a per-call quota equal to the limiter's own decides on the named state; any
+/// other selects its own state, keyed by the quota, as without a name.
+#[test]
+fn per_call_quotas_under_a_name() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        // Per hour: no permit comes back during the test.
+        let own = Quota::per_hour(10).unwrap();
+        let other = Quota::per_hour(5).unwrap();
+        let l = limiter(&server, own).await;
+        assert_eq!(l.state_key_with("u", own).unwrap(), "tollgate:gcra:login:u");
+        assert_eq!(
+            l.state_key_with("u", other).unwrap(),
+            "tollgate:gcra:720000000:5:u"
+        );
+        // The limiter's own quota, per call, spends the named state's burst.
+        let mut admitted = 0;
+        for _ in 0..20 {
+            admitted += u64::from(l.check_with("u", own).await.unwrap().allowed);
+        }
+        assert_eq!(admitted, 10);
+        assert!(!l.check("u").await.unwrap().allowed);
+        // Another quota has a state of its own, full.
+        assert_eq!(l.check_with("u", other).await.unwrap().remaining, 4);
+    });
+}
