@@ -248,3 +248,59 @@ async fn a_reset_elsewhere_reaches_through_sentinel_and_after_a_failover() {
     assert!(subscribed, "never subscribed on the new primary");
     reset_elsewhere_reaches(&a, &b, "k2").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_given_back_ends_the_cached_denial_here() {
+    let server = RedisServer::start();
+    let quota = Quota::per_hour(10).unwrap();
+    let a = RedisRateLimiter::builder(quota)
+        .deadline(Duration::from_secs(2))
+        .prefix(unique_prefix())
+        .denial_cache(cache())
+        .local_batches(Duration::from_millis(200), 100)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    // The subscription made (it starts with the first cached denial, and forgets the whole
+    // cache once made): from then on, only a forget of the key ends its cached denial.
+    for _ in 0..11 {
+        a.decide("warm").await.unwrap();
+    }
+    let fresh = eventually(200, Duration::from_millis(10), async || {
+        let before = a.stats().local_denials;
+        a.decide("warm").await.unwrap();
+        a.stats().local_denials == before
+    })
+    .await;
+    assert!(fresh, "the subscription never started");
+    // A hot key: a batch is taken in the background.
+    for _ in 0..8 {
+        a.decide("k").await.unwrap();
+    }
+    let taken = eventually(100, Duration::from_millis(10), async || {
+        a.stats().batches_taken > 0
+    })
+    .await;
+    assert!(taken, "no batch taken: {:?}", a.stats());
+    // Under a per-call quota (here the limiter's own) calls skip the batches: Redis refuses,
+    // the batch's permits being booked, and the refusal is cached.
+    let mut refused = false;
+    for _ in 0..10 {
+        if !a.decide_with("k", quota).await.unwrap().decision.allowed {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused);
+    let before = a.stats().local_denials;
+    assert!(!a.decide_with("k", quota).await.unwrap().decision.allowed);
+    assert_eq!(a.stats().local_denials, before + 1, "not cached");
+    // The batch ends unused and goes back: its permits are free on Redis again.
+    let returned = eventually(200, Duration::from_millis(10), async || {
+        a.stats().permits_returned > 0
+    })
+    .await;
+    assert!(returned, "the batch never went back: {:?}", a.stats());
+    let d = a.decide_with("k", quota).await.unwrap();
+    assert!(d.decision.allowed, "the cache went on refusing: {d:?}");
+}

@@ -311,6 +311,8 @@ mod tests {
         /// A single-permit lookup on key `k`.
         Lookup(u8),
         Forget(u8),
+        /// Every denial forgotten (the subscription was made again).
+        Clear,
         /// Time passes (µs).
         Wait(u64),
     }
@@ -320,6 +322,7 @@ mod tests {
             (0u8..12, 1u64..3_000_000).prop_map(|(k, r)| Op::Record(k, r)),
             (0u8..12).prop_map(Op::Lookup),
             (0u8..12).prop_map(Op::Forget),
+            Just(Op::Clear),
             (0u64..400_000).prop_map(Op::Wait),
         ]
     }
@@ -357,6 +360,10 @@ mod tests {
                     Op::Forget(k) => {
                         c.forget(&format!("k{k}"));
                         model.remove(&k);
+                    }
+                    Op::Clear => {
+                        c.clear();
+                        model.clear();
                     }
                     Op::Wait(us) => now += Duration::from_micros(us),
                 }
@@ -404,6 +411,27 @@ mod tests {
         c.record("k", 1, sent, c.generation(), &denied(100, 100));
         c.forget("k");
         assert_eq!(c.lookup("k", 1, sent), None);
+    }
+
+    #[test]
+    fn a_reply_sent_before_a_forget_is_not_recorded() {
+        let c = DenialCache::new(8);
+        let sent = Instant::now();
+        // Sent, then the key is forgotten (a reset heard of) before the reply is recorded:
+        // the reply may predate the reset.
+        let g = c.generation();
+        c.forget("k");
+        assert!(!c.record("k", 1, sent, g, &denied(100, 100)));
+        assert_eq!(c.lookup("k", 1, sent), None);
+        // The same after a clear; a reply sent after either is recorded.
+        let g = c.generation();
+        c.record("other", 1, sent, g, &denied(100, 100));
+        c.clear();
+        assert_eq!(c.len(), 0);
+        assert!(!c.record("k", 1, sent, g, &denied(100, 100)));
+        assert!(c.record("k", 1, sent, c.generation(), &denied(100, 100)));
+        assert!(c.lookup("k", 1, sent).is_some());
+        counts_match(&c);
     }
 
     #[test]
