@@ -8,7 +8,7 @@ mod redis_support;
 
 use std::time::{Duration, Instant};
 
-use redis_support::{eventually, RedisSentinel, RedisServer};
+use redis_support::{eventually, info, sentinel_pair};
 use tollgate::redis::{FailurePolicy, RedisRateLimiter};
 use tollgate::Quota;
 
@@ -16,33 +16,9 @@ const DEADLINE: Duration = Duration::from_millis(200);
 /// "Never a hang": every call returns long before this, failover or not.
 const HANG: Duration = Duration::from_secs(2);
 
-fn info(conn: &mut redis::Connection, section: &str) -> String {
-    redis::cmd("INFO")
-        .arg(section)
-        .query(conn)
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
-    let mut primary = RedisServer::start();
-    let replica =
-        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-    let synced = eventually(500, Duration::from_millis(20), async || {
-        info(&mut replica.conn(), "replication").contains("master_link_status:up")
-    })
-    .await;
-    assert!(synced, "the replica never synced");
-    let sentinel = RedisSentinel::start("tg", primary.port());
-    let knows_replica = eventually(500, Duration::from_millis(20), async || {
-        redis::cmd("SENTINEL")
-            .arg("REPLICAS")
-            .arg("tg")
-            .query::<Vec<redis::Value>>(&mut sentinel.conn())
-            .is_ok_and(|r| !r.is_empty())
-    })
-    .await;
-    assert!(knows_replica, "the sentinel never saw the replica");
+    let (mut primary, replica, sentinel) = sentinel_pair("tg").await;
 
     let limiter = RedisRateLimiter::builder(Quota::per_hour(100).unwrap())
         .deadline(DEADLINE)

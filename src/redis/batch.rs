@@ -17,6 +17,7 @@ use super::connection::client::ScriptClient;
 use super::connection::error::RedisLimitError;
 use super::connection::meter::Meter;
 use super::hot::sharded_map::{Shard, ShardedMap};
+use super::hot::DenialCache;
 use super::scripts::{clamp_i64, Params, Spec};
 use entry::{Batch, Entry, Sizing};
 use heat::Heat;
@@ -113,6 +114,8 @@ struct Table {
     spec: &'static Spec,
     params: Params,
     client: Arc<ScriptClient>,
+    /// The limiter's denial cache, if on: a batch given back forgets the key's cached denial.
+    denials: Option<Arc<DenialCache>>,
     counts: BatchCounts,
     sweeping: AtomicBool,
     /// Set when the limiter is dropped: a take answered later gives its batch straight back.
@@ -132,6 +135,7 @@ impl Batches {
         params: Params,
         kind: Kind,
         sizing: Sizing,
+        denials: Option<Arc<DenialCache>>,
     ) -> Batches {
         Batches {
             table: Arc::new(Table {
@@ -143,6 +147,7 @@ impl Batches {
                 spec,
                 params,
                 client,
+                denials,
                 counts: BatchCounts::default(),
                 sweeping: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
@@ -372,6 +377,10 @@ impl Table {
         };
         let given = matches!(reply.as_deref(), Ok([_, 1]));
         if given {
+            // Permits are free again on the key: a denial cached meanwhile may be wrong now.
+            if let Some(d) = &self.denials {
+                d.forget(state);
+            }
             self.counts.returned.fetch_add(b.left, Ordering::Relaxed);
             self.client.meter.permits_returned(b.left);
         }

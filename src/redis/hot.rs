@@ -1,10 +1,14 @@
 //! A hot key that costs Redis almost nothing: what the builder's two opt-in options
 //! (`denial_cache`, `coalesce`: `rate/builder/hot_keys.rs`) configure, the state they keep, and the path
-//! a check takes through them: the local denial cache, then the coalescer, then Redis.
+//! a check takes through them: the local denial cache, then the coalescer, then Redis; and
+//! the subscription that tells the cache of resets and rewards made elsewhere.
 
 mod coalesce;
 mod denial_cache;
+pub(super) mod invalidate;
 pub(super) mod sharded_map;
+
+pub(super) use denial_cache::DenialCache;
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::AtomicU64;
@@ -15,9 +19,10 @@ use super::connection::client::ScriptClient;
 use super::connection::error::RedisLimitError;
 use super::connection::failure::Failure;
 use super::connection::meter::Meter;
+use super::connection::subscribe::Source;
 use super::scripts::{Params, Spec};
 use coalesce::Coalescer;
-use denial_cache::DenialCache;
+use invalidate::Listener;
 
 /// The builder's choices.
 #[derive(Clone, Copy, Debug, Default)]
@@ -38,10 +43,24 @@ impl HotOptions {
         Ok(())
     }
 
-    /// The options at work, coalescing (if on) through `client`.
-    pub(crate) fn build(self, client: &Arc<ScriptClient>) -> Hot {
+    /// The options at work, coalescing (if on) through `client`; the denial cache (if on)
+    /// told of changes published under `prefix` through a subscription at `source` (none on
+    /// a connection you made: the limiter cannot make another like it).
+    pub(crate) fn build(
+        self,
+        client: &Arc<ScriptClient>,
+        source: Option<Source>,
+        prefix: &str,
+    ) -> Hot {
+        let cache = self
+            .denial_cache
+            .map(|m| Arc::new(DenialCache::new(m.get())));
         Hot {
-            cache: self.denial_cache.map(|m| DenialCache::new(m.get())),
+            listener: cache
+                .as_ref()
+                .and(source)
+                .map(|source| Listener::new(source, prefix)),
+            cache,
             coalescer: self
                 .coalesce
                 .then(|| Arc::new(Coalescer::new(client.clone()))),
@@ -53,7 +72,10 @@ impl HotOptions {
 
 /// The limiter's denial cache and coalescer, if on, and what they did.
 pub(crate) struct Hot {
-    pub(crate) cache: Option<DenialCache>,
+    /// Shared with the listening task (which holds it weakly) and the local batches.
+    pub(crate) cache: Option<Arc<DenialCache>>,
+    /// The subscription that tells the cache of resets and rewards made elsewhere.
+    listener: Option<Listener>,
     coalescer: Option<Arc<Coalescer>>,
     /// Checks the denial cache answered.
     pub(crate) local_denials: AtomicU64,
@@ -82,7 +104,7 @@ impl Hot {
                     client.meter.local_denial();
                     return Ok(reply.to_vec());
                 }
-                Some((cache, now))
+                Some((now, cache.generation()))
             }
             None => None,
         };
@@ -90,10 +112,41 @@ impl Hot {
             Some(c) => c.check(spec, state, n, p, &self.coalesced).await,
             None => spec.check(client, state, n, p).await,
         };
-        if let (Some((cache, sent)), Ok(r)) = (sent, &reply) {
-            cache.record(state, n, sent, r);
+        if let (Some((sent, generation)), Ok(r)) = (sent, &reply) {
+            self.record(state, n, sent, generation, r);
         }
         reply
+    }
+
+    /// Caches `reply` to a call for `n` permits on `state` sent at `sent` in the cache's
+    /// `generation` if the cache is on and takes it (a one-permit denial); the first one
+    /// cached starts the subscription.
+    pub(crate) fn record(
+        &self,
+        state: &str,
+        n: u64,
+        sent: Instant,
+        generation: u64,
+        reply: &[i64],
+    ) {
+        let Some(cache) = &self.cache else { return };
+        if cache.record(state, n, sent, generation, reply) {
+            if let Some(l) = &self.listener {
+                l.start(cache);
+            }
+        }
+    }
+
+    /// The cache's generation now (0 without a cache): see [`DenialCache::generation`].
+    pub(crate) fn generation(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.generation())
+    }
+
+    /// Invalidation messages heard, and subscriptions lost after being made.
+    pub(crate) fn invalidation_counts(&self) -> (u64, u64) {
+        self.listener
+            .as_ref()
+            .map_or((0, 0), |l| (l.heard(), l.losses()))
     }
 
     /// Forgets a cached denial on `state` (this process gave permits back on it).

@@ -363,3 +363,35 @@ impl Drop for RedisSentinel {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `INFO section` of `conn` (empty if it does not answer).
+pub fn info(conn: &mut redis::Connection, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(conn)
+        .unwrap_or_default()
+}
+
+/// A primary, its synced replica, and a sentinel naming the primary `primary_name` that knows
+/// the replica: ready for a failover.
+pub async fn sentinel_pair(primary_name: &str) -> (RedisServer, RedisServer, RedisSentinel) {
+    let primary = RedisServer::start();
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    let synced = eventually(500, Duration::from_millis(20), async || {
+        info(&mut replica.conn(), "replication").contains("master_link_status:up")
+    })
+    .await;
+    assert!(synced, "the replica never synced");
+    let sentinel = RedisSentinel::start(primary_name, primary.port());
+    let knows_replica = eventually(500, Duration::from_millis(20), async || {
+        redis::cmd("SENTINEL")
+            .arg("REPLICAS")
+            .arg(primary_name)
+            .query::<Vec<redis::Value>>(&mut sentinel.conn())
+            .is_ok_and(|r| !r.is_empty())
+    })
+    .await;
+    assert!(knows_replica, "the sentinel never saw the replica");
+    (primary, replica, sentinel)
+}

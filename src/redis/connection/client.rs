@@ -206,6 +206,33 @@ impl ScriptClient {
     }
 }
 
+impl ScriptClient {
+    /// `PUBLISH channel message` within the deadline: on a cluster from any node (each
+    /// forwards it to every other).
+    pub(crate) async fn publish(&self, channel: &str, message: &str) -> Result<(), Failure> {
+        let mut cmd = ::redis::cmd("PUBLISH");
+        cmd.arg(channel).arg(message);
+        let call = async {
+            match &self.conn {
+                Conn::Single(c) => cmd.query_async::<()>(&mut c.clone()).await,
+                Conn::Sentinel(s) => match s.current() {
+                    Some(mut c) => cmd.query_async::<()>(&mut c).await,
+                    None => Err(RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        "no primary found through sentinel yet",
+                    ))),
+                },
+                Conn::Cluster(c) => cmd.query_async::<()>(&mut c.clone()).await,
+            }
+        };
+        match tokio::time::timeout(self.deadline, call).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(classify(e)),
+            Err(_) => Err(self.deadline_passed()),
+        }
+    }
+}
+
 /// `EVALSHA`, and `EVAL` when the server answers `NOSCRIPT`, on one server.
 async fn single(
     mut conn: ConnectionManager,

@@ -14,18 +14,22 @@ use std::time::{Duration, Instant};
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::sentinel::SentinelClient;
-use ::redis::RedisError;
+use ::redis::{ConnectionInfo, RedisError};
 
 /// The least time between two starts of a resolution: a flood of failing calls asks the
 /// sentinels about ten times a second, not once per call.
 const RESOLVE_EVERY: Duration = Duration::from_millis(100);
 
+/// The primary last found: its address, the connection to it, and how to connect to it
+/// (another connection: the invalidations' subscription).
+type Primary = (String, ConnectionManager, ConnectionInfo);
+
 /// The sentinels, the primary's connection, and the resolution in progress.
 pub(crate) struct SentinelConn {
     client: tokio::sync::Mutex<SentinelClient>,
     config: ConnectionManagerConfig,
-    /// The primary's address and a connection to it, once found.
-    current: Mutex<Option<(String, ConnectionManager)>>,
+    /// The primary's address, a connection to it and how to make another, once found.
+    current: Mutex<Option<Primary>>,
     resolving: AtomicBool,
     last_start: Mutex<Option<Instant>>,
 }
@@ -44,7 +48,14 @@ impl SentinelConn {
     /// The connection to the primary as last found; `None` before the first is found.
     pub(crate) fn current(&self) -> Option<ConnectionManager> {
         let guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        guard.as_ref().map(|(_, c)| c.clone())
+        guard.as_ref().map(|(_, c, _)| c.clone())
+    }
+
+    /// The primary as last found (its address, and how to connect to it); `None` before the
+    /// first is found.
+    pub(crate) fn primary(&self) -> Option<(String, ConnectionInfo)> {
+        let guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref().map(|(a, _, i)| (a.clone(), i.clone()))
     }
 
     /// Asks the sentinels for the primary in the background, unless a resolution is running
@@ -74,12 +85,13 @@ impl SentinelConn {
         let addr = client.get_connection_info().addr().to_string();
         let same = {
             let guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
-            guard.as_ref().is_some_and(|(a, _)| *a == addr)
+            guard.as_ref().is_some_and(|(a, _, _)| *a == addr)
         };
         if !same {
+            let info = client.get_connection_info().clone();
             let manager = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
             let mut guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
-            *guard = Some((addr, manager));
+            *guard = Some((addr, manager, info));
         }
         Ok(())
     }

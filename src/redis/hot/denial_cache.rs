@@ -7,10 +7,18 @@
 //! than Redis's own: the cache never refuses a call that Redis, with no other change to the key
 //! meanwhile, would admit. Other processes can only take more (which makes Redis's denial
 //! longer, never shorter), with one exception: a refund by another process (a cancelled GCRA
-//! reservation, a reward) or a reset of the key (`DEL`) can make a permit available before the cached
-//! `retry_after`, and the cache goes on refusing until then. This process's own cancels forget
-//! the key's entry; its own blocks, penalties and rewards (GCRA) replace it with the one-permit
-//! denial their reply states, or forget it if the reply leaves a permit.
+//! reservation, a reward) or a reset of the key can make a permit available before the cached
+//! `retry_after`. Resets and rewards are published (`invalidate.rs`) and the message forgets
+//! the key's entry here ([`invalidate`](DenialCache::invalidate)); other refunds, and any
+//! change while the subscription is down, leave the cache refusing until the `retry_after` at
+//! worst. This process's own cancels and returned batches forget the key's entry; its own
+//! blocks, penalties and rewards replace it with the one-permit denial their reply states, or
+//! forget it if the reply leaves a permit.
+//!
+//! A reply on its way while the key is invalidated may predate the change: every forget bumps
+//! a generation, and a reply is recorded only if no forget came between its call's send and
+//! the record ([`generation`](DenialCache::generation)), so an invalidation is never undone by
+//! a late reply.
 //!
 //! Only single-permit denials are cached and only single-permit calls answered: for `n = 1`,
 //! `remaining` is 0 for as long as the denial lasts, so the reply is exact: `remaining` 0,
@@ -74,6 +82,9 @@ pub(crate) struct DenialCache {
     /// can make the cache answer less, never wrongly. They wrap (no panic): past 65535 in one
     /// slot a lookup may miss.
     present: Box<[AtomicU16]>,
+    /// Bumped by every forget, before it takes the entry out: a reply to a call sent before a
+    /// forget is not recorded (`record` compares under the shard lock).
+    generation: AtomicU64,
 }
 
 /// Whole microseconds elapsed from `from` to `to`, rounded up (0 if `to` is earlier).
@@ -100,7 +111,14 @@ impl DenialCache {
             present: (0..max_keys.min(MAX_SLOTS).next_power_of_two())
                 .map(|_| AtomicU16::new(0))
                 .collect(),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// The count of forgets so far: read when a call is sent and given to
+    /// [`record`](Self::record) with its reply.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// `hash`'s `present` count.
@@ -177,20 +195,29 @@ impl DenialCache {
     }
 
     /// Records Redis's `reply` (`{now, status, remaining, retry_after, reset_after}`) to a call
-    /// for `n` permits on `key` sent at `sent`, if it is a denial the cache can answer.
-    pub(crate) fn record(&self, key: &str, n: u64, sent: Instant, reply: &[i64]) {
+    /// for `n` permits on `key` sent at `sent`, when the [`generation`](Self::generation) was
+    /// `generation`, if it is a denial the cache can answer and nothing was forgotten since
+    /// the send. Whether it was recorded.
+    pub(crate) fn record(
+        &self,
+        key: &str,
+        n: u64,
+        sent: Instant,
+        generation: u64,
+        reply: &[i64],
+    ) -> bool {
         let &[now, 0, 0, retry, reset] = reply else {
-            return;
+            return false;
         };
         let (Ok(server_now_us), Ok(retry_us), Ok(reset_us)) = (
             u64::try_from(now),
             u64::try_from(retry),
             u64::try_from(reset),
         ) else {
-            return;
+            return false;
         };
         if n != 1 || retry_us == 0 {
-            return;
+            return false;
         }
         let hash = self.denials.hash(key);
         let entry = Denial {
@@ -201,26 +228,47 @@ impl DenialCache {
             reset_us,
         };
         let mut map = self.denials.lock_hashed(hash);
+        // Under the lock: a forget bumps the generation before it locks to remove, so either
+        // this sees the bump or the forget comes after this insert and removes it.
+        if self.generation.load(Ordering::Acquire) != generation {
+            return false;
+        }
         if let Some(old) = map.get_mut(key) {
             *old = entry;
-            return;
+            return true;
         }
         if map.len() >= self.cap {
             // Full: drop the entries that no longer deny anything; if none, do not cache.
             self.drop_expired(&mut map, Instant::now());
             if map.len() >= self.cap {
-                return;
+                return false;
             }
         }
         map.insert(key.to_owned(), entry);
         self.present(hash).fetch_add(1, Ordering::Relaxed);
+        true
     }
 
-    /// Forgets `key`'s denial (this process gave permits back on it).
+    /// Forgets `key`'s denial (permits were given back on it, here or elsewhere, or it was
+    /// reset), and every reply to a call sent before.
     pub(crate) fn forget(&self, key: &str) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         let hash = self.denials.hash(key);
         if let Some(e) = self.denials.lock_hashed(hash).remove(key) {
             self.gone(&e);
+        }
+    }
+
+    /// Forgets every denial, and every reply to a call sent before (the subscription that
+    /// reports changes made elsewhere was down: any of them may be stale).
+    pub(crate) fn clear(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        for i in 0..self.denials.shards() {
+            let mut map = self.denials.lock_index(i);
+            for e in map.values() {
+                self.gone(e);
+            }
+            map.clear();
         }
     }
 
@@ -263,6 +311,8 @@ mod tests {
         /// A single-permit lookup on key `k`.
         Lookup(u8),
         Forget(u8),
+        /// Every denial forgotten (the subscription was made again).
+        Clear,
         /// Time passes (µs).
         Wait(u64),
     }
@@ -272,6 +322,7 @@ mod tests {
             (0u8..12, 1u64..3_000_000).prop_map(|(k, r)| Op::Record(k, r)),
             (0u8..12).prop_map(Op::Lookup),
             (0u8..12).prop_map(Op::Forget),
+            Just(Op::Clear),
             (0u64..400_000).prop_map(Op::Wait),
         ]
     }
@@ -289,7 +340,7 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Record(k, retry) => {
-                        c.record(&format!("k{k}"), 1, now, &[0, 0, 0, retry as i64, retry as i64]);
+                        c.record(&format!("k{k}"), 1, now, c.generation(), &[0, 0, 0, retry as i64, retry as i64]);
                         model.insert(k, (now, retry));
                     }
                     Op::Lookup(k) => {
@@ -310,6 +361,10 @@ mod tests {
                         c.forget(&format!("k{k}"));
                         model.remove(&k);
                     }
+                    Op::Clear => {
+                        c.clear();
+                        model.clear();
+                    }
                     Op::Wait(us) => now += Duration::from_micros(us),
                 }
                 counts_match(&c);
@@ -326,7 +381,7 @@ mod tests {
     fn answers_single_permit_calls_until_the_retry_after_from_the_send() {
         let c = DenialCache::new(8);
         let sent = Instant::now();
-        c.record("k", 1, sent, &denied(100, 250));
+        c.record("k", 1, sent, c.generation(), &denied(100, 250));
         // 40 µs later: the same denial, shrunk by 40 µs, at a server time 40 µs on.
         let at = sent + Duration::from_micros(40);
         assert_eq!(c.lookup("k", 1, at), Some([1_000_040, 0, 0, 60, 210]));
@@ -345,17 +400,38 @@ mod tests {
     fn caches_only_single_permit_denials_with_nothing_left() {
         let c = DenialCache::new(8);
         let sent = Instant::now();
-        c.record("allowed", 1, sent, &[5, 1, 3, -1, 9]);
-        c.record("remaining", 1, sent, &[5, 0, 1, 7, 9]);
-        c.record("n2", 2, sent, &denied(100, 100));
-        c.record("never", 1, sent, &[5, 2, 0, -1, 9]);
-        c.record("zero", 1, sent, &denied(0, 0));
-        c.record("short", 1, sent, &[5, 0, 0]);
+        c.record("allowed", 1, sent, c.generation(), &[5, 1, 3, -1, 9]);
+        c.record("remaining", 1, sent, c.generation(), &[5, 0, 1, 7, 9]);
+        c.record("n2", 2, sent, c.generation(), &denied(100, 100));
+        c.record("never", 1, sent, c.generation(), &[5, 2, 0, -1, 9]);
+        c.record("zero", 1, sent, c.generation(), &denied(0, 0));
+        c.record("short", 1, sent, c.generation(), &[5, 0, 0]);
         assert_eq!(c.len(), 0);
         c.forget("k");
-        c.record("k", 1, sent, &denied(100, 100));
+        c.record("k", 1, sent, c.generation(), &denied(100, 100));
         c.forget("k");
         assert_eq!(c.lookup("k", 1, sent), None);
+    }
+
+    #[test]
+    fn a_reply_sent_before_a_forget_is_not_recorded() {
+        let c = DenialCache::new(8);
+        let sent = Instant::now();
+        // Sent, then the key is forgotten (a reset heard of) before the reply is recorded:
+        // the reply may predate the reset.
+        let g = c.generation();
+        c.forget("k");
+        assert!(!c.record("k", 1, sent, g, &denied(100, 100)));
+        assert_eq!(c.lookup("k", 1, sent), None);
+        // The same after a clear; a reply sent after either is recorded.
+        let g = c.generation();
+        c.record("other", 1, sent, g, &denied(100, 100));
+        c.clear();
+        assert_eq!(c.len(), 0);
+        assert!(!c.record("k", 1, sent, g, &denied(100, 100)));
+        assert!(c.record("k", 1, sent, c.generation(), &denied(100, 100)));
+        assert!(c.lookup("k", 1, sent).is_some());
+        counts_match(&c);
     }
 
     #[test]
@@ -372,7 +448,7 @@ mod tests {
         ] {
             let c = DenialCache::new(max);
             let t0 = Instant::now();
-            c.record("k", 1, t0, &denied(10, 10));
+            c.record("k", 1, t0, c.generation(), &denied(10, 10));
             assert!(c.lookup("k", 1, t0).is_some(), "max {max}");
             assert!(c.present.len().is_power_of_two() && c.present.len() <= MAX_SLOTS);
         }
@@ -383,8 +459,14 @@ mod tests {
         let c = DenialCache::new(1000);
         let t0 = Instant::now();
         for i in 0..100 {
-            c.record(&format!("gone{i}"), 1, t0, &denied(10, 10));
-            c.record(&format!("kept{i}"), 1, t0, &denied(1 << 40, 1 << 40));
+            c.record(&format!("gone{i}"), 1, t0, c.generation(), &denied(10, 10));
+            c.record(
+                &format!("kept{i}"),
+                1,
+                t0,
+                c.generation(),
+                &denied(1 << 40, 1 << 40),
+            );
         }
         assert_eq!(c.len(), 200);
         // Checks on an unrelated key, 4 s of them: the expired denials go though the cache is
@@ -403,14 +485,20 @@ mod tests {
             let c = DenialCache::new(max);
             let old = Instant::now() - Duration::from_secs(1);
             for i in 0..3 * max {
-                c.record(&format!("old{i}"), 1, old, &denied(10, 10));
+                c.record(&format!("old{i}"), 1, old, c.generation(), &denied(10, 10));
             }
             assert!(c.len() <= max, "max {max}: {}", c.len());
             // Expired entries make room for live ones.
             let now = Instant::now();
             let mut live = 0;
             for i in 0..3 * max {
-                c.record(&format!("live{i}"), 1, now, &denied(1 << 40, 1 << 40));
+                c.record(
+                    &format!("live{i}"),
+                    1,
+                    now,
+                    c.generation(),
+                    &denied(1 << 40, 1 << 40),
+                );
                 live += usize::from(c.lookup(&format!("live{i}"), 1, now).is_some());
             }
             assert!(c.len() <= max, "max {max}: {}", c.len());

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::connection::error::RedisLimitError;
+use super::super::hot::invalidate;
 use super::super::scripts::{clamp_i64, CheckReply, MAX_SPAN_US};
 use super::algorithm::RedisAlgorithm;
 use super::limiter::{RedisDecision, RedisRateLimiter};
@@ -22,8 +23,9 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// [`state_key`](Self::state_key) names is deleted): its next call in every process is
     /// decided as a fresh key's. Whether there was state. Every algorithm. This process's
     /// cached denial of the key, if any ([`denial_cache`](super::super::RedisRateLimiterBuilder::denial_cache)),
-    /// is forgotten too; other processes' caches go on refusing until their cached
-    /// `retry_after` (the guide's [Redis](crate::guide::redis) page).
+    /// is forgotten too, and the reset is published on the prefix's channel, so that other
+    /// processes' caches forget theirs within about a round trip (the guide's
+    /// [Redis](crate::guide::redis) page, "A hot key").
     ///
     /// A state under a per-call quota (`check_with`, `throttle`) is another key: delete the one
     /// [`state_key_with`](Self::state_key_with) names.
@@ -57,6 +59,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         if let Some(b) = &s.batches {
             b.forget(&state);
         }
+        self.publish(&state).await;
         match reply.as_slice() {
             [deleted] => Ok(*deleted > 0),
             _ => Err(RedisLimitError::UnexpectedReply(format!("{reply:?}"))),
@@ -116,7 +119,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// Gives `key` `n` permits back, never above a full limit (a key with nothing counted is
     /// left alone), and returns the key's state after it as [`block`](Self::block) does. The
     /// in-process [`KeyedRateLimiter::reward`](crate::KeyedRateLimiter::reward)'s rule. This
-    /// process's cached denial of the key, if any, is forgotten.
+    /// process's cached denial of the key, if any, is forgotten, and the reward is published
+    /// as [`reset`](Self::reset)'s is, so that other processes' caches forget theirs.
     ///
     /// # Errors
     /// As [`block`](Self::block).
@@ -130,6 +134,18 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// ```
     pub async fn reward(&self, key: &str, n: u64) -> Result<RedisDecision, RedisLimitError> {
         self.adjust(key, "reward", n.min(MAX_SPAN_US)).await
+    }
+
+    /// Tells every limiter under the prefix that `state` may admit sooner than their cached
+    /// denials say. The change is made whatever happens here: a failure is counted
+    /// ([`RedisStats::errors`](super::super::RedisStats::errors)) and leaves those caches
+    /// refusing until their cached `retry_after` at worst.
+    async fn publish(&self, state: &str) {
+        let s = &self.shared;
+        let channel = invalidate::channel(&s.prefix);
+        if let Err(f) = s.client.publish(&channel, state).await {
+            s.client.meter.failed(&f);
+        }
     }
 
     /// Runs the script's `op` with `amount` on `key`'s state under the limiter's quota.
@@ -158,13 +174,16 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         let reply = s.client.eval(&A::spec().script, &state, op, &args).await;
         // Whatever happened, this process's cached denial of the key may be wrong now.
         s.hot.forget(&state);
+        let generation = s.hot.generation();
         let reply = reply.map_err(|f| s.client.error(f))?;
-        let r = CheckReply::parse(&reply, p.limit)?;
-        if let Some(cache) = &s.hot.cache {
-            // A one-permit denial with nothing left (a block, a penalty) is exactly what a
-            // one-permit check would get now: cache it (`record` keeps nothing else).
-            cache.record(&state, 1, sent, &reply);
+        if op == "reward" {
+            // Only a loosening change can make another process's cached denial wrong.
+            self.publish(&state).await;
         }
+        let r = CheckReply::parse(&reply, p.limit)?;
+        // A one-permit denial with nothing left (a block, a penalty) is exactly what a
+        // one-permit check would get now: cache it (`record` keeps nothing else).
+        s.hot.record(&state, 1, sent, generation, &reply);
         Ok(RedisDecision {
             decision: r.decision,
             server_time: Some(Duration::from_micros(r.now_us)),

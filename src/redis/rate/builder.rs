@@ -18,6 +18,7 @@ use super::super::batch::Batches;
 use super::super::connection::client::{Conn, ScriptClient};
 use super::super::connection::error::RedisLimitError;
 use super::super::connection::sentinel::SentinelConn;
+use super::super::connection::subscribe::Source;
 use super::super::scripts::Params;
 use super::algorithm::RedisAlgorithm;
 use super::limiter::RedisRateLimiter;
@@ -326,7 +327,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
                 ::redis::Client::open(url).map_err(|e| RedisLimitError::invalid_url(url, &e))?;
             let manager = ConnectionManager::new_lazy_with_config(client, b.manager_config())
                 .map_err(RedisLimitError::from_redis)?;
-            Ok(Conn::Single(manager))
+            let source = Source::nodes(&[url], b.connect_timeout);
+            Ok((Conn::Single(manager), source))
         })
         .await
     }
@@ -366,6 +368,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             // What is left to refuse is the nodes' URLs taken together (TLS or credentials
             // that differ).
             let joined = nodes.join(", ");
+            let urls: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            let source = Source::nodes(&urls, b.connect_timeout);
             let client = ClusterClient::builder(nodes)
                 // Redirects come back to us (connection/cluster.rs): redis-rs's own ASK handling sends ASKING
                 // apart from the command. Other retries are within our deadline anyway.
@@ -380,8 +384,9 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             let config = ClusterConfig::new()
                 .set_connection_timeout(b.connect_timeout)
                 .set_response_timeout(b.deadline);
-            Ok(Conn::Cluster(
-                client.get_pending_async_connection_with_config(config),
+            Ok((
+                Conn::Cluster(client.get_pending_async_connection_with_config(config)),
+                source,
             ))
         })
         .await
@@ -425,7 +430,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             let client = SentinelClient::build(urls, primary, None, SentinelServerType::Master)
                 .map_err(RedisLimitError::from_redis)?;
             let conn = SentinelConn::new(client, b.manager_config());
-            Ok(Conn::Sentinel(conn))
+            let source = Source::sentinel(conn.clone(), b.connect_timeout);
+            Ok((Conn::Sentinel(conn), Some(source)))
         })
         .await
     }
@@ -435,15 +441,15 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// connect timeout, so that the first calls of a normal start find a connection rather
     /// than spend their deadline making one. What the first use answers does not matter (the
     /// policy decides until the background connection is made); it goes on in the background
-    /// past the bound.
+    /// past the bound. `conn` also says where the denial cache subscribes.
     async fn open(
         mut self,
-        conn: impl FnOnce(&Self) -> Result<Conn, RedisLimitError>,
+        conn: impl FnOnce(&Self) -> Result<(Conn, Option<Source>), RedisLimitError>,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        let conn = conn(&self)?;
+        let (conn, source) = conn(&self)?;
         let connect_timeout = self.connect_timeout;
-        let limiter = self.build(conn, params, false);
+        let limiter = self.build(conn, source, params, false);
         let client = limiter.shared.client.clone();
         let first = tokio::spawn(async move { client.first_use().await });
         let _ = tokio::time::timeout(connect_timeout, first).await;
@@ -490,7 +496,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         manager: ConnectionManager,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        Ok(self.build(Conn::Single(manager), params, true))
+        Ok(self.build(Conn::Single(manager), None, params, true))
     }
 
     /// Uses a cluster connection you configured yourself. Build it with
@@ -516,7 +522,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         conn: ClusterConnection,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        Ok(self.build(Conn::Cluster(conn), params, true))
+        Ok(self.build(Conn::Cluster(conn), None, params, true))
     }
 
     /// The configuration's first mistake, checked before connecting; else the scripts'
@@ -549,8 +555,15 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     }
 
     /// `connected`: a connection you made (until a call finds it gone, a call past its
-    /// deadline is a `Timeout`), or one the limiter is making.
-    fn build(self, conn: Conn, params: Params, connected: bool) -> RedisRateLimiter<A> {
+    /// deadline is a `Timeout`), or one the limiter is making. `source`: where the denial
+    /// cache subscribes (none on a connection you made).
+    fn build(
+        self,
+        conn: Conn,
+        source: Option<Source>,
+        params: Params,
+        connected: bool,
+    ) -> RedisRateLimiter<A> {
         let client = Arc::new(ScriptClient::new(
             conn,
             self.deadline,
@@ -558,6 +571,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             self.trace_keys,
             connected,
         ));
+        let hot = self.hot.build(&client, source, &self.prefix);
         let batches = self.batches.and_then(|b| {
             // validate() checked the settings: `ok()` only drops what it refused.
             let (kind, sizing) = b.check(A::NAME, params).ok()?;
@@ -567,11 +581,12 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
                 params,
                 kind,
                 sizing,
+                hot.cache.clone(),
             ))
         });
         let shared = Arc::new(SharedLimiter {
             batches,
-            hot: self.hot.build(&client),
+            hot,
             client,
             prefix: self.prefix,
             quota: self.quota,

@@ -77,6 +77,13 @@ pub struct RedisStats {
     pub local_grants: u64,
     /// The size of the last batch taken (0 before the first).
     pub batch_size: u64,
+    /// Resets and rewards made elsewhere that the denial cache heard of (each forgets the
+    /// key's cached denial, if any).
+    pub invalidations: u64,
+    /// Times the denial cache's subscription to those was lost after being made (until it
+    /// is made again the cache may refuse until its cached `retry_after`, then it starts
+    /// afresh).
+    pub subscription_losses: u64,
 }
 
 /// A keyed rate limiter whose state lives in Redis, shared by every process that uses the same
@@ -233,6 +240,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             policy_decisions: get(&c.policy_decisions),
             local_denials: get(&self.shared.hot.local_denials),
             coalesced: get(&self.shared.hot.coalesced),
+            invalidations: self.shared.hot.invalidation_counts().0,
+            subscription_losses: self.shared.hot.invalidation_counts().1,
             ..batch_stats(self.shared.batches.as_ref())
         }
     }

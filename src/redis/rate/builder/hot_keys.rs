@@ -21,10 +21,16 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// The reply is the one Redis would give: `remaining` 0, `retry_after` and `reset_after`
     /// as Redis sent them less the time since the denied call was sent,
     /// [`RedisDecision::server_time`] advanced by the same (so it may run ahead of Redis's
-    /// clock by up to that call's round trip: the cached denial ends early, never late). It never refuses what Redis would admit, with one exception: another process
-    /// giving permits back (a cancelled [`RedisReservation`](crate::redis::RedisReservation)) or a
-    /// reset of the key (`DEL` of [`state_key`](crate::redis::RedisRateLimiter::state_key)) does not
-    /// reach this cache, which goes on refusing until the cached `retry_after` has passed.
+    /// clock by up to that call's round trip: the cached denial ends early, never late). It
+    /// never refuses what Redis would admit, except after another process gives permits back:
+    /// a [`reset`](crate::redis::RedisRateLimiter::reset) or
+    /// [`reward`](crate::redis::RedisRateLimiter::reward) there is published and heard here
+    /// within about a round trip (through a subscription of this limiter's own, made with the
+    /// first cached denial, on a connection the limiter made: none on one you made); a
+    /// cancelled [`RedisReservation`](crate::redis::RedisReservation), a `DEL` of a
+    /// [`state_key`](crate::redis::RedisRateLimiter::state_key) not published, or anything
+    /// while the subscription is down, is not, and the cache goes on refusing until the
+    /// cached `retry_after` at worst (the guide's "A hot key" states the rule).
     /// Calls for more than one permit, and peeks, always ask Redis. Counted in
     /// [`RedisStats::local_denials`](crate::redis::RedisStats::local_denials).
     ///

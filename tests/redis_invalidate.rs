@@ -1,0 +1,274 @@
+//! The denial cache across processes: a reset or a reward made by another limiter (its own
+//! connection, as another process) reaches this limiter's cached denials through Redis
+//! pub/sub, on one server, a cluster and through Sentinel, and the subscription comes back
+//! after its connection is killed. Every wait is a bounded poll, never a timed assertion.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use redis_support::{eventually, info, sentinel_pair, RedisCluster, RedisServer};
+use tollgate::redis::{RedisAlgorithm, RedisRateLimiter, RedisRateLimiterBuilder};
+use tollgate::{FixedWindow, Quota};
+
+fn unique_prefix() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("inv{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// One permit an hour: a cached denial lasts about an hour unless something ends it.
+fn hourly() -> RedisRateLimiterBuilder {
+    RedisRateLimiter::builder(Quota::per_hour(1).unwrap()).deadline(Duration::from_secs(2))
+}
+
+fn cache() -> NonZeroUsize {
+    NonZeroUsize::new(1000).unwrap()
+}
+
+/// A (with a denial cache) and B (without), on connections of their own, under `prefix`.
+async fn two_processes(server: &RedisServer, prefix: &str) -> (RedisRateLimiter, RedisRateLimiter) {
+    let a = hourly().prefix(prefix).denial_cache(cache());
+    let b = hourly().prefix(prefix);
+    (
+        a.connect(&server.url()).await.unwrap(),
+        b.connect(&server.url()).await.unwrap(),
+    )
+}
+
+/// Takes `key`'s permit through `a` and has its denial cached: calls until one is refused by
+/// the cache. (The subscription, made with the first denial cached, forgets the whole cache
+/// once made, so the first denial may have to be cached again.)
+async fn cache_a_denial<A: RedisAlgorithm>(a: &RedisRateLimiter<A>, key: &str) {
+    let cached = eventually(50, Duration::from_millis(10), async || {
+        let before = a.stats().local_denials;
+        let d = a.decide(key).await.unwrap();
+        !d.decision.allowed && a.stats().local_denials == before + 1
+    })
+    .await;
+    assert!(cached, "{key}: the denial was never cached");
+}
+
+/// Whether `a` admits `key` again within about 2 s (polled, so a slow machine only waits).
+async fn admitted_soon<A: RedisAlgorithm>(a: &RedisRateLimiter<A>, key: &str) -> bool {
+    eventually(100, Duration::from_millis(20), async || {
+        a.decide(key).await.is_ok_and(|d| d.decision.allowed)
+    })
+    .await
+}
+
+/// A's cached denial of `key` ends when B resets the key.
+async fn reset_elsewhere_reaches<A: RedisAlgorithm>(
+    a: &RedisRateLimiter<A>,
+    b: &RedisRateLimiter<A>,
+    key: &str,
+) {
+    cache_a_denial(a, key).await;
+    assert!(b.reset(key).await.unwrap());
+    assert!(
+        admitted_soon(a, key).await,
+        "{key}: A's cache went on refusing after B's reset"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_elsewhere_ends_the_cached_denial_here() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    let (a, b) = two_processes(&server, &prefix).await;
+    reset_elsewhere_reaches(&a, &b, "user1").await;
+    // Hostile keys: bytes that mean something elsewhere (separators, braces, NUL, newlines,
+    // RESP framing, non-ASCII) reach exactly their own entry.
+    for key in ["a:b", "{t}x", "nul\0byte", "line\r\n$3\r\nend", "ключ", " "] {
+        reset_elsewhere_reaches(&a, &b, key).await;
+    }
+    assert!(a.stats().invalidations > 0, "{:?}", a.stats());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reward_elsewhere_ends_the_cached_denial_here() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    let url = server.url();
+    let connect = |cached: bool| {
+        let b = hourly()
+            .algorithm(FixedWindow::epoch_aligned())
+            .unwrap()
+            .prefix(&prefix);
+        let b = if cached { b.denial_cache(cache()) } else { b };
+        b.connect(&url)
+    };
+    let a = connect(true).await.unwrap();
+    let b = connect(false).await.unwrap();
+    cache_a_denial(&a, "k").await;
+    let d = b.reward("k", 1).await.unwrap();
+    assert!(d.decision.allowed, "{d:?}");
+    assert!(
+        admitted_soon(&a, "k").await,
+        "A's cache went on refusing after B's reward"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_subscription_subscribes_again() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    let (a, b) = two_processes(&server, &prefix).await;
+    reset_elsewhere_reaches(&a, &b, "k").await;
+    let channel = format!("{prefix}:invalidate");
+    let subscribers = || {
+        let (_, n): (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query(&mut server.conn())
+            .unwrap();
+        n
+    };
+    assert_eq!(subscribers(), 1);
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(killed, 1);
+    let back = eventually(200, Duration::from_millis(10), async || subscribers() == 1).await;
+    assert!(back, "never subscribed again");
+    assert!(a.stats().subscription_losses >= 1, "{:?}", a.stats());
+    reset_elsewhere_reaches(&a, &b, "k").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_elsewhere_reaches_every_node_of_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    let prefix = unique_prefix();
+    let a = hourly()
+        .prefix(&prefix)
+        .denial_cache(cache())
+        .connect_cluster(cluster.urls())
+        .await
+        .unwrap();
+    // B knows only the last node: A subscribed on the first it could reach.
+    let b = hourly()
+        .prefix(&prefix)
+        .connect_cluster(cluster.urls().into_iter().rev())
+        .await
+        .unwrap();
+    // Keys on every slot range, so on every node.
+    for i in 0..12 {
+        reset_elsewhere_reaches(&a, &b, &format!("user{i}")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_elsewhere_reaches_through_sentinel_and_after_a_failover() {
+    let (mut primary, replica, sentinel) = sentinel_pair("tg").await;
+    let prefix = unique_prefix();
+    let connect = |cached: bool| {
+        let b = hourly()
+            .deadline(Duration::from_millis(200))
+            .prefix(&prefix);
+        let b = if cached { b.denial_cache(cache()) } else { b };
+        b.connect_sentinel([sentinel.url()], "tg")
+    };
+    let a = connect(true).await.unwrap();
+    let b = connect(false).await.unwrap();
+    reset_elsewhere_reaches(&a, &b, "k").await;
+
+    primary.kill();
+    let promoted = eventually(500, Duration::from_millis(20), async || {
+        replica
+            .client()
+            .get_connection()
+            .is_ok_and(|mut c| info(&mut c, "replication").contains("role:master"))
+    })
+    .await;
+    assert!(promoted, "the replica was never promoted");
+    // Both limiters find the new primary (their calls fail until they do).
+    for l in [&a, &b] {
+        let found = eventually(300, Duration::from_millis(20), async || {
+            l.decide("probe").await.is_ok()
+        })
+        .await;
+        assert!(found, "a limiter never reached the new primary");
+    }
+    let channel = format!("{prefix}:invalidate");
+    let subscribed = eventually(300, Duration::from_millis(20), async || {
+        replica.client().get_connection().is_ok_and(|mut c| {
+            redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query::<(String, u64)>(&mut c)
+                .is_ok_and(|(_, n)| n == 1)
+        })
+    })
+    .await;
+    assert!(subscribed, "never subscribed on the new primary");
+    reset_elsewhere_reaches(&a, &b, "k2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_given_back_ends_the_cached_denial_here() {
+    let server = RedisServer::start();
+    let quota = Quota::per_hour(10).unwrap();
+    let a = RedisRateLimiter::builder(quota)
+        .deadline(Duration::from_secs(2))
+        .prefix(unique_prefix())
+        .denial_cache(cache())
+        .local_batches(Duration::from_millis(200), 100)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    // The subscription made (it starts with the first cached denial, and forgets the whole
+    // cache once made): from then on, only a forget of the key ends its cached denial.
+    // (Under a per-call quota, so with no batch of its own.)
+    for _ in 0..11 {
+        a.decide_with("warm", quota).await.unwrap();
+    }
+    let fresh = eventually(200, Duration::from_millis(10), async || {
+        let before = a.stats().local_denials;
+        a.decide_with("warm", quota).await.unwrap();
+        a.stats().local_denials == before
+    })
+    .await;
+    assert!(fresh, "the subscription never started");
+    // A hot key: a batch is taken in the background.
+    for _ in 0..8 {
+        a.decide("k").await.unwrap();
+    }
+    let taken = eventually(100, Duration::from_millis(10), async || {
+        a.stats().batches_taken > 0
+    })
+    .await;
+    assert!(taken, "no batch taken: {:?}", a.stats());
+    // Under a per-call quota (here the limiter's own) calls skip the batches: Redis refuses,
+    // the batch's permits being booked, and the refusal is cached.
+    let mut refused = false;
+    for _ in 0..10 {
+        if !a.decide_with("k", quota).await.unwrap().decision.allowed {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused);
+    let returned_before = a.stats().permits_returned;
+    let before = a.stats().local_denials;
+    assert!(!a.decide_with("k", quota).await.unwrap().decision.allowed);
+    assert_eq!(a.stats().local_denials, before + 1, "not cached");
+    // The batch ends unused and goes back: its permits are free on Redis again.
+    let returned = eventually(200, Duration::from_millis(10), async || {
+        a.stats().permits_returned > returned_before
+    })
+    .await;
+    assert!(returned, "the batch never went back: {:?}", a.stats());
+    // The next call is Redis's to decide (it admits, unless a refill took the permits again).
+    let before = a.stats().local_denials;
+    let d = a.decide_with("k", quota).await.unwrap();
+    assert_eq!(
+        a.stats().local_denials,
+        before,
+        "the cache went on refusing: {d:?}"
+    );
+}
