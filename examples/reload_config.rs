@@ -4,8 +4,8 @@
 //!
 //! `cargo run --example reload_config --features tower,serde -- limits.toml` watches
 //! `limits.toml` until interrupted. Without an argument (or with `--demo`) it writes a
-//! temporary file, changes it three times (a typo, a quota, a new route), shows what each
-//! reload did, and exits: a few seconds.
+//! temporary file, changes it four times (a typo, a quota, a new route, a key cap), shows what
+//! each reload did, and exits: a few seconds.
 
 use std::error::Error;
 use std::fs;
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::thread::sleep;
 use std::time::{Duration, SystemTime};
 
-use tollgate::http::{ConfigKey, ConfigLayer, LayerConfig, RateLimitLayer, Reloader};
+use tollgate::http::{ConfigKey, LayerConfig, RateLimitLayer, ReloadableLayer, Reloader};
 
 const POLL: Duration = Duration::from_secs(1);
 
@@ -34,11 +34,19 @@ key = { source = "peer_ip" }
 default = { count = 10, per = "minute", burst = 5 }
 "#;
 
-/// A new route changes the layer's shape: refused at run time.
+/// A new route changes the layer's shape: a new layer, whose default keeps its limiter and keys.
 const NEW_ROUTE: &str = r#"
 key = { source = "peer_ip" }
 default = { count = 10, per = "minute", burst = 5 }
 routes = [{ name = "login", pattern = "POST /login", quota = { count = 3, per = "minute" } }]
+"#;
+
+/// The limiters' own settings belong to the limiters that are kept: refused at run time.
+const KEY_CAP: &str = r#"
+key = { source = "peer_ip" }
+default = { count = 10, per = "minute", burst = 5 }
+routes = [{ name = "login", pattern = "POST /login", quota = { count = 3, per = "minute" } }]
+limiters = { max_keys = 1000 }
 "#;
 
 /// The file's modification time when last read.
@@ -87,7 +95,7 @@ fn apply(reloader: &Reloader, text: &str) {
 }
 
 /// The layer from the file as it is now, and the watch that has read it.
-fn start(path: &Path) -> Result<(ConfigLayer, Reloader, Watch), Box<dyn Error>> {
+fn start(path: &Path) -> Result<(ReloadableLayer, Reloader, Watch), Box<dyn Error>> {
     let mut watch = Watch::new(path);
     let text = watch.changed()?.unwrap_or_default();
     let (layer, reloader) = RateLimitLayer::reloadable(&toml::from_str(&text)?)?;
@@ -122,7 +130,11 @@ fn demo() -> Result<(), Box<dyn Error>> {
 
 fn run_demo(path: &Path) -> Result<(), Box<dyn Error>> {
     let (layer, reloader, mut watch) = start(path)?;
-    let limiter = layer.limiter("default").ok_or("no default policy")?;
+    let limiter = layer
+        .current()
+        .limiter("default")
+        .ok_or("no default policy")?
+        .clone();
     let client = ConfigKey::Ip(IpAddr::from([192, 0, 2, 7]));
     let passed = |n| (0..n).filter(|_| limiter.try_acquire(&client)).count();
     println!(
@@ -134,6 +146,7 @@ fn run_demo(path: &Path) -> Result<(), Box<dyn Error>> {
         ("a typo", TYPO),
         ("10/minute in bursts of 5", FASTER),
         ("a new route", NEW_ROUTE),
+        ("a key cap", KEY_CAP),
     ] {
         // A later second than the last write, for file systems that keep whole seconds.
         sleep(POLL + Duration::from_millis(100));
@@ -152,11 +165,18 @@ fn run_demo(path: &Path) -> Result<(), Box<dyn Error>> {
             .ok_or("the change was not seen")??;
         apply(&reloader, &text);
     }
-    // The quota changed in place: the client's debt carried over, so no fresh burst.
+    // The quota changed in place and the new layer kept the default's limiter: the client's
+    // debt carried over, so no fresh burst.
     println!(
         "the client that used its burst sends 3 more: {} pass (quota now {}/minute)",
         passed(3),
         limiter.quota().count()
     );
+    let now = layer.current();
+    let names: Vec<&str> = now.policies().map(|(name, _)| name).collect();
+    let kept = now
+        .limiter("default")
+        .is_some_and(|l| std::sync::Arc::ptr_eq(l, &limiter));
+    println!("policies now: {names:?}; the default's limiter kept: {kept}");
     Ok(())
 }

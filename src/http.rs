@@ -39,7 +39,8 @@
 //!   configuration as a serde type (keys, quotas, routes, lists, shadow mode, responses),
 //!   built through the builder so that every refusal is a [`BuildError`]; unknown fields are
 //!   refused. `RateLimitLayer::reloadable` adds a `Reloader` that changes quotas (keys
-//!   keep their debt) and shadow settings at run time (see the guide, "Configuration files").
+//!   keep their debt), shadow settings and the layer's shape (routes, key, lists, responses;
+//!   kept policies keep their keys) at run time (see the guide, "Configuration files").
 //! - **One layer per concern**: the same layer as an [`AccessLayer`], a
 //!   [`ConcurrencyLimitLayer`] and a [`RateLayer`]
 //!   ([`access_layer`](RateLimitLayer::access_layer), ...), sharing its state, for a stack of
@@ -125,8 +126,8 @@ pub use concurrency::permit_body::PermitBody;
 #[cfg(feature = "serde")]
 pub use config::{
     AccessConfig, Change, ConfigKey, ConfigLayer, ForwardedConfig, HeaderConfig, KeyConfig,
-    KeyErrorConfig, LayerConfig, LimiterConfig, Per, QuotaConfig, ReloadError, Reloader,
-    ResponseConfig, RouteConfig, ShadowConfig, Trust, WhenFullConfig,
+    KeyErrorConfig, LayerConfig, LimiterConfig, Per, QuotaConfig, ReloadError, ReloadableLayer,
+    Reloader, Reloading, ResponseConfig, RouteConfig, ShadowConfig, Trust, WhenFullConfig,
 };
 pub use error::{BuildError, RouteError};
 pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};

@@ -13,6 +13,7 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
@@ -31,7 +32,7 @@ use crate::{KeyedRateLimiter, Quota, WhenFull};
 mod reload;
 mod text;
 
-pub use reload::{Change, ReloadError, Reloader};
+pub use reload::{Change, ReloadError, ReloadableLayer, Reloader, Reloading};
 
 /// The layer a [`LayerConfig`] builds: in-process GCRA limiters keyed by [`ConfigKey`].
 pub type ConfigLayer = RateLimitLayer<Backends<KeyedRateLimiter<ConfigKey>>>;
@@ -372,20 +373,48 @@ impl LayerConfig {
     /// assert_eq!(config.build().unwrap_err(), BuildError::UnknownPolicy("nope".into()));
     /// ```
     pub fn build(&self) -> Result<ConfigLayer, BuildError> {
+        self.build_with(|_, _, _| None)
+    }
+
+    /// [`build`](Self::build), with the limiter `reuse(name, is_default, quota)` gives for a
+    /// policy (kept as it is: its quota is the caller's to set), or a new one where it gives
+    /// none.
+    fn build_with(
+        &self,
+        mut reuse: impl FnMut(&str, bool, &QuotaConfig) -> Option<Arc<KeyedRateLimiter<ConfigKey>>>,
+    ) -> Result<ConfigLayer, BuildError> {
         let mut b = RateLimitLayer::builder(ConfigExtractor::new(&self.key));
+        // The limiters' settings go only to limiters the builder makes (it refuses settings
+        // that apply to none); kept limiters have them already.
+        let mut makes = false;
         if let Some(q) = &self.default {
-            b = b.quota(q.quota()?);
+            let name = self.policy_name.as_deref().unwrap_or("default");
+            b = match reuse(name, true, q) {
+                Some(limiter) => b.limiter(limiter),
+                None => {
+                    makes = true;
+                    b.quota(q.quota()?)
+                }
+            };
         }
         if let Some(name) = &self.policy_name {
             b = b.policy_name(name);
         }
         for r in &self.routes {
-            b = b.route(&r.name, &r.pattern, r.quota.quota()?);
+            b = match reuse(&r.name, false, &r.quota) {
+                Some(limiter) => b.route_limiter(&r.name, &r.pattern, limiter),
+                None => {
+                    makes = true;
+                    b.route(&r.name, &r.pattern, r.quota.quota()?)
+                }
+            };
             if let Some(a) = &r.access {
                 b = b.policy_access(&r.name, a.lists());
             }
         }
-        b = self.limiters.apply(b);
+        if makes {
+            b = self.limiters.apply(b);
+        }
         if let Some(a) = &self.access {
             b = b.access(a.lists());
         }

@@ -1,20 +1,22 @@
 //! A layer built from a `LayerConfig` and reloaded while requests run: quotas change in place
-//! (no fresh burst), shadow settings switch, and a refused reload changes nothing.
+//! (no fresh burst), shadow settings switch, a changed shape makes a new layer that keeps the
+//! kept policies' keys, and a refused reload changes nothing.
 //!
 //! The quotas are per hour, so a permit refills every few minutes: what the tests count is
 //! what the burst admits, whatever the machine's speed. Requests go through the layer in
 //! process (tower's `oneshot`), a bounded number of them.
 
 use std::convert::Infallible;
+use std::num::NonZeroUsize;
 
 use http::{Request, Response};
 use tollgate::http::{
-    BuildError, Change, ConfigLayer, Enforcement, HeaderName, KeyConfig, LayerConfig, Per,
-    QuotaConfig, RateLimitLayer, ReloadError, RouteConfig, StatusCode,
+    BuildError, Change, Enforcement, HeaderName, KeyConfig, LayerConfig, Per, QuotaConfig,
+    RateLimitLayer, ReloadError, ReloadableLayer, RouteConfig, StatusCode,
 };
 use tollgate::QuotaError;
 use tower::Layer;
-use tower::{service_fn, ServiceExt};
+use tower::{service_fn, Service, ServiceExt};
 
 fn per_hour(count: u64, burst: u64) -> QuotaConfig {
     QuotaConfig {
@@ -43,7 +45,7 @@ fn config() -> LayerConfig {
 }
 
 /// One request through the layer: its status.
-async fn send(layer: &ConfigLayer, method: &str, path: &str, key: &str) -> StatusCode {
+async fn send(layer: &ReloadableLayer, method: &str, path: &str, key: &str) -> StatusCode {
     let svc = layer.layer(service_fn(|_req: Request<()>| async {
         Ok::<_, Infallible>(Response::new(()))
     }));
@@ -57,7 +59,7 @@ async fn send(layer: &ConfigLayer, method: &str, path: &str, key: &str) -> Statu
 }
 
 /// How many of `n` requests on `key` pass.
-async fn passed(layer: &ConfigLayer, key: &str, n: usize) -> usize {
+async fn passed(layer: &ReloadableLayer, key: &str, n: usize) -> usize {
     let mut ok = 0;
     for _ in 0..n {
         if send(layer, "GET", "/", key).await == StatusCode::OK {
@@ -101,7 +103,10 @@ async fn a_quota_changed_under_load_keeps_each_keys_debt() {
     assert_eq!(passed(&layer, "spent", 5).await, 0);
     // ... and a new key gets the new quota's burst.
     assert_eq!(passed(&layer, "fresh", 15).await, 10);
-    assert_eq!(layer.limiter("default").unwrap().quota().count(), 20);
+    assert_eq!(
+        layer.current().limiter("default").unwrap().quota().count(),
+        20
+    );
     assert_eq!(reloader.config(), faster);
 }
 
@@ -139,48 +144,215 @@ async fn a_refused_reload_changes_nothing_and_says_why() {
             "logn".into()
         )))
     );
-    let mut more = config();
-    more.default = Some(per_hour(100, 100));
-    more.routes.push(RouteConfig {
-        name: "search".into(),
-        pattern: "/search".into(),
-        quota: per_hour(1, 1),
-        access: None,
-    });
-    let refused = reloader.reload(&more).unwrap_err();
-    assert_eq!(refused, ReloadError::Shape(vec!["routes"]));
-    assert!(refused.to_string().contains("changed: routes"), "{refused}");
+    let mut capped = config();
+    capped.default = Some(per_hour(100, 100));
+    capped.limiters.max_keys = Some(NonZeroUsize::new(5).unwrap());
+    let refused = reloader.reload(&capped).unwrap_err();
+    assert_eq!(refused, ReloadError::Shape(vec!["limiters"]));
+    assert!(
+        refused.to_string().contains("changed: limiters"),
+        "{refused}"
+    );
 
     // Nothing changed: the quotas, the keys' state, the configuration in force.
     assert_eq!(reloader.config(), config());
-    assert_eq!(layer.limiter("default").unwrap().quota().count(), 10);
-    assert_eq!(layer.policies().count(), 2);
+    assert_eq!(
+        layer.current().limiter("default").unwrap().quota().count(),
+        10
+    );
+    assert_eq!(layer.current().policies().count(), 2);
     assert_eq!(passed(&layer, "k", 10).await, 7);
     assert_eq!(send(&layer, "POST", "/login", "k").await, StatusCode::OK);
 }
 
+/// `config()` with a `search` route of 2/hour in front of the others.
+fn with_search() -> LayerConfig {
+    let mut c = config();
+    c.routes.insert(
+        0,
+        RouteConfig {
+            name: "search".into(),
+            pattern: "/search".into(),
+            quota: per_hour(2, 2),
+            access: None,
+        },
+    );
+    c
+}
+
 #[tokio::test]
-async fn removing_a_policy_is_refused_and_it_keeps_limiting() {
+async fn a_new_route_limits_at_once_and_the_other_policies_keep_their_keys() {
     let (layer, reloader) = RateLimitLayer::reloadable(&config()).unwrap();
-    let mut fewer = config();
-    fewer.routes.clear();
-    assert_eq!(
-        reloader.reload(&fewer),
-        Err(ReloadError::Shape(vec!["routes"]))
-    );
-    let mut no_default = config();
-    no_default.default = None;
-    assert_eq!(
-        reloader.reload(&no_default),
-        Err(ReloadError::Shape(vec!["default"]))
-    );
+    // A service made before the reload, used after it: it changes layers at `poll_ready`.
+    let mut early = layer.layer(service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(()))
+    }));
+    assert_eq!(passed(&layer, "k", 6).await, 6);
     for _ in 0..3 {
         assert_eq!(send(&layer, "POST", "/login", "k").await, StatusCode::OK);
     }
     assert_eq!(
+        reloader.reload(&with_search()).unwrap(),
+        [
+            Change::Shape(vec!["routes"]),
+            Change::Added {
+                policy: "search".into()
+            }
+        ]
+    );
+    assert_eq!(layer.current().policies().count(), 3);
+    // The new route limits: 2 of 5 pass, through the service made before the reload too.
+    let mut search = 0;
+    for i in 0..5 {
+        let req = Request::builder()
+            .uri("/search")
+            .header("x-key", "k")
+            .body(())
+            .unwrap();
+        let status = if i % 2 == 0 {
+            send(&layer, "GET", "/search", "k").await
+        } else {
+            early
+                .ready()
+                .await
+                .unwrap()
+                .call(req)
+                .await
+                .unwrap()
+                .status()
+        };
+        search += usize::from(status == StatusCode::OK);
+    }
+    assert_eq!(search, 2);
+    // The kept policies kept their keys: `k` used 6 of 10 and all 3 logins.
+    assert_eq!(passed(&layer, "k", 10).await, 4);
+    assert_eq!(
         send(&layer, "POST", "/login", "k").await,
         StatusCode::TOO_MANY_REQUESTS
     );
+    assert_eq!(reloader.config(), with_search());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_change_layers_under_load_without_a_fresh_burst() {
+    let (layer, reloader) = RateLimitLayer::reloadable(&config()).unwrap();
+    // 4 long-lived services of 25 requests each on one key, while the shape changes twice.
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let mut svc = layer.layer(service_fn(|_req: Request<()>| async {
+                Ok::<_, Infallible>(Response::new(()))
+            }));
+            tokio::spawn(async move {
+                let mut ok = 0;
+                for _ in 0..25 {
+                    let req = Request::builder().header("x-key", "busy").body(()).unwrap();
+                    let res = svc.ready().await.unwrap().call(req).await.unwrap();
+                    ok += usize::from(res.status() == StatusCode::OK);
+                    tokio::task::yield_now().await;
+                }
+                ok
+            })
+        })
+        .collect();
+    reloader.reload(&with_search()).unwrap();
+    reloader.reload(&config()).unwrap();
+    let mut busy = 0;
+    for t in tasks {
+        busy += t.await.unwrap();
+    }
+    // The default's one limiter throughout: one burst of 10 (a permit refills in 6 minutes).
+    assert_eq!(busy, 10, "{busy} passed");
+}
+
+#[tokio::test]
+async fn removing_a_policy_drops_it_and_the_rest_keep_limiting() {
+    let (layer, reloader) = RateLimitLayer::reloadable(&with_search()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(send(&layer, "POST", "/login", "k").await, StatusCode::OK);
+    }
+    assert_eq!(passed(&layer, "k", 4).await, 4);
+    let login = layer.current().limiter("login").unwrap().clone();
+    // The routes but `login`: the search route's limiter goes, `login`'s is dropped.
+    let mut fewer = with_search();
+    fewer.routes.retain(|r| r.name == "search");
+    assert_eq!(
+        reloader.reload(&fewer).unwrap(),
+        [
+            Change::Shape(vec!["routes"]),
+            Change::Removed {
+                policy: "login".into()
+            }
+        ]
+    );
+    // `POST /login` now falls to the default, where `k` has 6 left of 10.
+    assert!(layer.current().limiter("login").is_none());
+    let mut left = 0;
+    for _ in 0..8 {
+        left += usize::from(send(&layer, "POST", "/login", "k").await == StatusCode::OK);
+    }
+    assert_eq!(left, 6);
+    // Only this test holds the dropped limiter now: the layer let it go.
+    assert_eq!(std::sync::Arc::strong_count(&login), 1);
+
+    // Without a default, what no route matches is not limited.
+    let mut no_default = fewer.clone();
+    no_default.default = None;
+    assert_eq!(
+        reloader.reload(&no_default).unwrap(),
+        [
+            Change::Shape(vec!["default"]),
+            Change::Removed {
+                policy: "default".into()
+            }
+        ]
+    );
+    assert_eq!(passed(&layer, "k", 5).await, 5);
+    // And a default added back starts empty.
+    assert_eq!(
+        reloader.reload(&fewer).unwrap(),
+        [
+            Change::Shape(vec!["default"]),
+            Change::Added {
+                policy: "default".into()
+            }
+        ]
+    );
+    assert_eq!(passed(&layer, "k", 15).await, 10);
+}
+
+#[tokio::test]
+async fn a_changed_pattern_key_or_quota_keeps_the_policy_and_its_debt() {
+    let (layer, reloader) = RateLimitLayer::reloadable(&config()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(send(&layer, "POST", "/login", "k").await, StatusCode::OK);
+    }
+    // A new pattern and a higher quota for `login`, and a new key header, at once.
+    let mut moved = config();
+    moved.routes[0].pattern = "POST /sign-in".into();
+    moved.routes[0].quota = per_hour(6, 6);
+    moved.key = KeyConfig::Header {
+        name: HeaderName::from_static("x-key"),
+        max_len: Some(64),
+    };
+    assert_eq!(
+        reloader.reload(&moved).unwrap(),
+        [
+            Change::Shape(vec!["key", "routes"]),
+            Change::Quota {
+                policy: "login".into(),
+                from: per_hour(3, 3),
+                to: per_hour(6, 6),
+            }
+        ]
+    );
+    // `k` used 3 of 3: under 6/hour in bursts of 6 it has 3 left, not a fresh 6.
+    let mut signed = 0;
+    for _ in 0..6 {
+        signed += usize::from(send(&layer, "POST", "/sign-in", "k").await == StatusCode::OK);
+    }
+    assert_eq!(signed, 3);
+    // The old path is the default's now.
+    assert_eq!(send(&layer, "POST", "/login", "k").await, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -198,13 +370,18 @@ async fn shadow_settings_switch_at_reload_and_only_when_changed() {
     for _ in 0..5 {
         assert_eq!(send(&layer, "POST", "/login", "k").await, StatusCode::OK);
     }
-    assert_eq!(layer.stats("login").unwrap().would_refuse, 2);
+    assert_eq!(layer.current().stats("login").unwrap().would_refuse, 2);
     // A switch made at run time stays through a reload that leaves shadow settings alone.
-    assert!(layer.set_enforcement("login", Enforcement::Enforce));
+    assert!(layer
+        .current()
+        .set_enforcement("login", Enforcement::Enforce));
     let mut faster = shadow.clone();
     faster.default = Some(per_hour(20, 20));
     assert_eq!(reloader.reload(&faster).unwrap().len(), 1);
-    assert_eq!(layer.enforcement("login"), Some(Enforcement::Enforce));
+    assert_eq!(
+        layer.current().enforcement("login"),
+        Some(Enforcement::Enforce)
+    );
     // The same configuration again changes nothing.
     assert_eq!(reloader.reload(&faster).unwrap(), []);
 }
