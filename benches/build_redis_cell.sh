@@ -45,6 +45,7 @@ PY
 fi
 # Its own workspace, so the build does not look for a parent one.
 grep -q '^\[workspace\]' Cargo.toml || printf '\n[workspace]\n' >>Cargo.toml
-CARGO_INCREMENTAL=0 cargo build --release --quiet 2>build.log || { cat build.log >&2; exit 1; }
+# Its own target dir too: a CARGO_TARGET_DIR set for the benches would put the module there.
+CARGO_INCREMENTAL=0 cargo build --release --quiet --target-dir target 2>build.log || { cat build.log >&2; exit 1; }
 so=$(ls "$dir"/redis-cell/target/release/libredis_cell.so)
 echo "$so"
