@@ -1201,8 +1201,19 @@ fn malformed_named_window_states_are_refused() {
                 assert_eq!(s.kind(), ServerErrorKind::Script, "{what}: {e}");
             }
         }
+        /// `bad` set at `l`'s key: refused, and left as it was.
+        async fn refused_as_set<A: RedisAlgorithm>(
+            conn: &mut redis::Connection,
+            l: &RedisRateLimiter<A>,
+            bad: &str,
+        ) {
+            let key = l.state_key("u");
+            let () = conn.set(&key, bad).unwrap();
+            refused(l, bad).await;
+            let kept: String = conn.get(&key).unwrap();
+            assert_eq!(kept, bad);
+        }
         let sliding = named(&server, q, SlidingWindow::new(4)).await;
-        let key = sliding.state_key("u");
         for bad in [
             "5:1",
             "5,3600000000,5:1",
@@ -1218,13 +1229,9 @@ fn malformed_named_window_states_are_refused() {
             "5,3600000000,4,05:1",
             "5,3600000000,4,=5:1=2",
         ] {
-            let () = conn.set(&key, bad).unwrap();
-            refused(&sliding, bad).await;
-            let kept: String = conn.get(&key).unwrap();
-            assert_eq!(kept, bad);
+            refused_as_set(&mut conn, &sliding, bad).await;
         }
         let weighted = named(&server, q, WeightedWindow).await;
-        let key = weighted.state_key("u");
         for bad in [
             "5:1:0",
             "5,3600000000,",
@@ -1233,10 +1240,7 @@ fn malformed_named_window_states_are_refused() {
             "x,1,1:1:1",
             "5,3600000000,5:1",
         ] {
-            let () = conn.set(&key, bad).unwrap();
-            refused(&weighted, bad).await;
-            let kept: String = conn.get(&key).unwrap();
-            assert_eq!(kept, bad);
+            refused_as_set(&mut conn, &weighted, bad).await;
         }
         let log = named(&server, q, SlidingLog).await;
         let key = log.state_key("u");

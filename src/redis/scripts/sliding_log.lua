@@ -114,22 +114,13 @@ end
 -- A named set: the window counted, and the quota member this call writes with a change.
 local hold = nil
 if meta ~= nil then
-  local hw, hu = meta[3], 0
-  if meta[4] ~= nil and now < meta[5] then
-    hw, hu = meta[4], meta[5]
+  local newest_any = top
+  if #heavy > 0 and (newest_any == nil or heavy[#heavy][1] > newest_any) then
+    newest_any = heavy[#heavy][1]
   end
-  if hw > W then
-    local newest_any = top
-    if #heavy > 0 and (newest_any == nil or heavy[#heavy][1] > newest_any) then
-      newest_any = heavy[#heavy][1]
-    end
-    if meta[3] > W and newest_any ~= nil then
-      hu = math.max(hu, newest_any + meta[3])
-    end
-    if hu > now then
-      hold = {hw, hu}
-      W = hw
-    end
+  hold = named_hold(meta[3], meta[4], meta[5], W, newest_any, now)
+  if hold ~= nil then
+    W = hold[1]
   end
 end
 

@@ -89,13 +89,12 @@ end
 local meta = nil
 if v and named then
   local nw = 'a named sliding window'
-  local sl, sw, sk, rest = string.match(v, '^(%d+),(%d+),(%d+),(.*)$')
-  if not sl then
-    foreign(nw)
-  end
-  meta = {whole(sl, 1, 2251799813685248, nw), whole(sw, 1, 2251799813685248, nw),
-    whole(sk, 1, 64, nw)}
-  local sh, su, tail = string.match(rest, '^(%d+),(%d+),(.*)$')
+  local l0, w0, rest = named_head(v, nw)
+  local sk, tail = string.match(rest, '^(%d+),(.*)$')
+  meta = {l0, w0, whole(sk, 1, 64, nw)}
+  rest = tail or ''
+  local sh, su
+  sh, su, tail = string.match(rest, '^(%d+),(%d+),(.*)$')
   if sh then
     meta[4] = whole(sh, meta[2] + 1, 2251799813685248, nw)
     meta[5] = whole(su, 1, 9007199254740991, nw)
@@ -171,18 +170,7 @@ local head = ''
 if named then
   local hold = nil
   if meta ~= nil then
-    local hw, hu = meta[2], 0
-    if meta[4] ~= nil and now < meta[5] then
-      hw, hu = meta[4], meta[5]
-    end
-    if hw > W then
-      if meta[2] > W and log[#log] then
-        hu = math.max(hu, log[#log][1] + meta[2])
-      end
-      if hu > now then
-        hold = {hw, hu}
-      end
-    end
+    hold = named_hold(meta[2], meta[4], meta[5], W, log[#log] and log[#log][1], now)
   end
   head = fmt(L) .. ',' .. fmt(own) .. ',' .. fmt(k) .. ','
   if hold ~= nil then

@@ -14,12 +14,8 @@
 -- weighs at least what it weighed under the quota that counted it (moved later only ever
 -- refuses).
 local key, op, L, W, n = window_args()
-local named = L < 0
-local head = ''
-if named then
-  L = -L
-  head = fmt(L) .. ',' .. fmt(W) .. ','
-end
+local named, head
+L, named, head = named_limit(L, W)
 local now = now_us()
 local k = idiv(now, W)
 
@@ -28,13 +24,8 @@ local cur, prev = 0, 0
 local v = redis.call('GET', key)
 local W0 = W
 if v and named then
-  local sl, sw, rest = string.match(v, '^(%d+),(%d+),(.*)$')
-  if not sl then
-    foreign('a named weighted window')
-  end
-  whole(sl, 1, 2251799813685248, 'a named weighted window')
-  W0 = whole(sw, 1, 2251799813685248, 'a named weighted window')
-  v = rest
+  local _
+  _, W0, v = named_head(v, 'a named weighted window')
 end
 if v then
   -- Only what this script writes (validated before anything is written): a window no later
