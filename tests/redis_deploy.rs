@@ -1021,8 +1021,9 @@ fn windows_keep_their_count_under_another_quota() {
 
 /// The scripts convert as the models: a state written by hand under one quota, peeked at
 /// under another, reports the model's count (`remaining`) and the instant the last counted
-/// permit leaves (`reset_after`). Sliding windows of `k` sub-windows and weighted windows;
-/// the sliding log's rule is the sliding window's with one-µs sub-windows.
+/// permit leaves (`reset_after`). Sliding windows of `k` sub-windows (with and without a
+/// recorded hold, current or past), the sliding log on the same entries, and weighted
+/// windows.
 #[test]
 fn the_window_scripts_convert_as_the_models() {
     let server = RedisServer::start();
@@ -1035,10 +1036,12 @@ fn the_window_scripts_convert_as_the_models() {
     // Sub-windows of whole ms; windows of up to 4 s; a state written within the last 8 s.
     let quota = (1u64..20, 1u64..500, 2u64..9).prop_map(|(l, g, k)| (l, g * k * 1000, k));
     let entries = prop::collection::btree_map(0u64..8_000, 1u64..4, 1..6);
+    // A recorded hold: H beyond the writer's window, until an instant around now (ms).
+    let hold = prop::option::of((1u64..3_000, 0u64..8_000));
     runner
         .run(
-            &(quota.clone(), quota, entries),
-            |((l0, w0, k0), (l, w, k), entries)| {
+            &(quota.clone(), quota, entries, hold),
+            |((l0, w0, k0), (l, w, k), entries, hold)| {
                 rt.block_on(async {
                     let reader = named(
                         &server,
@@ -1078,10 +1081,12 @@ fn the_window_scripts_convert_as_the_models() {
                     } else {
                         format!("={}", long.join(":"))
                     };
-                    let value = format!("{l0},{w0},{k0},{body}");
+                    let hold = hold.map(|(h, u)| (w0 + h * 1000, now + u * 1000 - 2_000_000));
+                    let held = hold.map_or(String::new(), |(h, u)| format!("{h},{u},"));
+                    let value = format!("{l0},{w0},{k0},{held}{body}");
                     let model = Stamped {
                         entries: log.clone(),
-                        quota: Some((l0, w0, None)),
+                        quota: Some((l0, w0, hold)),
                         expires: u64::MAX,
                     };
                     let () = conn.borrow_mut().set(&key, &value).unwrap();
@@ -1106,7 +1111,45 @@ fn the_window_scripts_convert_as_the_models() {
                         value
                     );
                     let kept: String = conn.borrow_mut().get(&key).unwrap();
-                    prop_assert_eq!(kept, value);
+                    prop_assert_eq!(kept, value.clone());
+                    // The sliding log on the same entries: one member per permit.
+                    let reader = named(
+                        &server,
+                        Quota::new(l, Duration::from_micros(w)).unwrap(),
+                        SlidingLog,
+                    )
+                    .await;
+                    let key = reader.state_key("u");
+                    {
+                        let mut c = conn.borrow_mut();
+                        let quota_member = hold.map_or(format!("q:{l0}:{w0}"), |(h, u)| {
+                            format!("q:{l0}:{w0}:{h}:{u}")
+                        });
+                        let _: () = c.zadd(&key, &quota_member, -2).unwrap();
+                        for &(t, n) in &log {
+                            for i in 1..=n {
+                                let _: () = c.zadd(&key, format!("{t}:{i}"), t).unwrap();
+                            }
+                        }
+                    }
+                    let r = reader.decide_n("u", 0).await.unwrap();
+                    let at = u64::try_from(r.server_time.unwrap().as_micros()).unwrap();
+                    let used = model.used(at, w);
+                    let (cw, _) = model.counted(at, w);
+                    prop_assert_eq!(
+                        r.decision.remaining,
+                        l.saturating_sub(used),
+                        "log {:?}",
+                        value
+                    );
+                    let reset = if used > 0 { newest + cw - at } else { 0 };
+                    prop_assert_eq!(
+                        r.decision.reset_after.as_micros(),
+                        u128::from(reset),
+                        "log {}",
+                        value
+                    );
+                    let _: () = conn.borrow_mut().del(&key).unwrap();
                     Ok(())
                 })
             },
