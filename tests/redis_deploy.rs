@@ -964,6 +964,19 @@ fn named_windows_decide_as_unnamed_ones() {
             conn.get(named.state_key("u")).unwrap(),
         );
         assert_eq!(n, format!("5,3600000000,{p}"));
+        // Per-call quotas other than the limiter's own keep their quota-keyed states.
+        let other = Quota::per_hour(4).unwrap();
+        assert_eq!(
+            named.state_key_with("u", other).unwrap(),
+            "n:weighted:3600000000:4:u"
+        );
+        assert!(named.check_with("u", other).await.unwrap().allowed);
+        let [_, named] = both(&url, quota, SlidingWindow::new(4)).await;
+        assert_eq!(
+            named.state_key_with("u", other).unwrap(),
+            "n:sliding:3600000000:4:4:u"
+        );
+        assert_eq!(named.state_key_with("u", quota).unwrap(), "n:sliding:api:u");
     });
 }
 
