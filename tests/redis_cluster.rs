@@ -38,19 +38,26 @@ async fn connect<A: RedisAlgorithm>(cluster: &RedisCluster, alg: A) -> RedisRate
 
 /// Every key admits exactly its limit of 3, then refuses, with concurrent tasks over all keys.
 async fn exercise<A: RedisAlgorithm>(limiter: &RedisRateLimiter<A>) {
+    every_key_decides(limiter, &[true, true, true, false]).await;
+}
+
+/// Concurrent tasks over all keys, each checking its key once per element of `expected`:
+/// every key decides as `expected` says.
+async fn every_key_decides<A: RedisAlgorithm>(limiter: &RedisRateLimiter<A>, expected: &[bool]) {
     let mut tasks = Vec::new();
     for i in 0..KEYS {
         let l = limiter.clone();
+        let checks = expected.len();
         tasks.push(tokio::spawn(async move {
             let mut allowed = Vec::new();
-            for _ in 0..4 {
+            for _ in 0..checks {
                 allowed.push(l.check(&key(i)).await.unwrap().allowed);
             }
             allowed
         }));
     }
     for t in tasks {
-        assert_eq!(t.await.unwrap(), [true, true, true, false], "{}", A::NAME);
+        assert_eq!(t.await.unwrap(), expected, "{}", A::NAME);
     }
 }
 
@@ -88,6 +95,49 @@ async fn every_algorithm_decides_on_a_three_primary_cluster() {
     let a = slot(log.state_key("{user42}:login"));
     assert_eq!(a, slot(log.state_key("{user42}:upload")));
     assert_eq!(a, slot("user42".to_string()));
+}
+
+/// A limiter running `alg` under `quota` with the state name "login".
+async fn connect_named<A: RedisAlgorithm>(
+    cluster: &RedisCluster,
+    alg: A,
+    quota: Quota,
+) -> RedisRateLimiter<A> {
+    RedisRateLimiter::builder(quota)
+        .algorithm(alg)
+        .unwrap()
+        .state_name("login")
+        .deadline(Duration::from_secs(2))
+        .connect_cluster(cluster.urls())
+        .await
+        .unwrap()
+}
+
+/// Named states on a cluster (GCRA and the sliding window): keys over every primary, hash
+/// tags still deciding the slot, and a limiter under another quota converting each key's
+/// state: the three permits taken under 3 per hour still counted under 5 per 2 hours, which
+/// admits only the 2 more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_states_convert_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    async fn deploy<A: RedisAlgorithm>(cluster: &RedisCluster, alg: A) {
+        let old = connect_named(cluster, alg, Quota::per_hour(3).unwrap()).await;
+        exercise(&old).await;
+        let longer = Quota::new(5, Duration::from_secs(7200)).unwrap();
+        let new = connect_named(cluster, alg, longer).await;
+        every_key_decides(&new, &[true, true, false]).await;
+        // The old quota, still live in the deploy, admits nothing either.
+        assert!(!old.check(&key(0)).await.unwrap().allowed, "{}", A::NAME);
+        assert_eq!(
+            new.state_key("{user42}:login"),
+            format!("tollgate:{}:login:{{user42}}:login", A::NAME)
+        );
+    }
+    deploy(&cluster, Gcra).await;
+    deploy(&cluster, SlidingWindow::new(6)).await;
+    let sizes = dbsizes(&cluster);
+    assert_eq!(sizes.iter().sum::<u64>(), 2 * KEYS as u64, "{sizes:?}");
+    assert!(sizes.iter().all(|&s| s > 0), "{sizes:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

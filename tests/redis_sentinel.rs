@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis_support::{eventually, info, sentinel_pair};
 use tollgate::redis::{FailurePolicy, RedisRateLimiter};
-use tollgate::Quota;
+use tollgate::{Quota, WeightedWindow};
 
 const DEADLINE: Duration = Duration::from_millis(200);
 /// "Never a hang": every call returns long before this, failover or not.
@@ -26,6 +26,29 @@ async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
         .connect_sentinel([sentinel.url()], "tg")
         .await
         .unwrap();
+    // Named states (GCRA and the weighted window), written before the failover.
+    let named = |quota: Quota| {
+        RedisRateLimiter::builder(quota)
+            .state_name("login")
+            .deadline(DEADLINE)
+            .on_failure(FailurePolicy::Open)
+            .connect_sentinel([sentinel.url()], "tg")
+    };
+    let named_weighted = |quota: Quota| {
+        RedisRateLimiter::builder(quota)
+            .algorithm(WeightedWindow)
+            .unwrap()
+            .state_name("login")
+            .deadline(DEADLINE)
+            .on_failure(FailurePolicy::Open)
+            .connect_sentinel([sentinel.url()], "tg")
+    };
+    let gcra_old = named(Quota::per_hour(10).unwrap()).await.unwrap();
+    let weighted_old = named_weighted(Quota::per_hour(10).unwrap()).await.unwrap();
+    for _ in 0..4 {
+        assert!(gcra_old.decide("n").await.unwrap().decision.allowed);
+        assert!(weighted_old.decide("n").await.unwrap().decision.allowed);
+    }
     let d = limiter.decide("k").await.unwrap();
     assert!(d.server_time.is_some(), "{d:?}");
     let key = limiter.state_key("k");
@@ -62,6 +85,20 @@ async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
     assert!(info(&mut replica.conn(), "replication").contains("role:master"));
     let d = limiter.peek("k").await.unwrap();
     assert_eq!(d.remaining, 98, "{d:?}");
+    // The named states came over too, and limiters under another quota (20 per 2 hours)
+    // convert them: the 4 permits taken are still counted (GCRA: 4 permits of debt).
+    let gcra_new = named(Quota::new(20, Duration::from_secs(7200)).unwrap())
+        .await
+        .unwrap();
+    let weighted_new = named_weighted(Quota::new(20, Duration::from_secs(7200)).unwrap())
+        .await
+        .unwrap();
+    let g = gcra_new.decide_n("n", 0).await.unwrap();
+    assert!(g.server_time.is_some(), "{g:?}");
+    assert_eq!(g.decision.remaining, 16, "{g:?}");
+    let w = weighted_new.decide_n("n", 0).await.unwrap();
+    assert!(w.server_time.is_some(), "{w:?}");
+    assert_eq!(w.decision.remaining, 16, "{w:?}");
     eprintln!(
         "failover followed: Redis decisions again {back:?} after the kill, {policy} policy \
          decisions meanwhile, slowest call {slowest:?}"

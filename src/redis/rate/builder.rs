@@ -185,8 +185,8 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// (`<prefix>:gcra:<name>:<key>`), and keeps the quota in the state: processes with
     /// different quotas under one name share each key's state, and one under another quota
     /// than the state's converts it: GCRA keeps the debt in permits, rounded up, as
-    /// [`RateLimiter::set_quota`](crate::RateLimiter::set_quota) does; the fixed window
-    /// carries its count. So a limit changed in a rolling deploy never admits a fresh burst,
+    /// [`RateLimiter::set_quota`](crate::RateLimiter::set_quota) does; the windows carry
+    /// their counts, never releasing a permit earlier than the quota that counted it. So a limit changed in a rolling deploy never admits a fresh burst,
     /// and old and new processes together never admit more than the larger quota's bound (the
     /// guide's *Changing a limit in a rolling deploy*). Without it (the default), each quota
     /// has its own keys, as before.
@@ -194,15 +194,13 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// Setting it on a limiter that has run without it changes its keys once: every key
     /// starts afresh at that deploy. Per-call quotas (`check_with` and the other `_with`
     /// forms, `throttle`) other than the limiter's own still select their own state, keyed by
-    /// the quota. GCRA and the fixed window only, for now. Independent of [`name`](Self::name), the metrics label,
+    /// the quota. Independent of [`name`](Self::name), the metrics label,
     /// so that renaming a dashboard label never resets limits.
     ///
     /// # Errors
     /// Reported by `connect`: [`RedisLimitError::InvalidStateName`] unless `name` is an ASCII
     /// letter followed by ASCII letters, digits, `_`, `-` or `.` (so it never reads as a
-    /// quota's key segment and never contains a hash tag);
-    /// [`RedisLimitError::Unsupported`] for the sliding log, the sliding window and the
-    /// weighted window.
+    /// quota's key segment and never contains a hash tag).
     ///
     /// ```
     /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
@@ -539,12 +537,6 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         if let Some(name) = &self.state_name {
             if !valid_state_name(name) {
                 return Err(RedisLimitError::InvalidStateName(name.clone()));
-            }
-            if !matches!(A::NAME, "gcra" | "fixed") {
-                return Err(RedisLimitError::Unsupported(
-                    "state_name is for GCRA and the fixed window only: the other window \
-                     algorithms' states do not keep their quota",
-                ));
             }
             params.keeps_quota = true;
         }

@@ -11,12 +11,8 @@
 -- the window of W that holds the stored window's end (decided in it as a block's window is):
 -- no permit is released earlier than the quota that counted it would release it.
 local key, op, L, W, n = window_args()
-local named = L < 0
-local head = ''
-if named then
-  L = -L
-  head = fmt(L) .. ',' .. fmt(W) .. ','
-end
+local named, head
+L, named, head = named_limit(L, W)
 local now = now_us()
 local k = idiv(now, W)
 
@@ -24,13 +20,8 @@ local count = 0
 local v = redis.call('GET', key)
 local W0 = W
 if v and named then
-  local sl, sw, rest = string.match(v, '^(%d+),(%d+),(.*)$')
-  if not sl then
-    foreign('a named fixed window')
-  end
-  whole(sl, 1, 2251799813685248, 'a named fixed window')
-  W0 = whole(sw, 1, 2251799813685248, 'a named fixed window')
-  v = rest
+  local _
+  _, W0, v = named_head(v, 'a named fixed window')
 end
 if v then
   -- Only what this script writes (validated before anything is written): a window no later

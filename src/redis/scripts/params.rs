@@ -16,7 +16,7 @@ pub struct Params {
     /// argument and key name segment. `None` for the other algorithms, whose arguments and key
     /// names stay as they were.
     pub(crate) sub_windows: Option<u32>,
-    /// A named state (`state_name`, GCRA and the fixed window): the key holds the quota next
+    /// A named state (`state_name`): the key holds the quota next
     /// to the state, so a process under another quota converts it. The scripts learn it from a
     /// negative burst argument ([`Params::limit_arg`]).
     pub(crate) keeps_quota: bool,
@@ -60,7 +60,7 @@ impl Params {
     }
 
     /// The burst or limit as the scripts' first argument: negated for a state that keeps its
-    /// quota (only the GCRA and fixed window scripts read that; `limit >= 1`, so the sign is unambiguous).
+    /// quota (`limit >= 1`, so the sign is unambiguous).
     pub(crate) fn limit_arg(&self) -> i64 {
         let l = clamp_i64(self.limit);
         if self.keeps_quota {

@@ -14,7 +14,23 @@
 -- KEYS (the state key is the sorted set), ARGV, ops and reply: window_args (prelude.lua); the
 -- adjust ops make the change the in-process sliding log makes (src/algorithm/sliding.rs,
 -- `adjust`), the total saturating at `most`.
+--
+-- A negative L: a named state (state_name). Its set holds one more member, scored -2, naming
+-- the quota that wrote it: "q:L:W", or "q:L:W:H:U" while it holds its entries for a longer
+-- window H (> W) until U (us). Stamps mean the same under any quota, so another quota decides
+-- on the same entries; but no entry is released earlier than the quota that wrote the set
+-- would release it: while that quota counts a longer window than this call's (its own W, or
+-- the H it held until U), this call counts, trims and expires by that window, until the
+-- newest entry has left the writer's own window (or U, if later). A shorter window counted
+-- longer only refuses; a longer one needs no hold (every entry it lacks was released by the
+-- quota that counted it).
 local key, op, L, W, n = window_args()
+local named = L < 0
+if named then
+  L = -L
+end
+-- This call's own window (a block's length is measured by it); W becomes the window counted.
+local own = W
 local now = now_us()
 
 -- Only members this script writes, validated before anything is written: the heavy entries
@@ -52,6 +68,24 @@ for i = 2, #heavy do
 end
 low = #low
 local card = redis.call('ZCARD', key)
+-- A named set's quota member (nil if none): {member, L, W, H or nil, U or nil}.
+local meta = nil
+if named and card > 0 then
+  local q = redis.call('ZRANGEBYSCORE', key, -2, -2)
+  if #q ~= 1 then
+    foreign('a named sliding log')
+  end
+  local sl, sw, rest = string.match(q[1], '^q:(%d+):(%d+)(.*)$')
+  meta = {q[1], whole(sl, 1, 2251799813685248, what), whole(sw, 1, 2251799813685248, what)}
+  if rest ~= '' then
+    local sh, su = string.match(rest, '^:(%d+):(%d+)$')
+    meta[4] = whole(sh, meta[3] + 1, 2251799813685248, what)
+    meta[5] = whole(su, 1, 9007199254740991, what)
+  end
+  -- The quota member sorts first: ranks below count it with the heavy entries.
+  low = low + 1
+end
+local top = nil
 if card > low then
   if redis.call('ZCOUNT', key, 0, STAMPS) ~= card - low then
     foreign(what)
@@ -59,7 +93,7 @@ if card > low then
   local first = redis.call('ZRANGE', key, low, low, 'WITHSCORES')
   grant(first[1], first[2])
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local top = grant(last[1], last[2])
+  top = grant(last[1], last[2])
   -- A block entry is stamped after every grant (a grant at its stamp or later unblocks it).
   for _, h in ipairs(heavy) do
     if h[4] and h[1] <= top then
@@ -68,8 +102,26 @@ if card > low then
   end
 end
 
+if meta ~= nil and card == 1 then
+  -- A quota member alone: never written.
+  foreign('a named sliding log')
+end
+
 if op == 'reset' then
   return {redis.call('DEL', key)}
+end
+
+-- A named set: the window counted, and the quota member this call writes with a change.
+local hold = nil
+if meta ~= nil then
+  local newest_any = top
+  if #heavy > 0 and (newest_any == nil or heavy[#heavy][1] > newest_any) then
+    newest_any = heavy[#heavy][1]
+  end
+  hold = named_hold(meta[3], meta[4], meta[5], W, newest_any, now)
+  if hold ~= nil then
+    W = hold[1]
+  end
 end
 
 local at, cutoff, expired, lights, total, newest
@@ -183,7 +235,26 @@ end
 -- its live clock, which runs on while the script does, so one ahead of `now` may be past by
 -- then, and the key goes at once.
 local expire_at = nil
+-- A change was made (named sets: the quota member is then rewritten, or the set deleted once
+-- it holds nothing else).
+local changed = false
 local function done(reply)
+  if named and changed then
+    local q = 'q:' .. fmt(L) .. ':' .. fmt(own)
+    if hold ~= nil then
+      q = q .. ':' .. fmt(hold[1]) .. ':' .. fmt(hold[2])
+    end
+    if meta ~= nil and meta[1] ~= q then
+      redis.call('ZREM', key, meta[1])
+      meta = nil
+    end
+    if redis.call('ZCARD', key) == (meta and 1 or 0) then
+      redis.call('DEL', key)
+      expire_at = nil
+    elseif meta == nil then
+      redis.call('ZADD', key, -2, q)
+    end
+  end
   if expire_at ~= nil then
     redis.call('PEXPIREAT', key, ceil_ms(expire_at))
   end
@@ -194,9 +265,10 @@ read()
 
 if op ~= 'check' then
   local most = tonumber(ARGV[6])
+  changed = true
   prune(cutoff, expired)
   if op == 'block' and n > 0 then
-    local stamp = block_stamp(now, n, W, newest)
+    local stamp = block_stamp(now, n, own, newest)
     prune(stamp)
     read()
     local add = math.min(L, most - total)
@@ -260,6 +332,7 @@ if n > L then
   return done({now, 2, remaining, -1, reset()})
 end
 if total + n <= L then
+  changed = true
   prune(cutoff, expired)
   unblock(at)
   local stamp = fmt(at)

@@ -24,8 +24,24 @@
 -- KEYS, ARGV, ops and reply: window_args (prelude.lua), with k dividing W (checked by the
 -- client); the adjust ops make the change the in-process sliding window makes (`adjust` there),
 -- the total saturating at `most`.
+--
+-- A negative L: a named state (state_name), "L,W,k,<value>", the quota that wrote it first, or
+-- "L,W,k,H,U,<value>" while it holds its entries for a longer window H (> W) until U (us).
+-- Stamps mean the same under any quota: another quota (L, W or k) decodes the value on the
+-- writer's grid and decides on the same entries, stored again on its own (off-grid stamps in
+-- the long form). No entry is released earlier than the quota that wrote the state would
+-- release it: while that quota counts a longer window than this call's (its own W, or the H
+-- it held until U), this call counts and expires by that window, until the newest entry has
+-- left the writer's own window (or U, if later); counting longer only refuses.
 local key, op, L, W, n = window_args()
 local k = tonumber(ARGV[5])
+local named = L < 0
+if named then
+  L = -L
+end
+-- The grid: this call's own window (what `encode` and a block's length are measured by), and
+-- its sub-windows g; W becomes the window counted.
+local own, ownk = W, k
 local g = W / k
 local now = now_us()
 
@@ -43,7 +59,7 @@ local function encode()
   -- The short form needs every stamp on a sub-window start, all within one window, and no
   -- block entry.
   for _, x in ipairs(log) do
-    if blocks > 0 or idiv(x[1], g) * g ~= x[1] or e[1] - x[1] >= W then
+    if blocks > 0 or idiv(x[1], g) * g ~= x[1] or e[1] - x[1] >= own then
       local parts = {}
       for _, y in ipairs(log) do
         parts[#parts + 1] = fmt(y[1]) .. ':' .. fmt(y[2])
@@ -67,6 +83,30 @@ local function encode()
     end
   end
   return table.concat(parts, ':')
+end
+
+-- A named state's quota: {L, W, k, H or nil, U or nil}.
+local meta = nil
+if v and named then
+  local nw = 'a named sliding window'
+  local l0, w0, rest = named_head(v, nw)
+  local sk, tail = string.match(rest, '^(%d+),(.*)$')
+  meta = {l0, w0, whole(sk, 1, 64, nw)}
+  rest = tail or ''
+  local sh, su
+  sh, su, tail = string.match(rest, '^(%d+),(%d+),(.*)$')
+  if sh then
+    meta[4] = whole(sh, meta[2] + 1, 2251799813685248, nw)
+    meta[5] = whole(su, 1, 9007199254740991, nw)
+    rest = tail
+  end
+  if meta[2] % meta[3] ~= 0 then
+    foreign(nw)
+  end
+  -- Decoded (and checked against encode) on the writer's grid.
+  own, k = meta[2], meta[3]
+  g = own / k
+  v = rest
 end
 
 if v then
@@ -119,6 +159,23 @@ if v then
   end
   if sum > most or blocks > #log or encode() ~= v then
     foreign(what)
+  end
+end
+
+-- Back on this call's grid.
+own, k = W, ownk
+g = own / k
+-- A named state: the window counted, and the head this call writes with its value.
+local head = ''
+if named then
+  local hold = nil
+  if meta ~= nil then
+    hold = named_hold(meta[2], meta[4], meta[5], W, log[#log] and log[#log][1], now)
+  end
+  head = fmt(L) .. ',' .. fmt(own) .. ',' .. fmt(k) .. ','
+  if hold ~= nil then
+    W = hold[1]
+    head = head .. fmt(hold[1]) .. ',' .. fmt(hold[2]) .. ','
   end
 end
 
@@ -199,7 +256,7 @@ local function store()
     redis.call('DEL', key)
     return
   end
-  redis.call('SET', key, encode(), 'PXAT', ceil_ms(e + W))
+  redis.call('SET', key, head .. encode(), 'PXAT', ceil_ms(e + W))
 end
 
 if op == 'reset' then
@@ -212,7 +269,7 @@ if op ~= 'check' then
   local most = tonumber(ARGV[6])
   local changed = true
   if op == 'block' and n > 0 then
-    local stamp = block_stamp(now, n, W, newest())
+    local stamp = block_stamp(now, n, own, newest())
     drop_front(function(s) return s <= stamp end)
     local add = math.min(L, most - total)
     if add > 0 then

@@ -6,13 +6,27 @@
 -- KEYS, ARGV, ops and reply: window_args (prelude.lua); the adjust ops make the change the
 -- in-process weighted window makes (src/algorithm/weighted.rs, `adjust`), counts saturating at
 -- `most`.
+--
+-- A negative L: a named state (state_name), "L,W,k:cur:prev", the quota that wrote it first.
+-- Under another L the counts carry as they are (the windows are the same). Under another W
+-- each count moves to the window of W whose end is at least as late as the stored count's
+-- full weight ends and whose weight reaches zero no earlier: at any instant each permit
+-- weighs at least what it weighed under the quota that counted it (moved later only ever
+-- refuses).
 local key, op, L, W, n = window_args()
+local named, head
+L, named, head = named_limit(L, W)
 local now = now_us()
 local k = idiv(now, W)
 
 local sk = nil
 local cur, prev = 0, 0
 local v = redis.call('GET', key)
+local W0 = W
+if v and named then
+  local _
+  _, W0, v = named_head(v, 'a named weighted window')
+end
 if v then
   -- Only what this script writes (validated before anything is written): a window no later
   -- than the end of time's, counts up to 2^51, not both 0 (such a state is deleted).
@@ -20,11 +34,24 @@ if v then
   if #v <= 50 then
     a, sc, sp = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
-  sk = whole(a, 0, idiv(MAX_US, W), 'a weighted window')
+  sk = whole(a, 0, idiv(MAX_US, W0), 'a weighted window')
   cur = whole(sc, 0, 2251799813685248, 'a weighted window')
   prev = whole(sp, 0, 2251799813685248, 'a weighted window')
   if cur + prev == 0 then
     foreign('a weighted window')
+  end
+  if W0 ~= W then
+    -- A count of the writer's window j weighs fully until (j + 1) * W0 and nothing from
+    -- (j + 2) * W0: in the window of W that ends at or after (j + 1) * W0 + max(W0 - W, 0),
+    -- it weighs at least as much at every instant. Below 2^53: (j + 1) * W0 <= MAX_US + W0.
+    local late = math.max(W0 - W, 0)
+    local kc = math.min(idiv((sk + 1) * W0 + late - 1, W), idiv(MAX_US, W))
+    local kp = idiv(math.max(sk * W0 + late, 1) - 1, W)
+    if kp == kc then
+      cur, prev = math.min(cur + prev, 2251799813685248), 0
+    end
+    -- An older window's count moves up to the one before (later: it weighs more).
+    sk = kc
   end
 end
 
@@ -62,7 +89,7 @@ if op ~= 'check' then
   end
   if changed then
     if cur + prev > 0 then
-      redis.call('SET', key, fmt(sk) .. ':' .. fmt(cur) .. ':' .. fmt(prev), 'PXAT',
+      redis.call('SET', key, head .. fmt(sk) .. ':' .. fmt(cur) .. ':' .. fmt(prev), 'PXAT',
         ceil_ms((sk + 2) * W))
     else
       redis.call('DEL', key)
@@ -106,7 +133,7 @@ if n > L then
 end
 if fits then
   cur = cur + n
-  redis.call('SET', key, fmt(k) .. ':' .. fmt(cur) .. ':' .. fmt(prev), 'PXAT',
+  redis.call('SET', key, head .. fmt(k) .. ':' .. fmt(cur) .. ':' .. fmt(prev), 'PXAT',
     ceil_ms(w_end + W))
   return {now, 1, remaining(), -1, reset()}
 end

@@ -36,3 +36,43 @@ end
 local function block_window(now, len, W)
   return idiv(math.min(now + len - 1, MAX_US), W)
 end
+
+-- The limit argument L: negative for a named state (state_name). The limit, whether named,
+-- and the head "L,W," a named value starts with ('' if unnamed).
+local function named_limit(L, W)
+  if L < 0 then
+    return -L, true, fmt(-L) .. ',' .. fmt(W) .. ','
+  end
+  return L, false, ''
+end
+
+-- A named state's (state_name) head "L,W," in the value `v`: L, W and the rest of the value;
+-- a value without one is refused as `what`.
+local function named_head(v, what)
+  local sl, sw, rest = string.match(v, '^(%d+),(%d+),(.*)$')
+  if not sl then
+    foreign(what)
+  end
+  return whole(sl, 1, 2251799813685248, what), whole(sw, 1, 2251799813685248, what), rest
+end
+
+-- The hold of a call under window W on a named stamped state (sliding log and window)
+-- written under window w0, with the hold h0 until u0 (nil if none), its newest entry stamped
+-- `newest` (nil if none): {H, U} while the writer counts a longer window than W (its own, or
+-- its hold while that lasts), until the newest entry has left the writer's own window (or
+-- u0, if later); else nil.
+local function named_hold(w0, h0, u0, W, newest, now)
+  local hw, hu = w0, 0
+  if h0 ~= nil and now < u0 then
+    hw, hu = h0, u0
+  end
+  if hw > W then
+    if w0 > W and newest ~= nil then
+      hu = math.max(hu, newest + w0)
+    end
+    if hu > now then
+      return {hw, hu}
+    end
+  end
+  return nil
+end

@@ -9,6 +9,11 @@
 //! grant's stamp do not read, as in process), `"h:<stamp>:<count>"` for the others. A set
 //! written before block entries were marked holds only `h:` members and decides at its newest
 //! stamp, as it did (it can only under-admit).
+//!
+//! Under a `state_name` the set holds one more member, scored -2, naming the quota that wrote
+//! it (`"q:L:W"`, or `"q:L:W:H:U"` while it holds its entries for a longer window `H` until
+//! `U`): another quota decides on the same stamps, counting the writer's longer window while
+//! that one still counts (the guide's *Changing a limit in a rolling deploy*).
 
 use super::RedisAlgorithm;
 use crate::redis::connection::error::RedisLimitError;

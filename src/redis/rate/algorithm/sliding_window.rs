@@ -23,6 +23,11 @@
 //! decides on the in-process log of `(stamp, count)` entries either way; a key written before
 //! block entries were marked has none, and decides at its newest stamp, as it did (it can only
 //! under-admit).
+//!
+//! Under a `state_name` the value starts with the quota that wrote it, `"L,W,k,"` (then
+//! `"H,U,"` while it holds its entries for a longer window `H` until `U`): another quota
+//! decodes the entries on the writer's grid and decides on the same stamps, as the sliding
+//! log does.
 
 use super::RedisAlgorithm;
 use crate::redis::connection::error::RedisLimitError;

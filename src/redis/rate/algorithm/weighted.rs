@@ -1,6 +1,8 @@
 //! The weighted sliding-window counter on Redis: two fixed windows' counts in one string key
 //! `"k:cur:prev"`, weighed in exact integer arithmetic inside the script (104-bit products
-//! compared in 26-bit limbs, no floats). One short string per key whatever `L`.
+//! compared in 26-bit limbs, no floats). One short string per key whatever `L`. Under a
+//! `state_name`, `"L,W,k:cur:prev"`: another window length moves each count to a window of its
+//! own where it weighs at least as much at every instant.
 
 use super::RedisAlgorithm;
 use crate::redis::connection::error::RedisLimitError;
