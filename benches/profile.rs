@@ -100,6 +100,12 @@ fn main() {
     let mut allowed = 0u64;
     let denied = Quota::per_hour(1).unwrap();
     let gov_denied = governor::Quota::per_hour(NonZeroU32::new(1).unwrap());
+    #[cfg(feature = "http")]
+    if let Some(variant) = case.strip_prefix("http-") {
+        let ok = http::case(variant, calls);
+        println!("{case}: {ok} of {calls} answered 200");
+        return;
+    }
     if let Some(rest) = case.strip_prefix("win-") {
         let (alg, shape) = rest.split_once('-').expect("win-ALG-SHAPE");
         let allowed = match alg {
@@ -243,4 +249,91 @@ fn main() {
         other => panic!("unknown case {other}"),
     }
     println!("{case}: {allowed} of {calls} allowed");
+}
+
+/// The HTTP layer's allowed path in process (feature `http`): `http-VARIANT`, VARIANT one of
+/// `none` (the app alone), `pass` (a layer passing the response on), `ietf` (tollgate, its default IETF headers), `noheaders`,
+/// `stacked` (its access and rate layers composed) and `gov` (tower_governor), as
+/// `benches/http.rs` builds them (an axum hello-world route, keyed by peer IP, never limited).
+/// Each call makes the request and drives the app's future, which is ready at once.
+#[cfg(feature = "http")]
+mod http {
+    use std::future::Future;
+    use std::net::SocketAddr;
+    use std::pin::pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use axum::extract::ConnectInfo;
+    use axum::routing::get;
+    use axum::Router;
+    use tollgate::http::{HeaderStyle, PeerIp, RateLimitLayer};
+    use tollgate::Quota;
+    use tower::{Service, ServiceBuilder};
+    use tower_governor::governor::GovernorConfigBuilder;
+    use tower_governor::GovernorLayer;
+
+    fn now<F: Future>(fut: F) -> F::Output {
+        match pin!(fut).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("the allowed path waited"),
+        }
+    }
+
+    fn app(variant: &str) -> Router {
+        let hello = Router::new().route("/", get(|| async { "hello" }));
+        let tollgate = |style| {
+            RateLimitLayer::builder(PeerIp::new())
+                .quota(Quota::per_second(1_000_000).unwrap())
+                .headers(style)
+                .build()
+                .unwrap()
+        };
+        match variant {
+            "none" => hello,
+            // What any layer costs under axum (its boxes), without doing anything.
+            "pass" => hello.layer(tower::util::MapResponseLayer::new(|res| res)),
+            "ietf" => hello.layer(tollgate(HeaderStyle::Ietf)),
+            "noheaders" => hello.layer(tollgate(HeaderStyle::None)),
+            "stacked" => {
+                let layer = tollgate(HeaderStyle::Ietf);
+                hello.layer(
+                    ServiceBuilder::new()
+                        .layer(layer.access_layer())
+                        .layer(layer.rate_layer()),
+                )
+            }
+            "gov" => {
+                let config = GovernorConfigBuilder::default()
+                    .period(Duration::from_micros(1))
+                    .burst_size(1_000_000)
+                    .finish()
+                    .unwrap();
+                hello.layer(GovernorLayer::new(Arc::new(config)))
+            }
+            other => panic!("unknown http variant {other}"),
+        }
+    }
+
+    /// Requests answered `200` of `calls`.
+    pub fn case(variant: &str, calls: u64) -> u64 {
+        let peer = ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000)));
+        let mut svc = app(variant);
+        let mut one = || {
+            let mut req = http::Request::get("/")
+                .body(axum::body::Body::empty())
+                .unwrap();
+            req.extensions_mut().insert(peer);
+            now(std::future::poll_fn(|cx| {
+                Service::<http::Request<axum::body::Body>>::poll_ready(&mut svc, cx)
+            }))
+            .unwrap();
+            let res = now(svc.call(req)).unwrap();
+            u64::from(res.status() == 200)
+        };
+        // Out of the count: the key's first request inserts it.
+        (0..10).for_each(|_| assert_eq!(one(), 1));
+        super::run(calls, |_| one())
+    }
 }

@@ -172,7 +172,10 @@ service! {
                      _: &B::Key,
                      _: bool|
          -> Result<Infallible, Response<ResBody>> { match *policy.backend {} };
-        self.start(req, admit).0
+        match self.start(req, admit) {
+            Started::Call(req, headers, _) => ResponseFuture::inner(self.inner.call(req), headers),
+            Started::Future(fut, _) => fut,
+        }
     }
 }
 
@@ -181,8 +184,8 @@ impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Bac
     /// screening ([`Shared::screen_request`]: routes, lists, key), then the concurrency policy
     /// (`admit` takes its permit, or answers for the request: a request refused for
     /// concurrency spends no rate permit), then the rate policy ([`decide_rate`]). Returns
-    /// the response future and the permit, if one was taken and the request was not refused
-    /// at once.
+    /// what to do ([`Started`]) and the permit, if one was taken and the request was not
+    /// refused at once.
     pub(crate) fn start<ReqBody, ResBody, P>(
         &mut self,
         req: Request<ReqBody>,
@@ -192,7 +195,7 @@ impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Bac
             &B::Key,
             bool,
         ) -> Result<P, Response<ResBody>>,
-    ) -> (ResponseFuture<S::Future>, Option<P>)
+    ) -> Started<S::Future, ReqBody, P>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -205,24 +208,35 @@ impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Bac
         let found = match shared.screen_request(&parts) {
             Screening::Limit(found) => found,
             Screening::Through => {
-                let req = Request::from_parts(parts, body);
-                return (ResponseFuture::inner(self.inner.call(req), None), None);
+                return Started::Call(Request::from_parts(parts, body), None, None);
             }
-            Screening::Answer(res) => return (ResponseFuture::ready(res), None),
+            Screening::Answer(res) => return Started::Future(ResponseFuture::ready(res), None),
         };
         let permit = match found.slot {
             Some(i) => match admit(shared, shared.slots.get(i), &found.key, found.grpc) {
                 Ok(permit) => Some(permit),
-                Err(res) => return (ResponseFuture::ready(res), None),
+                Err(res) => return Started::Future(ResponseFuture::ready(res), None),
             },
             None => None,
         };
         match decide_rate(shared, &mut self.inner, parts, body, found) {
             // Refused at once: the concurrency permit goes back now, not after the 429 is sent.
-            Decided::Refused(res) => (ResponseFuture::ready(res), None),
-            Decided::Pending(fut) => (fut, permit),
+            Decided::Refused(res) => Started::Future(ResponseFuture::ready(res), None),
+            Decided::Call(req, headers) => Started::Call(req, headers, permit),
+            Decided::Pending(fut) => Started::Future(fut, permit),
         }
     }
+}
+
+/// What [`RateLimit::start`] made of a request, with the concurrency permit `P` it took, if
+/// any.
+#[allow(clippy::large_enum_variant)] // moved once, in `call`; boxing the request would allocate
+pub(crate) enum Started<F: Future, ReqBody, P> {
+    /// Call the inner service with the request and add these headers to its response (see
+    /// [`Decided::Call`]).
+    Call(Request<ReqBody>, Option<RateHeaders>, Option<P>),
+    /// Answered, or waiting: this future.
+    Future(ResponseFuture<F>, Option<P>),
 }
 
 /// What the screening found for a request a limiter is to decide: its key, and the rate and
@@ -315,10 +329,16 @@ impl<B: Backend, R, C> Shared<B, R, C> {
 }
 
 /// What the rate step made of a request.
-pub(crate) enum Decided<F: Future, ResBody> {
+#[allow(clippy::large_enum_variant)] // moved once, in `call`; boxing the request would allocate
+pub(crate) enum Decided<F: Future, ReqBody, ResBody> {
     /// Refused at once (nothing of the request runs: a permit taken for it can go back now).
     Refused(Response<ResBody>),
-    /// The response future: the inner service's with the headers, or a wait.
+    /// Allowed now: call the inner service with the request and add these headers to its
+    /// response. Left to the service's `call`, so that the inner service's future is made
+    /// where it stays: every move of a future as large as a router's cost about as much as
+    /// a header.
+    Call(Request<ReqBody>, Option<RateHeaders>),
+    /// A future that decides or waits first (shaping, refunds, remote backends).
     Pending(ResponseFuture<F>),
 }
 
@@ -334,7 +354,7 @@ pub(crate) fn decide_rate<S, B, R, C, ReqBody, ResBody>(
     parts: Parts,
     body: ReqBody,
     found: Found<B::Key>,
-) -> Decided<S::Future, ResBody>
+) -> Decided<S::Future, ReqBody, ResBody>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -350,8 +370,7 @@ where
     let Some(index) = index else {
         // A concurrency limit only: no rate policy counts the request.
         shared.ops.record(None, Outcome::Allowed);
-        let req = Request::from_parts(parts, body);
-        return Decided::Pending(ResponseFuture::inner(inner.call(req), None));
+        return Decided::Call(Request::from_parts(parts, body), None);
     };
     let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
     let req = Request::from_parts(parts, body);
@@ -374,10 +393,10 @@ where
         // Refusing, or shaping in shadow (nothing waits in shadow): decide now.
         (Mode::Reject | Mode::Shape(_), _) => match policy.backend.check_n(&key, cost) {
             Answer::Now(decided) => {
-                match shared.verdict(index, &key, decided, cost, grpc, shadow) {
-                    Verdict::Proceed(headers) => ResponseFuture::inner(inner.call(req), headers),
-                    Verdict::Reject(res) => return Decided::Refused(res),
-                }
+                return match shared.verdict(index, &key, decided, cost, grpc, shadow) {
+                    Verdict::Proceed(headers) => Decided::Call(req, headers),
+                    Verdict::Reject(res) => Decided::Refused(res),
+                };
             }
             Answer::Later(decision) => {
                 let (shared, inner) = (Arc::clone(shared), take_ready(inner));
@@ -470,6 +489,9 @@ pin_project! {
 }
 
 impl<F: Future> ResponseFuture<F> {
+    // Always: made in place, the inner future is not copied through a call (a router's is
+    // hundreds of bytes).
+    #[inline(always)]
     fn inner(fut: F, headers: Option<RateHeaders>) -> Self {
         ResponseFuture {
             state: State::Inner { fut, headers },

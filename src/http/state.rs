@@ -414,7 +414,7 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                 ),
             ),
         };
-        Verdict::Reject(reject(&self.body, &p, grpc, headers.as_ref()))
+        Verdict::Reject(reject(&self.body, &p, grpc, headers))
     }
 
     /// The verdict for a new key the limiter's full key table refused: the server's capacity,
@@ -448,7 +448,7 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                 headers.retry_after().unwrap_or(1)
             ),
         );
-        let mut res = reject(&self.body, &p, grpc, Some(&headers));
+        let mut res = reject(&self.body, &p, grpc, Some(headers));
         name_reason(&mut res, KEY_TABLE_FULL, grpc);
         Verdict::Reject(res)
     }

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
@@ -222,11 +223,13 @@ fn policy_field(sf_name: &str, p: RatePolicy) -> Option<HeaderValue> {
     HeaderValue::try_from(item(sf_name, "q", q, "w", w)).ok()
 }
 
-/// `name;a=1;b=2` in one allocation of the right size, without `core::fmt`: `format!` was
+/// `name;a=1;b=2` in one allocation of exactly its size, without `core::fmt`: `format!` was
 /// most of the headers' cost per request (it grows its string several times, and formats
-/// integers through dynamic dispatch).
+/// integers through dynamic dispatch), and a `Vec` with room to spare becomes a `Bytes` (and
+/// so a `HeaderValue`) only through a second allocation, where an exact one is taken over.
 fn item(sf_name: &str, a: &str, x: u64, b: &str, y: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(sf_name.len() + a.len() + b.len() + 2 * 20 + 4);
+    let len = sf_name.len() + a.len() + b.len() + 4 + digits(x) + digits(y);
+    let mut out = Vec::with_capacity(len);
     out.extend_from_slice(sf_name.as_bytes());
     for (key, value) in [(a, x), (b, y)] {
         out.push(b';');
@@ -237,18 +240,62 @@ fn item(sf_name: &str, a: &str, x: u64, b: &str, y: u64) -> Vec<u8> {
     out
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut v: u64) {
-    let mut digits = [0u8; 20]; // u64::MAX has 20 digits
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
+/// How many decimal digits `v` has.
+fn digits(v: u64) -> usize {
+    v.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Appends `v` in decimal, written in place (no buffer to clear and copy).
+fn push_decimal(out: &mut Vec<u8>, v: u64) {
+    let start = out.len();
+    out.resize(start + digits(v), b'0');
+    fill_decimal(&mut out[start..], v);
+}
+
+/// Writes `v` in decimal into `out`, which has room for exactly its [`digits`].
+fn fill_decimal(out: &mut [u8], mut v: u64) {
+    for d in out.iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
         v /= 10;
-        if v == 0 {
-            break;
-        }
     }
-    out.extend_from_slice(&digits[i..]);
+}
+
+/// The numbers below this have their header values in [`SMALL`], so sending one allocates
+/// nothing: the single-valued styles' limits, remainders and resets, and `Retry-After`, are
+/// mostly small.
+const SMALL_BELOW: u64 = 1000;
+
+/// `000` to `999`, three digits each; a number below [`SMALL_BELOW`] is the tail of its entry.
+static SMALL: [u8; 3 * SMALL_BELOW as usize] = {
+    let mut table = [0u8; 3 * SMALL_BELOW as usize];
+    let mut v = 0;
+    while v < SMALL_BELOW as usize {
+        table[3 * v] = b'0' + (v / 100) as u8;
+        table[3 * v + 1] = b'0' + (v / 10 % 10) as u8;
+        table[3 * v + 2] = b'0' + (v % 10) as u8;
+        v += 1;
+    }
+    table
+};
+
+/// `v` as a header value (what `HeaderValue::from(v)` makes), allocating nothing below
+/// [`SMALL_BELOW`] and once otherwise (`HeaderValue::from(u64)` allocates twice).
+fn decimal_value(v: u64) -> HeaderValue {
+    let small = usize::try_from(v)
+        .ok()
+        .filter(|_| v < SMALL_BELOW)
+        .map(|i| {
+            let skip = usize::from(v < 100) + usize::from(v < 10);
+            Bytes::from_static(&SMALL[3 * i + skip..3 * i + 3])
+        });
+    let bytes = small.unwrap_or_else(|| {
+        let mut buf = [0u8; 20]; // u64::MAX has 20 digits
+        let number = &mut buf[..digits(v)];
+        fill_decimal(number, v);
+        Bytes::copy_from_slice(number)
+    });
+    // Digits are always a valid value.
+    HeaderValue::from_maybe_shared(bytes).unwrap_or_else(|_| HeaderValue::from(v))
 }
 
 impl RateHeaders {
@@ -264,10 +311,15 @@ impl RateHeaders {
         let reset = retry_after.unwrap_or_else(|| ceil_secs(d.reset_after));
         let fields = match style {
             HeaderStyle::Ietf => {
-                let s = HeaderValue::try_from(item(label.sf_name(), "r", remaining, "t", reset));
-                match (label.field(policy), s) {
-                    (Some(p), Ok(s)) => Fields::Ietf(p, s),
-                    _ => Fields::None, // names are validated printable ASCII: unreachable
+                // Checked as any header value (about a seventh of these headers' cost per
+                // request; the bytes are the policy's validated name, ASCII letters, digits,
+                // `;` and `=`, but skipping the check would take an `unsafe` whose argument
+                // rests on every caller).
+                let s = item(label.sf_name(), "r", remaining, "t", reset);
+                let value = HeaderValue::from_maybe_shared(Bytes::from(s)).ok();
+                match label.field(policy).zip(value) {
+                    Some((p, v)) => Fields::Ietf(p, v),
+                    None => Fields::None, // names are validated printable ASCII: unreachable
                 }
             }
             HeaderStyle::Legacy => Fields::Trio(&LEGACY, [limit, remaining, reset]),
@@ -280,13 +332,15 @@ impl RateHeaders {
         }
     }
 
-    /// Writes the headers (and `Retry-After` if the decision has one) into `headers`.
-    pub(crate) fn write(&self, headers: &mut HeaderMap) {
-        match &self.fields {
+    /// Writes the headers (and `Retry-After` if the decision has one) into `headers`. By
+    /// value: the values move into the map (a clone of a value made for one response would
+    /// allocate).
+    pub(crate) fn write(self, headers: &mut HeaderMap) {
+        match self.fields {
             // Lists: a layer further out appends its own item.
             Fields::Ietf(p, s) => {
-                headers.append(RATELIMIT_POLICY, p.clone());
-                headers.append(RATELIMIT, s.clone());
+                headers.append(RATELIMIT_POLICY, p);
+                headers.append(RATELIMIT, s);
             }
             // Single values: keep the tighter of ours and any already there.
             Fields::Trio(names, values) => {
@@ -295,14 +349,14 @@ impl RateHeaders {
                     .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
                 if theirs.is_none_or(|r| r > values[1]) {
                     for (name, value) in names.iter().zip(values) {
-                        headers.insert(name.clone(), HeaderValue::from(*value));
+                        headers.insert(name.clone(), decimal_value(value));
                     }
                 }
             }
             Fields::None => {}
         }
         if let Some(secs) = self.retry_after {
-            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+            headers.insert(RETRY_AFTER, decimal_value(secs));
         }
     }
 
@@ -355,6 +409,23 @@ mod tests {
                 String::from_utf8(got).unwrap(),
                 format!("\"n\";a={v};b={}", v / 3)
             );
+        }
+    }
+
+    #[test]
+    fn decimal_values_are_what_http_makes() {
+        let around = |v: u64| v.saturating_sub(2)..=v.saturating_add(2);
+        let values = [0, 10, 100, SMALL_BELOW, 1_000_000, u64::MAX];
+        for v in values.into_iter().flat_map(around).chain(0..SMALL_BELOW) {
+            assert_eq!(decimal_value(v), HeaderValue::from(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn items_take_exactly_their_size() {
+        for v in [0, 9, 10, 12345, u64::MAX] {
+            let mut got = item("\"policy\"", "r", v, "t", v / 7);
+            assert!(got.spare_capacity_mut().is_empty(), "{v}");
         }
     }
 

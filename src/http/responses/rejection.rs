@@ -233,7 +233,7 @@ pub(crate) fn reject<B, R: RejectBody<B>>(
     body: &R,
     problem: &Problem,
     grpc: bool,
-    headers: Option<&RateHeaders>,
+    headers: Option<RateHeaders>,
 ) -> Response<B> {
     let mut res = if grpc {
         let mut res = Response::new(body.empty());

@@ -27,7 +27,7 @@ use super::super::rate::backend::Backend;
 use super::super::responses::rejection::{name_reason, reject, Problem, RejectBody};
 use super::super::state::{Backends, ConcurrencyLimitLayer, RateLimitLayer};
 use super::super::state::{Shared, KEY_TABLE_FULL};
-use super::{handoff, Found, RateLimit, ResponseFuture, Screening};
+use super::{handoff, Found, RateLimit, ResponseFuture, Screening, Started};
 
 service! {
     /// With concurrency limits: the response body is the inner one in a [`PermitBody`],
@@ -35,7 +35,12 @@ service! {
     /// dropped.
     permits RateLimitLayer;
     fn call(&mut self, req) {
-        let (fut, permit) = self.start(req, acquire);
+        let (fut, permit) = match self.start(req, acquire) {
+            Started::Call(req, headers, permit) => {
+                (ResponseFuture::inner(self.inner.call(req), headers), permit)
+            }
+            Started::Future(fut, permit) => (fut, permit),
+        };
         PermitFuture { fut, permit }
     }
 }

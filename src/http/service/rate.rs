@@ -31,6 +31,7 @@ service! {
                 handoff::mark_refused(&mut res);
                 ResponseFuture::ready(res)
             }
+            Decided::Call(req, headers) => ResponseFuture::inner(self.inner.call(req), headers),
             Decided::Pending(fut) => fut,
         }
     }
