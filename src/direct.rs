@@ -176,8 +176,12 @@ struct Direct<'a, A: Algorithm> {
 
 impl<A: Algorithm> Slot<A> for Direct<'_, A> {
     #[inline(always)]
-    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
-        Placed::Tracked(op(self.cell, self.clock.now()))
+    fn decide_then<R, T>(
+        &self,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+        then: impl FnOnce(Placed<R>) -> T,
+    ) -> T {
+        then(Placed::Tracked(op(self.cell, self.clock.now())))
     }
 }
 

@@ -49,49 +49,30 @@ pub(crate) trait Find<A: Algorithm> {
 
 /// Where one call's cell lives.
 pub(crate) trait Slot<A: Algorithm>: Find<A> {
-    /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
-    /// cell if `op` changed a fresh one. `op` may run more than once (it must be a CAS step).
-    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>;
-    /// Whether the cell is a keyed table's (decided by [`Rules::check_keyed`]).
+    /// Whether the cell is a keyed table's (the `keyed` of [`Rules::check`]).
     ///
-    /// [`Rules::check_keyed`]: crate::cell::rules::Rules::check_keyed
+    /// [`Rules::check`]: crate::cell::rules::Rules::check
     const KEYED: bool = false;
-    /// `then(self.decide(op))`. A slot whose decision has out-of-line paths (the keyed store's
-    /// miss) applies `then` on each path, so that a large `R` (a full decision) is not merged
-    /// with theirs in memory before `then` reads it.
-    #[inline(always)]
+    /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
+    /// cell if `op` changed a fresh one, and gives `then` where the decision was made. `op`
+    /// may run more than once (it must be a CAS step). A slot whose decision has out-of-line
+    /// paths (the keyed store's miss) applies `then` on each path, so that a large `R` (a full
+    /// decision) is not merged with theirs in memory before `then` reads it.
     fn decide_then<R, T>(
         &self,
         op: impl Fn(&A::Cell, Nanos) -> R,
         then: impl FnOnce(Placed<R>) -> T,
-    ) -> T {
-        then(self.decide(op))
+    ) -> T;
+    /// `decide_then` with nothing after.
+    #[inline(always)]
+    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
+        self.decide_then(op, |placed| placed)
     }
     /// The earliest time at or after `now` when a new key could be stored here, judged from
     /// the slot's state now (only a key cap delays it); asked when a decision came back
     /// [`Placed::Full`].
     fn slot_free_at(&self, now: Nanos) -> Nanos {
         now
-    }
-}
-
-/// `alg`'s decision on a cell of slot type `S`: [`Rules::check_keyed`] on a keyed table's,
-/// [`Rules::check`] on the direct limiter's (a constant branch, gone once monomorphised).
-///
-/// [`Rules::check`]: crate::cell::rules::Rules::check
-/// [`Rules::check_keyed`]: crate::cell::rules::Rules::check_keyed
-#[inline(always)]
-fn rule_check<A: Algorithm, S: Slot<A>>(
-    alg: &A,
-    cell: &A::Cell,
-    now: Nanos,
-    n: u64,
-    p: &impl ParamSource<A::Params>,
-) -> A::Verdict {
-    if S::KEYED {
-        alg.check_keyed(cell, now, n, p)
-    } else {
-        alg.check(cell, now, n, p)
     }
 }
 
@@ -265,7 +246,7 @@ impl<A: Algorithm> Engine<A> {
         let src = self.src();
         let r = match slot.decide(
             #[inline(always)]
-            |cell, now| rule_check::<A, S>(&self.alg, cell, now, n, &src),
+            |cell, now| self.alg.check(cell, now, n, S::KEYED, &src),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
             Placed::Full(wait) => Err(full_error(wait)),
@@ -279,7 +260,7 @@ impl<A: Algorithm> Engine<A> {
         let src = self.src();
         let allowed = match slot.decide(
             #[inline(always)]
-            |cell, now| A::allowed(&rule_check::<A, S>(&self.alg, cell, now, 1, &src)),
+            |cell, now| A::allowed(&self.alg.check(cell, now, 1, S::KEYED, &src)),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => v,
             Placed::Full(_) => {
@@ -303,7 +284,7 @@ impl<A: Algorithm> Engine<A> {
             &src,
             1,
             #[inline(always)]
-            |cell, now| rule_check::<A, S>(&self.alg, cell, now, 1, &src),
+            |cell, now| self.alg.check(cell, now, 1, S::KEYED, &src),
         )
     }
 
@@ -346,7 +327,7 @@ impl<A: Algorithm> Engine<A> {
             src,
             n,
             #[inline(always)]
-            |cell, now| rule_check::<A, S>(&self.alg, cell, now, n, src),
+            |cell, now| self.alg.check(cell, now, n, S::KEYED, src),
         )
     }
 
@@ -383,10 +364,10 @@ impl<A: Algorithm> Engine<A> {
     /// [`peek`](Engine::peek) under the parameters `src` gives.
     fn peek_on(&self, slot: &impl Find<A>, src: &impl ParamSource<A::Params>) -> Decision {
         slot.find(|found, now| match found {
-            Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, src), now),
+            Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, false, src), now),
             Found::Fresh => {
                 let fresh = A::Cell::default();
-                A::decision(&self.alg.check(&fresh, now, 0, src), now)
+                A::decision(&self.alg.check(&fresh, now, 0, false, src), now)
             }
             Found::Full(wait) => full_decision(A::limit(&src.load()), wait),
         })
@@ -696,9 +677,10 @@ mod tests {
             cell: &GcraCell,
             now: Nanos,
             n: u64,
+            keyed: bool,
             p: &impl ParamSource<GcraParams>,
         ) -> Verdict {
-            Gcra.check(cell, now, n, p)
+            Gcra.check(cell, now, n, keyed, p)
         }
         fn book(
             &self,

@@ -78,22 +78,46 @@ where
 {
     const KEYED: bool = true;
 
-    #[inline(always)]
-    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
-        self.keyed.decide(self.key, op)
-    }
-
+    /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
+    /// the key only when `op` leaves a fresh cell changed; `then` applied on each path.
     #[inline(always)]
     fn decide_then<R, T>(
         &self,
         op: impl Fn(&A::Cell, Nanos) -> R,
         then: impl FnOnce(Placed<R>) -> T,
     ) -> T {
-        self.keyed.decide_then(self.key, op, then)
+        let keyed = self.keyed;
+        let clock = &keyed.engine.clock;
+        let alg = &keyed.engine.alg;
+        decide_on_shard(
+            #[inline(always)]
+            || keyed.store.map.get(self.key),
+            #[inline(always)]
+            || clock.now(),
+            &op,
+            |c| alg.is_fresh(c),
+            #[inline(always)]
+            |on| match on {
+                OnShard::Decided(r) => then(Placed::Tracked(r)),
+                OnShard::MustInsert(fresh) => then(keyed.insert(self.key, &op, fresh)),
+            },
+        )
     }
 
+    /// The earliest time at or after `now` when a new key can take a slot, judged from the
+    /// tracked keys as they are now (a read-only walk when the table is full): `now` if a slot
+    /// is free or some key is cold, else when the earliest key turns cold by the clock's skew.
+    /// Later decisions can only make it later. The waiting methods use it at the cap to
+    /// refuse at once a wait that could not end by their deadline.
     fn slot_free_at(&self, now: Nanos) -> Nanos {
-        self.keyed.slot_free_at(now)
+        let keyed = self.keyed;
+        if !keyed.store.is_full() {
+            return now;
+        }
+        match keyed.min_cold_at(now) {
+            Some(min) => min.saturating_add(keyed.engine.clock.max_skew()).max(now),
+            None => now,
+        }
     }
 }
 
@@ -104,8 +128,20 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
+    /// What is there for the key now, creating nothing. A missing key at a full cap that
+    /// would refuse it reports `Full` with the wait the check would report, so a peek agrees
+    /// with the check that would follow ([`cap_refusal`](KeyedEngine::cap_refusal)).
     fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
-        self.keyed.find(self.key, f)
+        let keyed = self.keyed;
+        let tracked = keyed.store.map.get(self.key);
+        let now = keyed.engine.clock.now(); // after the lookup: a miss needs it
+        match tracked.as_deref() {
+            Some(cell) => f(Found::Cell(cell), now),
+            None => match keyed.cap_refusal(now) {
+                Some(wait) => f(Found::Full(wait), now),
+                None => f(Found::Fresh, now),
+            },
+        }
     }
 
     fn lowered(&self, cell: &A::Cell) {
@@ -204,47 +240,6 @@ where
         self.store.sweep_all(&self.engine, stop)
     }
 
-    /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
-    /// the key only when `op` leaves a fresh cell changed.
-    #[inline(always)]
-    pub(crate) fn decide<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.decide_then(key, op, |placed| placed)
-    }
-
-    /// `then(self.decide(key, op))`, with `then` applied on each path (see
-    /// [`decide_on_shard`]).
-    #[inline(always)]
-    pub(crate) fn decide_then<Q, R, T>(
-        &self,
-        key: &Q,
-        op: impl Fn(&A::Cell, Nanos) -> R,
-        then: impl FnOnce(Placed<R>) -> T,
-    ) -> T
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let clock = &self.engine.clock;
-        let alg = &self.engine.alg;
-        decide_on_shard(
-            #[inline(always)]
-            || self.store.lookup(key),
-            #[inline(always)]
-            || clock.now(),
-            &op,
-            |c| alg.is_fresh(c),
-            #[inline(always)]
-            |on| match on {
-                OnShard::Decided(r) => then(Placed::Tracked(r)),
-                OnShard::MustInsert(fresh) => then(self.insert(key, &op, fresh)),
-            },
-        )
-    }
-
     /// A new key's decision that stores: insert it (within the cap), or apply the cap's policy.
     #[cold]
     #[inline(never)]
@@ -285,25 +280,6 @@ where
         }
     }
 
-    /// What is there for `key` now, creating nothing. A missing key at a full cap that would
-    /// refuse it reports `Full` with the wait the check would report, so a peek agrees with
-    /// the check that would follow ([`cap_refusal`](Self::cap_refusal)).
-    pub(crate) fn find<Q, R>(&self, key: &Q, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let tracked = self.store.lookup(key);
-        let now = self.engine.clock.now(); // after the lookup: a miss needs it
-        match tracked.as_deref() {
-            Some(cell) => f(Found::Cell(cell), now),
-            None => match self.cap_refusal(now) {
-                Some(wait) => f(Found::Full(wait), now),
-                None => f(Found::Fresh, now),
-            },
-        }
-    }
-
     /// What a decision that stores a new key at `now` would meet at the cap, found without
     /// evicting anything: `None` if it gets in (a slot is free, a sweep would free one, or
     /// `WhenFull::AllowUntracked` decides it untracked), else the wait its refusal reports.
@@ -333,21 +309,6 @@ where
         let e = &self.engine;
         let at = (now, e.clock.max_skew(), e.params.load_full());
         self.store.min_bound(|cell| e.judge(cell, &at))
-    }
-
-    /// The earliest time at or after `now` when a new key can take a slot, judged from the
-    /// tracked keys as they are now (a read-only walk when the table is full): `now` if a slot
-    /// is free or some key is cold, else when the earliest key turns cold by the clock's skew.
-    /// Later decisions can only make it later. The waiting methods use it at the cap to
-    /// refuse at once a wait that could not end by their deadline.
-    pub(crate) fn slot_free_at(&self, now: Nanos) -> Nanos {
-        if !self.store.is_full() {
-            return now;
-        }
-        match self.min_cold_at(now) {
-            Some(min) => min.saturating_add(self.engine.clock.max_skew()).max(now),
-            None => now,
-        }
     }
 
     /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key can be evicted
