@@ -168,20 +168,26 @@ impl<A: Algorithm> RateLimiter<A> {
     }
 }
 
-/// The direct limiter's [`Slot`]: its one cell, with `now` read just before the decision.
+/// The direct limiter's [`Slot`]: its one cell, always there.
 struct Direct<'a, A: Algorithm> {
     cell: &'a A::Cell,
     clock: &'a AnyClock,
 }
 
 impl<A: Algorithm> Slot<A> for Direct<'_, A> {
+    type Held<'s>
+        = &'s A::Cell
+    where
+        Self: 's;
+
     #[inline(always)]
-    fn decide_then<R, T>(
-        &self,
-        op: impl Fn(&A::Cell, Nanos) -> R,
-        then: impl FnOnce(Placed<R>) -> T,
-    ) -> T {
-        then(Placed::Tracked(op(self.cell, self.clock.now())))
+    fn lookup(&self) -> Option<&A::Cell> {
+        Some(self.cell)
+    }
+
+    /// Never asked: the one cell is always there.
+    fn insert<R>(&self, _: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
+        Placed::Tracked(fresh)
     }
 }
 

@@ -1,10 +1,13 @@
 //! The method family, written once: every limiter method is one of these, over an
 //! [`Algorithm`] and a [`Slot`] (where the call's cell is: the direct limiter's one cell, or a
-//! key's in the keyed table, `keyed`: the keyed engine, which holds that table). The public
-//! types only add the key and the docs.
+//! key's in the keyed table, `keyed`: the keyed engine, which holds that table). Every
+//! decision has one shape, [`decide_on_shard`]: on the slot's cell if stored, else on a
+//! scratch fresh cell, which the slot stores only if that changed it; so a decision runs its
+//! rule from here, down to the cell. The public types only add the key and the docs.
 
 pub(crate) mod keyed;
 
+use std::ops::Deref;
 use std::time::Duration;
 
 use crate::algorithm::{Adjust, Booking, ParamSource};
@@ -47,32 +50,98 @@ pub(crate) trait Find<A: Algorithm> {
     fn lowered(&self, _cell: &A::Cell) {}
 }
 
-/// Where one call's cell lives.
+/// Where one call's cell lives: looked up, and stored if missing, by the engine's decisions
+/// ([`decide_on_shard`]).
 pub(crate) trait Slot<A: Algorithm>: Find<A> {
+    /// The cell as a lookup holds it (a table's under its shard's read guard).
+    type Held<'s>: Deref<Target = A::Cell>
+    where
+        Self: 's;
     /// Whether the cell is a keyed table's (the `keyed` of [`Rules::check`]).
     ///
     /// [`Rules::check`]: crate::cell::rules::Rules::check
     const KEYED: bool = false;
-    /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
-    /// cell if `op` changed a fresh one, and gives `then` where the decision was made. `op`
-    /// may run more than once (it must be a CAS step). A slot whose decision has out-of-line
-    /// paths (the keyed store's miss) applies `then` on each path, so that a large `R` (a full
-    /// decision) is not merged with theirs in memory before `then` reads it.
-    fn decide_then<R, T>(
-        &self,
-        op: impl Fn(&A::Cell, Nanos) -> R,
-        then: impl FnOnce(Placed<R>) -> T,
-    ) -> T;
-    /// `decide_then` with nothing after.
-    #[inline(always)]
-    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
-        self.decide_then(op, |placed| placed)
-    }
+    /// The cell if it is stored.
+    fn lookup(&self) -> Option<Self::Held<'_>>;
+    /// A decision on a missing cell that stores something (`fresh`: its answer on a scratch
+    /// fresh cell): store the cell and decide again there with `op`, or answer without it.
+    fn insert<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R>;
     /// The earliest time at or after `now` when a new key could be stored here, judged from
     /// the slot's state now (only a key cap delays it); asked when a decision came back
     /// [`Placed::Full`].
     fn slot_free_at(&self, now: Nanos) -> Nanos {
         now
+    }
+}
+
+/// What [`decide_on_shard`] did.
+pub(crate) enum OnShard<R> {
+    /// Decided: on the stored cell, or as a fresh key that stores nothing.
+    Decided(R),
+    /// The key is absent and the decision (this one, made on a scratch fresh cell) stores
+    /// something: insert the key under the shard's write guard and decide again there.
+    MustInsert(R),
+}
+
+/// Every decision's shape: on the slot's cell if stored, else on a scratch fresh one, stored
+/// only if that changed it. For a keyed table it is the read side of a decision's protocol
+/// with sweeping (`store::keyed`'s module docs); the direct limiter's cell is always there.
+/// Shared with the loom model of the sweeper (through `tollgate::__loom`), which runs it over
+/// its own lock-guarded map.
+///
+/// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
+/// instead of waiting for them. On a stored cell an early `now` is safe: it can only make the
+/// decision stricter, since `max(tat, now) - now` only grows as `now` shrinks. On a miss it is
+/// not: the key may have been evicted after `now` was read, with a state above it. So a miss
+/// reads `now` again, after `lookup` took (and released) the shard's read guard, which orders
+/// it after any sweep that removed the key under the write guard: that `now` is at least the
+/// sweep's, where the evicted key and a fresh one decide alike.
+///
+/// Absent is the same state as a fresh cell, so a miss decides on a scratch one: if it stays
+/// fresh (a peek, a request over the burst, a wait past the timeout) the answer is already
+/// exact and nothing needs inserting, so denials of unknown keys never grow the map.
+///
+/// What was done goes to `then`, on each path separately: a large result (a full decision)
+/// then stays in registers on the hit path instead of meeting the miss path's in memory.
+#[inline(always)]
+pub(crate) fn decide_on_shard<G, C, R, T>(
+    lookup: impl FnOnce() -> Option<G>,
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&C, Nanos) -> R,
+    is_fresh: impl Fn(&C) -> bool,
+    then: impl FnOnce(OnShard<R>) -> T,
+) -> T
+where
+    G: Deref<Target = C>,
+    C: Default,
+{
+    let early = now();
+    if let Some(cell) = lookup() {
+        // The guard is held until the decision is done.
+        let r = op(&cell, early);
+        drop(cell);
+        return then(OnShard::Decided(r));
+    }
+    then(decide_on_scratch(now, op, is_fresh))
+}
+
+/// The miss half of [`decide_on_shard`], kept out of line so the hit path inlines `op`.
+#[cold]
+#[inline(never)]
+fn decide_on_scratch<C, R>(
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&C, Nanos) -> R,
+    is_fresh: impl Fn(&C) -> bool,
+) -> OnShard<R>
+where
+    C: Default,
+{
+    let scratch = C::default();
+    let fresh = op(&scratch, now());
+    if is_fresh(&scratch) {
+        OnShard::Decided(fresh)
+    } else {
+        OnShard::MustInsert(fresh)
     }
 }
 
@@ -241,10 +310,48 @@ impl<A: Algorithm> Engine<A> {
         Ok(())
     }
 
+    /// Runs `op` on the slot's cell (with `now` read as [`decide_on_shard`] explains),
+    /// storing a missing cell only when `op` leaves a fresh one changed, and gives `then`
+    /// where the decision was made, on each path (a large `R`, a full decision, then stays in
+    /// registers on the hit path instead of meeting the miss path's in memory). `op` may run
+    /// more than once (it must be a CAS step).
+    #[inline(always)]
+    fn decide_then<S: Slot<A>, R, T>(
+        &self,
+        slot: &S,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+        then: impl FnOnce(Placed<R>) -> T,
+    ) -> T {
+        decide_on_shard(
+            #[inline(always)]
+            || slot.lookup(),
+            #[inline(always)]
+            || self.clock.now(),
+            &op,
+            |c| self.alg.is_fresh(c),
+            #[inline(always)]
+            |on| match on {
+                OnShard::Decided(r) => then(Placed::Tracked(r)),
+                OnShard::MustInsert(fresh) => then(slot.insert(&op, fresh)),
+            },
+        )
+    }
+
+    /// [`decide_then`](Engine::decide_then) with nothing after.
+    #[inline(always)]
+    pub(crate) fn decide<R>(
+        &self,
+        slot: &impl Slot<A>,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+    ) -> Placed<R> {
+        self.decide_then(slot, op, |placed| placed)
+    }
+
     #[inline]
     pub(crate) fn try_acquire_n<S: Slot<A>>(&self, slot: &S, n: u64) -> Result<(), AcquireError> {
         let src = self.src();
-        let r = match slot.decide(
+        let r = match self.decide(
+            slot,
             #[inline(always)]
             |cell, now| self.alg.check(cell, now, n, S::KEYED, &src),
         ) {
@@ -258,7 +365,8 @@ impl<A: Algorithm> Engine<A> {
     #[inline(always)]
     pub(crate) fn try_acquire<S: Slot<A>>(&self, slot: &S) -> bool {
         let src = self.src();
-        let allowed = match slot.decide(
+        let allowed = match self.decide(
+            slot,
             #[inline(always)]
             |cell, now| A::allowed(&self.alg.check(cell, now, 1, S::KEYED, &src)),
         ) {
@@ -340,7 +448,8 @@ impl<A: Algorithm> Engine<A> {
         n: u64,
         step: impl Fn(&A::Cell, Nanos) -> A::Verdict,
     ) -> Decision {
-        slot.decide_then(
+        self.decide_then(
+            slot,
             #[inline(always)]
             |cell, now| (step(cell, now), now),
             #[inline(always)]
@@ -385,7 +494,7 @@ impl<A: Algorithm> Engine<A> {
         op: impl Fn(Nanos) -> Adjust,
     ) -> Result<Decision, AdjustError> {
         let src = self.src();
-        let placed = slot.decide(|cell, now| {
+        let placed = self.decide(slot, |cell, now| {
             let op = op(now);
             let v = self.alg.adjust(cell, now, op, &src);
             if op.may_lower() {
@@ -423,7 +532,7 @@ impl<A: Algorithm> Engine<A> {
         deadline: Option<Nanos>,
     ) -> Result<Next<A::Ticket>, AcquireError> {
         let src = self.src();
-        let placed = slot.decide(|cell, now| {
+        let placed = self.decide(slot, |cell, now| {
             let max_wait = deadline.map(|d| d.saturating_sub(now));
             (self.alg.book(cell, now, n, &src, max_wait), now)
         });

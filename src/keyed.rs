@@ -18,7 +18,7 @@ use crate::cell::Algorithm;
 use crate::clock::duration_to_nanos;
 use crate::decision::{AcquireError, Decision, ThrottleReply};
 use crate::engine::keyed::{KeySlot, KeyedEngine};
-use crate::engine::{Engine, Placed, Slot};
+use crate::engine::{Engine, Placed};
 use crate::quota::{Quota, QuotaError};
 // The methods' docs link to it (the builder is where it is used).
 use crate::reservation::Reservation;
@@ -705,9 +705,9 @@ where
     {
         let engine = self.engine();
         let src = engine.src();
-        let placed = self
-            .slot(key)
-            .decide(|cell, now| (cell.reserve(now, n, &src, max_wait), now));
+        let placed = engine.decide(&self.slot(key), |cell, now| {
+            (cell.reserve(now, n, &src, max_wait), now)
+        });
         let (booking, now, tracked) = match placed {
             Placed::Tracked((b, now)) => (b?, now, true),
             Placed::Untracked((b, now)) => (b?, now, false),

@@ -1,12 +1,11 @@
 //! The keyed engine: the [`Engine`] and the keyed table (`store::keyed`) it decides on, and
-//! the decisions on a key. A key found decides on its stored cell; a key missing decides on a
-//! scratch fresh cell and is inserted only if that stored something; a new key meets the key
-//! cap's placement ([`Placed`], [`Found`]). The table knows its cells' rule only through
+//! a key's [`Slot`] there: its lookup, and the insert of a new key that the engine's decision
+//! on a scratch fresh cell stored something on (`engine::decide_on_shard`), which meets the
+//! key cap's placement ([`Placed`], [`Found`]). The table knows its cells' rule only through
 //! [`Evict`], which the engine implements here.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::ops::Deref;
 use std::time::Duration;
 
 use crate::cell::Algorithm;
@@ -14,6 +13,7 @@ use crate::engine::{Engine, Find, Found, Placed, Slot};
 use crate::store::evict::{is_cold, verdict, Evict, Verdict};
 use crate::store::keyed::{KeyedStore, WhenFull};
 use crate::store::sweeper::Sweep;
+use crate::store::table::ValueRef;
 use crate::Nanos;
 
 /// Rate cells go by the cold-time rule (`store::evict::verdict`): a cell cold by the
@@ -78,30 +78,21 @@ where
 {
     const KEYED: bool = true;
 
-    /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
-    /// the key only when `op` leaves a fresh cell changed; `then` applied on each path.
+    type Held<'s>
+        = ValueRef<'s, K, A::Cell>
+    where
+        Self: 's;
+
     #[inline(always)]
-    fn decide_then<R, T>(
-        &self,
-        op: impl Fn(&A::Cell, Nanos) -> R,
-        then: impl FnOnce(Placed<R>) -> T,
-    ) -> T {
-        let keyed = self.keyed;
-        let clock = &keyed.engine.clock;
-        let alg = &keyed.engine.alg;
-        decide_on_shard(
-            #[inline(always)]
-            || keyed.store.map.get(self.key),
-            #[inline(always)]
-            || clock.now(),
-            &op,
-            |c| alg.is_fresh(c),
-            #[inline(always)]
-            |on| match on {
-                OnShard::Decided(r) => then(Placed::Tracked(r)),
-                OnShard::MustInsert(fresh) => then(keyed.insert(self.key, &op, fresh)),
-            },
-        )
+    fn lookup(&self) -> Option<Self::Held<'_>> {
+        self.keyed.store.map.get(self.key)
+    }
+
+    /// Out of line in [`KeyedEngine::insert`], which takes the key and the engine in registers
+    /// (this slot, passed by reference out of line, would be spilled to memory on every call).
+    #[inline(always)]
+    fn insert<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
+        self.keyed.insert(self.key, op, fresh)
     }
 
     /// The earliest time at or after `now` when a new key can take a slot, judged from the
@@ -149,75 +140,6 @@ where
     }
 }
 
-/// What [`decide_on_shard`] did.
-pub(crate) enum OnShard<R> {
-    /// Decided: on the stored cell, or as a fresh key that stores nothing.
-    Decided(R),
-    /// The key is absent and the decision (this one, made on a scratch fresh cell) stores
-    /// something: insert the key under the shard's write guard and decide again there.
-    MustInsert(R),
-}
-
-/// The read side of a decision's protocol with sweeping (`store::keyed`'s module docs).
-/// Shared with the loom model of the sweeper (through `tollgate::__loom`), which runs it over
-/// its own lock-guarded map.
-///
-/// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
-/// instead of waiting for them. On a stored cell an early `now` is safe: it can only make the
-/// decision stricter, since `max(tat, now) - now` only grows as `now` shrinks. On a miss it is
-/// not: the key may have been evicted after `now` was read, with a state above it. So a miss
-/// reads `now` again, after `lookup` took (and released) the shard's read guard, which orders
-/// it after any sweep that removed the key under the write guard: that `now` is at least the
-/// sweep's, where the evicted key and a fresh one decide alike.
-///
-/// Absent is the same state as a fresh cell, so a miss decides on a scratch one: if it stays
-/// fresh (a peek, a request over the burst, a wait past the timeout) the answer is already
-/// exact and nothing needs inserting, so denials of unknown keys never grow the map.
-///
-/// What was done goes to `then`, on each path separately: a large result (a full decision)
-/// then stays in registers on the hit path instead of meeting the miss path's in memory.
-#[inline(always)]
-pub(crate) fn decide_on_shard<G, C, R, T>(
-    lookup: impl FnOnce() -> Option<G>,
-    now: impl Fn() -> Nanos,
-    op: &impl Fn(&C, Nanos) -> R,
-    is_fresh: impl Fn(&C) -> bool,
-    then: impl FnOnce(OnShard<R>) -> T,
-) -> T
-where
-    G: Deref<Target = C>,
-    C: Default,
-{
-    let early = now();
-    if let Some(cell) = lookup() {
-        // The guard is held until the decision is done.
-        let r = op(&cell, early);
-        drop(cell);
-        return then(OnShard::Decided(r));
-    }
-    then(decide_on_scratch(now, op, is_fresh))
-}
-
-/// The miss half of [`decide_on_shard`], kept out of line so the hit path inlines `op`.
-#[cold]
-#[inline(never)]
-fn decide_on_scratch<C, R>(
-    now: impl Fn() -> Nanos,
-    op: &impl Fn(&C, Nanos) -> R,
-    is_fresh: impl Fn(&C) -> bool,
-) -> OnShard<R>
-where
-    C: Default,
-{
-    let scratch = C::default();
-    let fresh = op(&scratch, now());
-    if is_fresh(&scratch) {
-        OnShard::Decided(fresh)
-    } else {
-        OnShard::MustInsert(fresh)
-    }
-}
-
 impl<K, A, S> KeyedEngine<K, A, S>
 where
     K: Hash + Eq + Send + Sync + 'static,
@@ -240,7 +162,9 @@ where
         self.store.sweep_all(&self.engine, stop)
     }
 
-    /// A new key's decision that stores: insert it (within the cap), or apply the cap's policy.
+    /// A new key's decision that stores (`fresh`: its answer on a scratch fresh cell): insert
+    /// the key (within the cap) and decide again under the shard's write guard, or apply the
+    /// cap's policy.
     #[cold]
     #[inline(never)]
     fn insert<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R>

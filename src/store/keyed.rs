@@ -21,7 +21,7 @@
 //! default clock reads on most x86_64 machines), hence at or after the evicted key's `cold_at`,
 //! and it sees a fresh key exactly where it would have seen the cold one. A decision that finds
 //! the key may use a `now` read before the lookup: on a stored cell an earlier `now` only makes
-//! a decision stricter (`engine::keyed::decide_on_shard`).
+//! a decision stricter (`engine::decide_on_shard`).
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
