@@ -11,7 +11,7 @@ use crate::algorithm::{Booking, Gcra};
 use crate::cell::Algorithm;
 use crate::clock::{duration_to_nanos, AnyClock, Clock};
 use crate::decision::{AcquireError, Decision, ThrottleReply};
-use crate::engine::{Engine, Find, Found, Placed, Slot};
+use crate::engine::{Engine, Find, Placed, Slot};
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
 use crate::reservation::Reservation;
@@ -161,20 +161,23 @@ impl<A: Algorithm> RateLimiter<A> {
     }
 
     fn slot(&self) -> Direct<'_, A> {
-        Direct {
-            cell: &self.cell,
-            clock: &self.engine.clock,
-        }
+        Direct { cell: &self.cell }
     }
 }
 
 /// The direct limiter's [`Slot`]: its one cell, always there.
 struct Direct<'a, A: Algorithm> {
     cell: &'a A::Cell,
-    clock: &'a AnyClock,
 }
 
 impl<A: Algorithm> Slot<A> for Direct<'_, A> {
+    /// Never asked: the one cell is always there.
+    fn insert<R>(&self, _: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
+        Placed::Tracked(fresh)
+    }
+}
+
+impl<A: Algorithm> Find<A> for Direct<'_, A> {
     type Held<'s>
         = &'s A::Cell
     where
@@ -183,17 +186,6 @@ impl<A: Algorithm> Slot<A> for Direct<'_, A> {
     #[inline(always)]
     fn lookup(&self) -> Option<&A::Cell> {
         Some(self.cell)
-    }
-
-    /// Never asked: the one cell is always there.
-    fn insert<R>(&self, _: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
-        Placed::Tracked(fresh)
-    }
-}
-
-impl<A: Algorithm> Find<A> for Direct<'_, A> {
-    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
-        f(Found::Cell(self.cell), self.clock.now())
     }
 }
 

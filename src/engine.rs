@@ -43,8 +43,17 @@ pub(crate) enum Found<'c, C> {
 
 /// Where one call's cell lives, for looking only.
 pub(crate) trait Find<A: Algorithm> {
-    /// Runs `f` on what is there now, creating nothing.
-    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R;
+    /// The cell as a lookup holds it (a table's under its shard's read guard).
+    type Held<'s>: Deref<Target = A::Cell>
+    where
+        Self: 's;
+    /// The cell if it is stored.
+    fn lookup(&self) -> Option<Self::Held<'_>>;
+    /// For a missing cell at `now`: the suggested wait if a decision that stores it would be
+    /// refused (a full key cap), `None` if it would get in.
+    fn refusal(&self, _now: Nanos) -> Option<Nanos> {
+        None
+    }
     /// Told after a cancel may have lowered the cell's state (the keyed store keeps a lower
     /// bound on every key's cold time).
     fn lowered(&self, _cell: &A::Cell) {}
@@ -53,16 +62,10 @@ pub(crate) trait Find<A: Algorithm> {
 /// Where one call's cell lives: looked up, and stored if missing, by the engine's decisions
 /// ([`decide_on_shard`]).
 pub(crate) trait Slot<A: Algorithm>: Find<A> {
-    /// The cell as a lookup holds it (a table's under its shard's read guard).
-    type Held<'s>: Deref<Target = A::Cell>
-    where
-        Self: 's;
     /// Whether the cell is a keyed table's (the `keyed` of [`Rules::check`]).
     ///
     /// [`Rules::check`]: crate::cell::rules::Rules::check
     const KEYED: bool = false;
-    /// The cell if it is stored.
-    fn lookup(&self) -> Option<Self::Held<'_>>;
     /// A decision on a missing cell that stores something (`fresh`: its answer on a scratch
     /// fresh cell): store the cell and decide again there with `op`, or answer without it.
     fn insert<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R>;
@@ -470,9 +473,25 @@ impl<A: Algorithm> Engine<A> {
         self.peek_on(slot, &self.src())
     }
 
+    /// Runs `f` on what the slot holds now, creating nothing, with `now` read after the lookup
+    /// (a miss needs it so, as [`decide_on_shard`] explains). A missing cell that a decision
+    /// storing it would be refused reports `Full` with the wait that decision would report,
+    /// so a peek agrees with the check that would follow.
+    fn find<R>(&self, slot: &impl Find<A>, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
+        let held = slot.lookup();
+        let now = self.clock.now();
+        match held.as_deref() {
+            Some(cell) => f(Found::Cell(cell), now),
+            None => match slot.refusal(now) {
+                Some(wait) => f(Found::Full(wait), now),
+                None => f(Found::Fresh, now),
+            },
+        }
+    }
+
     /// [`peek`](Engine::peek) under the parameters `src` gives.
     fn peek_on(&self, slot: &impl Find<A>, src: &impl ParamSource<A::Params>) -> Decision {
-        slot.find(|found, now| match found {
+        self.find(slot, |found, now| match found {
             Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, false, src), now),
             Found::Fresh => {
                 let fresh = A::Cell::default();
@@ -632,7 +651,7 @@ impl<A: Algorithm> Engine<A> {
     pub(crate) fn cancel(&self, slot: &impl Find<A>, ticket: &A::Ticket) {
         let src = self.src();
         let skew = self.clock.max_skew();
-        slot.find(|found, now| {
+        self.find(slot, |found, now| {
             if let Found::Cell(cell) = found {
                 self.alg
                     .cancel(cell, ticket, now.saturating_add(skew), &src);

@@ -9,7 +9,7 @@ use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
 use crate::cell::Algorithm;
-use crate::engine::{Engine, Find, Found, Placed, Slot};
+use crate::engine::{Engine, Find, Placed, Slot};
 use crate::store::evict::{is_cold, verdict, Evict, Verdict};
 use crate::store::keyed::{KeyedStore, WhenFull};
 use crate::store::sweeper::Sweep;
@@ -78,16 +78,6 @@ where
 {
     const KEYED: bool = true;
 
-    type Held<'s>
-        = ValueRef<'s, K, A::Cell>
-    where
-        Self: 's;
-
-    #[inline(always)]
-    fn lookup(&self) -> Option<Self::Held<'_>> {
-        self.keyed.store.map.get(self.key)
-    }
-
     /// Out of line in [`KeyedEngine::insert`], which takes the key and the engine in registers
     /// (this slot, passed by reference out of line, would be spilled to memory on every call).
     #[inline(always)]
@@ -119,20 +109,38 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    /// What is there for the key now, creating nothing. A missing key at a full cap that
-    /// would refuse it reports `Full` with the wait the check would report, so a peek agrees
-    /// with the check that would follow ([`cap_refusal`](KeyedEngine::cap_refusal)).
-    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
+    type Held<'s>
+        = ValueRef<'s, K, A::Cell>
+    where
+        Self: 's;
+
+    #[inline(always)]
+    fn lookup(&self) -> Option<Self::Held<'_>> {
+        self.keyed.store.map.get(self.key)
+    }
+
+    /// What a decision that stores a new key at `now` would meet at the cap, found without
+    /// evicting anything: `None` if it gets in (a slot is free, a sweep would free one, or
+    /// `WhenFull::AllowUntracked` decides it untracked), else the wait its refusal reports.
+    ///
+    /// It follows [`insert`](KeyedEngine::insert) step by step. Where the check skips its reclaim
+    /// sweep (the lower bound `earliest` says no key can be cold yet) the refusal's wait comes
+    /// from that bound, as the check's does. Where the check would sweep, a sweep evicts
+    /// every key cold at `now` and then leaves `earliest` at the exact smallest cold time of
+    /// the keys it kept; so this walks the table read-only for the same two facts (a cold
+    /// key: the check gets in; otherwise the smallest cold time), rather than trusting a bound
+    /// that keys grown busier since it was taken have left behind.
+    fn refusal(&self, now: Nanos) -> Option<Nanos> {
         let keyed = self.keyed;
-        let tracked = keyed.store.map.get(self.key);
-        let now = keyed.engine.clock.now(); // after the lookup: a miss needs it
-        match tracked.as_deref() {
-            Some(cell) => f(Found::Cell(cell), now),
-            None => match keyed.cap_refusal(now) {
-                Some(wait) => f(Found::Full(wait), now),
-                None => f(Found::Fresh, now),
-            },
+        let store = &keyed.store;
+        if store.when_full != WhenFull::Deny || !store.is_full() {
+            return None;
         }
+        let earliest = store.earliest();
+        if !is_cold(earliest, now, keyed.engine.clock.max_skew()) {
+            return Some(keyed.full_wait(earliest, now));
+        }
+        keyed.min_cold_at(now).map(|min| keyed.full_wait(min, now))
     }
 
     fn lowered(&self, cell: &A::Cell) {
@@ -202,29 +210,6 @@ where
             WhenFull::AllowUntracked => Placed::Untracked(fresh),
             WhenFull::Deny => Placed::Full(self.full_retry_after()),
         }
-    }
-
-    /// What a decision that stores a new key at `now` would meet at the cap, found without
-    /// evicting anything: `None` if it gets in (a slot is free, a sweep would free one, or
-    /// `WhenFull::AllowUntracked` decides it untracked), else the wait its refusal reports.
-    ///
-    /// It follows [`insert`](Self::insert) step by step. Where the check skips its reclaim
-    /// sweep (the lower bound `earliest` says no key can be cold yet) the refusal's wait comes
-    /// from that bound, as the check's does. Where the check would sweep, a sweep evicts
-    /// every key cold at `now` and then leaves `earliest` at the exact smallest cold time of
-    /// the keys it kept; so this walks the table read-only for the same two facts (a cold
-    /// key: the check gets in; otherwise the smallest cold time), rather than trusting a bound
-    /// that keys grown busier since it was taken have left behind.
-    fn cap_refusal(&self, now: Nanos) -> Option<Nanos> {
-        let store = &self.store;
-        if store.when_full != WhenFull::Deny || !store.is_full() {
-            return None;
-        }
-        let earliest = store.earliest();
-        if !is_cold(earliest, now, self.engine.clock.max_skew()) {
-            return Some(self.full_wait(earliest, now));
-        }
-        self.min_cold_at(now).map(|min| self.full_wait(min, now))
     }
 
     /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
