@@ -11,7 +11,7 @@ use crate::algorithm::{Booking, Gcra};
 use crate::cell::Algorithm;
 use crate::clock::{duration_to_nanos, AnyClock, Clock};
 use crate::decision::{AcquireError, Decision, ThrottleReply};
-use crate::engine::{Engine, Find, Placed, Slot};
+use crate::engine::{Direct, Engine};
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
 use crate::reservation::Reservation;
@@ -161,31 +161,7 @@ impl<A: Algorithm> RateLimiter<A> {
     }
 
     fn slot(&self) -> Direct<'_, A> {
-        Direct { cell: &self.cell }
-    }
-}
-
-/// The direct limiter's [`Slot`]: its one cell, always there.
-struct Direct<'a, A: Algorithm> {
-    cell: &'a A::Cell,
-}
-
-impl<A: Algorithm> Slot<A> for Direct<'_, A> {
-    /// Never asked: the one cell is always there.
-    fn insert<R>(&self, _: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
-        Placed::Tracked(fresh)
-    }
-}
-
-impl<A: Algorithm> Find<A> for Direct<'_, A> {
-    type Held<'s>
-        = &'s A::Cell
-    where
-        Self: 's;
-
-    #[inline(always)]
-    fn lookup(&self) -> Option<&A::Cell> {
-        Some(self.cell)
+        Direct(&*self.cell)
     }
 }
 

@@ -77,6 +77,28 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     }
 }
 
+/// The direct limiter's slot: its one cell, always there.
+pub(crate) struct Direct<'c, A: Algorithm>(pub(crate) &'c A::Cell);
+
+impl<A: Algorithm> Find<A> for Direct<'_, A> {
+    type Held<'s>
+        = &'s A::Cell
+    where
+        Self: 's;
+
+    #[inline(always)]
+    fn lookup(&self) -> Option<&A::Cell> {
+        Some(self.0)
+    }
+}
+
+impl<A: Algorithm> Slot<A> for Direct<'_, A> {
+    /// Never asked: the one cell is always there.
+    fn insert<R>(&self, _: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
+        Placed::Tracked(fresh)
+    }
+}
+
 /// What [`decide_on_shard`] did.
 pub(crate) enum OnShard<R> {
     /// Decided: on the stored cell, or as a fresh key that stores nothing.
