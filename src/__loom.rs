@@ -17,7 +17,7 @@ use crate::cell::gcra::GcraCell;
 use crate::cell::params::{Live, ParamsCell};
 use crate::cell::semaphore::SemCell;
 use crate::decision::Decision;
-use crate::engine::keyed::{self, OnShard};
+use crate::engine::{self, OnShard};
 use crate::quota::Quota;
 use crate::reservation::Reservation;
 use crate::store::evict;
@@ -165,7 +165,7 @@ pub enum Looked {
     MustInsert(Checked),
 }
 
-/// The read side of the keyed store's `decide` (`engine::keyed::decide_on_shard`) with a check
+/// The read side of the keyed store's `decide` (`engine::decide_on_shard`) with a check
 /// of `n` permits: `lookup` takes the shard's read guard on the key's cell, `now` reads the
 /// clock.
 pub fn check_on_shard<G>(
@@ -192,7 +192,7 @@ fn on_shard<G>(
 where
     G: Deref<Target = TatCell>,
 {
-    keyed::decide_on_shard(
+    engine::decide_on_shard(
         lookup,
         now,
         &op,

@@ -90,27 +90,18 @@ pub(crate) mod rules {
         type Cell: Default + Send + Sync + 'static;
 
         /// Decides `n` permits at `now` and records them if granted; `n = 0` looks only.
+        /// `keyed`: the cell is a keyed table's, one of many and so often not in cache, where
+        /// a rule may decide in a form that does not branch on the state (a mispredicted
+        /// branch waits for the cache miss before starting over); the same decisions either
+        /// way. A constant at every call, so the other form is compiled out.
         fn check(
             &self,
             cell: &Self::Cell,
             now: Nanos,
             n: u64,
+            keyed: bool,
             p: &impl ParamSource<Self::Params>,
         ) -> Self::Verdict;
-        /// [`check`](Rules::check) on a keyed table's cell, one of many and so often not in
-        /// cache: a rule may decide there in a form that does not branch on the state (a
-        /// mispredicted branch waits for the cache miss before starting over). The same
-        /// decisions as `check`; by default `check` itself.
-        #[inline(always)]
-        fn check_keyed(
-            &self,
-            cell: &Self::Cell,
-            now: Nanos,
-            n: u64,
-            p: &impl ParamSource<Self::Params>,
-        ) -> Self::Verdict {
-            self.check(cell, now, n, p)
-        }
 
         /// Takes `n` permits now, or books them for later if the algorithm can, unless the
         /// wait exceeds `max_wait`.
@@ -165,7 +156,7 @@ pub(crate) mod rules {
                 p: &impl ParamSource<$params>,
                 max_wait: Option<Nanos>,
             ) -> Result<Booking<()>, AcquireError> {
-                self.check(cell, now, n, p).booking(n, max_wait)
+                self.check(cell, now, n, false, p).booking(n, max_wait)
             }
 
             fn cancel(&self, _: &Self::Cell, _: &(), _: Nanos, _: &impl ParamSource<$params>) {}

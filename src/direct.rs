@@ -11,7 +11,7 @@ use crate::algorithm::{Booking, Gcra};
 use crate::cell::Algorithm;
 use crate::clock::{duration_to_nanos, AnyClock, Clock};
 use crate::decision::{AcquireError, Decision, ThrottleReply};
-use crate::engine::{Engine, Find, Found, Placed, Slot};
+use crate::engine::{Direct, Engine};
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
 use crate::reservation::Reservation;
@@ -161,29 +161,7 @@ impl<A: Algorithm> RateLimiter<A> {
     }
 
     fn slot(&self) -> Direct<'_, A> {
-        Direct {
-            cell: &self.cell,
-            clock: &self.engine.clock,
-        }
-    }
-}
-
-/// The direct limiter's [`Slot`]: its one cell, with `now` read just before the decision.
-struct Direct<'a, A: Algorithm> {
-    cell: &'a A::Cell,
-    clock: &'a AnyClock,
-}
-
-impl<A: Algorithm> Slot<A> for Direct<'_, A> {
-    #[inline(always)]
-    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
-        Placed::Tracked(op(self.cell, self.clock.now()))
-    }
-}
-
-impl<A: Algorithm> Find<A> for Direct<'_, A> {
-    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
-        f(Found::Cell(self.cell), self.clock.now())
+        Direct(&*self.cell)
     }
 }
 

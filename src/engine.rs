@@ -1,10 +1,13 @@
 //! The method family, written once: every limiter method is one of these, over an
 //! [`Algorithm`] and a [`Slot`] (where the call's cell is: the direct limiter's one cell, or a
-//! key's in the keyed table, `keyed`: the keyed engine, which holds that table). The public
-//! types only add the key and the docs.
+//! key's in the keyed table, `keyed`: the keyed engine, which holds that table). Every
+//! decision has one shape, [`decide_on_shard`]: on the slot's cell if stored, else on a
+//! scratch fresh cell, which the slot stores only if that changed it; so a decision runs its
+//! rule from here, down to the cell. The public types only add the key and the docs.
 
 pub(crate) mod keyed;
 
+use std::ops::Deref;
 use std::time::Duration;
 
 use crate::algorithm::{Adjust, Booking, ParamSource};
@@ -40,33 +43,32 @@ pub(crate) enum Found<'c, C> {
 
 /// Where one call's cell lives, for looking only.
 pub(crate) trait Find<A: Algorithm> {
-    /// Runs `f` on what is there now, creating nothing.
-    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R;
+    /// The cell as a lookup holds it (a table's under its shard's read guard).
+    type Held<'s>: Deref<Target = A::Cell>
+    where
+        Self: 's;
+    /// The cell if it is stored.
+    fn lookup(&self) -> Option<Self::Held<'_>>;
+    /// For a missing cell at `now`: the suggested wait if a decision that stores it would be
+    /// refused (a full key cap), `None` if it would get in.
+    fn refusal(&self, _now: Nanos) -> Option<Nanos> {
+        None
+    }
     /// Told after a cancel may have lowered the cell's state (the keyed store keeps a lower
     /// bound on every key's cold time).
     fn lowered(&self, _cell: &A::Cell) {}
 }
 
-/// Where one call's cell lives.
+/// Where one call's cell lives: looked up, and stored if missing, by the engine's decisions
+/// ([`decide_on_shard`]).
 pub(crate) trait Slot<A: Algorithm>: Find<A> {
-    /// Runs `op` on the cell with a `now` read as the slot's protocol requires, storing the
-    /// cell if `op` changed a fresh one. `op` may run more than once (it must be a CAS step).
-    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>;
-    /// Whether the cell is a keyed table's (decided by [`Rules::check_keyed`]).
+    /// Whether the cell is a keyed table's (the `keyed` of [`Rules::check`]).
     ///
-    /// [`Rules::check_keyed`]: crate::cell::rules::Rules::check_keyed
+    /// [`Rules::check`]: crate::cell::rules::Rules::check
     const KEYED: bool = false;
-    /// `then(self.decide(op))`. A slot whose decision has out-of-line paths (the keyed store's
-    /// miss) applies `then` on each path, so that a large `R` (a full decision) is not merged
-    /// with theirs in memory before `then` reads it.
-    #[inline(always)]
-    fn decide_then<R, T>(
-        &self,
-        op: impl Fn(&A::Cell, Nanos) -> R,
-        then: impl FnOnce(Placed<R>) -> T,
-    ) -> T {
-        then(self.decide(op))
-    }
+    /// A decision on a missing cell that stores something (`fresh`: its answer on a scratch
+    /// fresh cell): store the cell and decide again there with `op`, or answer without it.
+    fn insert<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R>;
     /// The earliest time at or after `now` when a new key could be stored here, judged from
     /// the slot's state now (only a key cap delays it); asked when a decision came back
     /// [`Placed::Full`].
@@ -75,23 +77,96 @@ pub(crate) trait Slot<A: Algorithm>: Find<A> {
     }
 }
 
-/// `alg`'s decision on a cell of slot type `S`: [`Rules::check_keyed`] on a keyed table's,
-/// [`Rules::check`] on the direct limiter's (a constant branch, gone once monomorphised).
+/// The direct limiter's slot: its one cell, always there.
+pub(crate) struct Direct<'c, A: Algorithm>(pub(crate) &'c A::Cell);
+
+impl<A: Algorithm> Find<A> for Direct<'_, A> {
+    type Held<'s>
+        = &'s A::Cell
+    where
+        Self: 's;
+
+    #[inline(always)]
+    fn lookup(&self) -> Option<&A::Cell> {
+        Some(self.0)
+    }
+}
+
+impl<A: Algorithm> Slot<A> for Direct<'_, A> {
+    /// Never asked: the one cell is always there.
+    fn insert<R>(&self, _: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
+        Placed::Tracked(fresh)
+    }
+}
+
+/// What [`decide_on_shard`] did.
+pub(crate) enum OnShard<R> {
+    /// Decided: on the stored cell, or as a fresh key that stores nothing.
+    Decided(R),
+    /// The key is absent and the decision (this one, made on a scratch fresh cell) stores
+    /// something: insert the key under the shard's write guard and decide again there.
+    MustInsert(R),
+}
+
+/// Every decision's shape: on the slot's cell if stored, else on a scratch fresh one, stored
+/// only if that changed it. For a keyed table it is the read side of a decision's protocol
+/// with sweeping (`store::keyed`'s module docs); the direct limiter's cell is always there.
+/// Shared with the loom model of the sweeper (through `tollgate::__loom`), which runs it over
+/// its own lock-guarded map.
 ///
-/// [`Rules::check`]: crate::cell::rules::Rules::check
-/// [`Rules::check_keyed`]: crate::cell::rules::Rules::check_keyed
+/// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
+/// instead of waiting for them. On a stored cell an early `now` is safe: it can only make the
+/// decision stricter, since `max(tat, now) - now` only grows as `now` shrinks. On a miss it is
+/// not: the key may have been evicted after `now` was read, with a state above it. So a miss
+/// reads `now` again, after `lookup` took (and released) the shard's read guard, which orders
+/// it after any sweep that removed the key under the write guard: that `now` is at least the
+/// sweep's, where the evicted key and a fresh one decide alike.
+///
+/// Absent is the same state as a fresh cell, so a miss decides on a scratch one: if it stays
+/// fresh (a peek, a request over the burst, a wait past the timeout) the answer is already
+/// exact and nothing needs inserting, so denials of unknown keys never grow the map.
+///
+/// What was done goes to `then`, on each path separately: a large result (a full decision)
+/// then stays in registers on the hit path instead of meeting the miss path's in memory.
 #[inline(always)]
-fn rule_check<A: Algorithm, S: Slot<A>>(
-    alg: &A,
-    cell: &A::Cell,
-    now: Nanos,
-    n: u64,
-    p: &impl ParamSource<A::Params>,
-) -> A::Verdict {
-    if S::KEYED {
-        alg.check_keyed(cell, now, n, p)
+pub(crate) fn decide_on_shard<G, C, R, T>(
+    lookup: impl FnOnce() -> Option<G>,
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&C, Nanos) -> R,
+    is_fresh: impl Fn(&C) -> bool,
+    then: impl FnOnce(OnShard<R>) -> T,
+) -> T
+where
+    G: Deref<Target = C>,
+    C: Default,
+{
+    let early = now();
+    if let Some(cell) = lookup() {
+        // The guard is held until the decision is done.
+        let r = op(&cell, early);
+        drop(cell);
+        return then(OnShard::Decided(r));
+    }
+    then(decide_on_scratch(now, op, is_fresh))
+}
+
+/// The miss half of [`decide_on_shard`], kept out of line so the hit path inlines `op`.
+#[cold]
+#[inline(never)]
+fn decide_on_scratch<C, R>(
+    now: impl Fn() -> Nanos,
+    op: &impl Fn(&C, Nanos) -> R,
+    is_fresh: impl Fn(&C) -> bool,
+) -> OnShard<R>
+where
+    C: Default,
+{
+    let scratch = C::default();
+    let fresh = op(&scratch, now());
+    if is_fresh(&scratch) {
+        OnShard::Decided(fresh)
     } else {
-        alg.check(cell, now, n, p)
+        OnShard::MustInsert(fresh)
     }
 }
 
@@ -260,12 +335,50 @@ impl<A: Algorithm> Engine<A> {
         Ok(())
     }
 
+    /// Runs `op` on the slot's cell (with `now` read as [`decide_on_shard`] explains),
+    /// storing a missing cell only when `op` leaves a fresh one changed, and gives `then`
+    /// where the decision was made, on each path (a large `R`, a full decision, then stays in
+    /// registers on the hit path instead of meeting the miss path's in memory). `op` may run
+    /// more than once (it must be a CAS step).
+    #[inline(always)]
+    fn decide_then<S: Slot<A>, R, T>(
+        &self,
+        slot: &S,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+        then: impl FnOnce(Placed<R>) -> T,
+    ) -> T {
+        decide_on_shard(
+            #[inline(always)]
+            || slot.lookup(),
+            #[inline(always)]
+            || self.clock.now(),
+            &op,
+            |c| self.alg.is_fresh(c),
+            #[inline(always)]
+            |on| match on {
+                OnShard::Decided(r) => then(Placed::Tracked(r)),
+                OnShard::MustInsert(fresh) => then(slot.insert(&op, fresh)),
+            },
+        )
+    }
+
+    /// [`decide_then`](Engine::decide_then) with nothing after.
+    #[inline(always)]
+    pub(crate) fn decide<R>(
+        &self,
+        slot: &impl Slot<A>,
+        op: impl Fn(&A::Cell, Nanos) -> R,
+    ) -> Placed<R> {
+        self.decide_then(slot, op, |placed| placed)
+    }
+
     #[inline]
     pub(crate) fn try_acquire_n<S: Slot<A>>(&self, slot: &S, n: u64) -> Result<(), AcquireError> {
         let src = self.src();
-        let r = match slot.decide(
+        let r = match self.decide(
+            slot,
             #[inline(always)]
-            |cell, now| rule_check::<A, S>(&self.alg, cell, now, n, &src),
+            |cell, now| self.alg.check(cell, now, n, S::KEYED, &src),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => A::result(&v, n),
             Placed::Full(wait) => Err(full_error(wait)),
@@ -277,9 +390,10 @@ impl<A: Algorithm> Engine<A> {
     #[inline(always)]
     pub(crate) fn try_acquire<S: Slot<A>>(&self, slot: &S) -> bool {
         let src = self.src();
-        let allowed = match slot.decide(
+        let allowed = match self.decide(
+            slot,
             #[inline(always)]
-            |cell, now| A::allowed(&rule_check::<A, S>(&self.alg, cell, now, 1, &src)),
+            |cell, now| A::allowed(&self.alg.check(cell, now, 1, S::KEYED, &src)),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => v,
             Placed::Full(_) => {
@@ -303,7 +417,7 @@ impl<A: Algorithm> Engine<A> {
             &src,
             1,
             #[inline(always)]
-            |cell, now| rule_check::<A, S>(&self.alg, cell, now, 1, &src),
+            |cell, now| self.alg.check(cell, now, 1, S::KEYED, &src),
         )
     }
 
@@ -346,7 +460,7 @@ impl<A: Algorithm> Engine<A> {
             src,
             n,
             #[inline(always)]
-            |cell, now| rule_check::<A, S>(&self.alg, cell, now, n, src),
+            |cell, now| self.alg.check(cell, now, n, S::KEYED, src),
         )
     }
 
@@ -359,7 +473,8 @@ impl<A: Algorithm> Engine<A> {
         n: u64,
         step: impl Fn(&A::Cell, Nanos) -> A::Verdict,
     ) -> Decision {
-        slot.decide_then(
+        self.decide_then(
+            slot,
             #[inline(always)]
             |cell, now| (step(cell, now), now),
             #[inline(always)]
@@ -380,13 +495,29 @@ impl<A: Algorithm> Engine<A> {
         self.peek_on(slot, &self.src())
     }
 
+    /// Runs `f` on what the slot holds now, creating nothing, with `now` read after the lookup
+    /// (a miss needs it so, as [`decide_on_shard`] explains). A missing cell that a decision
+    /// storing it would be refused reports `Full` with the wait that decision would report,
+    /// so a peek agrees with the check that would follow.
+    fn find<R>(&self, slot: &impl Find<A>, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
+        let held = slot.lookup();
+        let now = self.clock.now();
+        match held.as_deref() {
+            Some(cell) => f(Found::Cell(cell), now),
+            None => match slot.refusal(now) {
+                Some(wait) => f(Found::Full(wait), now),
+                None => f(Found::Fresh, now),
+            },
+        }
+    }
+
     /// [`peek`](Engine::peek) under the parameters `src` gives.
     fn peek_on(&self, slot: &impl Find<A>, src: &impl ParamSource<A::Params>) -> Decision {
-        slot.find(|found, now| match found {
-            Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, src), now),
+        self.find(slot, |found, now| match found {
+            Found::Cell(cell) => A::decision(&self.alg.check(cell, now, 0, false, src), now),
             Found::Fresh => {
                 let fresh = A::Cell::default();
-                A::decision(&self.alg.check(&fresh, now, 0, src), now)
+                A::decision(&self.alg.check(&fresh, now, 0, false, src), now)
             }
             Found::Full(wait) => full_decision(A::limit(&src.load()), wait),
         })
@@ -404,7 +535,7 @@ impl<A: Algorithm> Engine<A> {
         op: impl Fn(Nanos) -> Adjust,
     ) -> Result<Decision, AdjustError> {
         let src = self.src();
-        let placed = slot.decide(|cell, now| {
+        let placed = self.decide(slot, |cell, now| {
             let op = op(now);
             let v = self.alg.adjust(cell, now, op, &src);
             if op.may_lower() {
@@ -442,7 +573,7 @@ impl<A: Algorithm> Engine<A> {
         deadline: Option<Nanos>,
     ) -> Result<Next<A::Ticket>, AcquireError> {
         let src = self.src();
-        let placed = slot.decide(|cell, now| {
+        let placed = self.decide(slot, |cell, now| {
             let max_wait = deadline.map(|d| d.saturating_sub(now));
             (self.alg.book(cell, now, n, &src, max_wait), now)
         });
@@ -542,7 +673,7 @@ impl<A: Algorithm> Engine<A> {
     pub(crate) fn cancel(&self, slot: &impl Find<A>, ticket: &A::Ticket) {
         let src = self.src();
         let skew = self.clock.max_skew();
-        slot.find(|found, now| {
+        self.find(slot, |found, now| {
             if let Found::Cell(cell) = found {
                 self.alg
                     .cancel(cell, ticket, now.saturating_add(skew), &src);
@@ -696,9 +827,10 @@ mod tests {
             cell: &GcraCell,
             now: Nanos,
             n: u64,
+            keyed: bool,
             p: &impl ParamSource<GcraParams>,
         ) -> Verdict {
-            Gcra.check(cell, now, n, p)
+            Gcra.check(cell, now, n, keyed, p)
         }
         fn book(
             &self,

@@ -705,9 +705,9 @@ where
     {
         let engine = self.engine();
         let src = engine.src();
-        let placed = self
-            .inner
-            .decide(key, |cell, now| (cell.reserve(now, n, &src, max_wait), now));
+        let placed = engine.decide(&self.slot(key), |cell, now| {
+            (cell.reserve(now, n, &src, max_wait), now)
+        });
         let (booking, now, tracked) = match placed {
             Placed::Tracked((b, now)) => (b?, now, true),
             Placed::Untracked((b, now)) => (b?, now, false),

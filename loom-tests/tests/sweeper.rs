@@ -1,11 +1,11 @@
-//! The sweeper racing decisions on the same key (`KeyedEngine::decide` vs
+//! The sweeper racing decisions on the same key (`Engine::decide` on a key's slot vs
 //! `KeyedStore::sweep_locked`).
 //!
 //! The shard is a loom `RwLock<BTreeMap<u64, TatCell>>` (see its comment below), and
 //! the two sides run the library's own code on it (`tollgate::__loom`):
-//! - an acquire is `engine::keyed::decide_on_shard`, the function `KeyedEngine::decide` itself
+//! - an acquire is `engine::decide_on_shard`, the function `Engine::decide` itself
 //!   calls: the shard's read guard on the key, `now` read after it, the CAS under it; on a miss
-//!   a scratch fresh cell, and only if that stores, `KeyedEngine::decide`'s insert step
+//!   a scratch fresh cell, and only if that stores, the key slot's insert step
 //!   (transcribed here: write lock, `entry().or_default()`, check again with a fresh `now`);
 //! - a sweep is the rule `store::evict::verdict` over `evict_by`, run as
 //!   `KeyedStore::sweep_locked` runs it for rate cells (transcribed here: the shard's write
@@ -88,7 +88,7 @@ fn initial(key_absent: bool) -> BTreeMap<u64, TatCell> {
     map
 }
 
-/// `KeyedEngine::decide` for a check of `n` permits on `key`.
+/// `Engine::decide` on a key's slot for a check of `n` permits on `key`.
 fn acquire(shard: &Shard, key: u64, n: u64) -> Checked {
     let lookup = || lookup(&shard.map, key);
     match check_on_shard(lookup, || shard.acquirer_now(), n, q()) {

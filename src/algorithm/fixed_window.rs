@@ -296,7 +296,7 @@ pub(crate) fn decide(
 
 /// [`decide`] with the window in force chosen by selects, not a branch: `now`'s window found
 /// on every call (`div_t`), and the stored one kept iff it is that window or a later one. The
-/// keyed tables' form (`Rules::check_keyed`, in `crate::cell::word`): there a key's
+/// keyed tables' form (`Rules::check` with `keyed`, in `crate::cell::word`): there a key's
 /// word is often not in cache, and a key comes back about as often in a later window as in
 /// its stored one, so a branch on "is the stored window still in force" is mispredicted half
 /// the time and waits for the word's cache miss before starting over. Not the direct

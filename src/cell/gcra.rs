@@ -398,6 +398,7 @@ impl Rules for Gcra {
         cell: &GcraCell,
         now: Nanos,
         n: u64,
+        _keyed: bool,
         p: &impl ParamSource<GcraParams>,
     ) -> Verdict {
         cell.check(now, n, p)

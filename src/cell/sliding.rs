@@ -19,6 +19,7 @@ impl<S: Stamping> Rules for S {
         cell: &Self::Cell,
         now: Nanos,
         n: u64,
+        _keyed: bool,
         p: &impl ParamSource<SlidingParams>,
     ) -> Verdict {
         cell.with(|log| decide(log, now, n, &p.load()))

@@ -99,38 +99,41 @@ impl<A: Atom> WordCell<A> {
 
 /// The [`Rules`] impl of `$alg`, a window whose state is one `$atom` word: the pure steps of
 /// `crate::algorithm::$rule` (`current`, `decide`, `pack`, `adjust`, `cold_at`,
-/// `is_empty_word`) run as steps of [`WordCell::update`]. Each `$check: $decide` is a decision
-/// method and the rule's function deciding there (`check_keyed`, if given: a keyed table's
-/// word is often not in cache, and the rule may decide there without branching on it). A
-/// macro, not an impl over a trait of those steps: that blanket impl would overlap
-/// `sliding`'s over `Stamping`.
+/// `is_empty_word`) run as steps of [`WordCell::update`]. `$decide` is the rule's decision,
+/// `$keyed` its form for a keyed table's word (often not in cache: the rule may decide there
+/// without branching on it). A macro, not an impl over a trait of those steps: that blanket
+/// impl would overlap `sliding`'s over `Stamping`.
 macro_rules! word_rules {
-    ($alg:ty, $atom:ty, $rule:ident, $($check:ident: $decide:ident),+) => {
+    ($alg:ty, $atom:ty, $rule:ident, $decide:ident, $keyed:ident) => {
         impl Rules for $alg {
             type Cell = WordCell<$atom>;
 
             // Always inlined, as GCRA's: a caller that reads one field of the verdict
             // (`try_acquire` reads `allowed`) then computes no other (the weighted counter: a
             // 128-bit division for `remaining`).
-            $(
-                #[inline(always)]
-                fn $check(
-                    &self,
-                    cell: &Self::Cell,
-                    now: Nanos,
-                    n: u64,
-                    p: &impl ParamSource<Self::Params>,
-                ) -> Verdict {
-                    cell.update(
-                        p,
-                        #[inline(always)]
-                        |w, p| {
-                            let (v, store) = $rule::$decide($rule::current(w, p), now, n, p);
-                            (v, store.map(|s| $rule::pack(s, p)))
-                        },
-                    )
-                }
-            )+
+            #[inline(always)]
+            fn check(
+                &self,
+                cell: &Self::Cell,
+                now: Nanos,
+                n: u64,
+                keyed: bool,
+                p: &impl ParamSource<Self::Params>,
+            ) -> Verdict {
+                cell.update(
+                    p,
+                    #[inline(always)]
+                    |w, p| {
+                        let s = $rule::current(w, p);
+                        let (v, store) = if keyed {
+                            $rule::$keyed(s, now, n, p)
+                        } else {
+                            $rule::$decide(s, now, n, p)
+                        };
+                        (v, store.map(|s| $rule::pack(s, p)))
+                    },
+                )
+            }
 
             window_booking!(Self::Params);
 
@@ -164,5 +167,11 @@ macro_rules! word_rules {
     };
 }
 
-word_rules!(FixedWindow, AtomicU64, fixed_window, check: decide, check_keyed: decide_by_selects);
-word_rules!(WeightedWindow, AtomicU128, weighted, check: decide);
+word_rules!(
+    FixedWindow,
+    AtomicU64,
+    fixed_window,
+    decide,
+    decide_by_selects
+);
+word_rules!(WeightedWindow, AtomicU128, weighted, decide, decide);

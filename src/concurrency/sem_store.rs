@@ -122,7 +122,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if n > 0 {
-            if let Some(guard) = self.table.lookup(key) {
+            if let Some(guard) = self.table.map.get(key) {
                 // As in `begin`: permits taken (now in flight) keep the cell from eviction.
                 if let Some(r) = take_now(&guard, n) {
                     return r;
@@ -158,7 +158,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         loop {
-            if let Some(guard) = self.table.lookup(key) {
+            if let Some(guard) = self.table.map.get(key) {
                 let step = self.begin_on(&guard, n, queue);
                 drop(guard);
                 match step {
@@ -254,7 +254,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.table.lookup(key).map_or(0, |c| c.state().in_flight)
+        self.table.map.get(key).map_or(0, |c| c.state().in_flight)
     }
 
     /// The key cap, if one was set (`usize::MAX` means none).
@@ -359,7 +359,7 @@ mod tests {
         });
         assert_eq!(evicted as u64, idle, "every idle key evicted");
         assert_eq!(store.len() as u64, 4 * idle);
-        assert!((0..idle).all(|k| store.table.lookup(&k).is_none()));
+        assert!((0..idle).all(|k| store.table.map.get(&k).is_none()));
         assert!((idle..5 * idle).all(|k| store.in_flight(&k) == 1));
         assert_eq!(store.stats().evicted, idle);
         drop(held);

@@ -1,19 +1,19 @@
 //! The keyed engine: the [`Engine`] and the keyed table (`store::keyed`) it decides on, and
-//! the decisions on a key. A key found decides on its stored cell; a key missing decides on a
-//! scratch fresh cell and is inserted only if that stored something; a new key meets the key
-//! cap's placement ([`Placed`], [`Found`]). The table knows its cells' rule only through
+//! a key's [`Slot`] there: its lookup, and the insert of a new key that the engine's decision
+//! on a scratch fresh cell stored something on (`engine::decide_on_shard`), which meets the
+//! key cap's placement ([`Placed`], [`Found`]). The table knows its cells' rule only through
 //! [`Evict`], which the engine implements here.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::ops::Deref;
 use std::time::Duration;
 
 use crate::cell::Algorithm;
-use crate::engine::{Engine, Find, Found, Placed, Slot};
+use crate::engine::{Engine, Find, Placed, Slot};
 use crate::store::evict::{is_cold, verdict, Evict, Verdict};
 use crate::store::keyed::{KeyedStore, WhenFull};
 use crate::store::sweeper::Sweep;
+use crate::store::table::ValueRef;
 use crate::Nanos;
 
 /// Rate cells go by the cold-time rule (`store::evict::verdict`): a cell cold by the
@@ -78,22 +78,27 @@ where
 {
     const KEYED: bool = true;
 
+    /// Out of line in [`KeyedEngine::insert`], which takes the key and the engine in registers
+    /// (this slot, passed by reference out of line, would be spilled to memory on every call).
     #[inline(always)]
-    fn decide<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R> {
-        self.keyed.decide(self.key, op)
+    fn insert<R>(&self, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R> {
+        self.keyed.insert(self.key, op, fresh)
     }
 
-    #[inline(always)]
-    fn decide_then<R, T>(
-        &self,
-        op: impl Fn(&A::Cell, Nanos) -> R,
-        then: impl FnOnce(Placed<R>) -> T,
-    ) -> T {
-        self.keyed.decide_then(self.key, op, then)
-    }
-
+    /// The earliest time at or after `now` when a new key can take a slot, judged from the
+    /// tracked keys as they are now (a read-only walk when the table is full): `now` if a slot
+    /// is free or some key is cold, else when the earliest key turns cold by the clock's skew.
+    /// Later decisions can only make it later. The waiting methods use it at the cap to
+    /// refuse at once a wait that could not end by their deadline.
     fn slot_free_at(&self, now: Nanos) -> Nanos {
-        self.keyed.slot_free_at(now)
+        let keyed = self.keyed;
+        if !keyed.store.is_full() {
+            return now;
+        }
+        match keyed.min_cold_at(now) {
+            Some(min) => min.saturating_add(keyed.engine.clock.max_skew()).max(now),
+            None => now,
+        }
     }
 }
 
@@ -104,81 +109,42 @@ where
     A: Algorithm,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    fn find<R>(&self, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R {
-        self.keyed.find(self.key, f)
+    type Held<'s>
+        = ValueRef<'s, K, A::Cell>
+    where
+        Self: 's;
+
+    #[inline(always)]
+    fn lookup(&self) -> Option<Self::Held<'_>> {
+        self.keyed.store.map.get(self.key)
+    }
+
+    /// What a decision that stores a new key at `now` would meet at the cap, found without
+    /// evicting anything: `None` if it gets in (a slot is free, a sweep would free one, or
+    /// `WhenFull::AllowUntracked` decides it untracked), else the wait its refusal reports.
+    ///
+    /// It follows [`insert`](KeyedEngine::insert) step by step. Where the check skips its reclaim
+    /// sweep (the lower bound `earliest` says no key can be cold yet) the refusal's wait comes
+    /// from that bound, as the check's does. Where the check would sweep, a sweep evicts
+    /// every key cold at `now` and then leaves `earliest` at the exact smallest cold time of
+    /// the keys it kept; so this walks the table read-only for the same two facts (a cold
+    /// key: the check gets in; otherwise the smallest cold time), rather than trusting a bound
+    /// that keys grown busier since it was taken have left behind.
+    fn refusal(&self, now: Nanos) -> Option<Nanos> {
+        let keyed = self.keyed;
+        let store = &keyed.store;
+        if store.when_full != WhenFull::Deny || !store.is_full() {
+            return None;
+        }
+        let earliest = store.earliest();
+        if !is_cold(earliest, now, keyed.engine.clock.max_skew()) {
+            return Some(keyed.full_wait(earliest, now));
+        }
+        keyed.min_cold_at(now).map(|min| keyed.full_wait(min, now))
     }
 
     fn lowered(&self, cell: &A::Cell) {
         self.keyed.lower_earliest(cell);
-    }
-}
-
-/// What [`decide_on_shard`] did.
-pub(crate) enum OnShard<R> {
-    /// Decided: on the stored cell, or as a fresh key that stores nothing.
-    Decided(R),
-    /// The key is absent and the decision (this one, made on a scratch fresh cell) stores
-    /// something: insert the key under the shard's write guard and decide again there.
-    MustInsert(R),
-}
-
-/// The read side of a decision's protocol with sweeping (`store::keyed`'s module docs).
-/// Shared with the loom model of the sweeper (through `tollgate::__loom`), which runs it over
-/// its own lock-guarded map.
-///
-/// `now` is read before the lookup, so the clock read overlaps the lookup's cache misses
-/// instead of waiting for them. On a stored cell an early `now` is safe: it can only make the
-/// decision stricter, since `max(tat, now) - now` only grows as `now` shrinks. On a miss it is
-/// not: the key may have been evicted after `now` was read, with a state above it. So a miss
-/// reads `now` again, after `lookup` took (and released) the shard's read guard, which orders
-/// it after any sweep that removed the key under the write guard: that `now` is at least the
-/// sweep's, where the evicted key and a fresh one decide alike.
-///
-/// Absent is the same state as a fresh cell, so a miss decides on a scratch one: if it stays
-/// fresh (a peek, a request over the burst, a wait past the timeout) the answer is already
-/// exact and nothing needs inserting, so denials of unknown keys never grow the map.
-///
-/// What was done goes to `then`, on each path separately: a large result (a full decision)
-/// then stays in registers on the hit path instead of meeting the miss path's in memory.
-#[inline(always)]
-pub(crate) fn decide_on_shard<G, C, R, T>(
-    lookup: impl FnOnce() -> Option<G>,
-    now: impl Fn() -> Nanos,
-    op: &impl Fn(&C, Nanos) -> R,
-    is_fresh: impl Fn(&C) -> bool,
-    then: impl FnOnce(OnShard<R>) -> T,
-) -> T
-where
-    G: Deref<Target = C>,
-    C: Default,
-{
-    let early = now();
-    if let Some(cell) = lookup() {
-        // The guard is held until the decision is done.
-        let r = op(&cell, early);
-        drop(cell);
-        return then(OnShard::Decided(r));
-    }
-    then(decide_on_scratch(now, op, is_fresh))
-}
-
-/// The miss half of [`decide_on_shard`], kept out of line so the hit path inlines `op`.
-#[cold]
-#[inline(never)]
-fn decide_on_scratch<C, R>(
-    now: impl Fn() -> Nanos,
-    op: &impl Fn(&C, Nanos) -> R,
-    is_fresh: impl Fn(&C) -> bool,
-) -> OnShard<R>
-where
-    C: Default,
-{
-    let scratch = C::default();
-    let fresh = op(&scratch, now());
-    if is_fresh(&scratch) {
-        OnShard::Decided(fresh)
-    } else {
-        OnShard::MustInsert(fresh)
     }
 }
 
@@ -204,48 +170,9 @@ where
         self.store.sweep_all(&self.engine, stop)
     }
 
-    /// Runs `op` on the key's cell (with `now` read as [`decide_on_shard`] explains), inserting
-    /// the key only when `op` leaves a fresh cell changed.
-    #[inline(always)]
-    pub(crate) fn decide<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R) -> Placed<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.decide_then(key, op, |placed| placed)
-    }
-
-    /// `then(self.decide(key, op))`, with `then` applied on each path (see
-    /// [`decide_on_shard`]).
-    #[inline(always)]
-    pub(crate) fn decide_then<Q, R, T>(
-        &self,
-        key: &Q,
-        op: impl Fn(&A::Cell, Nanos) -> R,
-        then: impl FnOnce(Placed<R>) -> T,
-    ) -> T
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let clock = &self.engine.clock;
-        let alg = &self.engine.alg;
-        decide_on_shard(
-            #[inline(always)]
-            || self.store.lookup(key),
-            #[inline(always)]
-            || clock.now(),
-            &op,
-            |c| alg.is_fresh(c),
-            #[inline(always)]
-            |on| match on {
-                OnShard::Decided(r) => then(Placed::Tracked(r)),
-                OnShard::MustInsert(fresh) => then(self.insert(key, &op, fresh)),
-            },
-        )
-    }
-
-    /// A new key's decision that stores: insert it (within the cap), or apply the cap's policy.
+    /// A new key's decision that stores (`fresh`: its answer on a scratch fresh cell): insert
+    /// the key (within the cap) and decide again under the shard's write guard, or apply the
+    /// cap's policy.
     #[cold]
     #[inline(never)]
     fn insert<Q, R>(&self, key: &Q, op: impl Fn(&A::Cell, Nanos) -> R, fresh: R) -> Placed<R>
@@ -285,69 +212,12 @@ where
         }
     }
 
-    /// What is there for `key` now, creating nothing. A missing key at a full cap that would
-    /// refuse it reports `Full` with the wait the check would report, so a peek agrees with
-    /// the check that would follow ([`cap_refusal`](Self::cap_refusal)).
-    pub(crate) fn find<Q, R>(&self, key: &Q, f: impl FnOnce(Found<'_, A::Cell>, Nanos) -> R) -> R
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let tracked = self.store.lookup(key);
-        let now = self.engine.clock.now(); // after the lookup: a miss needs it
-        match tracked.as_deref() {
-            Some(cell) => f(Found::Cell(cell), now),
-            None => match self.cap_refusal(now) {
-                Some(wait) => f(Found::Full(wait), now),
-                None => f(Found::Fresh, now),
-            },
-        }
-    }
-
-    /// What a decision that stores a new key at `now` would meet at the cap, found without
-    /// evicting anything: `None` if it gets in (a slot is free, a sweep would free one, or
-    /// `WhenFull::AllowUntracked` decides it untracked), else the wait its refusal reports.
-    ///
-    /// It follows [`insert`](Self::insert) step by step. Where the check skips its reclaim
-    /// sweep (the lower bound `earliest` says no key can be cold yet) the refusal's wait comes
-    /// from that bound, as the check's does. Where the check would sweep, a sweep evicts
-    /// every key cold at `now` and then leaves `earliest` at the exact smallest cold time of
-    /// the keys it kept; so this walks the table read-only for the same two facts (a cold
-    /// key: the check gets in; otherwise the smallest cold time), rather than trusting a bound
-    /// that keys grown busier since it was taken have left behind.
-    fn cap_refusal(&self, now: Nanos) -> Option<Nanos> {
-        let store = &self.store;
-        if store.when_full != WhenFull::Deny || !store.is_full() {
-            return None;
-        }
-        let earliest = store.earliest();
-        if !is_cold(earliest, now, self.engine.clock.max_skew()) {
-            return Some(self.full_wait(earliest, now));
-        }
-        self.min_cold_at(now).map(|min| self.full_wait(min, now))
-    }
-
     /// The smallest cold time of the tracked keys (`u64::MAX` if none), or `None` as soon as
     /// one is cold at `now` by the clock's skew (a sweep would evict it); a read-only walk.
     fn min_cold_at(&self, now: Nanos) -> Option<Nanos> {
         let e = &self.engine;
         let at = (now, e.clock.max_skew(), e.params.load_full());
         self.store.min_bound(|cell| e.judge(cell, &at))
-    }
-
-    /// The earliest time at or after `now` when a new key can take a slot, judged from the
-    /// tracked keys as they are now (a read-only walk when the table is full): `now` if a slot
-    /// is free or some key is cold, else when the earliest key turns cold by the clock's skew.
-    /// Later decisions can only make it later. The waiting methods use it at the cap to
-    /// refuse at once a wait that could not end by their deadline.
-    pub(crate) fn slot_free_at(&self, now: Nanos) -> Nanos {
-        if !self.store.is_full() {
-            return now;
-        }
-        match self.min_cold_at(now) {
-            Some(min) => min.saturating_add(self.engine.clock.max_skew()).max(now),
-            None => now,
-        }
     }
 
     /// [`WhenFull::Deny`]'s suggested wait: until the earliest tracked key can be evicted

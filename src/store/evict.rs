@@ -12,7 +12,7 @@
 //! skew. So the rule evicts only keys cold by `max_skew` already ([`is_cold`]): the recreated
 //! key decides at a `now` where the evicted key and a fresh one decide alike. (A decision that
 //! finds the key, re-inserted, may use a `now` read before its lookup: on a stored cell that
-//! only makes it stricter; see `engine::keyed::decide_on_shard`.)
+//! only makes it stricter; see `engine::decide_on_shard`.)
 
 use std::time::Duration;
 

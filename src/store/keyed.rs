@@ -1,8 +1,9 @@
 //! The keyed store: one cell per key in a sharded table (`store::table`), with an exact key
 //! cap (`store::cap`) and whole-table sweeps (`store::walk`), for every keyed limiter. This
-//! file holds the store's state and what it does under its locks: the lookup, the insert of a
-//! new key under the shard's write guard, the walk under read guards, the removal of a key.
-//! It is generic over its cells: whether one may be evicted now it asks their rule through
+//! file holds the store's state and what it does under its locks (a lookup is the table's own
+//! `get`, under the shard's read guard): the insert of a new key under the shard's write
+//! guard, the walk under read guards, the removal of a key. It is generic over its cells:
+//! whether one may be evicted now it asks their rule through
 //! [`Evict`](crate::store::evict::Evict), which the rate limiters' engine answers (a cell
 //! cold by the clock's skew) and the keyed concurrency limiter's store for its semaphore
 //! cells (an idle one; `concurrency::sem_store`, whose docs give its protocol). The
@@ -20,11 +21,10 @@
 //! default clock reads on most x86_64 machines), hence at or after the evicted key's `cold_at`,
 //! and it sees a fresh key exactly where it would have seen the cold one. A decision that finds
 //! the key may use a `now` read before the lookup: on a stored cell an earlier `now` only makes
-//! a decision stricter (`engine::keyed::decide_on_shard`).
+//! a decision stricter (`engine::decide_on_shard`).
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
-use std::ops::Deref;
 
 use crate::store::evict::{SweepCounters, SweepStats};
 use crate::store::table::ShardedTable;
@@ -74,19 +74,6 @@ where
             sweep_lock: Mutex::new(()),
             counters: SweepCounters::default(),
         }
-    }
-
-    /// The key's cell under its shard's read guard, if tracked.
-    #[inline(always)]
-    pub(crate) fn lookup<Q>(
-        &self,
-        key: &Q,
-    ) -> Option<impl Deref<Target = C> + '_ + use<'_, Q, K, C, S>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.map.get(key)
     }
 
     /// One try at storing `key` (hash `hash`) under its shard's write guard: if it is there
