@@ -399,21 +399,13 @@ impl Reloader {
         });
         let built = built.map_err(ReloadError::Invalid)?;
         for (limiter, policy, from, to) in quotas {
-            let quota = to.quota().map_err(ReloadError::Invalid)?;
-            limiter
-                .set_quota(quota)
-                .map_err(|e| ReloadError::Invalid(BuildError::Quota(e)))?;
+            set_quota(&limiter, &to)?;
             changes.push(Change::Quota { policy, from, to });
         }
         changes.extend(kept.iter().filter(|k| !k.taken).map(|k| Change::Removed {
             policy: k.name.to_owned(),
         }));
-        let mut names: Vec<&str> = Vec::new();
-        for (name, _) in built.policies() {
-            if names.contains(&name) {
-                continue;
-            }
-            names.push(name);
+        for name in names(&built) {
             let to = mode(new, name);
             if kept.iter().any(|k| k.name == name) && layer.enforcement(name) != Some(to) {
                 changes.push(Change::Enforcement {
@@ -441,10 +433,7 @@ fn in_place(
         if from == to {
             continue;
         }
-        let quota = to.quota().map_err(ReloadError::Invalid)?;
-        limiter
-            .set_quota(quota)
-            .map_err(|e| ReloadError::Invalid(BuildError::Quota(e)))?;
+        set_quota(limiter, to)?;
         changes.push(Change::Quota {
             policy: name.to_owned(),
             from: *from,
@@ -452,13 +441,8 @@ fn in_place(
         });
     }
     if current.shadow != new.shadow {
-        let mut names: Vec<&str> = Vec::new();
-        for (name, _) in layer.policies() {
-            // A name shared by routes switches them all at once.
-            if names.contains(&name) {
-                continue;
-            }
-            names.push(name);
+        // A name shared by routes switches them all at once.
+        for name in names(layer) {
             let to = mode(new, name);
             // The name is one of the layer's own, so it is found.
             let _found = layer.set_enforcement(name, to);
@@ -471,6 +455,25 @@ fn in_place(
         }
     }
     Ok(changes)
+}
+
+/// The layer's policy names, each once, in its table's order.
+fn names(layer: &ConfigLayer) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in layer.policies() {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// Gives `limiter` the quota `to` (its keys keep their debt in permits).
+fn set_quota(limiter: &KeyedRateLimiter<ConfigKey>, to: &QuotaConfig) -> Result<(), ReloadError> {
+    let quota = to.quota().map_err(ReloadError::Invalid)?;
+    limiter
+        .set_quota(quota)
+        .map_err(|e| ReloadError::Invalid(BuildError::Quota(e)))
 }
 
 /// The mode `config` gives the policy `name`.
