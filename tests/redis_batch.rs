@@ -1,6 +1,7 @@
 //! Local batches on a real Redis: several limiters on their own connections (as processes) on
 //! one hot key keep the guide's bound in every 100 ms and 1 s window, cost Redis far less
-//! than one call per decision at steady demand, and give back what they held; a key seen once
+//! than one call per decision at steady demand, and give back what they held (a SIGKILLed
+//! process loses at most what it held, nothing over the bound); a key seen once
 //! gets a normal decision; the failure policy decides only once the batch is spent.
 //! Loopback only; every load loop is bounded.
 #![cfg(feature = "redis")]
@@ -11,7 +12,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use redis_support::{eventually, RedisCluster, RedisSentinel, RedisServer};
-use tollgate::redis::{FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter};
+use tollgate::redis::{
+    FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter, RedisRateLimiterBuilder,
+};
 use tollgate::{FixedWindow, Quota, SlidingLog};
 
 fn unique_prefix() -> String {
@@ -372,6 +375,188 @@ async fn fixed_window_batches_are_booked_and_given_back_in_their_window() {
     assert!(before.remaining <= 1000 - granted - held, "{before:?}");
     drop(l);
     assert!(comes_back(&observer, "{u}:k", 1000 - granted).await);
+}
+
+/// Set (to `<url>,<prefix>`) on a child process that re-executes this test binary for one
+/// crash test: the test's body then plays the process that is killed.
+#[cfg(unix)]
+const CHILD: &str = "TOLLGATE_BATCH_CHILD";
+
+/// The crash tests' burst (the fixed window's limit) and share: one process holds at most 20.
+#[cfg(unix)]
+const CRASH_BURST: u64 = 100;
+#[cfg(unix)]
+const CRASH_SHARE: u8 = 20;
+#[cfg(unix)]
+const CRASH_KEY: &str = "{x}:k";
+
+/// The child's side: `Some((url, prefix))` when this process is the child.
+#[cfg(unix)]
+fn crash_child() -> Option<(String, String)> {
+    let v = std::env::var(CHILD).ok()?;
+    let (url, prefix) = v.split_once(',').expect("CHILD is <url>,<prefix>");
+    Some((url.to_owned(), prefix.to_owned()))
+}
+
+/// The child's side: with batches on `builder` (a refresh far longer than the test, so they
+/// neither end nor go back), makes the key hot until a call is granted from a batch with
+/// permits still held, reports its grants and what it holds, then waits, making no calls, to be
+/// killed (a bounded wait: a child left behind ends itself).
+#[cfg(unix)]
+async fn hold_a_batch_until_killed<A: RedisAlgorithm>(
+    builder: RedisRateLimiterBuilder<A>,
+    url: &str,
+) {
+    let l = builder
+        .local_batches(Duration::from_secs(60), CRASH_SHARE)
+        .connect(url)
+        .await
+        .unwrap();
+    let (granted, held) = warm(&l, CRASH_KEY).await;
+    // The last call may have started a refill (at most one is in flight per key): let it land
+    // and count it as held, so that the report is what the child holds when killed (a refill
+    // slower than this only makes the parent find more lost than reported, never less).
+    let taken = l.stats().batches_taken;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let s = l.stats();
+    let landed = s.batches_taken > taken;
+    let held = held + u64::from(landed) * s.batch_size;
+    // A call past its deadline may have been booked unseen: the count below would be wrong.
+    assert_eq!((s.timeouts, s.errors), (0, 0), "{s:?}");
+    println!("granted {granted} held {held}");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    panic!("not killed within 30 s");
+}
+
+/// The parent's side: runs this binary's `test` alone as a child playing the batched process on
+/// `url` and `prefix`, reads its report, SIGKILLs it while it holds a batch, and waits for it.
+/// Returns the child's grants and what it held when it reported.
+#[cfg(unix)]
+fn run_and_kill_child(test: &str, url: &str, prefix: &str) -> (u64, u64) {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(CHILD, format!("{url},{prefix}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // Ends at the report, or at EOF if the child failed first (its panic is on stderr). The
+    // report may share its line with the test harness's "test <name> ... ".
+    let report = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| Some(l.split_once("granted ")?.1.to_owned()));
+    child.kill().unwrap(); // SIGKILL: no drop runs, nothing is given back
+    let status = child.wait().unwrap();
+    let report = report.unwrap_or_else(|| panic!("the child ended without a report: {status}"));
+    assert_eq!(status.signal(), Some(9), "{status}");
+    let parsed = report
+        .split_once(" held ")
+        .and_then(|(g, h)| Some((g.parse().ok()?, h.trim().parse().ok()?)));
+    parsed.unwrap_or_else(|| panic!("not a report: granted {report}"))
+}
+
+/// Calls on `key` until the first denial (at most `burst + 1` calls): the grants.
+#[cfg(unix)]
+async fn grants_until_denied<A: RedisAlgorithm>(
+    l: &RedisRateLimiter<A>,
+    key: &str,
+    burst: u64,
+) -> u64 {
+    for granted in 0..=burst {
+        if !l.try_acquire(key).await.unwrap() {
+            return granted;
+        }
+    }
+    panic!("no denial in {} calls", burst + 1);
+}
+
+/// Nothing granted over the bound, and what was lost is what the killed child held: at least
+/// what it held when it reported (a refill may have landed since), at most its cap.
+#[cfg(unix)]
+fn assert_lost_at_most_what_was_held(child: u64, held: u64, parent: u64) {
+    let cap = CRASH_BURST * u64::from(CRASH_SHARE) / 100;
+    let granted = child + parent;
+    assert!(
+        granted <= CRASH_BURST,
+        "{child} + {parent} granted of {CRASH_BURST}"
+    );
+    let lost = CRASH_BURST - granted;
+    println!("child granted {child} and held {held}; then {parent} granted: {lost} lost");
+    assert!(
+        held > 0,
+        "the child held nothing when killed: the test proves nothing"
+    );
+    assert!(lost >= held, "{lost} lost, but the child held {held}");
+    assert!(
+        lost <= cap,
+        "{lost} lost, more than the {cap} one process may hold"
+    );
+}
+
+/// One crash test of the limiters `build` makes (given the prefix). As the child: holds a batch
+/// until killed. As the parent (`test` is the calling test's name): runs the child on a fresh
+/// server, SIGKILLs it, counts what a limiter without batches still grants on the key, and
+/// checks the bound and what was lost.
+#[cfg(unix)]
+async fn sigkill_a_batch_holder<A: RedisAlgorithm>(
+    test: &str,
+    build: impl Fn(&str) -> RedisRateLimiterBuilder<A>,
+) {
+    if let Some((url, prefix)) = crash_child() {
+        return hold_a_batch_until_killed(build(&prefix), &url).await;
+    }
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    let (child, held) = run_and_kill_child(test, &server.url(), &prefix);
+    let l = build(&prefix).connect(&server.url()).await.unwrap();
+    let parent = grants_until_denied(&l, CRASH_KEY, CRASH_BURST).await;
+    assert_lost_at_most_what_was_held(child, held, parent);
+}
+
+/// A process holding a GCRA batch is SIGKILLed: the permits granted by it and then by another
+/// process stay within the burst, and the permits lost are at most what it held.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_process_loses_at_most_what_it_held() {
+    sigkill_a_batch_holder("a_sigkilled_process_loses_at_most_what_it_held", |p| {
+        RedisRateLimiter::builder(slow(CRASH_BURST))
+            .prefix(p)
+            .deadline(Duration::from_secs(2))
+    })
+    .await;
+}
+
+/// The same for the fixed window's batches, in a one-hour window.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_process_loses_at_most_what_it_held_in_a_fixed_window() {
+    // Epoch-aligned hours on this machine's clock, which the local server shares.
+    let into_hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 3600;
+    if into_hour > 3600 - 60 && crash_child().is_none() {
+        // The window is about to end: the count would race it.
+        println!("skipped: the window ends in {} s", 3600 - into_hour);
+        return;
+    }
+    sigkill_a_batch_holder(
+        "a_sigkilled_process_loses_at_most_what_it_held_in_a_fixed_window",
+        |p| {
+            RedisRateLimiter::builder(Quota::per_hour(CRASH_BURST).unwrap())
+                .algorithm(FixedWindow::epoch_aligned())
+                .unwrap()
+                .prefix(p)
+                .deadline(Duration::from_secs(2))
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
