@@ -6,8 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use serde::de::{self, IgnoredAny, IntoDeserializer, MapAccess, Visitor};
-use serde::ser::SerializeMap;
+use serde::de::{self, IgnoredAny, IntoDeserializer, MapAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::super::builder::{DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
@@ -187,6 +186,14 @@ struct SlidingParams {
     sub_windows: u32,
 }
 
+/// The algorithms with parameters, as written: a one-entry table (serde's form of an enum).
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Written {
+    FixedWindow { epoch_aligned: bool },
+    SlidingWindow { sub_windows: u32 },
+}
+
 impl Serialize for AlgorithmConfig {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match *self {
@@ -198,28 +205,14 @@ impl Serialize for AlgorithmConfig {
             AlgorithmConfig::WeightedWindow => s.serialize_str("weighted_window"),
             AlgorithmConfig::FixedWindow {
                 epoch_aligned: true,
-            } => {
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("fixed_window", &Params("epoch_aligned", true))?;
-                m.end()
+            } => Written::FixedWindow {
+                epoch_aligned: true,
             }
+            .serialize(s),
             AlgorithmConfig::SlidingWindow { sub_windows } => {
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("sliding_window", &Params("sub_windows", sub_windows))?;
-                m.end()
+                Written::SlidingWindow { sub_windows }.serialize(s)
             }
         }
-    }
-}
-
-/// One parameter, written as a one-entry table.
-struct Params<T>(&'static str, T);
-
-impl<T: Serialize> Serialize for Params<T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry(self.0, &self.1)?;
-        m.end()
     }
 }
 
@@ -249,9 +242,10 @@ impl<'de> Visitor<'de> for AlgorithmVisitor {
                 epoch_aligned: false,
             },
             Name::SlidingWindow => {
-                return Err(E::custom(
-                    "sliding_window needs its number of sub-windows: \
-                     { sliding_window = { sub_windows = 10 } }",
+                return Err(E::invalid_value(
+                    Unexpected::Str(text),
+                    &"sliding_window with its number of sub-windows: \
+                      { sliding_window = { sub_windows = 10 } }",
                 ))
             }
             Name::SlidingLog => AlgorithmConfig::SlidingLog,

@@ -145,9 +145,12 @@ fn unknown_and_misplaced_fields_are_refused_when_read() {
     assert!(status.message().contains("1000"), "{status}");
 }
 
+/// What a limiter decided at each step: (allowed, remaining).
+type Script = Vec<(bool, u64)>;
+
 /// The sequence of (allowed, remaining) a limiter gives one key for a fixed list of costs,
 /// all within the first hour of a per-hour quota (so nothing refills meanwhile).
-fn script(check: impl Fn(u64) -> crate::Decision) -> Vec<(bool, u64)> {
+fn script(check: impl Fn(u64) -> crate::Decision) -> Script {
     [1, 2, 3, 1, 7, 1, 0, 2]
         .into_iter()
         .map(|cost| {
@@ -158,7 +161,7 @@ fn script(check: impl Fn(u64) -> crate::Decision) -> Vec<(bool, u64)> {
 }
 
 /// What a limiter built in code with `alg` decides for the same script.
-fn in_code<A: Algorithm>(alg: A) -> Vec<(bool, u64)> {
+fn in_code<A: Algorithm>(alg: A) -> Script {
     let q = Quota::per_hour(6).unwrap();
     let l = KeyedRateLimiter::<ConfigKey>::builder(q)
         .algorithm(alg)
@@ -169,7 +172,7 @@ fn in_code<A: Algorithm>(alg: A) -> Vec<(bool, u64)> {
 
 #[test]
 fn each_algorithm_from_a_file_decides_as_the_same_limiter_in_code() {
-    let cases: [(&str, AlgorithmConfig, Vec<(bool, u64)>); 7] = [
+    let cases: [(&str, AlgorithmConfig, Script); 7] = [
         ("", AlgorithmConfig::Gcra, in_code(Gcra)),
         ("algorithm = 'gcra'", AlgorithmConfig::Gcra, in_code(Gcra)),
         (
