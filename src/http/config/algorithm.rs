@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::de::{self, IgnoredAny, IntoDeserializer, MapAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::super::builder::{DEFAULT_MAX_KEYS, DEFAULT_SWEEP_INTERVAL};
+use super::super::builder::LimiterSettings;
 use super::super::error::BuildError;
 use super::super::rate::backend::{Answer, Backend};
 use super::{ConfigKey, LimiterConfig, WhenFullConfig};
@@ -112,29 +112,26 @@ impl AlgorithmConfig {
     }
 }
 
-/// What the layer builder's own limiter maker does (`make_keyed`, GCRA only), for any
-/// algorithm: a file can neither lift the key cap nor turn the sweeper off, so both are set.
+/// A limiter for `quota` running `alg`, made as the layer builder makes its own
+/// ([`LimiterSettings`]), with the file's settings.
 fn keyed<A: Algorithm>(
     quota: Quota,
     alg: A,
     s: &LimiterConfig,
     name: &str,
 ) -> Result<KeyedRateLimiter<ConfigKey, A>, BuildError> {
-    let when_full = match s.when_full {
-        None | Some(WhenFullConfig::Deny) => WhenFull::Deny,
-        Some(WhenFullConfig::AllowUntracked) => WhenFull::AllowUntracked,
-    };
-    let sweep = s
-        .sweep_interval_ms
-        .map_or(DEFAULT_SWEEP_INTERVAL, Duration::from_millis);
-    Ok(KeyedRateLimiter::builder(quota)
+    let settings = LimiterSettings::of_file(
+        s.sweep_interval_ms.map(Duration::from_millis),
+        s.max_keys,
+        s.when_full.map(|w| match w {
+            WhenFullConfig::Deny => WhenFull::Deny,
+            WhenFullConfig::AllowUntracked => WhenFull::AllowUntracked,
+        }),
+    );
+    let b = KeyedRateLimiter::builder(quota)
         .algorithm(alg)
-        .map_err(BuildError::Quota)?
-        .when_full(when_full)
-        .name(name)
-        .sweep_interval(sweep)
-        .max_keys(s.max_keys.unwrap_or(DEFAULT_MAX_KEYS))
-        .build())
+        .map_err(BuildError::Quota)?;
+    Ok(settings.apply(b, name).build())
 }
 
 impl fmt::Display for AlgorithmConfig {
