@@ -4,8 +4,8 @@
 //!
 //! `cargo run --example reload_config --features tower,serde -- limits.toml` watches
 //! `limits.toml` until interrupted. Without an argument (or with `--demo`) it writes a
-//! temporary file, changes it four times (a typo, a quota, a new route, a key cap), shows what
-//! each reload did, and exits: a few seconds.
+//! temporary file, changes it five times (a typo, a quota, a new route, a route's algorithm, a
+//! key cap), shows what each reload did, and exits: a few seconds.
 
 use std::error::Error;
 use std::fs;
@@ -41,11 +41,21 @@ default = { count = 10, per = "minute", burst = 5 }
 routes = [{ name = "login", pattern = "POST /login", quota = { count = 3, per = "minute" } }]
 "#;
 
+/// Another algorithm for a route: a new limiter for it (its keys start afresh), reported.
+const SLIDING_LOG: &str = r#"
+key = { source = "peer_ip" }
+default = { count = 10, per = "minute", burst = 5 }
+[[routes]]
+name = "login"
+pattern = "POST /login"
+quota = { count = 3, per = "minute", algorithm = "sliding_log" }
+"#;
+
 /// The limiters' own settings belong to the limiters that are kept: refused at run time.
 const KEY_CAP: &str = r#"
 key = { source = "peer_ip" }
 default = { count = 10, per = "minute", burst = 5 }
-routes = [{ name = "login", pattern = "POST /login", quota = { count = 3, per = "minute" } }]
+routes = [{ name = "login", pattern = "POST /login", quota = { count = 3, per = "minute", algorithm = "sliding_log" } }]
 limiters = { max_keys = 1000 }
 "#;
 
@@ -146,6 +156,7 @@ fn run_demo(path: &Path) -> Result<(), Box<dyn Error>> {
         ("a typo", TYPO),
         ("10/minute in bursts of 5", FASTER),
         ("a new route", NEW_ROUTE),
+        ("login's algorithm: a sliding log", SLIDING_LOG),
         ("a key cap", KEY_CAP),
     ] {
         // A later second than the last write, for file systems that keep whole seconds.

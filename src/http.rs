@@ -125,9 +125,10 @@ pub use concurrency::backend::{Busy, ConcurrencyBackend, NoConcurrency};
 pub use concurrency::permit_body::PermitBody;
 #[cfg(feature = "serde")]
 pub use config::{
-    AccessConfig, Change, ConfigKey, ConfigLayer, ForwardedConfig, HeaderConfig, KeyConfig,
-    KeyErrorConfig, LayerConfig, LimiterConfig, Per, QuotaConfig, ReloadError, ReloadableLayer,
-    Reloader, Reloading, ResponseConfig, RouteConfig, ShadowConfig, Trust, WhenFullConfig,
+    AccessConfig, AlgorithmConfig, Change, ConfigKey, ConfigLayer, ConfigLimiter, ForwardedConfig,
+    HeaderConfig, KeyConfig, KeyErrorConfig, LayerConfig, LimiterConfig, Per, QuotaConfig,
+    ReloadError, ReloadableLayer, Reloader, Reloading, ResponseConfig, RouteConfig, ShadowConfig,
+    Trust, WhenFullConfig,
 };
 pub use error::{BuildError, RouteError};
 pub use key::client_ip::{ClientIp, ForwardedHeader, IpNet, IpNetError, PeerIp};

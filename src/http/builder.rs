@@ -20,13 +20,13 @@ use super::responses::headers::HeaderStyle;
 use super::responses::rejection::{NoBody, ProblemJson};
 use super::state::{Backends, LayerBackends, RateLimitLayer};
 use super::state::{Mode, OnKeyError, Shared};
-use crate::{KeyedRateLimiter, Quota, QuotaError, WhenFull};
+use crate::{KeyedRateLimiter, KeyedRateLimiterBuilder, Quota, QuotaError, WhenFull};
 
 mod ops_settings;
 
 /// How the builder makes the in-process limiters it creates from quotas.
 #[derive(Clone, Copy, Debug)]
-struct LimiterSettings {
+pub(super) struct LimiterSettings {
     sweep_interval: Option<Duration>,
     max_keys: Option<NonZeroUsize>,
     when_full: WhenFull,
@@ -86,18 +86,47 @@ fn make_keyed<K>(quota: Quota, s: &LimiterSettings, name: &str) -> KeyedRateLimi
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    let b = KeyedRateLimiter::builder(quota)
-        .when_full(s.when_full)
-        .name(name);
-    let b = match s.sweep_interval {
-        Some(interval) => b.sweep_interval(interval),
-        None => b.no_sweeper(),
-    };
-    let b = match s.max_keys {
-        Some(max) => b.max_keys(max),
-        None => b.no_key_cap(),
-    };
-    b.build()
+    let b = KeyedRateLimiter::builder(quota);
+    s.apply(b, name).build()
+}
+
+impl LimiterSettings {
+    /// The settings of a limiter made from a configuration file: each one it leaves out at
+    /// the builder's default (a file can neither lift the key cap nor turn the sweeper off).
+    pub(super) fn of_file(
+        sweep_interval: Option<Duration>,
+        max_keys: Option<NonZeroUsize>,
+        when_full: Option<WhenFull>,
+    ) -> LimiterSettings {
+        let d = LimiterSettings::default();
+        LimiterSettings {
+            sweep_interval: sweep_interval.or(d.sweep_interval),
+            max_keys: max_keys.or(d.max_keys),
+            when_full: when_full.unwrap_or(d.when_full),
+        }
+    }
+
+    /// `b` with these settings, named `name`: how the builder makes its limiters (and the
+    /// configuration file its limiters of any algorithm).
+    pub(super) fn apply<K, A>(
+        &self,
+        b: KeyedRateLimiterBuilder<K, A>,
+        name: &str,
+    ) -> KeyedRateLimiterBuilder<K, A>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        A: crate::Algorithm,
+    {
+        let b = b.when_full(self.when_full).name(name);
+        let b = match self.sweep_interval {
+            Some(interval) => b.sweep_interval(interval),
+            None => b.no_sweeper(),
+        };
+        match self.max_keys {
+            Some(max) => b.max_keys(max),
+            None => b.no_key_cap(),
+        }
+    }
 }
 
 /// Configures a [`RateLimitLayer`]: the key, the limits (a default and per route), what a

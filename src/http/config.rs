@@ -3,7 +3,7 @@
 //! [`RateLimitLayer::builder`], so that every refusal is the builder's own [`BuildError`]; and
 //! reloaded at run time by a [`Reloader`] (`config/reload.rs`).
 //!
-//! What a file can name: quotas (the default and per route), the key (global, peer IP, client
+//! What a file can name: quotas (the default and per route) with their algorithms, the key (global, peer IP, client
 //! IP behind trusted proxies, a header), network allow and deny lists (the layer's and per
 //! policy), shadow mode, the limiters' key cap, sweeper and full-table policy, and the response
 //! settings (header style, shaping, key-error answer, never status, gRPC). Closures (costs, key
@@ -21,21 +21,26 @@ use http::{HeaderName, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::access::AccessList;
+// The builder's methods are what the fields' docs point to.
+#[cfg(doc)]
 use super::builder::RateLimitLayerBuilder;
 use super::error::BuildError;
 use super::key::client_ip::{ClientIp, ForwardedHeader, IpNet, PeerIp};
 use super::key::{AddrSource, GlobalKey, HeaderKey, KeyError, KeyExtractor};
 use super::responses::headers::HeaderStyle;
 use super::state::{Backends, OnKeyError, RateLimitLayer};
-use crate::{KeyedRateLimiter, Quota, WhenFull};
+use crate::Quota;
 
+mod algorithm;
 mod reload;
 mod text;
 
+pub use algorithm::{AlgorithmConfig, ConfigLimiter};
 pub use reload::{Change, ReloadError, ReloadableLayer, Reloader, Reloading};
 
-/// The layer a [`LayerConfig`] builds: in-process GCRA limiters keyed by [`ConfigKey`].
-pub type ConfigLayer = RateLimitLayer<Backends<KeyedRateLimiter<ConfigKey>>>;
+/// The layer a [`LayerConfig`] builds: in-process limiters keyed by [`ConfigKey`], each
+/// running the algorithm its policy names ([`ConfigLimiter`]).
+pub type ConfigLayer = RateLimitLayer<Backends<ConfigLimiter>>;
 
 /// A key of a layer built from a [`LayerConfig`]: one type whichever source the file names.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -158,7 +163,9 @@ pub enum ForwardedConfig {
 }
 
 /// A quota as people say it: `{ count = 100, per = "minute" }`, with an optional `burst`
-/// (default `count`). Checked by [`build`](LayerConfig::build) as [`Quota`] checks it
+/// (default `count`) and an optional `algorithm` (default GCRA; see [`AlgorithmConfig`]):
+/// `{ count = 100, per = "minute", algorithm = "sliding_log" }`. Checked by
+/// [`build`](LayerConfig::build) as [`Quota`] and the limiter's builder check it
 /// ([`BuildError::Quota`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -167,9 +174,12 @@ pub struct QuotaConfig {
     pub count: u64,
     /// The period.
     pub per: Per,
-    /// The most requests at once (default `count`).
+    /// The most requests at once (default `count`; the window algorithms take only `count`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
+    /// The algorithm (default GCRA, left out when written).
+    #[serde(default, skip_serializing_if = "AlgorithmConfig::is_gcra")]
+    pub algorithm: AlgorithmConfig,
 }
 
 /// The period of a [`QuotaConfig`].
@@ -187,14 +197,16 @@ pub enum Per {
 }
 
 impl QuotaConfig {
-    /// The quota, as [`Quota::new`] and [`Quota::with_burst`] check it.
+    /// The quota, as [`Quota::new`] and [`Quota::with_burst`] check it (the algorithm's own
+    /// checks come when its limiter is built).
     ///
     /// # Errors
     /// [`BuildError::Quota`] for a count or burst of 0, or a rate too fine for nanoseconds.
     ///
     /// ```
-    /// use tollgate::http::{Per, QuotaConfig};
-    /// let q = QuotaConfig { count: 60, per: Per::Minute, burst: Some(10) }.quota().unwrap();
+    /// use tollgate::http::{AlgorithmConfig, Per, QuotaConfig};
+    /// let algorithm = AlgorithmConfig::Gcra;
+    /// let q = QuotaConfig { count: 60, per: Per::Minute, burst: Some(10), algorithm }.quota().unwrap();
     /// assert_eq!((q.count(), q.burst()), (60, 10));
     /// ```
     pub fn quota(&self) -> Result<Quota, BuildError> {
@@ -209,6 +221,17 @@ impl QuotaConfig {
             Some(burst) => q.with_burst(burst).map_err(BuildError::Quota)?,
             None => q,
         })
+    }
+
+    /// A limiter for this quota and algorithm, with the file's limiter settings, named
+    /// `name` (its policy's), as the builder makes one.
+    fn limiter(
+        &self,
+        settings: &LimiterConfig,
+        name: &str,
+    ) -> Result<Arc<ConfigLimiter>, BuildError> {
+        let limiter = self.algorithm.limiter(self.quota()?, settings, name)?;
+        Ok(Arc::new(limiter))
     }
 }
 
@@ -245,13 +268,13 @@ pub struct LimiterConfig {
     pub when_full: Option<WhenFullConfig>,
 }
 
-/// [`WhenFull`] in a file.
+/// [`WhenFull`](crate::WhenFull) in a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WhenFullConfig {
-    /// [`WhenFull::Deny`].
+    /// [`WhenFull::Deny`](crate::WhenFull::Deny).
     Deny,
-    /// [`WhenFull::AllowUntracked`].
+    /// [`WhenFull::AllowUntracked`](crate::WhenFull::AllowUntracked).
     AllowUntracked,
 }
 
@@ -381,39 +404,31 @@ impl LayerConfig {
     /// none.
     fn build_with(
         &self,
-        mut reuse: impl FnMut(&str, bool, &QuotaConfig) -> Option<Arc<KeyedRateLimiter<ConfigKey>>>,
+        mut reuse: impl FnMut(&str, bool, &QuotaConfig) -> Option<Arc<ConfigLimiter>>,
     ) -> Result<ConfigLayer, BuildError> {
-        let mut b = RateLimitLayer::builder(ConfigExtractor::new(&self.key));
-        // The limiters' settings go only to limiters the builder makes (it refuses settings
-        // that apply to none); kept limiters have them already.
-        let mut makes = false;
+        // Every limiter is made here rather than by the builder, which makes only GCRA ones
+        // from quotas; the builder still checks each (its key bound) as any limiter given.
+        let mut b = RateLimitLayer::with_limiters(ConfigExtractor::new(&self.key));
         if let Some(q) = &self.default {
             let name = self.policy_name.as_deref().unwrap_or("default");
-            b = match reuse(name, true, q) {
-                Some(limiter) => b.limiter(limiter),
-                None => {
-                    makes = true;
-                    b.quota(q.quota()?)
-                }
+            let limiter = match reuse(name, true, q) {
+                Some(limiter) => limiter,
+                None => q.limiter(&self.limiters, name)?,
             };
+            b = b.limiter(limiter);
         }
         if let Some(name) = &self.policy_name {
             b = b.policy_name(name);
         }
         for r in &self.routes {
-            b = match reuse(&r.name, false, &r.quota) {
-                Some(limiter) => b.route_limiter(&r.name, &r.pattern, limiter),
-                None => {
-                    makes = true;
-                    b.route(&r.name, &r.pattern, r.quota.quota()?)
-                }
+            let limiter = match reuse(&r.name, false, &r.quota) {
+                Some(limiter) => limiter,
+                None => r.quota.limiter(&self.limiters, &r.name)?,
             };
+            b = b.route_limiter(&r.name, &r.pattern, limiter);
             if let Some(a) = &r.access {
                 b = b.policy_access(&r.name, a.lists());
             }
-        }
-        if makes {
-            b = self.limiters.apply(b);
         }
         if let Some(a) = &self.access {
             b = b.access(a.lists());
@@ -450,28 +465,6 @@ impl LayerConfig {
             .iter()
             .map(|r| (r.name.as_str(), &r.quota))
             .chain(default)
-    }
-}
-
-type ConfigBuilder = RateLimitLayerBuilder<Backends<KeyedRateLimiter<ConfigKey>>>;
-
-impl LimiterConfig {
-    /// Gives the builder the settings the file gives (and only those, so that the builder's
-    /// defaults and its unused-settings check apply as in code).
-    fn apply(&self, mut b: ConfigBuilder) -> ConfigBuilder {
-        if let Some(max) = self.max_keys {
-            b = b.max_keys(max);
-        }
-        if let Some(ms) = self.sweep_interval_ms {
-            b = b.sweep_interval(Duration::from_millis(ms));
-        }
-        if let Some(w) = self.when_full {
-            b = b.when_full(match w {
-                WhenFullConfig::Deny => WhenFull::Deny,
-                WhenFullConfig::AllowUntracked => WhenFull::AllowUntracked,
-            });
-        }
-        b
     }
 }
 
@@ -598,10 +591,13 @@ impl fmt::Display for QuotaConfig {
             Per::Day => "day",
         };
         write!(f, "{}/{per}", self.count)?;
-        match self.burst {
-            Some(b) => write!(f, " (burst {b})"),
-            None => Ok(()),
+        if let Some(b) = self.burst {
+            write!(f, " (burst {b})")?;
         }
+        if self.algorithm.is_gcra() {
+            return Ok(());
+        }
+        write!(f, ", {}", self.algorithm)
     }
 }
 

@@ -1,6 +1,7 @@
 //! A layer built from a `LayerConfig` and reloaded while requests run: quotas change in place
 //! (no fresh burst), shadow settings switch, a changed shape makes a new layer that keeps the
-//! kept policies' keys, and a refused reload changes nothing.
+//! kept policies' keys, a changed algorithm starts its policy's keys afresh, and a refused
+//! reload changes nothing.
 //!
 //! The quotas are per hour, so a permit refills every few minutes: what the tests count is
 //! what the burst admits, whatever the machine's speed. Requests go through the layer in
@@ -11,8 +12,9 @@ use std::num::NonZeroUsize;
 
 use http::{Request, Response};
 use tollgate::http::{
-    BuildError, Change, Enforcement, HeaderName, KeyConfig, LayerConfig, Per, QuotaConfig,
-    RateLimitLayer, ReloadError, ReloadableLayer, RouteConfig, StatusCode,
+    AlgorithmConfig, BuildError, Change, ConfigLimiter, Enforcement, HeaderName, KeyConfig,
+    LayerConfig, Per, QuotaConfig, RateLimitLayer, ReloadError, ReloadableLayer, RouteConfig,
+    StatusCode,
 };
 use tollgate::QuotaError;
 use tower::Layer;
@@ -23,6 +25,17 @@ fn per_hour(count: u64, burst: u64) -> QuotaConfig {
         count,
         per: Per::Hour,
         burst: Some(burst),
+        algorithm: AlgorithmConfig::Gcra,
+    }
+}
+
+/// `count` per hour under `algorithm` (the window algorithms' burst is their count).
+fn per_hour_with(count: u64, algorithm: AlgorithmConfig) -> QuotaConfig {
+    QuotaConfig {
+        count,
+        per: Per::Hour,
+        burst: None,
+        algorithm,
     }
 }
 
@@ -384,4 +397,148 @@ async fn shadow_settings_switch_at_reload_and_only_when_changed() {
     );
     // The same configuration again changes nothing.
     assert_eq!(reloader.reload(&faster).unwrap(), []);
+}
+
+/// How many of `n` logins on `key` pass.
+async fn logins(layer: &ReloadableLayer, key: &str, n: usize) -> usize {
+    let mut ok = 0;
+    for _ in 0..n {
+        if send(layer, "POST", "/login", key).await == StatusCode::OK {
+            ok += 1;
+        }
+    }
+    ok
+}
+
+#[tokio::test]
+async fn each_algorithm_from_a_file_limits_requests_to_its_count() {
+    for algorithm in [
+        AlgorithmConfig::Gcra,
+        AlgorithmConfig::FixedWindow {
+            epoch_aligned: false,
+        },
+        AlgorithmConfig::FixedWindow {
+            epoch_aligned: true,
+        },
+        AlgorithmConfig::SlidingWindow { sub_windows: 4 },
+        AlgorithmConfig::SlidingLog,
+        AlgorithmConfig::WeightedWindow,
+    ] {
+        let mut c = config();
+        c.routes[0].quota = per_hour_with(3, algorithm);
+        let (layer, _reloader) = RateLimitLayer::reloadable(&c).unwrap();
+        assert_eq!(logins(&layer, "k", 6).await, 3, "{algorithm}");
+        assert_eq!(logins(&layer, "other", 2).await, 2, "{algorithm}");
+        // The default (GCRA) is its own limiter.
+        assert_eq!(passed(&layer, "k", 12).await, 10, "{algorithm}");
+        let login = layer.current().limiter("login").unwrap().clone();
+        assert_eq!(login.algorithm(), algorithm);
+        assert_eq!(login.len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn a_changed_algorithm_starts_its_policys_keys_afresh_and_says_so() {
+    let (layer, reloader) = RateLimitLayer::reloadable(&config()).unwrap();
+    assert_eq!(logins(&layer, "k", 5).await, 3);
+    assert_eq!(passed(&layer, "k", 12).await, 10);
+    let before = layer.current().limiter("login").unwrap().clone();
+    // A switch made at run time, which a reload of the algorithm alone leaves alone.
+    assert!(layer
+        .current()
+        .set_enforcement("default", Enforcement::Shadow));
+    let mut logged = config();
+    logged.routes[0].quota = per_hour_with(3, AlgorithmConfig::SlidingLog);
+    let changes = reloader.reload(&logged).unwrap();
+    assert_eq!(
+        changes,
+        [Change::Algorithm {
+            policy: "login".into(),
+            from: per_hour(3, 3),
+            to: per_hour_with(3, AlgorithmConfig::SlidingLog),
+        }]
+    );
+    assert_eq!(
+        changes[0].to_string(),
+        "policy \"login\": algorithm gcra -> sliding_log, quota 3/hour (burst 3) -> \
+         3/hour, sliding_log; its keys start afresh"
+    );
+    assert_eq!(
+        layer.current().enforcement("default"),
+        Some(Enforcement::Shadow)
+    );
+    assert!(layer
+        .current()
+        .set_enforcement("default", Enforcement::Enforce));
+    let after = layer.current().limiter("login").unwrap().clone();
+    assert!(!std::sync::Arc::ptr_eq(&before, &after));
+    assert!(matches!(*after, ConfigLimiter::SlidingLog(_)));
+    // A fresh burst for `login` once; the default kept its limiter and `k`'s debt.
+    assert_eq!(logins(&layer, "k", 5).await, 3);
+    assert_eq!(passed(&layer, "k", 3).await, 0);
+    assert_eq!(reloader.config(), logged);
+}
+
+#[tokio::test]
+async fn a_quota_changed_within_a_window_algorithm_keeps_the_keys_count() {
+    let mut c = config();
+    c.routes[0].quota = per_hour_with(3, AlgorithmConfig::SlidingLog);
+    let (layer, reloader) = RateLimitLayer::reloadable(&c).unwrap();
+    assert_eq!(logins(&layer, "k", 5).await, 3);
+    let before = layer.current().limiter("login").unwrap().clone();
+    let mut more = c.clone();
+    more.routes[0].quota = per_hour_with(5, AlgorithmConfig::SlidingLog);
+    assert_eq!(
+        reloader.reload(&more).unwrap(),
+        [Change::Quota {
+            policy: "login".into(),
+            from: per_hour_with(3, AlgorithmConfig::SlidingLog),
+            to: per_hour_with(5, AlgorithmConfig::SlidingLog),
+        }]
+    );
+    let after = layer.current().limiter("login").unwrap().clone();
+    assert!(std::sync::Arc::ptr_eq(&before, &after));
+    // 3 of 5 in the last hour: 2 more, not a fresh 5.
+    assert_eq!(logins(&layer, "k", 5).await, 2);
+}
+
+#[tokio::test]
+async fn an_algorithm_changed_with_the_layers_shape_is_reported_with_it() {
+    let (layer, reloader) = RateLimitLayer::reloadable(&config()).unwrap();
+    assert_eq!(logins(&layer, "k", 5).await, 3);
+    let mut moved = config();
+    moved.routes[0].pattern = "POST /sign-in".into();
+    moved.routes[0].quota = per_hour_with(3, AlgorithmConfig::WeightedWindow);
+    assert_eq!(
+        reloader.reload(&moved).unwrap(),
+        [
+            Change::Shape(vec!["routes"]),
+            Change::Algorithm {
+                policy: "login".into(),
+                from: per_hour(3, 3),
+                to: per_hour_with(3, AlgorithmConfig::WeightedWindow),
+            }
+        ]
+    );
+    let mut signed = 0;
+    for _ in 0..5 {
+        signed += usize::from(send(&layer, "POST", "/sign-in", "k").await == StatusCode::OK);
+    }
+    assert_eq!(signed, 3);
+}
+
+#[tokio::test]
+async fn a_refused_algorithm_changes_nothing() {
+    let (layer, reloader) = RateLimitLayer::reloadable(&config()).unwrap();
+    assert_eq!(logins(&layer, "k", 2).await, 2);
+    let mut bad = config();
+    bad.routes[0].quota = per_hour_with(3, AlgorithmConfig::SlidingWindow { sub_windows: 0 });
+    assert!(matches!(
+        reloader.reload(&bad),
+        Err(ReloadError::Invalid(BuildError::Quota(
+            QuotaError::Unsupported(_)
+        )))
+    ));
+    assert_eq!(logins(&layer, "k", 5).await, 1);
+    assert_eq!(reloader.config(), config());
 }

@@ -1,11 +1,12 @@
 //! [`Reloader`]: a configuration reloaded into a running layer, keeping the state that still
 //! applies.
 //!
-//! What a reload applies in place: quotas (each limiter's own `set_quota`, so its keys keep
-//! their debt in permits and get no fresh burst) and shadow mode (the switches
+//! What a reload applies in place: quotas under the same algorithm (each limiter's own
+//! `set_quota`, so its keys keep their debt in permits and get no fresh burst) and shadow mode (the switches
 //! [`set_enforcement`](crate::http::RateLimitLayer::set_enforcement) flips). A reload that
 //! changes the layer's shape (the key, routes, lists, response settings, a policy added or
-//! removed) builds a new layer, handing it every limiter whose policy it keeps, and the
+//! removed) builds a new layer, handing it every limiter whose policy it keeps (unless its
+//! algorithm changed: that policy gets a new limiter, its keys empty), and the
 //! [`ReloadableLayer`]'s services change to it at their next `poll_ready`. Only the limiters'
 //! own settings (key cap, sweeper, full-table policy) cannot change: they belong to limiters
 //! that are kept.
@@ -20,11 +21,8 @@ use parking_lot::{Mutex, RwLock};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{ConfigLayer, LayerConfig, QuotaConfig};
+use super::{ConfigLayer, ConfigLimiter, LayerConfig, QuotaConfig};
 use crate::http::{BuildError, Enforcement, RateLimit};
-use crate::KeyedRateLimiter;
-
-use super::ConfigKey;
 
 /// The layer a [`LayerConfig`] builds, kept current by its [`Reloader`]: see
 /// [`ConfigLayer::reloadable`](crate::http::RateLimitLayer::reloadable). Its services run the
@@ -186,13 +184,24 @@ pub struct Reloader {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Change {
-    /// The quota of the policy `policy` changed; its keys kept their state.
+    /// The quota of the policy `policy` changed under the same algorithm; its keys kept their
+    /// state.
     Quota {
         /// The policy's name.
         policy: String,
         /// The quota before.
         from: QuotaConfig,
         /// The quota now.
+        to: QuotaConfig,
+    },
+    /// The algorithm of the policy `policy` changed (and maybe its quota with it): the policy
+    /// has a new limiter, whose keys start afresh (each client gets a full limit once).
+    Algorithm {
+        /// The policy's name.
+        policy: String,
+        /// The quota and algorithm before.
+        from: QuotaConfig,
+        /// The quota and algorithm now.
         to: QuotaConfig,
     },
     /// The policy `policy` was switched to `to`.
@@ -223,6 +232,11 @@ impl fmt::Display for Change {
             Change::Quota { policy, from, to } => {
                 write!(f, "policy {policy:?}: quota {from} -> {to}")
             }
+            Change::Algorithm { policy, from, to } => write!(
+                f,
+                "policy {policy:?}: algorithm {} -> {}, quota {from} -> {to}; its keys start afresh",
+                from.algorithm, to.algorithm
+            ),
             Change::Enforcement { policy, to } => write!(f, "policy {policy:?}: now {to:?}"),
             Change::Shape(what) => write!(f, "layer rebuilt for: {}", what.join(", ")),
             Change::Added { policy } => write!(f, "policy {policy:?}: added"),
@@ -298,7 +312,7 @@ struct Kept<'a> {
     name: &'a str,
     is_default: bool,
     quota: &'a QuotaConfig,
-    limiter: Arc<KeyedRateLimiter<ConfigKey>>,
+    limiter: Arc<ConfigLimiter>,
     /// Whether the new configuration keeps it.
     taken: bool,
 }
@@ -312,9 +326,13 @@ impl Reloader {
 
     /// Applies `new` to the layer, returning what changed (empty if nothing did).
     ///
-    /// A policy whose quota changed keeps its limiter and its keys, their debt carried over in
-    /// permits ([`KeyedRateLimiter::set_quota`](crate::KeyedRateLimiter::set_quota)): a client
-    /// that used its burst does not get a fresh one. Shadow settings that changed are applied
+    /// A policy whose quota changed under the same algorithm keeps its limiter and its keys,
+    /// their debt carried over in permits
+    /// ([`KeyedRateLimiter::set_quota`](crate::KeyedRateLimiter::set_quota)): a client that
+    /// used its burst does not get a fresh one. A policy whose algorithm changed gets a new
+    /// limiter ([`Change::Algorithm`]): its keys start afresh, so every client gets a full
+    /// limit once; the rest of the layer is made anew around it as for a change of shape
+    /// below, but keeps the switches made at run time. Shadow settings that changed are applied
     /// to every policy (overriding switches made at run time since); unchanged ones leave the
     /// switches alone.
     ///
@@ -340,7 +358,12 @@ impl Reloader {
         }
         let shape = shape_changes(&current, new);
         let layer = self.current.get().1;
-        let changes = if shape.is_empty() {
+        // A policy's algorithm is its limiter's type: a new one needs a new layer.
+        let same_algorithms = current
+            .quotas()
+            .zip(new.quotas())
+            .all(|((_, a), (_, b))| a.algorithm == b.algorithm);
+        let changes = if shape.is_empty() && same_algorithms {
             in_place(&layer, &current, new)?
         } else {
             self.rebuild(&layer, &current, new, shape)?
@@ -375,13 +398,27 @@ impl Reloader {
                 last.is_default = true;
             }
         }
-        let mut changes = vec![Change::Shape(shape)];
+        // Only the algorithms changed (no shape): the run-time switches stay, as in place.
+        let keep_switches = shape.is_empty() && old.shadow == new.shadow;
+        let mut changes = Vec::new();
+        if !shape.is_empty() {
+            changes.push(Change::Shape(shape));
+        }
         let mut quotas = Vec::new();
         let built = new.build_with(|name, is_default, to| {
             let found = kept
                 .iter_mut()
                 .find(|k| !k.taken && k.is_default == is_default && (is_default || k.name == name));
             match found {
+                Some(k) if k.quota.algorithm != to.algorithm => {
+                    k.taken = true;
+                    changes.push(Change::Algorithm {
+                        policy: name.to_owned(),
+                        from: *k.quota,
+                        to: *to,
+                    });
+                    None
+                }
                 Some(k) => {
                     k.taken = true;
                     if k.quota != to {
@@ -406,7 +443,14 @@ impl Reloader {
             policy: k.name.to_owned(),
         }));
         for name in names(&built) {
-            let to = mode(new, name);
+            let to = if keep_switches {
+                // The name is the old layer's too (the same shape).
+                let was = layer.enforcement(name).unwrap_or(Enforcement::Enforce);
+                let _found = built.set_enforcement(name, was);
+                was
+            } else {
+                mode(new, name)
+            };
             if kept.iter().any(|k| k.name == name) && layer.enforcement(name) != Some(to) {
                 changes.push(Change::Enforcement {
                     policy: name.to_owned(),
@@ -469,7 +513,7 @@ fn names(layer: &ConfigLayer) -> Vec<&str> {
 }
 
 /// Gives `limiter` the quota `to` (its keys keep their debt in permits).
-fn set_quota(limiter: &KeyedRateLimiter<ConfigKey>, to: &QuotaConfig) -> Result<(), ReloadError> {
+fn set_quota(limiter: &ConfigLimiter, to: &QuotaConfig) -> Result<(), ReloadError> {
     let quota = to.quota().map_err(ReloadError::Invalid)?;
     limiter
         .set_quota(quota)
