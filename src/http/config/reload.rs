@@ -232,11 +232,22 @@ impl fmt::Display for Change {
             Change::Quota { policy, from, to } => {
                 write!(f, "policy {policy:?}: quota {from} -> {to}")
             }
-            Change::Algorithm { policy, from, to } => write!(
-                f,
-                "policy {policy:?}: algorithm {} -> {}, quota {from} -> {to}; its keys start afresh",
-                from.algorithm, to.algorithm
-            ),
+            Change::Algorithm { policy, from, to } => {
+                write!(
+                    f,
+                    "policy {policy:?}: algorithm {} -> {}",
+                    from.algorithm, to.algorithm
+                )?;
+                // The quota too, where more than its algorithm changed.
+                let same_but_algorithm = QuotaConfig {
+                    algorithm: to.algorithm,
+                    ..*from
+                } == *to;
+                if !same_but_algorithm {
+                    write!(f, ", quota {from} -> {to}")?;
+                }
+                f.write_str("; its keys start afresh")
+            }
             Change::Enforcement { policy, to } => write!(f, "policy {policy:?}: now {to:?}"),
             Change::Shape(what) => write!(f, "layer rebuilt for: {}", what.join(", ")),
             Change::Added { policy } => write!(f, "policy {policy:?}: added"),

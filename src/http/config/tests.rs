@@ -401,3 +401,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_algorithm_change_names_the_quota_only_where_more_changed() {
+    let q = |count, algorithm| QuotaConfig {
+        count,
+        per: Per::Minute,
+        burst: None,
+        algorithm,
+    };
+    let change = |from, to| {
+        Change::Algorithm {
+            policy: "login".into(),
+            from,
+            to,
+        }
+        .to_string()
+    };
+    assert_eq!(
+        change(
+            q(3, AlgorithmConfig::Gcra),
+            q(3, AlgorithmConfig::SlidingLog)
+        ),
+        r#"policy "login": algorithm gcra -> sliding_log; its keys start afresh"#
+    );
+    assert_eq!(
+        change(
+            q(3, AlgorithmConfig::Gcra),
+            q(5, AlgorithmConfig::SlidingLog)
+        ),
+        r#"policy "login": algorithm gcra -> sliding_log, quota 3/minute -> 5/minute, sliding_log; its keys start afresh"#
+    );
+}
