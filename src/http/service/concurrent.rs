@@ -27,7 +27,9 @@ use super::super::rate::backend::Backend;
 use super::super::responses::rejection::{name_reason, reject, Problem, RejectBody};
 use super::super::state::{Backends, ConcurrencyLimitLayer, RateLimitLayer};
 use super::super::state::{Shared, KEY_TABLE_FULL};
-use super::{handoff, Found, RateLimit, ResponseFuture, Screening, Started};
+use super::{
+    handoff, rate_step, start, Found, RateLimit, RateStep, ResponseFuture, Screening, Started,
+};
 
 service! {
     /// With concurrency limits: the response body is the inner one in a [`PermitBody`],
@@ -35,12 +37,28 @@ service! {
     /// dropped.
     permits RateLimitLayer;
     fn call(&mut self, req) {
-        let (fut, permit) = match self.start(req, acquire) {
-            Started::Call(req, headers, permit) => {
-                (ResponseFuture::inner(self.inner.call(req), headers), permit)
-            }
-            Started::Future(fut, permit) => (fut, permit),
+        let answer = |res| PermitFuture {
+            fut: ResponseFuture::ready(res),
+            permit: None,
         };
+        // As without concurrency limits: decided on the request's head.
+        let (parts, body) = req.into_parts();
+        let shared = self.layer.shared();
+        let (headers, permit) = match start(shared, &parts, acquire) {
+            Started::Limit(found, permit) => match rate_step(shared, &parts, &found) {
+                RateStep::Proceed(headers) => (headers, permit),
+                // Refused at once: the permit goes back now, not after the 429 is sent.
+                RateStep::Refused(res) => return answer(res),
+                RateStep::Wait(waiting) => {
+                    let req = Request::from_parts(parts, body);
+                    let fut = waiting.future(found.key, shared, &mut self.inner, req);
+                    return PermitFuture { fut, permit };
+                }
+            },
+            Started::Through => (None, None),
+            Started::Answer(res) => return answer(res),
+        };
+        let fut = ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers);
         PermitFuture { fut, permit }
     }
 }
