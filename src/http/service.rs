@@ -100,7 +100,7 @@ use super::policy::SlotPolicy;
 use super::rate::backend::{Answer, Backend};
 use super::rate::refunds::Refunds;
 use super::responses::headers::RateHeaders;
-use super::responses::rejection::{is_grpc, name_reason, reject, Problem, RejectBody};
+use super::responses::rejection::{name_reason, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 use super::state::{Backends, RateLimitLayer};
 use crate::Decision;
@@ -174,7 +174,7 @@ service! {
         let admit = |_: &Shared<B, R>,
                      policy: &SlotPolicy<NoConcurrency>,
                      _: &B::Key,
-                     _: bool|
+                     _: &Parts|
          -> Result<Infallible, Response<ResBody>> { match *policy.backend {} };
         // Decided on the request's head, which stays where it is: every move of a request
         // (about 240 bytes) costs.
@@ -206,7 +206,12 @@ service! {
 pub(crate) fn start<B, R, C, ResBody, P>(
     shared: &Shared<B, R, C>,
     parts: &Parts,
-    admit: impl FnOnce(&Shared<B, R, C>, &SlotPolicy<C>, &B::Key, bool) -> Result<P, Response<ResBody>>,
+    admit: impl FnOnce(
+        &Shared<B, R, C>,
+        &SlotPolicy<C>,
+        &B::Key,
+        &Parts,
+    ) -> Result<P, Response<ResBody>>,
 ) -> Started<B::Key, P, ResBody>
 where
     B: Backend,
@@ -218,7 +223,7 @@ where
         Screening::Answer(res) => return Started::Answer(res),
     };
     let permit = match found.slot {
-        Some(i) => match admit(shared, shared.slots.get(i), &found.key, found.grpc) {
+        Some(i) => match admit(shared, shared.slots.get(i), &found.key, parts) {
             Ok(permit) => Some(permit),
             Err(res) => return Started::Answer(res),
         },
@@ -246,8 +251,6 @@ pub(crate) struct Found<K> {
     pub(crate) index: Option<usize>,
     /// The concurrency policy's index in its table.
     pub(crate) slot: Option<usize>,
-    /// Whether the request is a gRPC call (answered in gRPC's terms).
-    pub(crate) grpc: bool,
 }
 
 /// What the screening makes of a request.
@@ -293,16 +296,10 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         };
         let index = self.table.find(&parts.method, path, template);
         let slot = self.slots.find(&parts.method, path, template);
-        let grpc = self.grpc && is_grpc(parts);
         // The allow and deny lists, before any limiter; one outcome counted per request.
         let limited = index.is_some() || slot.is_some();
         match self.ops.screen(&*self.extractor, index, limited, parts) {
-            Screen::Limit(key) => Screening::Limit(Found {
-                key,
-                index,
-                slot,
-                grpc,
-            }),
+            Screen::Limit(key) => Screening::Limit(Found { key, index, slot }),
             Screen::Pass => {
                 self.ops.record(index, Outcome::Allowed);
                 Screening::Through
@@ -317,9 +314,10 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                     StatusCode::FORBIDDEN,
                     "the request is refused by the rate limiter's deny list",
                 );
+                let grpc = self.is_grpc(&parts.headers);
                 Screening::Answer(reject(&self.body, &p, grpc, None))
             }
-            Screen::KeyError(e) => match key_error(self, index, &e, grpc) {
+            Screen::KeyError(e) => match key_error(self, index, &e, parts) {
                 Some(res) => Screening::Answer(res),
                 None => Screening::Through,
             },
@@ -356,7 +354,6 @@ pub(crate) enum RateStep<B: Backend, ResBody, L> {
 pub(crate) struct Waiting<B: Backend, L> {
     index: usize,
     cost: u64,
-    grpc: bool,
     shadow: bool,
     how: How<B, L>,
 }
@@ -388,12 +385,7 @@ where
     B: Backend,
     R: RejectBody<ResBody>,
 {
-    let Found {
-        ref key,
-        index,
-        grpc,
-        ..
-    } = *found;
+    let Found { ref key, index, .. } = *found;
     let Some(index) = index else {
         // A concurrency limit only: no rate policy counts the request.
         shared.ops.record(None, Outcome::Allowed);
@@ -408,7 +400,8 @@ where
         (Mode::Reject | Mode::Shape(_), _) => {
             match shared.table.get(index).backend.check_n(key, cost) {
                 Answer::Now(decided) => {
-                    return match shared.verdict(index, key, decided, cost, grpc, shadow) {
+                    let req = &parts.headers;
+                    return match shared.verdict(index, key, decided, cost, req, shadow) {
                         Verdict::Proceed(headers) => RateStep::Proceed(headers),
                         Verdict::Reject(res) => RateStep::Refused(res),
                     };
@@ -420,7 +413,6 @@ where
     RateStep::Wait(Waiting {
         index,
         cost,
-        grpc,
         shadow,
         how,
     })
@@ -447,21 +439,20 @@ impl<B: Backend, L: Later<B>> Waiting<B, L> {
         let Waiting {
             index,
             cost,
-            grpc,
             shadow,
             how,
         } = self;
         let (shared, inner) = (Arc::clone(shared), take_ready(inner));
         let fut: BoxOutput<S::Future> = match how {
             How::Shape(max_delay) => Box::pin(shaping::shaped(
-                shared, index, key, cost, max_delay, grpc, inner, req,
+                shared, index, key, cost, max_delay, inner, req,
             )),
             How::Refund(refunds) => Box::pin(refunding::refunding(
-                shared, refunds, index, key, cost, grpc, shadow, inner, req,
+                shared, refunds, index, key, cost, shadow, inner, req,
             )),
             How::Later(decision) => Box::pin(async move {
                 let decided = decision.await;
-                let verdict = shared.verdict(index, &key, decided, cost, grpc, shadow);
+                let verdict = shared.verdict(index, &key, decided, cost, req.headers(), shadow);
                 proceed(verdict, inner, req).await
             }),
         };
@@ -501,7 +492,7 @@ fn key_error<B: Backend, R, C, ResBody>(
     shared: &Shared<B, R, C>,
     index: Option<usize>,
     e: &KeyError,
-    grpc: bool,
+    parts: &Parts,
 ) -> Option<Response<ResBody>>
 where
     R: RejectBody<ResBody>,
@@ -512,6 +503,7 @@ where
         OnKeyError::Status(s) => Some(s),
     };
     shared.ops.key_error(index, e, status);
+    let grpc = shared.is_grpc(&parts.headers);
     let mut res = reject(&shared.body, &Problem::new(status?, e.reason()), grpc, None);
     name_reason(&mut res, e.reason(), grpc);
     Some(res)

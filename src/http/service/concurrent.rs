@@ -15,6 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
@@ -79,11 +80,11 @@ service! {
             permit: None,
         };
         let (admitted, index, source) = match handoff::peek::<B::Key>(&parts.extensions, owner) {
-            Some(Some(found)) => (admit(shared, found), found.index, Source::Outside),
+            Some(Some(found)) => (admit(shared, found, &parts), found.index, Source::Outside),
             Some(None) => (Ok(None), None, Source::Settled),
             None => match shared.screen_request(&parts) {
                 Screening::Limit(found) => {
-                    let admitted = admit(shared, &found);
+                    let admitted = admit(shared, &found, &parts);
                     (admitted, found.index, Source::Here(found))
                 }
                 Screening::Through => (Ok(None), None, Source::Settled),
@@ -130,6 +131,7 @@ enum Source<K> {
 fn admit<B, R, C, ResBody>(
     shared: &Shared<B, R, C>,
     found: &Found<B::Key>,
+    parts: &Parts,
 ) -> Result<Option<C::Permit>, Response<ResBody>>
 where
     B: Backend,
@@ -138,16 +140,17 @@ where
 {
     found
         .slot
-        .map(|i| acquire(shared, shared.slots.get(i), &found.key, found.grpc))
+        .map(|i| acquire(shared, shared.slots.get(i), &found.key, parts))
         .transpose()
 }
 
-/// A permit of `policy` for `key`, or the answer to a request over its limit.
+/// A permit of `policy` for `key`, or the answer to the request (its head `parts`) over its
+/// limit.
 fn acquire<B, R, C, ResBody>(
     shared: &Shared<B, R, C>,
     policy: &SlotPolicy<C>,
     key: &B::Key,
-    grpc: bool,
+    parts: &Parts,
 ) -> Result<C::Permit, Response<ResBody>>
 where
     B: Backend,
@@ -157,7 +160,7 @@ where
     policy
         .backend
         .try_acquire_n_owned(key, 1)
-        .map_err(|busy| refuse(shared, policy, busy, grpc))
+        .map_err(|busy| refuse(shared, policy, busy, shared.is_grpc(&parts.headers)))
 }
 
 /// The answer to a request over its concurrency limit.
