@@ -597,3 +597,123 @@ impl<F: Future> fmt::Debug for ResponseFuture<F> {
         f.write_str("ResponseFuture")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use http::{HeaderMap, Request, Response, StatusCode};
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    use crate::http::{GlobalKey, PeerIp, RateLimitLayer};
+
+    /// The inner service: `200`, empty, ready at once.
+    #[derive(Clone)]
+    struct Ok200;
+
+    impl Service<Request<()>> for Ok200 {
+        type Response = Response<String>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            std::future::ready(Ok(Response::new(String::new())))
+        }
+    }
+
+    /// The status and headers of `svc`'s answer to a request (gRPC's content type if `grpc`).
+    fn answer<S>(svc: &mut S, grpc: bool) -> (StatusCode, HeaderMap)
+    where
+        S: Service<Request<()>, Response = Response<String>>,
+        S::Error: std::fmt::Debug,
+    {
+        let mut b = Request::get("/");
+        if grpc {
+            b = b.header("content-type", "application/grpc+proto");
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(Ok(())) = svc.poll_ready(&mut cx) else {
+            panic!("not ready")
+        };
+        let Poll::Ready(res) = pin!(svc.call(b.body(()).unwrap())).poll(&mut cx) else {
+            panic!("the answer waited")
+        };
+        let res = res.unwrap();
+        (res.status(), res.headers().clone())
+    }
+
+    fn grpc_status(h: &HeaderMap) -> Option<&str> {
+        h.get("grpc-status").map(|v| v.to_str().unwrap())
+    }
+
+    /// Whether a refusal is answered in gRPC's terms is read from the refused request itself,
+    /// by the combined layer and by its layers of one concern stacked.
+    #[test]
+    fn refusals_of_grpc_calls_are_grpc_answers_combined_or_stacked() {
+        let layer = RateLimitLayer::builder(GlobalKey)
+            .per_minute(1)
+            .build()
+            .unwrap();
+        let mut combined = layer.layer(Ok200);
+        assert_eq!(answer(&mut combined, true).0, StatusCode::OK);
+        let (status, h) = answer(&mut combined, true);
+        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("8")));
+        let (status, h) = answer(&mut combined, false);
+        assert_eq!(
+            (status, grpc_status(&h)),
+            (StatusCode::TOO_MANY_REQUESTS, None)
+        );
+
+        let layer = RateLimitLayer::builder(GlobalKey)
+            .per_minute(1)
+            .build()
+            .unwrap();
+        let mut stacked = layer.access_layer().layer(layer.rate_layer().layer(Ok200));
+        assert_eq!(answer(&mut stacked, false).0, StatusCode::OK);
+        let (status, h) = answer(&mut stacked, true);
+        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("8")));
+        let (status, h) = answer(&mut stacked, false);
+        assert_eq!(
+            (status, grpc_status(&h)),
+            (StatusCode::TOO_MANY_REQUESTS, None)
+        );
+
+        // Without the gRPC mapping, a gRPC call gets the HTTP refusal.
+        let layer = RateLimitLayer::builder(GlobalKey)
+            .per_minute(1)
+            .grpc(false)
+            .build()
+            .unwrap();
+        let mut plain = layer.layer(Ok200);
+        answer(&mut plain, true);
+        let (status, h) = answer(&mut plain, true);
+        assert_eq!(
+            (status, grpc_status(&h)),
+            (StatusCode::TOO_MANY_REQUESTS, None)
+        );
+    }
+
+    /// A key error (here: no peer address) of a gRPC call is a gRPC answer too.
+    #[test]
+    fn key_errors_of_grpc_calls_are_grpc_answers() {
+        let layer = RateLimitLayer::builder(PeerIp::new())
+            .per_minute(1)
+            .build()
+            .unwrap();
+        let mut svc = layer.layer(Ok200);
+        let (status, h) = answer(&mut svc, true);
+        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("13")));
+        let (status, h) = answer(&mut svc, false);
+        assert_eq!(
+            (status, grpc_status(&h)),
+            (StatusCode::INTERNAL_SERVER_ERROR, None)
+        );
+    }
+}
