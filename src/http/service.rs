@@ -653,37 +653,34 @@ mod tests {
         h.get("grpc-status").map(|v| v.to_str().unwrap())
     }
 
+    /// Over a limit of one: the first request allowed, then a gRPC call refused in gRPC's
+    /// terms (`RESOURCE_EXHAUSTED`) and a plain request with `429`.
+    fn assert_refusals<S>(svc: &mut S)
+    where
+        S: Service<Request<()>, Response = Response<String>>,
+        S::Error: std::fmt::Debug,
+    {
+        assert_eq!(answer(svc, false).0, StatusCode::OK);
+        let (status, h) = answer(svc, true);
+        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("8")));
+        let (status, h) = answer(svc, false);
+        let plain = (StatusCode::TOO_MANY_REQUESTS, None);
+        assert_eq!((status, grpc_status(&h)), plain);
+    }
+
     /// Whether a refusal is answered in gRPC's terms is read from the refused request itself,
     /// by the combined layer and by its layers of one concern stacked.
     #[test]
     fn refusals_of_grpc_calls_are_grpc_answers_combined_or_stacked() {
-        let layer = RateLimitLayer::builder(GlobalKey)
-            .per_minute(1)
-            .build()
-            .unwrap();
-        let mut combined = layer.layer(Ok200);
-        assert_eq!(answer(&mut combined, true).0, StatusCode::OK);
-        let (status, h) = answer(&mut combined, true);
-        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("8")));
-        let (status, h) = answer(&mut combined, false);
-        assert_eq!(
-            (status, grpc_status(&h)),
-            (StatusCode::TOO_MANY_REQUESTS, None)
-        );
-
-        let layer = RateLimitLayer::builder(GlobalKey)
-            .per_minute(1)
-            .build()
-            .unwrap();
-        let mut stacked = layer.access_layer().layer(layer.rate_layer().layer(Ok200));
-        assert_eq!(answer(&mut stacked, false).0, StatusCode::OK);
-        let (status, h) = answer(&mut stacked, true);
-        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("8")));
-        let (status, h) = answer(&mut stacked, false);
-        assert_eq!(
-            (status, grpc_status(&h)),
-            (StatusCode::TOO_MANY_REQUESTS, None)
-        );
+        let one = || {
+            RateLimitLayer::builder(GlobalKey)
+                .per_minute(1)
+                .build()
+                .unwrap()
+        };
+        assert_refusals(&mut one().layer(Ok200));
+        let layer = one();
+        assert_refusals(&mut layer.access_layer().layer(layer.rate_layer().layer(Ok200)));
 
         // Without the gRPC mapping, a gRPC call gets the HTTP refusal.
         let layer = RateLimitLayer::builder(GlobalKey)
