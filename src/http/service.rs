@@ -3,7 +3,8 @@
 //! inner service and add the headers to its response.
 //!
 //! A request's steps are written here once: the screening ([`Shared::screen_request`]), the
-//! concurrency step ([`concurrent`]) and the rate step ([`decide_rate`]). The combined layer's
+//! concurrency step ([`concurrent`]) and the rate step ([`rate_step`]), all on the request's
+//! head (the request itself is moved once, into the inner service or a waiting future). The combined layer's
 //! service runs them in turn; the layers of one concern ([`access`], [`concurrent`], [`rate`])
 //! run one each, passing what they found on in a request extension ([`handoff`]).
 //!
@@ -84,6 +85,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
@@ -96,10 +98,12 @@ use super::key::KeyError;
 use super::policy::stats::Outcome;
 use super::policy::SlotPolicy;
 use super::rate::backend::{Answer, Backend};
+use super::rate::refunds::Refunds;
 use super::responses::headers::RateHeaders;
-use super::responses::rejection::{is_grpc, name_reason, reject, Problem, RejectBody};
+use super::responses::rejection::{name_reason, reject, Problem, RejectBody};
 use super::state::{proceed, Mode, OnKeyError, Shared, Verdict};
 use super::state::{Backends, RateLimitLayer};
+use crate::Decision;
 
 /// The rate-limiting service made by [`RateLimitLayer`], and by its layers of one concern
 /// ([`AccessLayer`](super::AccessLayer), [`ConcurrencyLimitLayer`](super::ConcurrencyLimitLayer),
@@ -170,73 +174,73 @@ service! {
         let admit = |_: &Shared<B, R>,
                      policy: &SlotPolicy<NoConcurrency>,
                      _: &B::Key,
-                     _: bool|
+                     _: &Parts|
          -> Result<Infallible, Response<ResBody>> { match *policy.backend {} };
-        match self.start(req, admit) {
-            Started::Call(req, headers, _) => ResponseFuture::inner(self.inner.call(req), headers),
-            Started::Future(fut, _) => fut,
-        }
-    }
-}
-
-impl<S, B: Backend, R, C: Send + Sync + 'static> RateLimit<S, RateLimitLayer<Backends<B, C>, R>> {
-    /// Decides a request with every concern in turn, with no hand-off between them: the
-    /// screening ([`Shared::screen_request`]: routes, lists, key), then the concurrency policy
-    /// (`admit` takes its permit, or answers for the request: a request refused for
-    /// concurrency spends no rate permit), then the rate policy ([`decide_rate`]). Returns
-    /// what to do ([`Started`]) and the permit, if one was taken and the request was not
-    /// refused at once.
-    pub(crate) fn start<ReqBody, ResBody, P>(
-        &mut self,
-        req: Request<ReqBody>,
-        admit: impl FnOnce(
-            &Shared<B, R, C>,
-            &SlotPolicy<C>,
-            &B::Key,
-            bool,
-        ) -> Result<P, Response<ResBody>>,
-    ) -> Started<S::Future, ReqBody, P>
-    where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        R: RejectBody<ResBody>,
-        ReqBody: Send + 'static,
-        ResBody: Send + 'static,
-    {
+        // Decided on the request's head, which stays where it is: every move of a request
+        // (about 240 bytes) costs.
         let (parts, body) = req.into_parts();
         let shared = self.layer.shared();
-        let found = match shared.screen_request(&parts) {
-            Screening::Limit(found) => found,
-            Screening::Through => {
-                return Started::Call(Request::from_parts(parts, body), None, None);
-            }
-            Screening::Answer(res) => return Started::Future(ResponseFuture::ready(res), None),
-        };
-        let permit = match found.slot {
-            Some(i) => match admit(shared, shared.slots.get(i), &found.key, found.grpc) {
-                Ok(permit) => Some(permit),
-                Err(res) => return Started::Future(ResponseFuture::ready(res), None),
+        let headers = match start(shared, &parts, admit) {
+            Started::Limit(found, _) => match rate_step(shared, &parts, &found) {
+                RateStep::Proceed(headers) => headers,
+                RateStep::Refused(res) => return ResponseFuture::ready(res),
+                RateStep::Wait(waiting) => {
+                    let req = Request::from_parts(parts, body);
+                    return waiting.future(found.key, shared, &mut self.inner, req);
+                }
             },
-            None => None,
+            Started::Through => None,
+            Started::Answer(res) => return ResponseFuture::ready(res),
         };
-        match decide_rate(shared, &mut self.inner, parts, body, found) {
-            // Refused at once: the concurrency permit goes back now, not after the 429 is sent.
-            Decided::Refused(res) => Started::Future(ResponseFuture::ready(res), None),
-            Decided::Call(req, headers) => Started::Call(req, headers, permit),
-            Decided::Pending(fut) => Started::Future(fut, permit),
-        }
+        ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
     }
 }
 
-/// What [`RateLimit::start`] made of a request, with the concurrency permit `P` it took, if
-/// any.
-#[allow(clippy::large_enum_variant)] // moved once, in `call`; boxing the request would allocate
-pub(crate) enum Started<F: Future, ReqBody, P> {
-    /// Call the inner service with the request and add these headers to its response (see
-    /// [`Decided::Call`]).
-    Call(Request<ReqBody>, Option<RateHeaders>, Option<P>),
-    /// Answered, or waiting: this future.
-    Future(ResponseFuture<F>, Option<P>),
+/// The steps before the rate step, on the request's head, with no hand-off between them: the
+/// screening ([`Shared::screen_request`]: routes, lists, key), then the concurrency policy
+/// (`admit` takes its permit, or answers for the request: a request refused for concurrency
+/// spends no rate permit). The caller then runs the rate step ([`rate_step`]) on what was
+/// found, and gives the permit back at once if that refuses the request.
+// Always: folded into each `call`, so that nothing it returns is copied through a call.
+#[inline(always)]
+pub(crate) fn start<B, R, C, ResBody, P>(
+    shared: &Shared<B, R, C>,
+    parts: &Parts,
+    admit: impl FnOnce(
+        &Shared<B, R, C>,
+        &SlotPolicy<C>,
+        &B::Key,
+        &Parts,
+    ) -> Result<P, Response<ResBody>>,
+) -> Started<B::Key, P, ResBody>
+where
+    B: Backend,
+    R: RejectBody<ResBody>,
+{
+    let found = match shared.screen_request(parts) {
+        Screening::Limit(found) => found,
+        Screening::Through => return Started::Through,
+        Screening::Answer(res) => return Started::Answer(res),
+    };
+    let permit = match found.slot {
+        Some(i) => match admit(shared, shared.slots.get(i), &found.key, parts) {
+            Ok(permit) => Some(permit),
+            Err(res) => return Started::Answer(res),
+        },
+        None => None,
+    };
+    Started::Limit(found, permit)
+}
+
+/// What [`start`] made of a request.
+pub(crate) enum Started<K, P, ResBody> {
+    /// The rate step decides it, with what was found and the concurrency permit taken, if
+    /// any.
+    Limit(Found<K>, Option<P>),
+    /// Through to the inner service, unlimited (counted already).
+    Through,
+    /// Answered here (counted already).
+    Answer(Response<ResBody>),
 }
 
 /// What the screening found for a request a limiter is to decide: its key, and the rate and
@@ -247,8 +251,6 @@ pub(crate) struct Found<K> {
     pub(crate) index: Option<usize>,
     /// The concurrency policy's index in its table.
     pub(crate) slot: Option<usize>,
-    /// Whether the request is a gRPC call (answered in gRPC's terms).
-    pub(crate) grpc: bool,
 }
 
 /// What the screening makes of a request.
@@ -294,16 +296,10 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         };
         let index = self.table.find(&parts.method, path, template);
         let slot = self.slots.find(&parts.method, path, template);
-        let grpc = self.grpc && is_grpc(parts);
         // The allow and deny lists, before any limiter; one outcome counted per request.
         let limited = index.is_some() || slot.is_some();
         match self.ops.screen(&*self.extractor, index, limited, parts) {
-            Screen::Limit(key) => Screening::Limit(Found {
-                key,
-                index,
-                slot,
-                grpc,
-            }),
+            Screen::Limit(key) => Screening::Limit(Found { key, index, slot }),
             Screen::Pass => {
                 self.ops.record(index, Outcome::Allowed);
                 Screening::Through
@@ -318,9 +314,10 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                     StatusCode::FORBIDDEN,
                     "the request is refused by the rate limiter's deny list",
                 );
+                let grpc = self.is_grpc(&parts.headers);
                 Screening::Answer(reject(&self.body, &p, grpc, None))
             }
-            Screen::KeyError(e) => match key_error(self, index, &e, grpc) {
+            Screen::KeyError(e) => match key_error(self, index, &e, parts) {
                 Some(res) => Screening::Answer(res),
                 None => Screening::Through,
             },
@@ -328,87 +325,139 @@ impl<B: Backend, R, C> Shared<B, R, C> {
     }
 }
 
-/// What the rate step made of a request.
-#[allow(clippy::large_enum_variant)] // moved once, in `call`; boxing the request would allocate
-pub(crate) enum Decided<F: Future, ReqBody, ResBody> {
+/// A backend's decision still to come (a remote store's): the future its
+/// [`check_n`](Backend::check_n) returned.
+pub(crate) trait Later<B: Backend>:
+    Future<Output = Result<Decision, B::Error>> + Send + 'static
+{
+}
+
+impl<B: Backend, F: Future<Output = Result<Decision, B::Error>> + Send + 'static> Later<B> for F {}
+
+/// What the rate step made of a request, decided on the request's head: the caller, which
+/// still owns the request, calls the inner service or builds the future that waits. (Moving
+/// the request through the step instead cost a copy of it per move.)
+pub(crate) enum RateStep<B: Backend, ResBody, L> {
+    /// Allowed now (or no rate policy applies): call the inner service with the request and
+    /// add these headers to its response. Left to the service's `call`, so that the inner
+    /// service's future is made where it stays: every move of a future as large as a
+    /// router's cost about as much as a header.
+    Proceed(Option<RateHeaders>),
     /// Refused at once (nothing of the request runs: a permit taken for it can go back now).
     Refused(Response<ResBody>),
-    /// Allowed now: call the inner service with the request and add these headers to its
-    /// response. Left to the service's `call`, so that the inner service's future is made
-    /// where it stays: every move of a future as large as a router's cost about as much as
-    /// a header.
-    Call(Request<ReqBody>, Option<RateHeaders>),
-    /// A future that decides or waits first (shaping, refunds, remote backends).
-    Pending(ResponseFuture<F>),
+    /// Decided by a future, or waiting first (shaping, refunds, remote backends):
+    /// [`Waiting::future`].
+    Wait(Waiting<B, L>),
+}
+
+/// A rate decision that waits: what its future needs besides the request and the key.
+pub(crate) struct Waiting<B: Backend, L> {
+    index: usize,
+    cost: u64,
+    shadow: bool,
+    how: How<B, L>,
+}
+
+/// Why a rate decision waits.
+enum How<B: Backend, L> {
+    /// Shaping: waits up to this long for the permits.
+    Shape(Duration),
+    /// Takes the permits before the handler, gives them back if the response says so.
+    Refund(Refunds<B>),
+    /// The backend decides later (a remote store).
+    Later(L),
 }
 
 /// The rate step: the decision of the rate policy `found` names for its key (refusing,
-/// shaping, refunding; in shadow, deciding and counting only), and the inner service called,
-/// or not, accordingly; without a rate policy (a concurrency limit only), the inner service
-/// called. Counts the request's outcome.
-// Always: folded into the combined service's `call`, as the code it replaced was.
+/// shaping, refunding; in shadow, deciding and counting only), made on the request's head;
+/// without a rate policy (a concurrency limit only), [`RateStep::Proceed`]. Counts the
+/// request's outcome when it decides now.
+// Always: folded into each `call`, as the code it replaced was. The key is borrowed from the
+// caller, which moves it into the waiting future: the backend's future captures the borrow
+// (its type names it) but outlives it (`'static`), so the borrow ends here.
 #[inline(always)]
-pub(crate) fn decide_rate<S, B, R, C, ReqBody, ResBody>(
-    shared: &Arc<Shared<B, R, C>>,
-    inner: &mut S,
-    parts: Parts,
-    body: ReqBody,
-    found: Found<B::Key>,
-) -> Decided<S::Future, ReqBody, ResBody>
+pub(crate) fn rate_step<'s, 'k, B, R, C, ResBody>(
+    shared: &'s Shared<B, R, C>,
+    parts: &Parts,
+    found: &'k Found<B::Key>,
+) -> RateStep<B, ResBody, impl Later<B> + 'static + use<'s, 'k, B, R, C, ResBody>>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
     B: Backend,
     R: RejectBody<ResBody>,
-    C: Send + Sync + 'static,
-    ReqBody: Send + 'static,
-    ResBody: Send + 'static,
 {
-    let Found {
-        key, index, grpc, ..
-    } = found;
+    let Found { ref key, index, .. } = *found;
     let Some(index) = index else {
         // A concurrency limit only: no rate policy counts the request.
         shared.ops.record(None, Outcome::Allowed);
-        return Decided::Call(Request::from_parts(parts, body), None);
+        return RateStep::Proceed(None);
     };
-    let cost = shared.cost.as_ref().map_or(1, |cost| cost(&parts));
-    let req = Request::from_parts(parts, body);
-    let policy = shared.table.get(index);
+    let cost = shared.cost.as_ref().map_or(1, |cost| cost(parts));
     let shadow = shared.is_shadow(index);
-    let fut = match (&shared.mode, shadow) {
-        (Mode::Shape(max_delay), false) => {
-            let (shared, inner) = (Arc::clone(shared), take_ready(inner));
-            ResponseFuture::boxed(Box::pin(shaping::shaped(
-                shared, index, key, cost, *max_delay, grpc, inner, req,
-            )))
-        }
-        (Mode::Refund(refunds), _) => {
-            let refunds = refunds.clone();
-            let (shared, inner) = (Arc::clone(shared), take_ready(inner));
-            ResponseFuture::boxed(Box::pin(refunding::refunding(
-                shared, refunds, index, key, cost, grpc, shadow, inner, req,
-            )))
-        }
+    let how = match (&shared.mode, shadow) {
+        (Mode::Shape(max_delay), false) => How::Shape(*max_delay),
+        (Mode::Refund(refunds), _) => How::Refund(refunds.clone()),
         // Refusing, or shaping in shadow (nothing waits in shadow): decide now.
-        (Mode::Reject | Mode::Shape(_), _) => match policy.backend.check_n(&key, cost) {
-            Answer::Now(decided) => {
-                return match shared.verdict(index, &key, decided, cost, grpc, shadow) {
-                    Verdict::Proceed(headers) => Decided::Call(req, headers),
-                    Verdict::Reject(res) => Decided::Refused(res),
-                };
+        (Mode::Reject | Mode::Shape(_), _) => {
+            match shared.table.get(index).backend.check_n(key, cost) {
+                Answer::Now(decided) => {
+                    let req = &parts.headers;
+                    return match shared.verdict(index, key, decided, cost, req, shadow) {
+                        Verdict::Proceed(headers) => RateStep::Proceed(headers),
+                        Verdict::Reject(res) => RateStep::Refused(res),
+                    };
+                }
+                Answer::Later(decision) => How::Later(decision),
             }
-            Answer::Later(decision) => {
-                let (shared, inner) = (Arc::clone(shared), take_ready(inner));
-                ResponseFuture::boxed(Box::pin(async move {
-                    let decided = decision.await;
-                    let verdict = shared.verdict(index, &key, decided, cost, grpc, shadow);
-                    proceed(verdict, inner, req).await
-                }))
-            }
-        },
+        }
     };
-    Decided::Pending(fut)
+    RateStep::Wait(Waiting {
+        index,
+        cost,
+        shadow,
+        how,
+    })
+}
+
+impl<B: Backend, L: Later<B>> Waiting<B, L> {
+    /// The future that waits, decides for `key` and calls the inner service (the very
+    /// instance that was readied) with `req`, or answers; it counts the request's outcome.
+    pub(crate) fn future<S, R, C, ReqBody, ResBody>(
+        self,
+        key: B::Key,
+        shared: &Arc<Shared<B, R, C>>,
+        inner: &mut S,
+        req: Request<ReqBody>,
+    ) -> ResponseFuture<S::Future>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        R: RejectBody<ResBody>,
+        C: Send + Sync + 'static,
+        ReqBody: Send + 'static,
+        ResBody: Send + 'static,
+    {
+        let Waiting {
+            index,
+            cost,
+            shadow,
+            how,
+        } = self;
+        let (shared, inner) = (Arc::clone(shared), take_ready(inner));
+        let fut: BoxOutput<S::Future> = match how {
+            How::Shape(max_delay) => Box::pin(shaping::shaped(
+                shared, index, key, cost, max_delay, inner, req,
+            )),
+            How::Refund(refunds) => Box::pin(refunding::refunding(
+                shared, refunds, index, key, cost, shadow, inner, req,
+            )),
+            How::Later(decision) => Box::pin(async move {
+                let decided = decision.await;
+                let verdict = shared.verdict(index, &key, decided, cost, req.headers(), shadow);
+                proceed(verdict, inner, req).await
+            }),
+        };
+        ResponseFuture::boxed(fut)
+    }
 }
 
 /// The path the route rules match, and the route template the router matched, if known.
@@ -443,7 +492,7 @@ fn key_error<B: Backend, R, C, ResBody>(
     shared: &Shared<B, R, C>,
     index: Option<usize>,
     e: &KeyError,
-    grpc: bool,
+    parts: &Parts,
 ) -> Option<Response<ResBody>>
 where
     R: RejectBody<ResBody>,
@@ -454,6 +503,7 @@ where
         OnKeyError::Status(s) => Some(s),
     };
     shared.ops.key_error(index, e, status);
+    let grpc = shared.is_grpc(&parts.headers);
     let mut res = reject(&shared.body, &Problem::new(status?, e.reason()), grpc, None);
     name_reason(&mut res, e.reason(), grpc);
     Some(res)
@@ -545,5 +595,122 @@ where
 impl<F: Future> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ResponseFuture")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use http::{HeaderMap, Request, Response, StatusCode};
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    use crate::http::{GlobalKey, PeerIp, RateLimitLayer};
+
+    /// The inner service: `200`, empty, ready at once.
+    #[derive(Clone)]
+    struct Ok200;
+
+    impl Service<Request<()>> for Ok200 {
+        type Response = Response<String>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Response<String>, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            std::future::ready(Ok(Response::new(String::new())))
+        }
+    }
+
+    /// The status and headers of `svc`'s answer to a request (gRPC's content type if `grpc`).
+    fn answer<S>(svc: &mut S, grpc: bool) -> (StatusCode, HeaderMap)
+    where
+        S: Service<Request<()>, Response = Response<String>>,
+        S::Error: std::fmt::Debug,
+    {
+        let mut b = Request::get("/");
+        if grpc {
+            b = b.header("content-type", "application/grpc+proto");
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(Ok(())) = svc.poll_ready(&mut cx) else {
+            panic!("not ready")
+        };
+        let Poll::Ready(res) = pin!(svc.call(b.body(()).unwrap())).poll(&mut cx) else {
+            panic!("the answer waited")
+        };
+        let res = res.unwrap();
+        (res.status(), res.headers().clone())
+    }
+
+    fn grpc_status(h: &HeaderMap) -> Option<&str> {
+        h.get("grpc-status").map(|v| v.to_str().unwrap())
+    }
+
+    /// Over a limit of one: the first request allowed, then a gRPC call refused in gRPC's
+    /// terms (`RESOURCE_EXHAUSTED`) and a plain request with `429`.
+    fn assert_refusals<S>(svc: &mut S)
+    where
+        S: Service<Request<()>, Response = Response<String>>,
+        S::Error: std::fmt::Debug,
+    {
+        assert_eq!(answer(svc, false).0, StatusCode::OK);
+        let (status, h) = answer(svc, true);
+        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("8")));
+        let (status, h) = answer(svc, false);
+        let plain = (StatusCode::TOO_MANY_REQUESTS, None);
+        assert_eq!((status, grpc_status(&h)), plain);
+    }
+
+    /// Whether a refusal is answered in gRPC's terms is read from the refused request itself,
+    /// by the combined layer and by its layers of one concern stacked.
+    #[test]
+    fn refusals_of_grpc_calls_are_grpc_answers_combined_or_stacked() {
+        let one = || {
+            RateLimitLayer::builder(GlobalKey)
+                .per_minute(1)
+                .build()
+                .unwrap()
+        };
+        assert_refusals(&mut one().layer(Ok200));
+        let layer = one();
+        assert_refusals(&mut layer.access_layer().layer(layer.rate_layer().layer(Ok200)));
+
+        // Without the gRPC mapping, a gRPC call gets the HTTP refusal.
+        let layer = RateLimitLayer::builder(GlobalKey)
+            .per_minute(1)
+            .grpc(false)
+            .build()
+            .unwrap();
+        let mut plain = layer.layer(Ok200);
+        answer(&mut plain, true);
+        let (status, h) = answer(&mut plain, true);
+        assert_eq!(
+            (status, grpc_status(&h)),
+            (StatusCode::TOO_MANY_REQUESTS, None)
+        );
+    }
+
+    /// A key error (here: no peer address) of a gRPC call is a gRPC answer too.
+    #[test]
+    fn key_errors_of_grpc_calls_are_grpc_answers() {
+        let layer = RateLimitLayer::builder(PeerIp::new())
+            .per_minute(1)
+            .build()
+            .unwrap();
+        let mut svc = layer.layer(Ok200);
+        let (status, h) = answer(&mut svc, true);
+        assert_eq!((status, grpc_status(&h)), (StatusCode::OK, Some("13")));
+        let (status, h) = answer(&mut svc, false);
+        assert_eq!(
+            (status, grpc_status(&h)),
+            (StatusCode::INTERNAL_SERVER_ERROR, None)
+        );
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
-use http::{Request, Response, StatusCode};
+use http::{HeaderMap, Request, Response, StatusCode};
 use tower_service::Service;
 
 use super::concurrency::backend::NoConcurrency;
@@ -28,7 +28,7 @@ use super::policy::{Policy, PolicyTable, SlotPolicy};
 use super::rate::backend::Backend;
 use super::rate::refunds::Refunds;
 use super::responses::headers::{HeaderStyle, RateHeaders};
-use super::responses::rejection::{name_reason, reject, NoBody, Problem, RejectBody};
+use super::responses::rejection::{is_grpc, name_reason, reject, NoBody, Problem, RejectBody};
 use crate::Decision;
 
 /// The backends of a [`RateLimitLayer`], as one type: `B` decides its rate limits (a
@@ -341,7 +341,7 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         key: &B::Key,
         decided: Result<Decision, B::Error>,
         cost: u64,
-        grpc: bool,
+        req: &HeaderMap,
         shadow: bool,
     ) -> Verdict<ResBody>
     where
@@ -360,11 +360,11 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!("rate limit {} could not be checked", policy.label.sf_name()),
                 );
-                return Verdict::Reject(reject(&self.body, &p, grpc, None));
+                return Verdict::Reject(reject(&self.body, &p, self.is_grpc(req), None));
             }
         };
         if d.is_key_cap_reached() {
-            return self.key_cap_reached(index, key, &d, grpc, shadow);
+            return self.key_cap_reached(index, key, &d, req, shadow);
         }
         let show = !shadow || self.ops.shadow_headers;
         let headers = (show && (self.style != HeaderStyle::None || !d.allowed))
@@ -414,7 +414,7 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                 ),
             ),
         };
-        Verdict::Reject(reject(&self.body, &p, grpc, headers))
+        Verdict::Reject(reject(&self.body, &p, self.is_grpc(req), headers))
     }
 
     /// The verdict for a new key the limiter's full key table refused: the server's capacity,
@@ -427,7 +427,7 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         index: usize,
         key: &B::Key,
         d: &Decision,
-        grpc: bool,
+        req: &HeaderMap,
         shadow: bool,
     ) -> Verdict<ResBody>
     where
@@ -448,9 +448,16 @@ impl<B: Backend, R, C> Shared<B, R, C> {
                 headers.retry_after().unwrap_or(1)
             ),
         );
+        let grpc = self.is_grpc(req);
         let mut res = reject(&self.body, &p, grpc, Some(headers));
         name_reason(&mut res, KEY_TABLE_FULL, grpc);
         Verdict::Reject(res)
+    }
+
+    /// Whether a request with the headers `req` is answered in gRPC's terms: a gRPC call, with
+    /// gRPC answers on. Asked only when answering, not of every request.
+    pub(crate) fn is_grpc(&self, req: &HeaderMap) -> bool {
+        self.grpc && is_grpc(req)
     }
 }
 

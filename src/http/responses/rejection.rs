@@ -10,8 +10,7 @@
 
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use http::request::Parts;
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use super::headers::RateHeaders;
 
@@ -180,9 +179,9 @@ impl<B: From<Bytes>> RejectBody<B> for ProblemJson {
     }
 }
 
-/// Whether a request is a gRPC call.
-pub(crate) fn is_grpc(req: &Parts) -> bool {
-    req.headers
+/// Whether a request with these headers is a gRPC call.
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }

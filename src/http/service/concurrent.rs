@@ -15,6 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
@@ -27,7 +28,9 @@ use super::super::rate::backend::Backend;
 use super::super::responses::rejection::{name_reason, reject, Problem, RejectBody};
 use super::super::state::{Backends, ConcurrencyLimitLayer, RateLimitLayer};
 use super::super::state::{Shared, KEY_TABLE_FULL};
-use super::{handoff, Found, RateLimit, ResponseFuture, Screening, Started};
+use super::{
+    handoff, rate_step, start, Found, RateLimit, RateStep, ResponseFuture, Screening, Started,
+};
 
 service! {
     /// With concurrency limits: the response body is the inner one in a [`PermitBody`],
@@ -35,12 +38,28 @@ service! {
     /// dropped.
     permits RateLimitLayer;
     fn call(&mut self, req) {
-        let (fut, permit) = match self.start(req, acquire) {
-            Started::Call(req, headers, permit) => {
-                (ResponseFuture::inner(self.inner.call(req), headers), permit)
-            }
-            Started::Future(fut, permit) => (fut, permit),
+        let answer = |res| PermitFuture {
+            fut: ResponseFuture::ready(res),
+            permit: None,
         };
+        // As without concurrency limits: decided on the request's head.
+        let (parts, body) = req.into_parts();
+        let shared = self.layer.shared();
+        let (headers, permit) = match start(shared, &parts, acquire) {
+            Started::Limit(found, permit) => match rate_step(shared, &parts, &found) {
+                RateStep::Proceed(headers) => (headers, permit),
+                // Refused at once: the permit goes back now, not after the 429 is sent.
+                RateStep::Refused(res) => return answer(res),
+                RateStep::Wait(waiting) => {
+                    let req = Request::from_parts(parts, body);
+                    let fut = waiting.future(found.key, shared, &mut self.inner, req);
+                    return PermitFuture { fut, permit };
+                }
+            },
+            Started::Through => (None, None),
+            Started::Answer(res) => return answer(res),
+        };
+        let fut = ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers);
         PermitFuture { fut, permit }
     }
 }
@@ -61,11 +80,11 @@ service! {
             permit: None,
         };
         let (admitted, index, source) = match handoff::peek::<B::Key>(&parts.extensions, owner) {
-            Some(Some(found)) => (admit(shared, found), found.index, Source::Outside),
+            Some(Some(found)) => (admit(shared, found, &parts), found.index, Source::Outside),
             Some(None) => (Ok(None), None, Source::Settled),
             None => match shared.screen_request(&parts) {
                 Screening::Limit(found) => {
-                    let admitted = admit(shared, &found);
+                    let admitted = admit(shared, &found, &parts);
                     (admitted, found.index, Source::Here(found))
                 }
                 Screening::Through => (Ok(None), None, Source::Settled),
@@ -112,6 +131,7 @@ enum Source<K> {
 fn admit<B, R, C, ResBody>(
     shared: &Shared<B, R, C>,
     found: &Found<B::Key>,
+    parts: &Parts,
 ) -> Result<Option<C::Permit>, Response<ResBody>>
 where
     B: Backend,
@@ -120,16 +140,17 @@ where
 {
     found
         .slot
-        .map(|i| acquire(shared, shared.slots.get(i), &found.key, found.grpc))
+        .map(|i| acquire(shared, shared.slots.get(i), &found.key, parts))
         .transpose()
 }
 
-/// A permit of `policy` for `key`, or the answer to a request over its limit.
+/// A permit of `policy` for `key`, or the answer to the request (its head `parts`) over its
+/// limit.
 fn acquire<B, R, C, ResBody>(
     shared: &Shared<B, R, C>,
     policy: &SlotPolicy<C>,
     key: &B::Key,
-    grpc: bool,
+    parts: &Parts,
 ) -> Result<C::Permit, Response<ResBody>>
 where
     B: Backend,
@@ -139,7 +160,7 @@ where
     policy
         .backend
         .try_acquire_n_owned(key, 1)
-        .map_err(|busy| refuse(shared, policy, busy, grpc))
+        .map_err(|busy| refuse(shared, policy, busy, shared.is_grpc(&parts.headers)))
 }
 
 /// The answer to a request over its concurrency limit.

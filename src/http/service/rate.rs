@@ -9,7 +9,7 @@ use tower_service::Service;
 use super::super::rate::backend::Backend;
 use super::super::responses::rejection::RejectBody;
 use super::super::state::{Backends, RateLayer};
-use super::{decide_rate, handoff, Decided, RateLimit, ResponseFuture};
+use super::{handoff, rate_step, RateLimit, RateStep, ResponseFuture};
 
 service! {
     inner RateLayer;
@@ -25,14 +25,19 @@ service! {
             // Settled outside (or by the screening): through, counted already.
             return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), None);
         };
-        match decide_rate(shared, &mut self.inner, parts, body, found) {
-            Decided::Refused(mut res) => {
+        match rate_step(shared, &parts, &found) {
+            RateStep::Proceed(headers) => {
+                ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
+            }
+            RateStep::Refused(mut res) => {
                 // For a concurrency layer outside: its permit goes back now.
                 handoff::mark_refused(&mut res);
                 ResponseFuture::ready(res)
             }
-            Decided::Call(req, headers) => ResponseFuture::inner(self.inner.call(req), headers),
-            Decided::Pending(fut) => fut,
+            RateStep::Wait(waiting) => {
+                let req = Request::from_parts(parts, body);
+                waiting.future(found.key, shared, &mut self.inner, req)
+            }
         }
     }
 }

@@ -28,7 +28,6 @@ pub(crate) async fn refunding<S, B, R, C, ReqBody, ResBody>(
     index: usize,
     key: B::Key,
     cost: u64,
-    grpc: bool,
     shadow: bool,
     mut inner: S,
     req: Request<ReqBody>,
@@ -45,7 +44,7 @@ where
     };
     // In shadow a refused request proceeds holding nothing (there is nothing to refund).
     let headers: Option<RateHeaders> =
-        match shared.verdict(index, &key, decided, cost, grpc, shadow) {
+        match shared.verdict(index, &key, decided, cost, req.headers(), shadow) {
             Verdict::Proceed(headers) => headers,
             Verdict::Reject(res) => return Ok(res),
         };

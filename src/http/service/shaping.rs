@@ -30,7 +30,6 @@ pub(crate) async fn shaped<S, B, R, C, ReqBody, ResBody>(
     key: B::Key,
     cost: u64,
     max_delay: Duration,
-    grpc: bool,
     inner: S,
     req: Request<ReqBody>,
 ) -> Result<Response<ResBody>, S::Error>
@@ -46,7 +45,7 @@ where
         .await;
     // Shadow policies never wait: `call` decides them without shaping.
     proceed(
-        shared.verdict(index, &key, decided, cost, grpc, false),
+        shared.verdict(index, &key, decided, cost, req.headers(), false),
         inner,
         req,
     )
