@@ -17,7 +17,9 @@
 //! alone in flight (its own key's, or rarely another key's) queues behind it, and that lone
 //! check sends the queue when it ends.
 
-use std::sync::atomic::AtomicU64 as StatCounter;
+// std's atomics, as everywhere in the Redis backend: it uses the core's public API only
+// (`crate::sync` is private to the core), and loom cannot build it (tokio).
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -27,7 +29,6 @@ use super::super::connection::failure::Failure;
 use super::super::connection::meter::Meter;
 use super::super::scripts::{clamp_i64, Params, Spec};
 use super::sharded_map::{Shard, ShardedMap};
-use crate::sync::{AtomicU64, Ordering};
 
 /// A check's reply, in the shape of the script's `check` reply.
 type Reply = Result<Vec<i64>, Failure>;
@@ -190,21 +191,29 @@ impl<S> Entries<S> {
         }
     }
 
-    /// Ends the lone check whose hash is `hash`: the queues parked behind it, each with its
-    /// checks, now the caller's to send (their entries stay, ended by
-    /// [`take_or_idle`](Self::take_or_idle)).
-    fn leave_alone(&self, hash: u64) -> Vec<(Parked<S>, Vec<Waiter>)> {
-        let slot = slot_of(hash);
-        let word = &self.slots[slot];
+    /// Ends the lone check whose hash is `hash`: `None` if nothing is parked behind it (no
+    /// lock taken), else the queues parked behind it, each with its checks, now the caller's
+    /// to send (their entries stay, ended by [`take_or_idle`](Self::take_or_idle)).
+    #[inline]
+    fn leave_alone(&self, hash: u64) -> Option<Vec<(Parked<S>, Vec<Waiter>)>> {
         let mine = tag_of(hash) | ONE;
+        let word = &self.slots[slot_of(hash)];
         if word
             .compare_exchange(mine, 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            return Vec::new();
+            return None;
         }
+        Some(self.unpark(hash))
+    }
+
+    /// [`leave_alone`](Self::leave_alone) with other checks or entries counted on the slot.
+    #[cold]
+    #[inline(never)]
+    fn unpark(&self, hash: u64) -> Vec<(Parked<S>, Vec<Waiter>)> {
+        let slot = slot_of(hash);
         let mut shard = self.queues.lock_hashed(hash);
-        word.fetch_sub(mine, Ordering::AcqRel);
+        self.slots[slot].fetch_sub(tag_of(hash) | ONE, Ordering::AcqRel);
         let Queues {
             waiting, parked, ..
         } = &mut *shard;
@@ -267,7 +276,7 @@ impl Coalescer {
         state: &str,
         n: u64,
         p: Params,
-        coalesced: &StatCounter,
+        coalesced: &AtomicU64,
     ) -> Reply {
         let hash = self.entries.queues.hash(state);
         match self.entries.enter(state, hash, p.clamp(n), (spec, p)) {
@@ -374,7 +383,10 @@ struct Lone<'a> {
 
 impl Drop for Lone<'_> {
     fn drop(&mut self) {
-        for (parked, waiting) in self.coalescer.entries.leave_alone(self.hash) {
+        let Some(taken) = self.coalescer.entries.leave_alone(self.hash) else {
+            return;
+        };
+        for (parked, waiting) in taken {
             let (spec, params) = parked.send;
             self.coalescer
                 .send_on(spec, parked.key, parked.hash, params, waiting);
@@ -474,7 +486,7 @@ mod tests {
         let (h, _) = pair(true);
         assert!(matches!(e.enter("a", h, 1, 0), Entry::Alone));
         assert!(e.queues.lock_hashed(h).waiting.is_empty());
-        assert!(e.leave_alone(h).is_empty());
+        assert!(e.leave_alone(h).is_none());
         assert_eq!(word(&e, h), 0);
     }
 
@@ -487,7 +499,7 @@ mod tests {
         assert!(matches!(e.enter("a", ha, 1, 0), Entry::Alone));
         let b = e.enter("b", hb, 1, 0);
         assert!(matches!(b, Entry::Owner(_)));
-        assert!(e.leave_alone(ha).is_empty(), "nothing parked");
+        assert!(e.leave_alone(ha).unwrap().is_empty(), "nothing parked");
         assert!(e.take_or_idle("b", hb).is_none());
         drop(b);
         assert_eq!(word(&e, ha), 0);
@@ -505,12 +517,12 @@ mod tests {
             assert!(matches!(b, Entry::Queued(..)));
             if drop_first {
                 drop(b);
-                let taken = e.leave_alone(ha);
+                let taken = e.leave_alone(ha).unwrap();
                 assert_eq!(taken.len(), 1);
                 assert_eq!((taken[0].0.key.as_str(), taken[0].0.send), ("b", 7));
                 assert_eq!(taken[0].1.len(), 1);
             } else {
-                let taken = e.leave_alone(ha);
+                let taken = e.leave_alone(ha).unwrap();
                 assert_eq!(taken.len(), 1);
                 assert_eq!(taken[0].1[0].n, 2);
                 drop(b);
@@ -529,7 +541,7 @@ mod tests {
         assert!(matches!(e.enter("a", h, 1, 0), Entry::Alone));
         let q: Vec<_> = (1..=3).map(|n| e.enter("a", h, n, 0)).collect();
         assert!(q.iter().all(|x| matches!(x, Entry::Queued(..))));
-        let taken = e.leave_alone(h);
+        let taken = e.leave_alone(h).unwrap();
         assert_eq!(taken.len(), 1);
         let ns: Vec<i64> = taken[0].1.iter().map(|w| w.n).collect();
         assert_eq!(ns, [1, 2, 3]);
