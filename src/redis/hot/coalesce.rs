@@ -149,6 +149,9 @@ impl<S> Entries<S> {
     /// Registers a check of `n` (clamped) permits on `state`, whose hash is `hash`; `send`
     /// says how to send its queue if it parks one.
     fn enter(&self, state: &str, hash: u64, n: i64, send: S) -> Entry<'_> {
+        // The words' orderings are not what keeps the protocol right (the shard lock orders
+        // what is decided under it, and each operation reads the latest word): AcqRel only
+        // for a margin, free on x86's locked instructions.
         let word = &self.slots[slot_of(hash)];
         let tag = tag_of(hash);
         if word
