@@ -390,6 +390,9 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--fleet-child") {
         return fleet::child(&args[i + 1..]);
     }
+    if let Some(i) = args.iter().position(|a| a == "--instructions") {
+        return instructions(&args[i + 1..]);
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let uniform_only = args.iter().any(|a| a == "--uniform");
     let rounds = match count_arg(&args, "--rounds") {
@@ -652,4 +655,69 @@ async fn allowed_hot_key(
             .unwrap();
         }
     }
+}
+
+/// `on|off CALLS TASKS`: see [`instructions_run`].
+fn instructions(args: &[String]) {
+    let on = match args.first().map(String::as_str) {
+        Some("on") => true,
+        Some("off") => false,
+        _ => panic!("--instructions on|off CALLS TASKS"),
+    };
+    let arg = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|n| n.parse().ok())
+            .expect("--instructions on|off CALLS TASKS")
+    };
+    let (calls, tasks) = (arg(1), arg(2));
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let redis = rt.block_on(async {
+        let b = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+            .prefix("i")
+            .deadline(Duration::from_secs(10));
+        let b = if on { b.coalesce() } else { b };
+        b.connect(&server.url()).await.unwrap()
+    });
+    // Warm-up (the script loaded, the connection's buffers and the coalescer's key strings
+    // grown), the same in every run: it cancels out of the difference of two runs.
+    instructions_run(&rt, &redis, calls / 10, tasks, 1);
+    instructions_run(&rt, &redis, calls, tasks, 2);
+    println!("{calls} calls, {} replies", redis.stats().replies);
+}
+
+/// `calls` checks over the uniform workload's keys from `tasks` tasks, each its own key
+/// sequence (`seed`), on `rt`.
+fn instructions_run(
+    rt: &tokio::runtime::Runtime,
+    redis: &RedisRateLimiter,
+    calls: u64,
+    tasks: u64,
+    seed: u64,
+) {
+    rt.block_on(async {
+        let handles: Vec<_> = (0..tasks)
+            .map(|t| {
+                let redis = redis.clone();
+                tokio::spawn(async move {
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (seed << 32 | (t + 1));
+                    let mut key = String::new();
+                    for _ in 0..calls / tasks {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        key.clear();
+                        write!(key, "{{u{}}}", x % UNIFORM_KEYS).unwrap();
+                        std::hint::black_box(redis.check(&key).await.unwrap());
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
 }

@@ -286,3 +286,69 @@ async fn queued_checks_fail_on_their_own_when_redis_does_not_answer() {
     .await;
     assert!(ok);
 }
+
+/// Holds every command of `server`'s clients for `ms` (CLIENT PAUSE), so that the checks sent
+/// meanwhile are all in flight together.
+fn pause(server: &RedisServer, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+/// Sends `count` checks, the `i`th on `key(i)`, through a coalescing limiter, all in flight
+/// together (Redis paused meanwhile); asserts each is decided and allowed, and returns the
+/// script calls they took and how many of them were coalesced.
+async fn paused_checks(server: &RedisServer, count: usize, key: fn(usize) -> String) -> (u64, u64) {
+    let redis = RedisRateLimiter::builder(Quota::per_second(1000).unwrap())
+        .prefix(unique_prefix())
+        .deadline(Duration::from_secs(20))
+        .coalesce()
+        .connect(&server.url())
+        .await
+        .unwrap();
+    assert!(redis.check("warm-up").await.unwrap().allowed);
+    let before = redis.stats();
+    pause(server, 1000);
+    let handles: Vec<_> = (0..count)
+        .map(|i| {
+            let redis = redis.clone();
+            tokio::spawn(async move { redis.check(&key(i)).await })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let d = h.await.unwrap().unwrap();
+        assert!(d.allowed, "check {i} on {}: {d:?}", key(i));
+    }
+    let after = redis.stats();
+    (
+        after.replies - before.replies,
+        after.coalesced - before.coalesced,
+    )
+}
+
+/// More checks on distinct keys in flight together than the coalescer has slots (4096), so
+/// that many share a slot with another key's check: every one is decided, each by its own
+/// call (distinct keys never batch), and none is left waiting for another key's call.
+#[test]
+fn checks_on_keys_sharing_a_slot_are_all_decided() {
+    let server = RedisServer::start();
+    let (calls, coalesced) =
+        current_thread().block_on(paused_checks(&server, 10_000, |i| format!("k{i}")));
+    assert_eq!(calls, 10_000, "one call per key");
+    // (A batch here would need two keys of one slot to share 32 more bits of hash as well:
+    // about one chance in 10^5 over the 10 000 keys.)
+    assert_eq!(coalesced, 0, "distinct keys never batch");
+}
+
+/// Checks on one key sent together still coalesce, on a multi-threaded runtime: all in flight
+/// together (Redis paused), the first goes alone and every other one goes in a batch after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_checks_on_one_key_coalesce() {
+    let server = RedisServer::start();
+    let (calls, coalesced) = paused_checks(&server, 64, |_| "hot".to_owned()).await;
+    assert_eq!(coalesced, 63, "all but the first queued");
+    assert_eq!(calls, 2, "the first call, then one batch");
+}

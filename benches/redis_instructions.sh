@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Client instructions per Redis check on the uniform workload (100k keys), coalescing off and
+# on: callgrind over the whole bench process (the checks, the tokio runtime and the
+# connection's I/O; redis-server runs outside valgrind) at two call counts, the difference
+# divided by the difference in checks, so that setup and warm-up cancel out. Deterministic up
+# to how replies group into reads (a few instructions per check), so free of the machine's
+# load.
+#
+#   bash benches/redis_instructions.sh [TASKS ...]    # default: 1 and 16 tasks
+set -euo pipefail
+cd "$(dirname "$0")"
+tasks=("$@")
+[ ${#tasks[@]} -gt 0 ] || tasks=(1 16)
+exe=$(cargo bench --features redis --bench redis_hot --no-run --message-format=json 2>/dev/null |
+    sed -n 's/.*"executable":"\([^"]*redis_hot[^"]*\)".*/\1/p' | tail -1)
+ir() {
+    local out
+    out=$(mktemp)
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$exe" --instructions "$@" >/dev/null 2>&1
+    callgrind_annotate "$out" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,
+    rm -f "$out"
+}
+echo "| tasks | coalescing off | coalescing on | on / off |"
+echo "|---:|---:|---:|---:|"
+for t in "${tasks[@]}"; do
+    per=()
+    for mode in off on; do
+        a=$(ir "$mode" 4000 "$t")
+        b=$(ir "$mode" 24000 "$t")
+        # Each run makes its calls and a warm-up of a tenth as many.
+        per+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f", (b - a) / (1.1 * 20000) }')")
+    done
+    echo "| $t | ${per[0]} | ${per[1]} | $(awk -v a="${per[0]}" -v b="${per[1]}" 'BEGIN { printf "%.3f", b / a }') |"
+done
