@@ -18,7 +18,8 @@
 //! check sends the queue when it ends.
 
 // std's atomics, as everywhere in the Redis backend: it uses the core's public API only
-// (`crate::sync` is private to the core), and loom cannot build it (tokio).
+// (`crate::sync` is private to the core), and loom cannot build it (tokio). The slot words'
+// protocol is modelled step for step in `loom-tests/tests/coalesce_slots.rs`: change both.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
