@@ -93,6 +93,7 @@ where
 impl LimiterSettings {
     /// The settings of a limiter made from a configuration file: each one it leaves out at
     /// the builder's default (a file can neither lift the key cap nor turn the sweeper off).
+    #[cfg(feature = "serde")]
     pub(super) fn of_file(
         sweep_interval: Option<Duration>,
         max_keys: Option<NonZeroUsize>,
