@@ -112,6 +112,39 @@ async fn a_reward_elsewhere_ends_the_cached_denial_here() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_cancelled_elsewhere_ends_the_cached_denial_here() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    let (a, b) = two_processes(&server, &prefix).await;
+    // The subscription made first (it starts with the first cached denial and forgets the
+    // whole cache once made): from then on only a forget of the key ends its cached denial.
+    reset_elsewhere_reaches(&a, &b, "warm").await;
+    let channel = format!("{prefix}:invalidate");
+    let subscribed = eventually(200, Duration::from_millis(10), async || {
+        let (_, n): (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query(&mut server.conn())
+            .unwrap();
+        n == 1
+    })
+    .await;
+    assert!(subscribed, "never subscribed");
+    // B reserves the key's one permit; A is refused and caches the refusal for the hour.
+    let r = b.reserve("k").await.unwrap();
+    let before = a.stats().local_denials;
+    assert!(!a.decide("k").await.unwrap().decision.allowed);
+    assert!(!a.decide("k").await.unwrap().decision.allowed);
+    assert_eq!(a.stats().local_denials, before + 1, "not cached");
+    // B gives it back (the latest reservation: undone exactly), and A hears of it.
+    assert!(r.cancel().await.unwrap());
+    assert!(
+        admitted_soon(&a, "k").await,
+        "A's cache went on refusing after B's cancel"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_subscription_subscribes_again() {
     let server = RedisServer::start();
     let prefix = unique_prefix();

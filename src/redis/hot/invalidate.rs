@@ -1,5 +1,6 @@
-//! The denial cache told of changes made elsewhere: a limiter that resets a key or rewards it
-//! (the loosening changes) publishes the key's state key on its prefix's channel
+//! The denial cache told of changes made elsewhere: a limiter that resets a key, rewards it or
+//! cancels a reservation on it (the loosening changes; a local batch given back is not
+//! published, see the guide) publishes the key's state key on its prefix's channel
 //! (`<prefix>:invalidate`), and every limiter with a denial cache, subscribed to that channel,
 //! forgets its cached denial of that state key on the message.
 //!

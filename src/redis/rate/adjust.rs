@@ -8,7 +8,6 @@
 use std::time::{Duration, Instant};
 
 use super::super::connection::error::RedisLimitError;
-use super::super::hot::invalidate;
 use super::super::scripts::{clamp_i64, CheckReply, MAX_SPAN_US};
 use super::algorithm::RedisAlgorithm;
 use super::limiter::{RedisDecision, RedisRateLimiter};
@@ -59,7 +58,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         if let Some(b) = &s.batches {
             b.forget(&state);
         }
-        self.publish(&state).await;
+        self.shared.publish_loosened(&state).await;
         match reply.as_slice() {
             [deleted] => Ok(*deleted > 0),
             _ => Err(RedisLimitError::UnexpectedReply(format!("{reply:?}"))),
@@ -136,18 +135,6 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         self.adjust(key, "reward", n.min(MAX_SPAN_US)).await
     }
 
-    /// Tells every limiter under the prefix that `state` may admit sooner than their cached
-    /// denials say. The change is made whatever happens here: a failure is counted
-    /// ([`RedisStats::errors`](super::super::RedisStats::errors)) and leaves those caches
-    /// refusing until their cached `retry_after` at worst.
-    async fn publish(&self, state: &str) {
-        let s = &self.shared;
-        let channel = invalidate::channel(&s.prefix);
-        if let Err(f) = s.client.publish(&channel, state).await {
-            s.client.meter.failed(&f);
-        }
-    }
-
     /// Runs the script's `op` with `amount` on `key`'s state under the limiter's quota.
     async fn adjust(
         &self,
@@ -178,7 +165,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         let reply = reply.map_err(|f| s.client.error(f))?;
         if op == "reward" {
             // Only a loosening change can make another process's cached denial wrong.
-            self.publish(&state).await;
+            self.shared.publish_loosened(&state).await;
         }
         let r = CheckReply::parse(&reply, p.limit)?;
         // A one-permit denial with nothing left (a block, a penalty) is exactly what a

@@ -201,8 +201,9 @@ pub(crate) async fn cancel(shared: &SharedLimiter, t: &Ticket) -> Result<bool, F
         .await?;
     let refunded = reply.get(1) == Some(&1);
     if refunded {
-        // A denial cached before the refund may no longer hold.
+        // A denial cached before the refund, here or in another process, may no longer hold.
         shared.hot.forget(&t.state_key);
+        shared.publish_loosened(&t.state_key).await;
     }
     Ok(refunded)
 }
@@ -298,7 +299,9 @@ impl RedisReservation {
     /// not yet in the past becomes a *hole* that later checks and reservations on the key, in
     /// every process, fill lowest first. One whose stretch is all in the past (judged on the
     /// server's clock) gives nothing back, nor does one that would make a key's 65th hole
-    /// (Redis keeps at most 64 per key). Returns whether anything was given back.
+    /// (Redis keeps at most 64 per key). Returns whether anything was given back; if so, the
+    /// key's cached denials here and in other processes are forgotten (published as
+    /// [`reward`](crate::redis::RedisRateLimiter::reward)'s are).
     ///
     /// # Errors
     /// [`RedisLimitError::Timeout`] or [`RedisLimitError::Unavailable`] if Redis did not answer (the

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::Quota;
 
 use super::super::connection::client::ScriptClient;
+use super::super::hot::invalidate;
 use super::super::scripts::Params;
 
 /// What every handle on one limiter shares (cancel tasks hold it too).
@@ -20,4 +21,17 @@ pub(crate) struct SharedLimiter {
     pub(crate) hot: super::super::hot::Hot,
     /// The local batches, if on (`local_batches`).
     pub(crate) batches: Option<super::super::batch::Batches>,
+}
+
+impl SharedLimiter {
+    /// Tells every limiter under the prefix that `state` may admit sooner than their cached
+    /// denials say (a reset, a reward, a cancelled reservation). The change is made whatever
+    /// happens here: a failure is counted ([`RedisStats::errors`](super::super::RedisStats::errors))
+    /// and leaves those caches refusing until their cached `retry_after` at worst.
+    pub(crate) async fn publish_loosened(&self, state: &str) {
+        let channel = invalidate::channel(&self.prefix);
+        if let Err(f) = self.client.publish(&channel, state).await {
+            self.client.meter.failed(&f);
+        }
+    }
 }
