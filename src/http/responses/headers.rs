@@ -316,7 +316,7 @@ impl RateHeaders {
         let reset = retry_after.unwrap_or_else(|| ceil_secs(d.reset_after));
         let fields = match style {
             HeaderStyle::Ietf => {
-                // Checked as any header value (about a seventh of these headers' cost per
+                // Checked as any header value (about a ninth of these headers' cost per
                 // request; the bytes are the policy's validated name, ASCII letters, digits,
                 // `;` and `=`, but skipping the check would take an `unsafe` whose argument
                 // rests on every caller).
