@@ -19,7 +19,8 @@
 //! Quotas: "allowed" variants use 1,000,000 per second with a burst of 1,000,000 (never
 //! limited during a run), "denied" variants 1 per hour (every request after the first is
 //! refused), keyed by peer IP for both libraries. tower_governor sends no rate-limit headers by
-//! default; tollgate's default is the IETF pair, so it is measured with and without them.
+//! default (its `use_headers()` adds `x-ratelimit-*` ones); tollgate's default is the IETF
+//! pair, so both are measured with and without headers.
 //! "stacked" is tollgate's layer as its separate access and rate layers composed with
 //! `ServiceBuilder` (the hand-off between them costs a request extension).
 
@@ -48,17 +49,19 @@ enum Variant {
     TollgateNoHeaders,
     TollgateStacked,
     Governor,
+    GovernorHeaders,
     TollgateDenied,
     GovernorDenied,
 }
 
 impl Variant {
-    const ALL: [Variant; 7] = [
+    const ALL: [Variant; 8] = [
         Variant::None,
         Variant::Tollgate,
         Variant::TollgateNoHeaders,
         Variant::TollgateStacked,
         Variant::Governor,
+        Variant::GovernorHeaders,
         Variant::TollgateDenied,
         Variant::GovernorDenied,
     ];
@@ -70,6 +73,7 @@ impl Variant {
             Variant::TollgateNoHeaders => "tollgate (no headers)",
             Variant::TollgateStacked => "tollgate, access + rate layers stacked (IETF headers)",
             Variant::Governor => "tower_governor",
+            Variant::GovernorHeaders => "tower_governor (x-ratelimit headers)",
             Variant::TollgateDenied => "tollgate, all denied (429)",
             Variant::GovernorDenied => "tower_governor, all denied (429)",
         }
@@ -96,6 +100,17 @@ impl Variant {
                 .unwrap();
             GovernorLayer::new(Arc::new(config))
         };
+        // Its `x-ratelimit-*` headers (a different middleware type parameter, hence its own
+        // builder).
+        let governor_headers = |period: Duration, burst: u32| {
+            let config = GovernorConfigBuilder::default()
+                .period(period)
+                .burst_size(burst)
+                .use_headers()
+                .finish()
+                .unwrap();
+            GovernorLayer::new(Arc::new(config))
+        };
         let fast = Quota::per_second(FAST).unwrap();
         let slow = Quota::per_hour(1).unwrap();
         match self {
@@ -114,6 +129,9 @@ impl Variant {
             }
             Variant::TollgateDenied => hello.layer(tollgate(slow, HeaderStyle::Ietf)),
             Variant::Governor => hello.layer(governor(Duration::from_micros(1), FAST as u32)),
+            Variant::GovernorHeaders => {
+                hello.layer(governor_headers(Duration::from_micros(1), FAST as u32))
+            }
             Variant::GovernorDenied => hello.layer(governor(Duration::from_secs(3600), 1)),
         }
     }

@@ -4,7 +4,8 @@
 # Deterministic, so free of the machine's load.
 #
 #   bash benches/instructions.sh [CASE ...]     # default: the direct cases
-#   bash benches/instructions.sh http-none http-ietf http-noheaders http-stacked http-gov
+#   bash benches/instructions.sh http-none http-pass http-ietf http-noheaders http-stacked http-gov \
+#       http-gov-headers
 #                                               # the HTTP layer's allowed path (feature http)
 set -euo pipefail
 cd "$(dirname "$0")"

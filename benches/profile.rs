@@ -253,7 +253,8 @@ fn main() {
 
 /// The HTTP layer's allowed path in process (feature `http`): `http-VARIANT`, VARIANT one of
 /// `none` (the app alone), `pass` (a layer passing the response on), `ietf` (tollgate, its default IETF headers), `noheaders`,
-/// `stacked` (its access and rate layers composed) and `gov` (tower_governor), as
+/// `stacked` (its access and rate layers composed), `gov` (tower_governor) and `gov-headers`
+/// (tower_governor with its `x-ratelimit-*` headers, `use_headers()`), as
 /// `benches/http.rs` builds them (an axum hello-world route, keyed by peer IP, never limited).
 /// Each call makes the request and drives the app's future, which is ready at once.
 #[cfg(feature = "http")]
@@ -308,6 +309,15 @@ mod http {
                 let config = GovernorConfigBuilder::default()
                     .period(Duration::from_micros(1))
                     .burst_size(1_000_000)
+                    .finish()
+                    .unwrap();
+                hello.layer(GovernorLayer::new(Arc::new(config)))
+            }
+            "gov-headers" => {
+                let config = GovernorConfigBuilder::default()
+                    .period(Duration::from_micros(1))
+                    .burst_size(1_000_000)
+                    .use_headers()
                     .finish()
                     .unwrap();
                 hello.layer(GovernorLayer::new(Arc::new(config)))

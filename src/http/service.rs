@@ -524,18 +524,25 @@ pin_project! {
     /// rate-limit headers added to its response; a ready rejection; or (shaping, refunds,
     /// remote backends) a boxed future. Its output is `F`'s.
     pub struct ResponseFuture<F: Future> {
+        // The inner service's future, `None` when answered otherwise. A field of its own
+        // rather than a variant of one enum with the others: the inner service's `call` then
+        // writes its future (a router's is hundreds of bytes) where it stays, where an enum
+        // variant took two copies on every allowed request.
         #[pin]
-        state: State<F>,
+        fut: Option<F>,
+        headers: Option<RateHeaders>,
+        other: Other<F>,
     }
 }
 
-pin_project! {
-    #[project = StateProj]
-    enum State<F: Future> {
-        Inner { #[pin] fut: F, headers: Option<RateHeaders> },
-        Ready { output: Option<F::Output> },
-        Boxed { fut: BoxOutput<F> },
-    }
+/// What a [`ResponseFuture`] without the inner service's future answers with.
+enum Other<F: Future> {
+    /// The inner service's future answers.
+    Inner,
+    /// A response made here, taken by the first poll.
+    Ready(Option<F::Output>),
+    /// A future that waits first (shaping, refunds, remote backends).
+    Boxed(BoxOutput<F>),
 }
 
 impl<F: Future> ResponseFuture<F> {
@@ -544,13 +551,17 @@ impl<F: Future> ResponseFuture<F> {
     #[inline(always)]
     fn inner(fut: F, headers: Option<RateHeaders>) -> Self {
         ResponseFuture {
-            state: State::Inner { fut, headers },
+            fut: Some(fut),
+            headers,
+            other: Other::Inner,
         }
     }
 
     fn boxed(fut: BoxOutput<F>) -> Self {
         ResponseFuture {
-            state: State::Boxed { fut },
+            fut: None,
+            headers: None,
+            other: Other::Boxed(fut),
         }
     }
 }
@@ -561,9 +572,9 @@ where
 {
     fn ready(response: Response<B>) -> Self {
         ResponseFuture {
-            state: State::Ready {
-                output: Some(Ok(response)),
-            },
+            fut: None,
+            headers: None,
+            other: Other::Ready(Some(Ok(response))),
         }
     }
 }
@@ -575,19 +586,22 @@ where
     type Output = Result<Response<B>, Err>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Inner { fut, headers } => {
-                let mut res = ready!(fut.poll(cx))?;
-                if let Some(h) = headers.take() {
-                    h.write(res.headers_mut());
-                }
-                Poll::Ready(Ok(res))
+        let this = self.project();
+        if let Some(fut) = this.fut.as_pin_mut() {
+            let mut res = ready!(fut.poll(cx))?;
+            if let Some(h) = this.headers.take() {
+                h.write(res.headers_mut());
             }
-            StateProj::Ready { output } => match output.take() {
+            return Poll::Ready(Ok(res));
+        }
+        match this.other {
+            Other::Ready(output) => match output.take() {
                 Some(output) => Poll::Ready(output),
                 None => panic!("ResponseFuture polled after completion"),
             },
-            StateProj::Boxed { fut } => fut.as_mut().poll(cx),
+            Other::Boxed(fut) => fut.as_mut().poll(cx),
+            // Made with the inner service's future only, which is never taken out.
+            Other::Inner => unreachable!("ResponseFuture without its inner future"),
         }
     }
 }
