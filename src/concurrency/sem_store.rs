@@ -257,9 +257,9 @@ where
         self.table.map.get(key).map_or(0, |c| c.state().in_flight)
     }
 
-    /// The key cap, if one was set (`usize::MAX` means none).
+    /// The key cap, if one was set.
     pub(crate) fn max_keys(&self) -> Option<std::num::NonZeroUsize> {
-        std::num::NonZeroUsize::new(self.table.max_keys).filter(|n| n.get() != usize::MAX)
+        self.table.key_cap()
     }
 
     pub(crate) fn len(&self) -> usize {

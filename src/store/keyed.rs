@@ -25,6 +25,7 @@
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroUsize;
 
 use crate::store::evict::{SweepCounters, SweepStats};
 use crate::store::table::ShardedTable;
@@ -74,6 +75,12 @@ where
             sweep_lock: Mutex::new(()),
             counters: SweepCounters::default(),
         }
+    }
+
+    /// The key cap, if one was set: `max_keys` keeps "no cap" as `usize::MAX`
+    /// (`TableSettings::key_cap`), which no count of keys can exceed.
+    pub(crate) fn key_cap(&self) -> Option<NonZeroUsize> {
+        NonZeroUsize::new(self.max_keys).filter(|n| n.get() != usize::MAX)
     }
 
     /// One try at storing `key` (hash `hash`) under its shard's write guard: if it is there
