@@ -92,7 +92,6 @@ impl Meter {
         }
     }
 
-    /// A script was sent again after `NOSCRIPT`.
     /// A decision on `n` permits of `key` that refused (feature `tracing`): a debug event with
     /// the limiter's name and the outcome, and the key only if the builder was told
     /// `trace_keys(true)` (keys may be personal data).
@@ -127,6 +126,7 @@ impl Meter {
         let _ = (key, n, decision);
     }
 
+    /// A script was sent again after `NOSCRIPT`.
     pub(crate) fn script_loaded(&self) {
         self.script_loads.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
