@@ -65,10 +65,17 @@ where
     K: Hash + Eq,
     S: BuildHasher,
 {
-    pub(crate) fn new(hasher: S, shards: usize, max_keys: usize, when_full: WhenFull) -> Self {
+    /// An empty table; `max_keys: None` is kept as `usize::MAX`, a cap no count of keys can
+    /// exceed.
+    pub(crate) fn new(
+        hasher: S,
+        shards: usize,
+        max_keys: Option<NonZeroUsize>,
+        when_full: WhenFull,
+    ) -> Self {
         KeyedStore {
             map: ShardedTable::new(hasher, shards),
-            max_keys,
+            max_keys: max_keys.map_or(usize::MAX, NonZeroUsize::get),
             when_full,
             slots: AtomicUsize::new(0),
             earliest: AtomicU64::new(u64::MAX),
@@ -77,8 +84,7 @@ where
         }
     }
 
-    /// The key cap, if one was set: `max_keys` keeps "no cap" as `usize::MAX`
-    /// (`TableSettings::key_cap`), which no count of keys can exceed.
+    /// The key cap, if one was set (`max_keys` keeps "no cap" as `usize::MAX`).
     pub(crate) fn key_cap(&self) -> Option<NonZeroUsize> {
         NonZeroUsize::new(self.max_keys).filter(|n| n.get() != usize::MAX)
     }
