@@ -184,3 +184,29 @@ pub(crate) mod rules {
         }
     }
 }
+
+/// What the algorithms' unit tests share.
+#[cfg(all(test, not(loom)))]
+pub(crate) mod tests {
+    use crate::{Algorithm, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
+
+    /// A direct and a keyed limiter of `alg` on one clock, for checking that both decide
+    /// alike.
+    pub(crate) fn direct_and_keyed<A: Algorithm + Clone>(
+        q: Quota,
+        clock: &ManualClock,
+        alg: A,
+    ) -> (RateLimiter<A>, KeyedRateLimiter<u8, A>) {
+        let direct = RateLimiter::builder(q)
+            .clock(clock.clone())
+            .algorithm(alg.clone())
+            .unwrap()
+            .build();
+        let keyed = KeyedRateLimiter::<u8>::builder(q)
+            .clock(clock.clone())
+            .algorithm(alg)
+            .unwrap()
+            .build();
+        (direct, keyed)
+    }
+}

@@ -118,6 +118,20 @@ pub(crate) fn duration_to_nanos(d: Duration) -> Nanos {
 mod tests {
     use super::*;
 
+    /// Reads `clock` before and after a sleep of `sleep_ms` milliseconds and checks that it
+    /// counted at least `at_least_ms` of it; returns the first reading.
+    pub(super) fn assert_counts_a_sleep(
+        clock: &impl Clock,
+        sleep_ms: u64,
+        at_least_ms: u64,
+    ) -> Nanos {
+        let a = clock.now();
+        std::thread::sleep(Duration::from_millis(sleep_ms));
+        let b = clock.now();
+        assert!(b >= a + at_least_ms * 1_000_000, "{a} {b}");
+        a
+    }
+
     #[test]
     fn duration_to_nanos_saturates() {
         assert_eq!(duration_to_nanos(Duration::from_nanos(5)), 5);

@@ -505,8 +505,7 @@ where
     /// ```
     #[must_use]
     pub fn max_keys(&self) -> Option<NonZeroUsize> {
-        // The store keeps "no cap" as usize::MAX, which no cap can exceed anyway.
-        NonZeroUsize::new(self.inner.store.max_keys).filter(|n| n.get() != usize::MAX)
+        self.inner.store.key_cap()
     }
 
     /// Releases table memory left over from evicted keys (tables do not shrink by themselves).

@@ -60,14 +60,10 @@ impl Clock for StdClock {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use crate::clock::tests::assert_counts_a_sleep;
 
     #[test]
     fn starts_near_zero_and_moves_forward() {
-        let c = StdClock::new();
-        let a = c.now();
-        std::thread::sleep(Duration::from_millis(2));
-        let b = c.now();
-        assert!(b >= a + 2_000_000, "{a} {b}");
+        assert_counts_a_sleep(&StdClock::new(), 2, 2);
     }
 }

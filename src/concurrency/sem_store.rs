@@ -81,16 +81,9 @@ where
     K: Hash + Eq + Send + Sync + 'static,
     S: BuildHasher + Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(
-        limit: u32,
-        hasher: S,
-        shards: usize,
-        max_keys: usize,
-        when_full: WhenFull,
-        meter: Meter,
-    ) -> Self {
+    pub(crate) fn new(limit: u32, table: KeyedStore<K, Box<SemCell>, S>, meter: Meter) -> Self {
         SemStore {
-            table: KeyedStore::new(hasher, shards, max_keys, when_full),
+            table,
             limit: AtomicU32::new(limit),
             set_lock: Mutex::new(()),
             meter,
@@ -257,9 +250,9 @@ where
         self.table.map.get(key).map_or(0, |c| c.state().in_flight)
     }
 
-    /// The key cap, if one was set (`usize::MAX` means none).
+    /// The key cap, if one was set.
     pub(crate) fn max_keys(&self) -> Option<std::num::NonZeroUsize> {
-        std::num::NonZeroUsize::new(self.table.max_keys).filter(|n| n.get() != usize::MAX)
+        self.table.key_cap()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -292,14 +285,8 @@ mod tests {
     use crate::store::walk::SWEEP_CHUNK;
 
     fn store(limit: u32) -> SemStore<u64, DefaultKeyHasher> {
-        SemStore::new(
-            limit,
-            DefaultKeyHasher::default(),
-            2,
-            usize::MAX,
-            WhenFull::Deny,
-            Meter::concurrency(None),
-        )
+        let table = KeyedStore::new(DefaultKeyHasher::default(), 2, None, WhenFull::Deny);
+        SemStore::new(limit, table, Meter::concurrency(None))
     }
 
     /// On a tracked key, a grant and the refusal at capacity are decided from one lookup and

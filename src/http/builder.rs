@@ -892,18 +892,14 @@ impl<B: Backend, C: Send + Sync + 'static, R> RateLimitLayerBuilder<Backends<B, 
             slot_routes.push((pattern, slot(source)?));
         }
         let slot_default = self.slot_default.map(slot).transpose()?;
-        let names: Vec<&str> = routes
-            .iter()
-            .map(|(_, p)| p)
-            .chain(&default)
-            .map(|p| p.label.name())
-            .collect();
+        let table = PolicyTable { routes, default };
+        let names: Vec<&str> = table.policies().map(|p| p.label.name()).collect();
         let ops = self
             .ops
             .build(&names, self.extractor.addr_source().is_some())?;
         Ok(RateLimitLayer::from_shared(Shared {
             extractor: self.extractor,
-            table: PolicyTable { routes, default },
+            table,
             slots: PolicyTable {
                 routes: slot_routes,
                 default: slot_default,

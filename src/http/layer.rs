@@ -67,12 +67,9 @@ impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> 
     /// assert_eq!(tracked, 0);
     /// ```
     pub fn policies(&self) -> impl Iterator<Item = (&str, &Arc<B>)> + '_ {
-        let table = &self.shared().table;
-        table
-            .routes
-            .iter()
-            .map(|(_, policy)| policy)
-            .chain(&table.default)
+        self.shared()
+            .table
+            .policies()
             .map(|policy| (policy.label.name(), &policy.backend))
     }
 
@@ -104,12 +101,9 @@ impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> 
     /// ```
     #[must_use]
     pub fn concurrency_limiter(&self, name: &str) -> Option<&Arc<C>> {
-        let slots = &self.shared().slots;
-        slots
-            .routes
-            .iter()
-            .map(|(_, policy)| policy)
-            .chain(&slots.default)
+        self.shared()
+            .slots
+            .policies()
             .find(|policy| policy.name() == name)
             .map(|policy| &policy.backend)
     }

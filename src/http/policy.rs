@@ -599,6 +599,15 @@ impl<P> PolicyTable<P> {
         }
     }
 
+    /// Every policy in the order [`find`](PolicyTable::find) tries them: the routes, then the
+    /// default.
+    pub(crate) fn policies(&self) -> impl Iterator<Item = &P> {
+        self.routes
+            .iter()
+            .map(|(_, policy)| policy)
+            .chain(&self.default)
+    }
+
     /// The policy at an index [`find`](PolicyTable::find) returned.
     #[inline]
     pub(crate) fn get(&self, index: usize) -> &P {

@@ -14,7 +14,6 @@ use crate::engine::keyed::KeyedEngine;
 use crate::engine::Engine;
 use crate::meter::Meter;
 use crate::quota::{Quota, QuotaError};
-use crate::store::keyed::KeyedStore;
 use crate::store::settings::{table_setters, DefaultKeyHasher, TableSettings};
 
 /// Configures a [`KeyedRateLimiter`]: clock, algorithm, hasher, shards, background sweeping,
@@ -270,7 +269,7 @@ where
         let engine = Engine::new(self.alg, self.quota, self.clock)
             .expect("the algorithm accepted this quota when it was chosen")
             .with_meter(Meter::keyed(s.name.take()));
-        let store = KeyedStore::new(s.hasher.clone(), s.shards, s.key_cap(), s.when_full);
+        let store = s.store();
         let inner = Arc::new(KeyedEngine::new(engine, store));
         let sweeper = s.start_sweeper(&inner);
         KeyedRateLimiter { sweeper, inner }

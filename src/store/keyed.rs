@@ -25,6 +25,7 @@
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroUsize;
 
 use crate::store::evict::{SweepCounters, SweepStats};
 use crate::store::table::ShardedTable;
@@ -64,16 +65,28 @@ where
     K: Hash + Eq,
     S: BuildHasher,
 {
-    pub(crate) fn new(hasher: S, shards: usize, max_keys: usize, when_full: WhenFull) -> Self {
+    /// An empty table; `max_keys: None` is kept as `usize::MAX`, a cap no count of keys can
+    /// exceed.
+    pub(crate) fn new(
+        hasher: S,
+        shards: usize,
+        max_keys: Option<NonZeroUsize>,
+        when_full: WhenFull,
+    ) -> Self {
         KeyedStore {
             map: ShardedTable::new(hasher, shards),
-            max_keys,
+            max_keys: max_keys.map_or(usize::MAX, NonZeroUsize::get),
             when_full,
             slots: AtomicUsize::new(0),
             earliest: AtomicU64::new(u64::MAX),
             sweep_lock: Mutex::new(()),
             counters: SweepCounters::default(),
         }
+    }
+
+    /// The key cap, if one was set (`max_keys` keeps "no cap" as `usize::MAX`).
+    pub(crate) fn key_cap(&self) -> Option<NonZeroUsize> {
+        NonZeroUsize::new(self.max_keys).filter(|n| n.get() != usize::MAX)
     }
 
     /// One try at storing `key` (hash `hash`) under its shard's write guard: if it is there

@@ -4,10 +4,12 @@
 //! builder's public setters for them.
 
 use std::fmt;
+use std::hash::{BuildHasher, Hash};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use super::keyed::KeyedStore;
 use super::sweeper::{Sweep, Sweeper};
 use super::when_full::WhenFull;
 
@@ -104,9 +106,18 @@ impl<S> TableSettings<S> {
         }
     }
 
-    /// The key cap as the table takes it: `usize::MAX` for none.
-    pub(crate) fn key_cap(&self) -> usize {
-        self.max_keys.map_or(usize::MAX, NonZeroUsize::get)
+    /// An empty table with these settings, hashing with a clone of the hasher (the same
+    /// seed).
+    pub(crate) fn store<K: Hash + Eq, C>(&self) -> KeyedStore<K, C, S>
+    where
+        S: BuildHasher + Clone,
+    {
+        KeyedStore::new(
+            self.hasher.clone(),
+            self.shards,
+            self.max_keys,
+            self.when_full,
+        )
     }
 
     /// The sweeper these settings ask for over `store`, the limiter's: none without an

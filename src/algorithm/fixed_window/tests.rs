@@ -1,6 +1,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use super::*;
+use crate::algorithm::tests::direct_and_keyed;
 use crate::{ManualClock, RateLimiter};
 
 fn params(limit: u64, window: Nanos) -> FixedParams {
@@ -222,12 +223,7 @@ fn a_count_carried_twice_through_a_narrow_window_is_not_lowered() {
     let shifted = FixedWindow::epoch_aligned_from(UNIX_EPOCH + Duration::from_nanos(300_000));
     for (alg, end) in [(FixedWindow::new(), 1_000_000), (shifted, 700_000)] {
         let clock = ManualClock::new();
-        let direct = limiter(wide, &clock, alg);
-        let keyed = crate::KeyedRateLimiter::<u8>::builder(wide)
-            .clock(clock.clone())
-            .algorithm(alg)
-            .unwrap()
-            .build();
+        let (direct, keyed) = direct_and_keyed(wide, &clock, alg);
         assert!(direct.try_acquire_n(1000).is_ok());
         assert!(keyed.try_acquire_n(&1, 1000).is_ok());
         clock.set(1);
@@ -307,12 +303,7 @@ fn a_saturated_count_stays_full_when_carried_again() {
 fn a_per_call_count_the_word_cannot_hold_is_an_error() {
     let clock = ManualClock::new();
     let q = |l, w| Quota::new(l, Duration::from_nanos(w)).unwrap();
-    let direct = limiter(q(1000, 1000), &clock, FixedWindow::new());
-    let keyed = crate::KeyedRateLimiter::<u8>::builder(q(1000, 1000))
-        .clock(clock.clone())
-        .algorithm(FixedWindow::new())
-        .unwrap()
-        .build();
+    let (direct, keyed) = direct_and_keyed(q(1000, 1000), &clock, FixedWindow::new());
     let refused = |r: Result<Decision, QuotaError>| matches!(r, Err(QuotaError::Unsupported(_)));
     assert!(refused(direct.check_n_with(5000, q(5000, 5000))));
     assert!(refused(keyed.check_n_with(&1, 5000, q(5000, 5000))));
@@ -479,12 +470,7 @@ proptest::proptest! {
     ) {
         let clock = ManualClock::new();
         let q = |l: u64, w: u64| Quota::new(l, Duration::from_nanos(w)).unwrap();
-        let direct = limiter(q(limit, window), &clock, FixedWindow::new());
-        let keyed = crate::KeyedRateLimiter::<u8>::builder(q(limit, window))
-            .clock(clock.clone())
-            .algorithm(FixedWindow::new())
-            .unwrap()
-            .build();
+        let (direct, keyed) = direct_and_keyed(q(limit, window), &clock, FixedWindow::new());
         for (advance, n, op) in steps {
             clock.advance_nanos(advance);
             match op {

@@ -138,20 +138,12 @@ fn quota_changes_keep_the_counts_at_the_change() {
 /// window's 1000 still weigh by what the sliding window covers of it.
 #[test]
 fn counts_carried_twice_through_a_narrow_window_are_kept() {
-    use crate::{KeyedRateLimiter, ManualClock, Quota, RateLimiter};
+    use crate::algorithm::tests::direct_and_keyed;
+    use crate::{ManualClock, Quota};
     let wide = Quota::new(1000, Duration::from_millis(1)).unwrap();
     let narrow = Quota::new(1, Duration::from_nanos(18)).unwrap();
     let clock = ManualClock::new();
-    let direct = RateLimiter::builder(wide)
-        .clock(clock.clone())
-        .algorithm(WeightedWindow)
-        .unwrap()
-        .build();
-    let keyed = KeyedRateLimiter::<u8>::builder(wide)
-        .clock(clock.clone())
-        .algorithm(WeightedWindow)
-        .unwrap()
-        .build();
+    let (direct, keyed) = direct_and_keyed(wide, &clock, WeightedWindow);
     assert!(direct.try_acquire_n(1000).is_ok());
     assert!(keyed.try_acquire_n(&1, 1000).is_ok());
     clock.set(1);

@@ -14,14 +14,24 @@ fn booked(b: Result<Booking<Ticket>, AcquireError>) -> Ticket {
     }
 }
 
-#[test]
-fn a_latest_cancel_stays_one_word_and_a_middle_one_spills() {
+/// A fresh cell that granted its whole burst at `now` under [`p0`] (tail `now + 20`), then
+/// booked `bookings` single permits behind it: `(now + 20, now + 30]`, `(now + 30, now + 40]`...
+fn drained_then_booked(now: Nanos, bookings: usize) -> (GcraCell, Vec<Ticket>) {
     let c = GcraCell::default();
     let src = || p0();
-    assert!(c.check(100, 2, &src).allowed()); // tail 120
-    let a = booked(c.reserve(100, 1, &src, None)); // (120, 130]
-    let b = booked(c.reserve(100, 1, &src, None)); // (130, 140]
-                                                   // b is the latest: the word moves back, nothing spills.
+    assert!(c.check(now, 2, &src).allowed());
+    let tickets = (0..bookings)
+        .map(|_| booked(c.reserve(now, 1, &src, None)))
+        .collect();
+    (c, tickets)
+}
+
+#[test]
+fn a_latest_cancel_stays_one_word_and_a_middle_one_spills() {
+    let (c, tickets) = drained_then_booked(100, 2);
+    let src = || p0();
+    let (a, b) = (tickets[0], tickets[1]); // (120, 130], (130, 140]
+                                           // b is the latest: the word moves back, nothing spills.
     c.cancel(&b, 100, &src);
     assert_eq!(c.snapshot(), (130, None));
     let b = booked(c.reserve(100, 1, &src, None));
@@ -49,12 +59,8 @@ fn cancelling_everything_in_any_order_coalesces_into_the_tail() {
         [2, 0, 1],
         [1, 2, 0],
     ] {
-        let c = GcraCell::default();
+        let (c, tickets) = drained_then_booked(100, 3);
         let src = || p0();
-        assert!(c.check(100, 2, &src).allowed()); // tail 120
-        let tickets: Vec<Ticket> = (0..3)
-            .map(|_| booked(c.reserve(100, 1, &src, None)))
-            .collect();
         for i in order {
             c.cancel(&tickets[i], 100, &src);
         }
@@ -65,8 +71,7 @@ fn cancelling_everything_in_any_order_coalesces_into_the_tail() {
 
 #[test]
 fn migration_rescales_the_debt_once() {
-    let c = GcraCell::default();
-    assert!(c.check(0, 2, &|| p0()).allowed()); // tail 20: 2 permits of debt at T 10
+    let (c, _) = drained_then_booked(0, 0); // tail 20: 2 permits of debt at T 10
     let p1 = GcraParams::new(100, 2, 1, 10, 0);
     // A decision under generation 1 sees 2 permits of debt at T 100: tail 200.
     let v = c.check(0, 0, &|| p1);
@@ -82,12 +87,8 @@ fn migration_rescales_the_debt_once() {
 
 #[test]
 fn a_spilled_cell_migrates_its_tail_and_drops_old_holes() {
-    let c = GcraCell::default();
-    let src0 = || p0();
-    assert!(c.check(0, 2, &src0).allowed()); // tail 20
-    let a = booked(c.reserve(0, 1, &src0, None)); // (20, 30]
-    let _b = booked(c.reserve(0, 1, &src0, None)); // (30, 40]
-    c.cancel(&a, 0, &src0);
+    let (c, tickets) = drained_then_booked(0, 2); // (20, 30], (30, 40]
+    c.cancel(&tickets[0], 0, &|| p0());
     assert_eq!(c.snapshot(), (40, Some(vec![(20, 30)])));
     let p1 = GcraParams::new(20, 2, 1, 10, 0);
     c.migrate(&|| p1);

@@ -198,10 +198,7 @@ where
         let mut s = self.settings;
         let store = Arc::new(SemStore::new(
             self.limit,
-            s.hasher.clone(),
-            s.shards,
-            s.key_cap(),
-            s.when_full,
+            s.store(),
             Meter::keyed_concurrency(s.name.take()),
         ));
         let sweeper = s.start_sweeper(&store);

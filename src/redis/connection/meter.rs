@@ -92,7 +92,6 @@ impl Meter {
         }
     }
 
-    /// A script was sent again after `NOSCRIPT`.
     /// A decision on `n` permits of `key` that refused (feature `tracing`): a debug event with
     /// the limiter's name and the outcome, and the key only if the builder was told
     /// `trace_keys(true)` (keys may be personal data).
@@ -127,6 +126,7 @@ impl Meter {
         let _ = (key, n, decision);
     }
 
+    /// A script was sent again after `NOSCRIPT`.
     pub(crate) fn script_loaded(&self) {
         self.script_loads.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
@@ -273,29 +273,16 @@ mod handles {
                 "other",
                 "client",
             ];
+            // The counters but the errors' carry only the limiter's label.
+            let counter = |metric: &'static str| counter!(metric, names::LIMITER => name.clone());
             Handles {
-                replies: counter!(names::REDIS_REPLIES, names::LIMITER => name.clone()),
-                script_loads: counter!(names::REDIS_SCRIPT_LOADS, names::LIMITER => name.clone()),
-                policy_decisions: counter!(
-                    names::REDIS_POLICY_DECISIONS,
-                    names::LIMITER => name.clone()
-                ),
-                local_denials: counter!(
-                    names::REDIS_LOCAL_DENIALS,
-                    names::LIMITER => name.clone()
-                ),
-                batches_taken: counter!(
-                    names::REDIS_BATCHES_TAKEN,
-                    names::LIMITER => name.clone()
-                ),
-                permits_returned: counter!(
-                    names::REDIS_PERMITS_RETURNED,
-                    names::LIMITER => name.clone()
-                ),
-                local_grants: counter!(
-                    names::REDIS_LOCAL_GRANTS,
-                    names::LIMITER => name.clone()
-                ),
+                replies: counter(names::REDIS_REPLIES),
+                script_loads: counter(names::REDIS_SCRIPT_LOADS),
+                policy_decisions: counter(names::REDIS_POLICY_DECISIONS),
+                local_denials: counter(names::REDIS_LOCAL_DENIALS),
+                batches_taken: counter(names::REDIS_BATCHES_TAKEN),
+                permits_returned: counter(names::REDIS_PERMITS_RETURNED),
+                local_grants: counter(names::REDIS_LOCAL_GRANTS),
                 batch_size: gauge!(names::REDIS_BATCH_SIZE, names::LIMITER => name.clone()),
                 errors: kinds
                     .into_iter()
