@@ -38,8 +38,18 @@ async fn two_processes(server: &RedisServer, prefix: &str) -> (RedisRateLimiter,
     )
 }
 
+/// How many clients are subscribed to `prefix`'s invalidation channel.
+fn subscribers(server: &RedisServer, prefix: &str) -> u64 {
+    let (_, n): (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("{prefix}:invalidate"))
+        .query(&mut server.conn())
+        .unwrap();
+    n
+}
+
 /// Takes `key`'s permit through `a` and has its denial cached: calls until one is refused by
-/// the cache. (The subscription, made with the first denial cached, forgets the whole cache
+/// the cache. (The subscription, made when the limiter connects, forgets the whole cache
 /// once made, so the first denial may have to be cached again.)
 async fn cache_a_denial<A: RedisAlgorithm>(a: &RedisRateLimiter<A>, key: &str) {
     let cached = eventually(50, Duration::from_millis(10), async || {
@@ -71,6 +81,24 @@ async fn reset_elsewhere_reaches<A: RedisAlgorithm>(
         admitted_soon(a, key).await,
         "{key}: A's cache went on refusing after B's reset"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_subscription_is_made_when_the_limiter_connects() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    let (a, _b) = two_processes(&server, &prefix).await;
+    // Made before `connect` returned (A's only: B has no cache), with nothing cached yet.
+    assert_eq!(subscribers(&server, &prefix), 1);
+    // So the first denials cached stay cached: no subscription arrives later to forget them.
+    assert!(a.decide("k").await.unwrap().decision.allowed);
+    assert!(!a.decide("k").await.unwrap().decision.allowed);
+    let replies = a.stats().replies;
+    for _ in 0..20 {
+        assert!(!a.decide("k").await.unwrap().decision.allowed);
+    }
+    assert_eq!(a.stats().local_denials, 20, "{:?}", a.stats());
+    assert_eq!(a.stats().replies, replies, "no script call");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,20 +144,9 @@ async fn a_reservation_cancelled_elsewhere_ends_the_cached_denial_here() {
     let server = RedisServer::start();
     let prefix = unique_prefix();
     let (a, b) = two_processes(&server, &prefix).await;
-    // The subscription made first (it starts with the first cached denial and forgets the
-    // whole cache once made): from then on only a forget of the key ends its cached denial.
-    reset_elsewhere_reaches(&a, &b, "warm").await;
-    let channel = format!("{prefix}:invalidate");
-    let subscribed = eventually(200, Duration::from_millis(10), async || {
-        let (_, n): (String, u64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(&channel)
-            .query(&mut server.conn())
-            .unwrap();
-        n == 1
-    })
-    .await;
-    assert!(subscribed, "never subscribed");
+    // The subscription is made when the limiter connects: from then on only a forget of the
+    // key ends its cached denial.
+    assert_eq!(subscribers(&server, &prefix), 1);
     // B reserves the key's one permit; A is refused and caches the refusal for the hour.
     let r = b.reserve("k").await.unwrap();
     let before = a.stats().local_denials;
@@ -150,15 +167,7 @@ async fn a_killed_subscription_subscribes_again() {
     let prefix = unique_prefix();
     let (a, b) = two_processes(&server, &prefix).await;
     reset_elsewhere_reaches(&a, &b, "k").await;
-    let channel = format!("{prefix}:invalidate");
-    let subscribers = || {
-        let (_, n): (String, u64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(&channel)
-            .query(&mut server.conn())
-            .unwrap();
-        n
-    };
+    let subscribers = || subscribers(&server, &prefix);
     assert_eq!(subscribers(), 1);
     let killed: u64 = redis::cmd("CLIENT")
         .arg("KILL")
@@ -245,28 +254,19 @@ async fn a_reset_elsewhere_reaches_through_sentinel_and_after_a_failover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_given_back_ends_the_cached_denial_here() {
     let server = RedisServer::start();
+    let prefix = unique_prefix();
     let quota = Quota::per_hour(10).unwrap();
     let a = RedisRateLimiter::builder(quota)
         .deadline(Duration::from_secs(2))
-        .prefix(unique_prefix())
+        .prefix(&prefix)
         .denial_cache(cache())
         .local_batches(Duration::from_millis(200), 100)
         .connect(&server.url())
         .await
         .unwrap();
-    // The subscription made (it starts with the first cached denial, and forgets the whole
-    // cache once made): from then on, only a forget of the key ends its cached denial.
-    // (Under a per-call quota, so with no batch of its own.)
-    for _ in 0..11 {
-        a.decide_with("warm", quota).await.unwrap();
-    }
-    let fresh = eventually(200, Duration::from_millis(10), async || {
-        let before = a.stats().local_denials;
-        a.decide_with("warm", quota).await.unwrap();
-        a.stats().local_denials == before
-    })
-    .await;
-    assert!(fresh, "the subscription never started");
+    // The subscription is made when the limiter connects: from then on, only a forget of
+    // the key ends its cached denial.
+    assert_eq!(subscribers(&server, &prefix), 1);
     // A hot key: a batch is taken in the background.
     for _ in 0..8 {
         a.decide("k").await.unwrap();

@@ -119,8 +119,7 @@ impl Hot {
     }
 
     /// Caches `reply` to a call for `n` permits on `state` sent at `sent` in the cache's
-    /// `generation` if the cache is on and takes it (a one-permit denial); the first one
-    /// cached starts the subscription.
+    /// `generation` if the cache is on and takes it (a one-permit denial).
     pub(crate) fn record(
         &self,
         state: &str,
@@ -129,11 +128,16 @@ impl Hot {
         generation: u64,
         reply: &[i64],
     ) {
-        let Some(cache) = &self.cache else { return };
-        if cache.record(state, n, sent, generation, reply) {
-            if let Some(l) = &self.listener {
-                l.start(cache);
-            }
+        if let Some(cache) = &self.cache {
+            cache.record(state, n, sent, generation, reply);
+        }
+    }
+
+    /// Subscribes the denial cache to the changes published elsewhere, if it has a
+    /// subscription to make, and waits for the first attempt (see `invalidate`).
+    pub(crate) async fn subscribe(&self) {
+        if let (Some(cache), Some(l)) = (&self.cache, &self.listener) {
+            l.start(cache).await;
         }
     }
 

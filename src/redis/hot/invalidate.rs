@@ -11,8 +11,9 @@
 //! bytes arrives as it left and names exactly its own entry; a payload that is not UTF-8
 //! names no key (state keys are strings) and drops nothing.
 //!
-//! One subscription per limiter, on a connection of its own, started with the first denial
-//! cached. When it is lost (the connection closed or killed, a `PING` unanswered, the Sentinel
+//! One subscription per limiter, on a connection of its own, started when the limiter connects
+//! (`connect` waits for its first attempt within the connect timeout, so calls made once
+//! `connect` returns find it made on a healthy server). When it is lost (the connection closed or killed, a `PING` unanswered, the Sentinel
 //! primary moved), it is made again (10 ms to 500 ms apart, through a cluster's nodes in
 //! turn), and once made the whole cache is forgotten: a change published meanwhile was not
 //! heard. While it is down the cache refuses at worst until each denial's `retry_after`, as
@@ -54,6 +55,9 @@ struct Shared {
     heard: AtomicU64,
     /// Subscriptions lost after being made.
     losses: AtomicU64,
+    /// Set, and `tried` notified, once the first attempt to subscribe has ended (made or not).
+    attempted: AtomicBool,
+    tried: Notify,
 }
 
 /// The limiter's subscription: started once, stopped when the limiter is dropped.
@@ -66,29 +70,41 @@ pub(crate) struct Listener {
 impl Listener {
     pub(crate) fn new(source: Source, prefix: &str) -> Listener {
         Listener {
-            shared: Arc::new(Shared {
-                source,
-                channel: channel(prefix),
-                heard: AtomicU64::new(0),
-                losses: AtomicU64::new(0),
-            }),
+            shared: Arc::new(Shared::new(source, channel(prefix))),
             started: AtomicBool::new(false),
             task: Mutex::new(None),
         }
     }
 
-    /// Starts listening for `cache`, unless started (or there is no runtime to listen on):
-    /// called when a denial is cached, so a limiter that never caches one never subscribes.
-    pub(crate) fn start(&self, cache: &Arc<DenialCache>) {
-        if self.started.load(Ordering::Relaxed) || self.started.swap(true, Ordering::Relaxed) {
+    /// Starts listening for `cache`, unless started (or there is no runtime to listen on),
+    /// and waits until the first attempt to subscribe has ended, made or not (a failed one is
+    /// tried again in the background). Called when the limiter connects: a cache filled
+    /// before the subscription is made is forgotten when it is made, so starting first keeps
+    /// the first denials cached.
+    pub(crate) async fn start(&self, cache: &Arc<DenialCache>) {
+        if !self.spawn(cache) {
             return;
+        }
+        let tried = self.shared.tried.notified();
+        tokio::pin!(tried);
+        tried.as_mut().enable();
+        if !self.shared.attempted.load(Ordering::Acquire) {
+            tried.await;
+        }
+    }
+
+    /// Spawns the listening task unless one was spawned; false if there is no runtime.
+    fn spawn(&self, cache: &Arc<DenialCache>) -> bool {
+        if self.started.load(Ordering::Relaxed) || self.started.swap(true, Ordering::Relaxed) {
+            return true;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             self.started.store(false, Ordering::Relaxed);
-            return;
+            return false;
         };
         let task = rt.spawn(listen(self.shared.clone(), Arc::downgrade(cache)));
         *self.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
+        true
     }
 
     /// Messages heard that named a key.
@@ -133,6 +149,7 @@ async fn listen(shared: Arc<Shared>, cache: Weak<DenialCache>) {
                 // Whatever was published before this subscription was not heard.
                 c.clear();
                 drop(c);
+                shared.first_attempt_ended();
                 pause = RETRY_MIN;
                 loop {
                     if tokio::time::timeout(CHECK_EVERY, lost.notified())
@@ -150,7 +167,10 @@ async fn listen(shared: Arc<Shared>, cache: Weak<DenialCache>) {
                 }
                 Meter::bump(&shared.losses);
             }
-            Err(_) => attempt = attempt.wrapping_add(1),
+            Err(_) => {
+                attempt = attempt.wrapping_add(1);
+                shared.first_attempt_ended();
+            }
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(RETRY_MAX);
@@ -158,6 +178,23 @@ async fn listen(shared: Arc<Shared>, cache: Weak<DenialCache>) {
 }
 
 impl Shared {
+    fn new(source: Source, channel: String) -> Shared {
+        Shared {
+            source,
+            channel,
+            heard: AtomicU64::new(0),
+            losses: AtomicU64::new(0),
+            attempted: AtomicBool::new(false),
+            tried: Notify::new(),
+        }
+    }
+
+    fn first_attempt_ended(&self) {
+        if !self.attempted.swap(true, Ordering::AcqRel) {
+            self.tried.notify_waiters();
+        }
+    }
+
     /// A push on the subscription's connection: a message forgets the key it names; a
     /// disconnection wakes the task to subscribe again.
     fn pushed(&self, info: PushInfo, cache: &Weak<DenialCache>, lost: &Notify) {
@@ -194,12 +231,10 @@ mod tests {
     }
 
     fn shared() -> Shared {
-        Shared {
-            source: Source::nodes(&["redis://127.0.0.1:1/"], Duration::from_millis(1)).unwrap(),
-            channel: channel("p"),
-            heard: AtomicU64::new(0),
-            losses: AtomicU64::new(0),
-        }
+        Shared::new(
+            Source::nodes(&["redis://127.0.0.1:1/"], Duration::from_millis(1)).unwrap(),
+            channel("p"),
+        )
     }
 
     proptest! {

@@ -450,7 +450,13 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         let limiter = self.build(conn, source, params, false);
         let client = limiter.shared.client.clone();
         let first = tokio::spawn(async move { client.first_use().await });
-        let _ = tokio::time::timeout(connect_timeout, first).await;
+        // The denial cache's subscription, made beside the first use: the cache's first
+        // denials are then never forgotten by the subscription arriving after them.
+        let subscribed = limiter.shared.hot.subscribe();
+        let _ = tokio::time::timeout(connect_timeout, async {
+            let _ = tokio::join!(first, subscribed);
+        })
+        .await;
         Ok(limiter)
     }
 

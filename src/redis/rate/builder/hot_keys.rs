@@ -25,9 +25,10 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// never refuses what Redis would admit, except after another process gives permits back:
     /// a [`reset`](crate::redis::RedisRateLimiter::reset) or
     /// [`reward`](crate::redis::RedisRateLimiter::reward) there is published and heard here
-    /// within about a round trip (through a subscription of this limiter's own, made with the
-    /// first cached denial, on a connection the limiter made: none on one you made); a
-    /// cancelled [`RedisReservation`](crate::redis::RedisReservation), a `DEL` of a
+    /// within about a round trip (through a subscription of this limiter's own, made when it
+    /// connects, on a connection the limiter made: none on one you made), and so is a
+    /// cancelled [`RedisReservation`](crate::redis::RedisReservation); a local batch given
+    /// back there, a `DEL` of a
     /// [`state_key`](crate::redis::RedisRateLimiter::state_key) not published, or anything
     /// while the subscription is down, is not, and the cache goes on refusing until the
     /// cached `retry_after` at worst (the guide's "A hot key" states the rule).
