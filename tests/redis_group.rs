@@ -73,13 +73,29 @@ fn behind_fillers(tail: &[&str]) -> Vec<String> {
     keys
 }
 
-/// 256 tasks, 128 keys, 16 checks per key in random order: each key admits exactly its burst.
+/// 256 tasks, 128 keys, 16 checks per key in random order: each key admits exactly its burst,
+/// with grouping alone and after the denial cache and the coalescer.
 #[test]
 fn every_key_admits_exactly_its_burst_under_256_tasks() {
     let server = RedisServer::start();
+    for with_hot_options in [false, true] {
+        exact_under_256_tasks(&server, with_hot_options);
+    }
+}
+
+fn exact_under_256_tasks(server: &RedisServer, with_hot_options: bool) {
     redis_support::runtime().block_on(async {
         let burst = 5u32;
-        let l = grouping(&server, slow(burst.into()), &unique_prefix()).await;
+        let b = RedisRateLimiter::builder(slow(burst.into()))
+            .prefix(unique_prefix())
+            .deadline(Duration::from_secs(5))
+            .group_keys(NonZeroUsize::new(64).unwrap());
+        let b = if with_hot_options {
+            b.denial_cache(NonZeroUsize::new(1000).unwrap()).coalesce()
+        } else {
+            b
+        };
+        let l = b.connect(&server.url()).await.unwrap();
         let keys = 128u64;
         let tasks = 256u64;
         let per_task = 8u64;
@@ -327,6 +343,31 @@ async fn dropped_queued_checks_strand_nobody() {
     for r in burst_of_checks(&g, &later).await {
         assert!(matches!(r, Ok(true)));
     }
+}
+
+/// Through Sentinel: groups go to the primary it names, decided as on one server.
+#[tokio::test(flavor = "current_thread")]
+async fn sentinel_groups_on_the_primary() {
+    let (_primary, _replica, sentinel) = redis_support::sentinel_pair("tgg").await;
+    let g = RedisRateLimiter::builder(slow(1))
+        .prefix(unique_prefix())
+        .deadline(Duration::from_secs(5))
+        .group_keys(NonZeroUsize::new(64).unwrap())
+        .connect_sentinel([sentinel.url()], "tgg")
+        .await
+        .unwrap();
+    let keys = behind_fillers(&["a", "b", "a", "c", "b"]);
+    let r = burst_of_checks(&g, &keys).await;
+    assert!(g.stats().group_calls > 0, "{:?}", g.stats());
+    let admitted: Vec<&str> = keys
+        .iter()
+        .zip(&r)
+        .filter(|(_, r)| matches!(r, Ok(true)))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    // Each key's burst of 1, once: the repeated keys' second checks denied.
+    assert_eq!(admitted.len(), 8 + 3, "{r:?}");
+    assert!(r.iter().all(Result::is_ok));
 }
 
 /// A cluster's keys of one call must share a slot: refused at build, typed.

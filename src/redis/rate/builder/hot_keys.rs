@@ -69,7 +69,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     }
 
     /// Groups concurrent checks on different keys from this process: while a few calls are
-    /// in flight (four), the checks that arrive queue, and each time a call ends up to
+    /// in flight (two), the checks that arrive queue, and each time a call ends up to
     /// `max_keys` of them (at most 256) go to Redis as one script call that decides each
     /// key. Redis pays its cost per script call (finding the script, setting up Lua, the
     /// reply) once per group instead of once per check: with many concurrent checks on
