@@ -232,7 +232,7 @@ async fn a_named_state_under_another_quota_is_decided_exactly() {
     assert_eq!(u, 2);
 }
 
-/// The server paused: every check, lone or grouped, is decided by the failure policy within
+/// The server paused (`CLIENT PAUSE`): every check, lone or grouped, is decided by the failure policy within
 /// its deadline.
 #[tokio::test(flavor = "current_thread")]
 async fn a_paused_server_gives_every_grouped_check_its_policy() {
@@ -253,15 +253,13 @@ async fn a_paused_server_gives_every_grouped_check_its_policy() {
     let error = make(FailurePolicy::Error).await;
     open.check("warm").await.unwrap();
     error.check("warm").await.unwrap();
-    let mut admin = server.conn();
-    let sleeper = std::thread::spawn(move || {
-        let _: () = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("1")
-            .query(&mut admin)
-            .unwrap();
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Every client's commands held for a second (the server answers none of ours).
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("ALL")
+        .query(&mut server.conn())
+        .unwrap();
     let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
     let t = Instant::now();
     let (o, e) = tokio::join!(
@@ -294,7 +292,7 @@ async fn a_paused_server_gives_every_grouped_check_its_policy() {
         assert!(matches!(r, Err(RedisLimitError::Timeout { .. })), "{r:?}");
     }
     assert_eq!(open.stats().policy_decisions, 40);
-    sleeper.join().unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     // The groups went (their calls failed or were answered late): counted.
     assert!(open.stats().group_calls > 0, "{:?}", open.stats());
 }

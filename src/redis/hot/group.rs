@@ -24,7 +24,6 @@
 //! dropped after its group replied "alone" is not sent.
 
 // std's atomics, as everywhere in the Redis backend (see coalesce.rs).
-use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -76,7 +75,9 @@ pub(crate) struct Grouper {
     in_flight: AtomicUsize,
     /// The queue's length, read without the lock by a call that ends.
     queued: AtomicUsize,
-    queue: Mutex<VecDeque<Queued>>,
+    /// Oldest first (a group takes from the front: a short queue, at most what arrived
+    /// during one call).
+    queue: Mutex<Vec<Queued>>,
     /// Group calls sent, and the checks they carried.
     pub(crate) calls: AtomicU64,
     pub(crate) grouped: AtomicU64,
@@ -89,7 +90,7 @@ impl Grouper {
             max_keys: max_keys.get().min(MAX_GROUP),
             in_flight: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Vec::new()),
             calls: AtomicU64::new(0),
             grouped: AtomicU64::new(0),
         }
@@ -201,7 +202,7 @@ impl Grouper {
         let (tx, rx) = oneshot::channel();
         {
             let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            q.push_back(Queued {
+            q.push(Queued {
                 state: state.to_owned(),
                 n,
                 p,
