@@ -121,7 +121,7 @@ impl Grouper {
         self.pump();
     }
 
-    /// While checks are queued and a place is free: one group out, from a spawned task.
+    /// While checks are queued and a place is free: groups out, each from a spawned task.
     fn pump(self: &Arc<Self>) {
         while self.queued.load(Ordering::SeqCst) > 0 && self.claim() {
             let group = self.take();
@@ -142,7 +142,6 @@ impl Grouper {
                     self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 }
             }
-            return;
         }
     }
 
@@ -270,5 +269,72 @@ fn answer(group: Vec<Queued>, reply: Reply) {
                 let _ = q.tx.send(Answer::Done(Err(Clone::clone(&f))));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::RedisAlgorithm;
+    use crate::{Gcra, Quota, SlidingLog};
+
+    fn queued(state: &str, n: u64) -> (Queued, oneshot::Receiver<Answer>) {
+        let (tx, rx) = oneshot::channel();
+        let q = Queued {
+            state: state.to_owned(),
+            n,
+            p: Params::interval(Quota::per_second(10).unwrap()).unwrap(),
+            spec: Gcra::spec(),
+            tx,
+        };
+        (q, rx)
+    }
+
+    fn got(mut rx: oneshot::Receiver<Answer>) -> Option<Reply> {
+        match rx.try_recv().unwrap() {
+            Answer::Done(r) => Some(r),
+            Answer::Alone => None,
+        }
+    }
+
+    /// The reply a check got: `None` for "alone"; a failure panics.
+    fn ok(rx: oneshot::Receiver<Answer>) -> Option<Vec<i64>> {
+        got(rx).map(|r| r.unwrap())
+    }
+
+    #[test]
+    fn only_gcras_script_groups() {
+        assert!(Gcra::spec().groups());
+        assert!(!SlidingLog::spec().groups());
+    }
+
+    /// Each check its own element, expanded as a check's reply; "alone" for ALONE only.
+    #[test]
+    fn a_group_reply_is_split_per_check() {
+        let (a, ra) = queued("a", 1);
+        let (b, rb) = queued("b", 1);
+        let (c, rc) = queued("c", 2);
+        let p = a.p;
+        answer(vec![a, b, c], Ok(vec![7, 100_000, ALONE, -1]));
+        let expand = Gcra::spec().expand;
+        assert_eq!(ok(ra), Some(expand(vec![7, 100_000], 1, p)));
+        assert_eq!(ok(rb), None);
+        assert_eq!(ok(rc), Some(expand(vec![7, -1], 2, p)));
+    }
+
+    /// A failure goes to every check; a reply of another shape goes whole to each (whose
+    /// parse refuses it).
+    #[test]
+    fn a_failure_or_a_strange_reply_goes_to_every_check() {
+        let (a, ra) = queued("a", 1);
+        let (b, rb) = queued("b", 1);
+        answer(vec![a, b], Err(Failure::Timeout));
+        assert!(matches!(got(ra), Some(Err(Failure::Timeout))));
+        assert!(matches!(got(rb), Some(Err(Failure::Timeout))));
+        let (a, ra) = queued("a", 1);
+        let (b, rb) = queued("b", 1);
+        answer(vec![a, b], Ok(vec![1]));
+        assert_eq!(ok(ra), Some(vec![1]));
+        assert_eq!(ok(rb), Some(vec![1]));
     }
 }
