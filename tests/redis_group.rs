@@ -52,18 +52,24 @@ async fn burst_of_checks(
     limiter: &RedisRateLimiter,
     keys: &[String],
 ) -> Vec<Result<bool, RedisLimitError>> {
-    let handles: Vec<_> = keys
-        .iter()
+    let mut out = Vec::new();
+    for h in spawn_checks(limiter, keys) {
+        out.push(h.await.unwrap());
+    }
+    out
+}
+
+/// A spawned one-permit check (whether it was allowed) on each of `keys`, in order.
+fn spawn_checks(
+    limiter: &RedisRateLimiter,
+    keys: &[String],
+) -> Vec<tokio::task::JoinHandle<Result<bool, RedisLimitError>>> {
+    keys.iter()
         .map(|k| {
             let (l, k) = (limiter.clone(), k.clone());
             tokio::spawn(async move { l.check(&k).await.map(|d| d.allowed) })
         })
-        .collect();
-    let mut out = Vec::new();
-    for h in handles {
-        out.push(h.await.unwrap());
-    }
-    out
+        .collect()
 }
 
 /// 8 filler keys that go first (the calls in flight the rest queue behind), then `tail`.
@@ -304,13 +310,7 @@ async fn dropped_queued_checks_strand_nobody() {
     let server = RedisServer::start();
     let g = grouping(&server, slow(1), &unique_prefix()).await;
     let keys = behind_fillers(&["q0", "q1", "q2", "q3", "q4", "q5"]);
-    let handles: Vec<_> = keys
-        .iter()
-        .map(|k| {
-            let (l, k) = (g.clone(), k.clone());
-            tokio::spawn(async move { l.check(&k).await.map(|d| d.allowed) })
-        })
-        .collect();
+    let handles = spawn_checks(&g, &keys);
     // Every task polled once (registered, lone or queued), then the odd queued ones dropped.
     tokio::task::yield_now().await;
     let mut kept = Vec::new();
