@@ -182,6 +182,8 @@ impl ScriptClient {
                     ))),
                 },
                 Conn::Cluster(c) => {
+                    // One key per call on a cluster (grouping is refused there at build).
+                    debug_assert_eq!(keys.len(), 1);
                     cluster::eval(
                         c.clone(),
                         script.sha(),
