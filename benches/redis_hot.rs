@@ -7,7 +7,8 @@
 //! - server µs per call of every tollgate script, `CL.THROTTLE` and plain `INCR`, from
 //!   `INFO commandstats` (`usec / calls`, after `CONFIG RESETSTAT`);
 //! - decisions/s on one multiplexed connection at 1, 16 and 256 tasks, for `CL.THROTTLE`, the
-//!   GCRA script, and the GCRA script with the local denial cache, coalescing, or both on, on
+//!   GCRA script, and the GCRA script with the local denial cache, coalescing, both, or
+//!   grouping (`group_keys`: checks on different keys in one script call) on, on
 //!   a uniform workload (100k keys, mostly admitted) and a hot key (one key, a limit that
 //!   denies most calls), with the Redis CPU per decision (every command's `usec` in
 //!   commandstats over the decisions made);
@@ -25,7 +26,10 @@
 //! Options (after `--`): `--quick` (1 round), `--rounds N`, `--uniform` (only the uniform
 //! workload at 16 and 256 tasks, and no server-time table: the options' cost where they cannot
 //! help, for runs of two builds alternately; also prints each round's ratios, to pool the
-//! rounds of several runs), `--fleet` (only the allowed hot key in this process and the fleet:
+//! rounds of several runs), `--group` (only `CL.THROTTLE`, the GCRA script and the GCRA script
+//! with `group_keys` on the uniform workload at 1, 16 and 256 tasks, with the mean group size,
+//! after the server's cost per call of a trivial script next to the GCRA script's and
+//! `CL.THROTTLE`'s: where a script call's time goes), `--fleet` (only the allowed hot key in this process and the fleet:
 //! several processes on one key, see `redis_hot/fleet.rs`; `--processes N`, default 4,
 //! `--tasks N`, default 16).
 
@@ -79,6 +83,8 @@ enum Workload {
     GcraCoalesce(RedisRateLimiter<Gcra>),
     GcraHot(RedisRateLimiter<Gcra>),
     GcraBatch(RedisRateLimiter<Gcra>),
+    /// Checks on different keys grouped into one script call (`group_keys`).
+    GcraGroup(RedisRateLimiter<Gcra>),
     /// `CL.THROTTLE` under [`ALLOWED`], for the allowed hot key.
     CellAllowed(ConnectionManager),
 }
@@ -92,6 +98,7 @@ impl Workload {
             Workload::GcraCoalesce(_) => "tollgate GCRA + coalescing (no cache)",
             Workload::GcraHot(_) => "tollgate GCRA + denial cache + coalescing",
             Workload::GcraBatch(_) => "tollgate GCRA + local batches",
+            Workload::GcraGroup(_) => "tollgate GCRA + group_keys",
             Workload::CellAllowed(_) => "redis-cell CL.THROTTLE (native)",
         }
     }
@@ -104,6 +111,7 @@ impl Workload {
             | Workload::GcraBatch(l)
             | Workload::GcraCache(l)
             | Workload::GcraCoalesce(l)
+            | Workload::GcraGroup(l)
             | Workload::GcraHot(l) => l.check(key).await.unwrap().allowed,
         }
     }
@@ -358,6 +366,81 @@ async fn script_costs(m: &mut ConnectionManager, out: &mut String) {
     row("plain INCR", cost);
 }
 
+/// Server µs per call of a script that does nothing (one key, `return 1`), one that only reads
+/// its key, and one that reads the clock and its key and writes it (the GCRA check's three
+/// commands, without its rule), next to the GCRA check and `CL.THROTTLE`: how much of a script
+/// call is Redis's own cost per call (finding the script, setting Lua up, the reply).
+async fn call_costs(m: &mut ConnectionManager, out: &mut String) {
+    const N: u64 = 20_000;
+    writeln!(
+        out,
+        "### Where a script call's time goes (`INFO commandstats` usec / calls; 16 tasks, 1000 keys, {N} calls each)\n"
+    )
+    .unwrap();
+    writeln!(out, "| command | µs per call |\n|---|---:|").unwrap();
+    let bodies = [
+        ("EVALSHA `return 1` (one key)", "return 1"),
+        (
+            "EVALSHA GET of its key",
+            "return redis.call('GET', KEYS[1]) and 1 or 0",
+        ),
+        (
+            "EVALSHA TIME, GET, SET (PXAT) of its key",
+            "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) \
+             redis.call('SET', KEYS[1], t[1] * 1000000 + t[2], 'PXAT', t[1] * 1000 + 60000) return 1",
+        ),
+    ];
+    for (label, body) in bodies {
+        let script = redis::Script::new(body);
+        let _: i64 = script
+            .key("{warm}")
+            .invoke_async(&mut m.clone())
+            .await
+            .unwrap();
+        let c = m.clone();
+        let (calls, usec) = run_cost(m, N, move |k| {
+            let (mut c, script) = (c.clone(), script.clone());
+            async move {
+                let _: i64 = script
+                    .key(format!("{{t{k}}}"))
+                    .invoke_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+        writeln!(out, "| {label} | {:.2} |", usec as f64 / calls as f64).unwrap();
+    }
+    let l = limiter(m, Gcra, "cost");
+    let (calls, usec) = run_cost(m, N, move |k| {
+        let l = l.clone();
+        async move {
+            l.check(&format!("{{c{k}}}")).await.unwrap();
+        }
+    })
+    .await;
+    writeln!(
+        out,
+        "| tollgate GCRA check script | {:.2} |",
+        usec as f64 / calls as f64
+    )
+    .unwrap();
+    let c = m.clone();
+    let (calls, usec) = run_cost(m, N, move |k| {
+        let c = c.clone();
+        async move {
+            throttle(&c, &format!("{{c{k}}}"), LIMIT, LIMIT).await;
+        }
+    })
+    .await;
+    writeln!(
+        out,
+        "| redis-cell CL.THROTTLE (native) | {:.2} |\n",
+        usec as f64 / calls as f64
+    )
+    .unwrap();
+}
+
 fn redis_cell_module() -> String {
     if let Ok(p) = std::env::var("TOLLGATE_REDIS_CELL_SO") {
         return p;
@@ -394,13 +477,14 @@ fn main() {
         return instructions(&args[i + 1..]);
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let uniform_only = args.iter().any(|a| a == "--uniform");
+    let group_only = args.iter().any(|a| a == "--group");
+    let uniform_only = group_only || args.iter().any(|a| a == "--uniform");
     let rounds = match count_arg(&args, "--rounds") {
         Some(n) => n,
         None if quick => 1,
         None => ROUNDS,
     };
-    let concurrency: &[usize] = if uniform_only {
+    let concurrency: &[usize] = if uniform_only && !group_only {
         &CONCURRENCY[1..]
     } else {
         &CONCURRENCY
@@ -441,6 +525,9 @@ fn main() {
         if !uniform_only {
             script_costs(&mut stats, &mut out).await;
         }
+        if group_only {
+            call_costs(&mut stats, &mut out).await;
+        }
 
         let hot = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
             .prefix("hot")
@@ -461,7 +548,13 @@ fn main() {
             .coalesce()
             .with_connection_manager(manager.clone())
             .unwrap();
-        let workloads = [
+        let grouping = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
+            .prefix("group")
+            .deadline(Duration::from_secs(2))
+            .group_keys(NonZeroUsize::new(64).unwrap())
+            .with_connection_manager(manager.clone())
+            .unwrap();
+        let mut workloads = vec![
             Workload::Cell(manager.clone()),
             Workload::Gcra(limiter(&manager, Gcra, "plain")),
             Workload::GcraCache(caching),
@@ -473,7 +566,18 @@ fn main() {
                 "batch",
                 true,
             )),
+            Workload::GcraGroup(grouping.clone()),
         ];
+        if group_only {
+            workloads.retain(|w| {
+                matches!(
+                    w,
+                    Workload::Cell(_) | Workload::Gcra(_) | Workload::GcraGroup(_)
+                )
+            });
+        }
+        // The group workload's (group calls, checks grouped, checks) per concurrency.
+        let mut group_sizes = vec![(0u64, 0u64, 0u64); concurrency.len()];
         let scenarios: &[(Scenario, &str)] = if uniform_only {
             &[(Scenario::Uniform, "uniform, 100k keys")]
         } else {
@@ -500,7 +604,17 @@ fn main() {
                 for (ci, &c) in concurrency.iter().enumerate() {
                     for k in 0..workloads.len() {
                         let wi = (round + k) % workloads.len();
+                        let before = grouping.stats();
                         let sample = measure(&workloads[wi], s, c, &mut stats).await;
+                        if let (Workload::GcraGroup(_), Scenario::Uniform) = (&workloads[wi], s) {
+                            let after = grouping.stats();
+                            let g = &mut group_sizes[ci];
+                            g.0 += after.group_calls - before.group_calls;
+                            g.1 += after.grouped - before.grouped;
+                            g.2 += after.replies - before.replies + after.grouped
+                                - before.grouped
+                                - (after.group_calls - before.group_calls);
+                        }
                         samples[si][ci][wi].push(sample);
                     }
                 }
@@ -534,6 +648,21 @@ fn main() {
                     .unwrap();
                 }
             }
+        }
+        writeln!(
+            out,
+            "\n### group_keys on the uniform workload: how much was grouped\n\n| tasks | group calls | checks grouped | mean group | share of checks grouped |\n|---:|---:|---:|---:|---:|"
+        )
+        .unwrap();
+        for (ci, &c) in concurrency.iter().enumerate() {
+            let (calls, grouped, checks) = group_sizes[ci];
+            writeln!(
+                out,
+                "| {c} | {calls} | {grouped} | {:.1} | {:.2} |",
+                grouped as f64 / calls.max(1) as f64,
+                grouped as f64 / checks.max(1) as f64,
+            )
+            .unwrap();
         }
         writeln!(
             out,

@@ -1,10 +1,12 @@
-//! A hot key that costs Redis almost nothing: what the builder's two opt-in options
-//! (`denial_cache`, `coalesce`: `rate/builder/hot_keys.rs`) configure, the state they keep, and the path
-//! a check takes through them: the local denial cache, then the coalescer, then Redis; and
+//! A hot key that costs Redis almost nothing, and many keys that cost it less: what the
+//! builder's opt-in options (`denial_cache`, `coalesce`, `group_keys`:
+//! `rate/builder/hot_keys.rs`) configure, the state they keep, and the path a check takes
+//! through them: the local denial cache, then the coalescer, then the grouper, then Redis; and
 //! the subscription that tells the cache of resets and rewards made elsewhere.
 
 mod coalesce;
 mod denial_cache;
+mod group;
 pub(super) mod invalidate;
 pub(super) mod sharded_map;
 
@@ -15,13 +17,14 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::connection::client::ScriptClient;
+use super::connection::client::{Conn, ScriptClient};
 use super::connection::error::RedisLimitError;
 use super::connection::failure::Failure;
 use super::connection::meter::Meter;
 use super::connection::subscribe::Source;
 use super::scripts::{Params, Spec};
 use coalesce::Coalescer;
+use group::Grouper;
 use invalidate::Listener;
 
 /// The builder's choices.
@@ -29,6 +32,7 @@ use invalidate::Listener;
 pub(crate) struct HotOptions {
     pub(crate) denial_cache: Option<NonZeroUsize>,
     pub(crate) coalesce: bool,
+    pub(crate) group_keys: Option<NonZeroUsize>,
 }
 
 impl HotOptions {
@@ -38,6 +42,22 @@ impl HotOptions {
         if self.coalesce && !spec.batches {
             return Err(RedisLimitError::Unsupported(
                 "coalesce() runs on Gcra only (its script decides a batch of checks)",
+            ));
+        }
+        if self.group_keys.is_some() && !spec.groups() {
+            return Err(RedisLimitError::Unsupported(
+                "group_keys() runs on Gcra only (its script decides a group of keys)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether these options can run on `conn`: grouping sends several keys in one call,
+    /// which a cluster takes only within one slot.
+    pub(crate) fn check_conn(&self, conn: &Conn) -> Result<(), RedisLimitError> {
+        if self.group_keys.is_some() && matches!(conn, Conn::Cluster(_)) {
+            return Err(RedisLimitError::Unsupported(
+                "group_keys() needs one server (or Sentinel): a cluster call takes the keys of one slot only",
             ));
         }
         Ok(())
@@ -55,6 +75,9 @@ impl HotOptions {
         let cache = self
             .denial_cache
             .map(|m| Arc::new(DenialCache::new(m.get())));
+        let grouper = self
+            .group_keys
+            .map(|m| Arc::new(Grouper::new(client.clone(), m)));
         Hot {
             listener: cache
                 .as_ref()
@@ -63,7 +86,8 @@ impl HotOptions {
             cache,
             coalescer: self
                 .coalesce
-                .then(|| Arc::new(Coalescer::new(client.clone()))),
+                .then(|| Arc::new(Coalescer::new(client.clone(), grouper.clone()))),
+            grouper,
             local_denials: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
         }
@@ -77,6 +101,7 @@ pub(crate) struct Hot {
     /// The subscription that tells the cache of resets and rewards made elsewhere.
     listener: Option<Listener>,
     coalescer: Option<Arc<Coalescer>>,
+    grouper: Option<Arc<Grouper>>,
     /// Checks the denial cache answered.
     pub(crate) local_denials: AtomicU64,
     /// Checks that went to Redis in a batch with others.
@@ -108,9 +133,10 @@ impl Hot {
             }
             None => None,
         };
-        let reply = match &self.coalescer {
-            Some(c) => c.check(spec, state, n, p, &self.coalesced).await,
-            None => spec.check(client, state, n, p).await,
+        let reply = match (&self.coalescer, &self.grouper) {
+            (Some(c), _) => c.check(spec, state, n, p, &self.coalesced).await,
+            (None, Some(g)) => g.check(spec, state, n, p).await,
+            (None, None) => spec.check(client, state, n, p).await,
         };
         if let (Some((sent, generation)), Ok(r)) = (sent, &reply) {
             self.record(state, n, sent, generation, r);
@@ -144,6 +170,13 @@ impl Hot {
     /// The cache's generation now (0 without a cache): see [`DenialCache::generation`].
     pub(crate) fn generation(&self) -> u64 {
         self.cache.as_ref().map_or(0, |c| c.generation())
+    }
+
+    /// Group calls sent, and the checks they carried.
+    pub(crate) fn group_counts(&self) -> (u64, u64) {
+        self.grouper
+            .as_ref()
+            .map_or((0, 0), |g| (Meter::get(&g.calls), Meter::get(&g.grouped)))
     }
 
     /// Invalidation messages heard, and subscriptions lost after being made.

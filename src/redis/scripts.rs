@@ -48,6 +48,11 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// Whether the script has the `group` op (several keys' checks in one call): GCRA's.
+    pub(crate) fn groups(&self) -> bool {
+        self.script.body == GCRA
+    }
+
     /// Runs the script's check of `n` permits on `state`: the reply in [`CheckReply`]'s shape.
     pub(crate) async fn check(
         &'static self,

@@ -13,7 +13,7 @@ use ::redis::cluster_async::ClusterConnection;
 use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::cluster;
-use super::command::command;
+use super::command::command_keys;
 use super::error::RedisLimitError;
 use super::failure::{classify, Failure, UnavailableError, UnavailableKind};
 use super::meter::Meter;
@@ -159,22 +159,36 @@ impl ScriptClient {
         op: &str,
         args: &[i64],
     ) -> Result<Vec<i64>, Failure> {
+        self.eval_keys(script, &[key], op, args).await
+    }
+
+    /// [`eval`](Self::eval) on several keys (`KEYS[1..k]`): on a cluster, only keys of one
+    /// slot (the call goes to the first key's node).
+    pub(crate) async fn eval_keys(
+        &self,
+        script: &LuaScript,
+        keys: &[&str],
+        op: &str,
+        args: &[i64],
+    ) -> Result<Vec<i64>, Failure> {
         let call = async {
             match &self.conn {
-                Conn::Single(c) => single(c.clone(), script, key, op, args, &self.meter).await,
+                Conn::Single(c) => single(c.clone(), script, keys, op, args, &self.meter).await,
                 Conn::Sentinel(s) => match s.current() {
-                    Some(c) => single(c, script, key, op, args, &self.meter).await,
+                    Some(c) => single(c, script, keys, op, args, &self.meter).await,
                     None => Err(RedisError::from(std::io::Error::new(
                         std::io::ErrorKind::NotConnected,
                         "no primary found through sentinel yet",
                     ))),
                 },
                 Conn::Cluster(c) => {
+                    // One key per call on a cluster (grouping is refused there at build).
+                    debug_assert_eq!(keys.len(), 1);
                     cluster::eval(
                         c.clone(),
                         script.sha(),
                         script.body,
-                        key,
+                        keys[0],
                         op,
                         args,
                         &self.meter,
@@ -237,12 +251,12 @@ impl ScriptClient {
 async fn single(
     mut conn: ConnectionManager,
     script: &LuaScript,
-    key: &str,
+    keys: &[&str],
     op: &str,
     args: &[i64],
     meter: &Meter,
 ) -> Result<Vec<i64>, RedisError> {
-    let evalsha = command("EVALSHA", script.sha(), key, op, args);
+    let evalsha = command_keys("EVALSHA", script.sha(), keys, op, args);
     let reply = match evalsha.query_async(&mut conn).await {
         // A refused connection sent nothing, and the manager has just begun connecting again:
         // the refusal may be stale (an idle manager keeps its last failed attempt until a
@@ -254,7 +268,7 @@ async fn single(
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // EVAL also caches the script on that node, so the next call is EVALSHA.
             meter.script_loaded();
-            command("EVAL", script.body, key, op, args)
+            command_keys("EVAL", script.body, keys, op, args)
                 .query_async(&mut conn)
                 .await
         }

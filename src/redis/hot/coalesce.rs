@@ -29,6 +29,7 @@ use super::super::connection::client::ScriptClient;
 use super::super::connection::failure::Failure;
 use super::super::connection::meter::Meter;
 use super::super::scripts::{clamp_i64, Params, Spec};
+use super::group::Grouper;
 use super::sharded_map::{Shard, ShardedMap};
 
 /// A check's reply, in the shape of the script's `check` reply.
@@ -260,14 +261,25 @@ impl<S> Entries<S> {
 pub(crate) struct Coalescer {
     /// Where the batches go (a spawned batch holds on to the coalescer, so it owns this).
     client: Arc<ScriptClient>,
+    /// Where a single check goes, if grouping is on (a batch goes as it is: one call already).
+    grouper: Option<Arc<Grouper>>,
     entries: Entries<(&'static Spec, Params)>,
 }
 
 impl Coalescer {
-    pub(crate) fn new(client: Arc<ScriptClient>) -> Coalescer {
+    pub(crate) fn new(client: Arc<ScriptClient>, grouper: Option<Arc<Grouper>>) -> Coalescer {
         Coalescer {
             client,
+            grouper,
             entries: Entries::new(),
+        }
+    }
+
+    /// A single check's call: through the grouper if on.
+    async fn one(self: &Arc<Self>, spec: &'static Spec, state: &str, n: u64, p: Params) -> Reply {
+        match &self.grouper {
+            Some(g) => g.check(spec, state, n, p).await,
+            None => spec.check(&self.client, state, n, p).await,
         }
     }
 
@@ -290,7 +302,7 @@ impl Coalescer {
                     coalescer: self,
                     hash,
                 };
-                spec.check(&self.client, state, n, p).await
+                self.one(spec, state, n, p).await
             }
             Entry::Owner(_counted) => {
                 // Hands the queue on when this call completes or is dropped.
@@ -301,7 +313,7 @@ impl Coalescer {
                     hash,
                     params: p,
                 };
-                spec.check(&self.client, state, n, p).await
+                self.one(spec, state, n, p).await
             }
             Entry::Queued(_counted, rx) => {
                 Meter::bump(coalesced);

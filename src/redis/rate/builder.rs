@@ -446,6 +446,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
         let (conn, source) = conn(&self)?;
+        self.hot.check_conn(&conn)?;
         let connect_timeout = self.connect_timeout;
         let limiter = self.build(conn, source, params, false);
         let client = limiter.shared.client.clone();
@@ -526,7 +527,9 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         conn: ClusterConnection,
     ) -> Result<RedisRateLimiter<A>, RedisLimitError> {
         let params = self.validate()?;
-        Ok(self.build(Conn::Cluster(conn), None, params, true))
+        let conn = Conn::Cluster(conn);
+        self.hot.check_conn(&conn)?;
+        Ok(self.build(conn, None, params, true))
     }
 
     /// The configuration's first mistake, checked before connecting; else the scripts'

@@ -68,6 +68,11 @@ pub struct RedisStats {
     /// Checks that went to Redis in one script call with others
     /// ([`coalesce`](super::super::RedisRateLimiterBuilder::coalesce)).
     pub coalesced: u64,
+    /// Script calls that decided checks on several keys at once
+    /// ([`group_keys`](super::super::RedisRateLimiterBuilder::group_keys)).
+    pub group_calls: u64,
+    /// Checks that went to Redis in such a call (`grouped / group_calls`: the mean group).
+    pub grouped: u64,
     /// Batches taken from the shared state (each one script call)
     /// ([`local_batches`](super::super::RedisRateLimiterBuilder::local_batches)).
     pub batches_taken: u64,
@@ -240,6 +245,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
             policy_decisions: get(&c.policy_decisions),
             local_denials: get(&self.shared.hot.local_denials),
             coalesced: get(&self.shared.hot.coalesced),
+            group_calls: self.shared.hot.group_counts().0,
+            grouped: self.shared.hot.group_counts().1,
             invalidations: self.shared.hot.invalidation_counts().0,
             subscription_losses: self.shared.hot.invalidation_counts().1,
             ..batch_stats(self.shared.batches.as_ref())

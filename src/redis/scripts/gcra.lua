@@ -1,7 +1,7 @@
 -- GCRA on one string key holding the theoretical arrival time (TAT, integer microseconds since
 -- the Unix epoch), and, only while the key has any, its holes (below). A missing key, or any
 -- TAT <= now, is a full bucket.
--- KEYS[1]: the state key.
+-- KEYS[1]: the state key (the group op: several, see it below).
 -- ARGV: op, burst b, interval T (us), then
 --   check:   n;  batch: m, n_1 .. n_m;  reserve: n, max_wait (us, or -1 for none);
 --   cancel:  n (unused), the reservation's end, its cost (us);  take: n (a local batch);
@@ -18,6 +18,7 @@
 --   cancel:  {now, 1 if anything was given back else 0} (a local batch goes back this way)
 --   take:    {now, g, the TAT after it}: g <= n permits booked at the tail, or {now, 0, 0}
 --   reset:   {1} if the key held a state (now deleted), else {0}
+--   group:   {now, e_1 .. e_k}: a check on each of KEYS[1 .. k] (below, before the one key's ops)
 --   block, penalize, reward: {now, status, remaining, retry_after or -1, reset_after}: status
 --             and retry_after of a one-permit check, remaining and reset_after of a peek, on
 --             the state the change left (taking nothing)
@@ -40,8 +41,129 @@
 -- gives nothing back (both only ever refuse). A decision that changes nothing on a key without
 -- holes (a denial, a peek) writes nothing: the state stays under b0, T0, and the next call
 -- converts it the same way.
-local key = KEYS[1]
 local op = ARGV[1]
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+-- The end of time in us: floor(MAX_NANOS / 1000), the in-process limiter's end, to the us.
+-- Every sum formed below stays under 2^53 (tau <= 2^51, lengths and now far below).
+local MAXT = MAX_US
+-- The most a burst or an interval is (Params::interval: b * T <= 2^51).
+local MAX_SPAN = 2251799813685248
+
+-- The state in `v`, a value read at a state key (nil: none), named (`named`) or not: the TAT
+-- (0 for none, and on a key with holes, which the general way decodes), whether the key has
+-- holes, the quota b0, T0 a named state was written under (nil: none), and the value after
+-- that quota. Anything no tollgate script wrote is foreign().
+local function read_state(v, named)
+  local b0, T0
+  if named and v then
+    local sb, st, rest = string.match(v, '^(%d+),(%d+),(.*)$')
+    if not sb then
+      foreign('a named GCRA state')
+    end
+    b0 = whole(sb, 1, MAX_SPAN, 'a named GCRA state')
+    T0 = whole(st, 1, MAX_SPAN, 'a named GCRA state')
+    -- Inexact past 2^53, but a double product rounds to the same side of 2^51.
+    if b0 * T0 > MAX_SPAN then
+      foreign('a named GCRA state')
+    end
+    v = rest
+  end
+  if v then
+    if string.find(v, ':', 1, true) then
+      return 0, true, b0, T0, v -- holes: decoded (and validated) off the hot path, below
+    end
+    -- Only a TAT this script wrote: the digits of a whole number of microseconds, at most
+    -- the end of time (not "1e3", " 5", "-0", "0x10": tonumber would take those).
+    return whole(v, 1, MAXT, 'a GCRA state'), false, b0, T0, v
+  end
+  return 0, false, b0, T0, v
+end
+
+-- The fast path's rule for one check of n permits on a debt (TAT - now, at least 0) under b,
+-- T, tau: its reply element e (below) and the debt after it.
+local function decide(debt, n, b, T, tau)
+  if n > 0 and n <= b then
+    local new_debt = debt + n * T
+    if new_debt > tau then
+      return -1 - debt, debt
+    end
+    return new_debt, new_debt
+  end
+  return debt, debt
+end
+
+-- group: one check on each of several keys (KEYS[i], with ARGV[3i - 1 .. 3i + 1] = its b, T
+-- and n: b negative for a named state), replying {now, e_1 .. e_k}: each e as a check's
+-- (below), or ALONE for a check the fast path cannot decide (holes, another quota, near the
+-- end of time, a value no tollgate script wrote): nothing is written for it, and the client
+-- sends it as a check of its own, which decides it (or refuses the value) as always. A key
+-- met twice is decided in order on the state the earlier checks left, as a batch is.
+-- Every key is read and validated before the first write (a script is not rolled back).
+if op == 'group' then
+  local ALONE = -4503599627370496 -- -2^52: below every denial's -1 - debt (debt <= 2^51)
+  local reply = {now}
+  local st = {}
+  for i = 1, #KEYS do
+    local k = KEYS[i]
+    if st[k] == nil then
+      local named = tonumber(ARGV[3 * i - 1]) < 0
+      -- pcall: a key of another type (WRONGTYPE) or a foreign value is that check's alone.
+      local raw = redis.pcall('GET', k)
+      local ok, tat, holey, b0, T0 = false, 0, false, nil, nil
+      if type(raw) ~= 'table' then
+        ok, tat, holey, b0, T0 = pcall(read_state, raw, named)
+      end
+      if ok and not holey then
+        st[k] = {tat = tat, named = named, b0 = b0, T0 = T0, wrote = false}
+      else
+        st[k] = false
+      end
+    end
+  end
+  for i = 1, #KEYS do
+    local s = st[KEYS[i]]
+    local b = tonumber(ARGV[3 * i - 1])
+    local named = b < 0
+    if named then
+      b = -b
+    end
+    local T = tonumber(ARGV[3 * i])
+    local tau = T * b
+    local e = ALONE
+    if s and s.named == named and (s.b0 == nil or (s.b0 == b and s.T0 == T))
+        and s.tat <= MAXT - tau then
+      local debt = s.tat - now
+      if debt < 0 then
+        debt = 0
+      end
+      local after
+      e, after = decide(debt, tonumber(ARGV[3 * i + 1]), b, T, tau)
+      if after ~= debt then
+        s.tat, s.wrote = now + after, true
+        if named then
+          s.b0, s.T0 = b, T
+        end
+      end
+    end
+    reply[i + 1] = e
+  end
+  for i = 1, #KEYS do
+    local s = st[KEYS[i]]
+    if s and s.wrote then
+      s.wrote = false
+      if s.named then
+        redis.call('SET', KEYS[i], fmt(s.b0) .. ',' .. fmt(s.T0) .. ',' .. fmt(s.tat), 'PXAT',
+          ceil_ms(s.tat))
+      else
+        redis.call('SET', KEYS[i], s.tat, 'PXAT', ceil_ms(s.tat))
+      end
+    end
+  end
+  return reply
+end
+
+local key = KEYS[1]
 local b = tonumber(ARGV[2])
 -- A negative burst: a named state (state_name), whose value is "b,T,<the encoding above>": the
 -- quota that wrote it next to the TAT, so a process under another quota can read it.
@@ -51,50 +173,18 @@ if named then
 end
 local T = tonumber(ARGV[3])
 local tau = T * b
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
--- The end of time in us: floor(MAX_NANOS / 1000), the in-process limiter's end, to the us.
--- Every sum formed below stays under 2^53 (tau <= 2^51, lengths and now far below).
-local MAXT = MAX_US
--- The most a burst or an interval is (Params::interval: b * T <= 2^51).
-local MAX_SPAN = 2251799813685248
 -- A check is a batch of one: m checks whose n_i are ARGV[first + i] (a check's n is ARGV[4]).
 local m, first = 1, 3
 if op == 'batch' then
   m, first = tonumber(ARGV[4]), 4
 end
-local tat = 0
 local raw = redis.call('GET', key)
-local v = raw
-local holey = false
+local tat, holey, b0, T0, v = read_state(raw, named)
+local convert = b0 ~= nil and (b0 ~= b or T0 ~= T)
+T0 = T0 or T
 local head = ''
-local convert = false
-local T0 = T
 if named then
   head = fmt(b) .. ',' .. fmt(T) .. ','
-  if v then
-    local sb, st, rest = string.match(v, '^(%d+),(%d+),(.*)$')
-    if not sb then
-      foreign('a named GCRA state')
-    end
-    local b0 = whole(sb, 1, MAX_SPAN, 'a named GCRA state')
-    T0 = whole(st, 1, MAX_SPAN, 'a named GCRA state')
-    -- Inexact past 2^53, but a double product rounds to the same side of 2^51.
-    if b0 * T0 > MAX_SPAN then
-      foreign('a named GCRA state')
-    end
-    convert = b0 ~= b or T0 ~= T
-    v = rest
-  end
-end
-if v then
-  if string.find(v, ':', 1, true) then
-    holey = true -- holes: decoded (and validated) off the hot path, below
-  else
-    -- Only a TAT this script wrote: the digits of a whole number of microseconds, at most
-    -- the end of time (not "1e3", " 5", "-0", "0x10": tonumber would take those).
-    tat = whole(v, 1, MAXT, 'a GCRA state')
-  end
 end
 
 -- check and batch reply, per check, e >= 0: the debt (TAT - now, at least 0) after it (admitted,
@@ -111,17 +201,9 @@ if not holey and not convert and tat <= MAXT - tau then
     local wrote = false
     local reply = {now}
     for i = 1, m do
-      local n = tonumber(ARGV[first + i])
-      local e = debt
-      if n > 0 and n <= b then
-        local new_debt = debt + n * T
-        if new_debt > tau then
-          e = -1 - debt
-        else
-          debt = new_debt
-          e = debt
-          wrote = true
-        end
+      local e, after = decide(debt, tonumber(ARGV[first + i]), b, T, tau)
+      if after ~= debt then
+        debt, wrote = after, true
       end
       reply[i + 1] = e
     end

@@ -1,5 +1,6 @@
-//! The builder's hot-key options: [`denial_cache`](RedisRateLimiterBuilder::denial_cache) and
-//! [`coalesce`](RedisRateLimiterBuilder::coalesce).
+//! The builder's hot-key options: [`denial_cache`](RedisRateLimiterBuilder::denial_cache),
+//! [`coalesce`](RedisRateLimiterBuilder::coalesce), and their many-keys twin
+//! [`group_keys`](RedisRateLimiterBuilder::group_keys).
 
 use std::num::NonZeroUsize;
 
@@ -65,6 +66,44 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// ```
     pub fn coalesce(mut self) -> Self {
         self.hot.coalesce = true;
+        self
+    }
+
+    /// Groups concurrent checks on different keys from this process: while a few calls are
+    /// in flight (two), the checks that arrive queue, and each time a call ends up to
+    /// `max_keys` of them (at most 256) go to Redis as one script call that decides each
+    /// key. Redis pays its cost per script call (finding the script, setting up Lua, the
+    /// reply) once per group instead of once per check: with many concurrent checks on
+    /// different keys the server, usually what runs out first, does more decisions per
+    /// second. A check that finds fewer calls in flight goes alone at once, as without the
+    /// option (no timer, never an added wait on an idle limiter); a queued check waits for
+    /// a call in flight to end, then for its group's call (its
+    /// [`deadline`](Self::deadline) counts from its own start, queueing included).
+    ///
+    /// Each [`Decision`](crate::Decision) is exactly the one a check of its own would get. A
+    /// check the grouped call cannot decide on its fast path (a key with cancelled
+    /// reservations' holes, a [`state_name`](Self::state_name) state written under another
+    /// quota, a value tollgate did not write) is sent again as a check of its own, which
+    /// decides it (or returns its typed error) as always; the other checks of the group are
+    /// unaffected. A failed group call (a timeout, a lost connection) gives each of its checks
+    /// that failure, for the [`FailurePolicy`](crate::redis::FailurePolicy). With
+    /// [`coalesce`](Self::coalesce), a key's single checks are grouped, its batches go as
+    /// they are; local batches' calls are not grouped. [`Gcra`](crate::Gcra) only, and not on
+    /// a cluster (the keys of one call must share a slot): [`connect`](Self::connect),
+    /// [`connect_cluster`](Self::connect_cluster) and
+    /// [`with_cluster_connection`](Self::with_cluster_connection) return
+    /// [`RedisLimitError::Unsupported`]. Off by default. Counted in
+    /// [`RedisStats::group_calls`](crate::redis::RedisStats::group_calls) and
+    /// [`RedisStats::grouped`](crate::redis::RedisStats::grouped).
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// let b = tollgate::redis::RedisRateLimiter::builder(tollgate::Quota::per_second(5).unwrap())
+    ///     .group_keys(NonZeroUsize::new(32).unwrap());
+    /// # let _ = b;
+    /// ```
+    pub fn group_keys(mut self, max_keys: NonZeroUsize) -> Self {
+        self.hot.group_keys = Some(max_keys);
         self
     }
 }
