@@ -335,7 +335,37 @@ impl<B: Backend, R, C> Shared<B, R, C> {
     /// count. In `shadow`, every decision proceeds: a refusal counts as `would_refuse` (with
     /// shaping, as `would_delay` when the wait would have fitted the maximum delay), and the
     /// headers are sent only if `shadow_headers` is on, without `Retry-After`.
+    // Always: the allowed path is folded into each `call`, so that neither the decision nor
+    // the headers are copied through a call; the rest is `decide_verdict`'s.
+    #[inline(always)]
     pub(crate) fn verdict<ResBody>(
+        &self,
+        index: usize,
+        key: &B::Key,
+        decided: Result<Decision, B::Error>,
+        cost: u64,
+        req: &HeaderMap,
+        shadow: bool,
+    ) -> Verdict<ResBody>
+    where
+        R: RejectBody<ResBody>,
+    {
+        if let Ok(d) = &decided {
+            if d.allowed && !d.is_key_cap_reached() {
+                let show = !shadow || self.ops.shadow_headers;
+                let headers = (show && self.style != HeaderStyle::None).then(|| {
+                    let policy = self.table.get(index);
+                    RateHeaders::new(self.style, &policy.label, policy.rate(), d)
+                });
+                self.ops.record(Some(index), Outcome::Allowed);
+                return Verdict::Proceed(headers);
+            }
+        }
+        self.decide_verdict(index, key, decided, cost, req, shadow)
+    }
+
+    /// [`verdict`](Self::verdict) of any decision (it handles only allowed ones itself).
+    fn decide_verdict<ResBody>(
         &self,
         index: usize,
         key: &B::Key,
