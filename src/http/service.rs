@@ -79,7 +79,6 @@ mod rate;
 mod refunding;
 mod shaping;
 
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -93,7 +92,6 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::access::Screen;
-use super::concurrency::backend::NoConcurrency;
 use super::key::KeyError;
 use super::policy::stats::Outcome;
 use super::policy::SlotPolicy;
@@ -169,20 +167,16 @@ service! {
     type Response = Response<ResBody>;
     type Future = ResponseFuture<S::Future>;
     fn call(&mut self, req) {
-        // The table of concurrency policies is empty: `admit` is never called (and could not
-        // be: there is no `NoConcurrency` value for a policy to hold).
-        let admit = |_: &Shared<B, R>,
-                     policy: &SlotPolicy<NoConcurrency>,
-                     _: &B::Key,
-                     _: &Parts|
-         -> Result<Infallible, Response<ResBody>> { match *policy.backend {} };
         // Decided on the request's head, which stays where it is: every move of a request
         // (about 240 bytes) costs.
         let (parts, body) = req.into_parts();
         let shared = self.layer.shared();
         let mut headers = None;
-        match start(shared, &parts, admit) {
-            Started::Limit(found, _) => match rate_step(shared, &parts, &found, &mut headers) {
+        // The screening alone, not `start`: the table of concurrency policies is empty, so no
+        // policy is ever found there to admit the request, and what was found is not moved
+        // once more through `Started`.
+        match shared.screen_request(&parts) {
+            Screening::Limit(found) => match rate_step(shared, &parts, &found, &mut headers) {
                 RateStep::Proceed => {}
                 RateStep::Refused(res) => return ResponseFuture::ready(res),
                 RateStep::Wait(waiting) => {
@@ -190,8 +184,8 @@ service! {
                     return waiting.future(found.key, shared, &mut self.inner, req);
                 }
             },
-            Started::Through => {}
-            Started::Answer(res) => return ResponseFuture::ready(res),
+            Screening::Through => {}
+            Screening::Answer(res) => return ResponseFuture::ready(res),
         }
         ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
     }
