@@ -79,7 +79,6 @@ mod rate;
 mod refunding;
 mod shaping;
 
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -93,7 +92,6 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::access::Screen;
-use super::concurrency::backend::NoConcurrency;
 use super::key::KeyError;
 use super::policy::stats::Outcome;
 use super::policy::SlotPolicy;
@@ -169,29 +167,26 @@ service! {
     type Response = Response<ResBody>;
     type Future = ResponseFuture<S::Future>;
     fn call(&mut self, req) {
-        // The table of concurrency policies is empty: `admit` is never called (and could not
-        // be: there is no `NoConcurrency` value for a policy to hold).
-        let admit = |_: &Shared<B, R>,
-                     policy: &SlotPolicy<NoConcurrency>,
-                     _: &B::Key,
-                     _: &Parts|
-         -> Result<Infallible, Response<ResBody>> { match *policy.backend {} };
         // Decided on the request's head, which stays where it is: every move of a request
         // (about 240 bytes) costs.
         let (parts, body) = req.into_parts();
         let shared = self.layer.shared();
-        let headers = match start(shared, &parts, admit) {
-            Started::Limit(found, _) => match rate_step(shared, &parts, &found) {
-                RateStep::Proceed(headers) => headers,
+        let mut headers = None;
+        // The screening alone, not `start`: the table of concurrency policies is empty, so no
+        // policy is ever found there to admit the request, and what was found is not moved
+        // once more through `Started`.
+        match shared.screen_request(&parts) {
+            Screening::Limit(found) => match rate_step(shared, &parts, &found, &mut headers) {
+                RateStep::Proceed => {}
                 RateStep::Refused(res) => return ResponseFuture::ready(res),
                 RateStep::Wait(waiting) => {
                     let req = Request::from_parts(parts, body);
                     return waiting.future(found.key, shared, &mut self.inner, req);
                 }
             },
-            Started::Through => None,
-            Started::Answer(res) => return ResponseFuture::ready(res),
-        };
+            Screening::Through => {}
+            Screening::Answer(res) => return ResponseFuture::ready(res),
+        }
         ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
     }
 }
@@ -339,10 +334,10 @@ impl<B: Backend, F: Future<Output = Result<Decision, B::Error>> + Send + 'static
 /// the request through the step instead cost a copy of it per move.)
 pub(crate) enum RateStep<B: Backend, ResBody, L> {
     /// Allowed now (or no rate policy applies): call the inner service with the request and
-    /// add these headers to its response. Left to the service's `call`, so that the inner
-    /// service's future is made where it stays: every move of a future as large as a
-    /// router's cost about as much as a header.
-    Proceed(Option<RateHeaders>),
+    /// add the headers the step wrote (if any) to its response. Left to the service's `call`,
+    /// so that the inner service's future is made where it stays: every move of a future as
+    /// large as a router's cost about as much as a header.
+    Proceed,
     /// Refused at once (nothing of the request runs: a permit taken for it can go back now).
     Refused(Response<ResBody>),
     /// Decided by a future, or waiting first (shaping, refunds, remote backends):
@@ -371,7 +366,9 @@ enum How<B: Backend, L> {
 /// The rate step: the decision of the rate policy `found` names for its key (refusing,
 /// shaping, refunding; in shadow, deciding and counting only), made on the request's head;
 /// without a rate policy (a concurrency limit only), [`RateStep::Proceed`]. Counts the
-/// request's outcome when it decides now.
+/// request's outcome when it decides now. The headers of a request allowed now go into
+/// `headers` (the caller's, left as they are otherwise), not into the result: moved through
+/// each enum on the way, they were copied (96 bytes, even when there are none) at every step.
 // Always: folded into each `call`, as the code it replaced was. The key is borrowed from the
 // caller, which moves it into the waiting future: the backend's future captures the borrow
 // (its type names it) but outlives it (`'static`), so the borrow ends here.
@@ -380,6 +377,7 @@ pub(crate) fn rate_step<'s, 'k, B, R, C, ResBody>(
     shared: &'s Shared<B, R, C>,
     parts: &Parts,
     found: &'k Found<B::Key>,
+    headers: &mut Option<RateHeaders>,
 ) -> RateStep<B, ResBody, impl Later<B> + 'static + use<'s, 'k, B, R, C, ResBody>>
 where
     B: Backend,
@@ -389,7 +387,7 @@ where
     let Some(index) = index else {
         // A concurrency limit only: no rate policy counts the request.
         shared.ops.record(None, Outcome::Allowed);
-        return RateStep::Proceed(None);
+        return RateStep::Proceed;
     };
     let cost = shared.cost.as_ref().map_or(1, |cost| cost(parts));
     let shadow = shared.is_shadow(index);
@@ -400,9 +398,15 @@ where
         (Mode::Reject | Mode::Shape(_), _) => {
             match shared.table.get(index).backend.check_n(key, cost) {
                 Answer::Now(decided) => {
+                    if shared.allowed(index, &decided, shadow, headers) {
+                        return RateStep::Proceed;
+                    }
                     let req = &parts.headers;
-                    return match shared.verdict(index, key, decided, cost, req, shadow) {
-                        Verdict::Proceed(headers) => RateStep::Proceed(headers),
+                    return match shared.decide_verdict(index, key, decided, cost, req, shadow) {
+                        Verdict::Proceed(allowed) => {
+                            *headers = allowed;
+                            RateStep::Proceed
+                        }
                         Verdict::Reject(res) => RateStep::Refused(res),
                     };
                 }

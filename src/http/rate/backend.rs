@@ -219,7 +219,9 @@ where
         std::mem::size_of::<K>() == 0 || self.max_keys().is_some()
     }
 
-    #[inline]
+    // Always: folded into the rate step, so that the decision is not copied out of a call
+    // (there is one call site per service type).
+    #[inline(always)]
     fn check_n(
         &self,
         key: &K,

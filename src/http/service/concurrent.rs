@@ -45,9 +45,10 @@ service! {
         // As without concurrency limits: decided on the request's head.
         let (parts, body) = req.into_parts();
         let shared = self.layer.shared();
-        let (headers, permit) = match start(shared, &parts, acquire) {
-            Started::Limit(found, permit) => match rate_step(shared, &parts, &found) {
-                RateStep::Proceed(headers) => (headers, permit),
+        let mut headers = None;
+        let permit = match start(shared, &parts, acquire) {
+            Started::Limit(found, permit) => match rate_step(shared, &parts, &found, &mut headers) {
+                RateStep::Proceed => permit,
                 // Refused at once: the permit goes back now, not after the 429 is sent.
                 RateStep::Refused(res) => return answer(res),
                 RateStep::Wait(waiting) => {
@@ -56,7 +57,7 @@ service! {
                     return PermitFuture { fut, permit };
                 }
             },
-            Started::Through => (None, None),
+            Started::Through => None,
             Started::Answer(res) => return answer(res),
         };
         let fut = ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers);

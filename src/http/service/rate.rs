@@ -25,8 +25,9 @@ service! {
             // Settled outside (or by the screening): through, counted already.
             return ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), None);
         };
-        match rate_step(shared, &parts, &found) {
-            RateStep::Proceed(headers) => {
+        let mut headers = None;
+        match rate_step(shared, &parts, &found, &mut headers) {
+            RateStep::Proceed => {
                 ResponseFuture::inner(self.inner.call(Request::from_parts(parts, body)), headers)
             }
             RateStep::Refused(mut res) => {
