@@ -284,9 +284,12 @@ pub(crate) enum Screen<K> {
 /// (`limited`; else it passes unless a list refuses it), in this order: deny by address or request; allow by address or
 /// request (done, unless a key could still be denied); the key; deny by key; allow by key.
 /// So deny wins over allow, and the key is extracted only when it is needed.
-pub(crate) fn screen<E: KeyExtractor + ?Sized>(
+///
+/// `addr_source` is asked for only when a list holds networks (a layer without lists pays
+/// nothing for it).
+pub(crate) fn screen<'a, E: KeyExtractor + ?Sized>(
     lists: [Option<&Lists<E::Key>>; 2],
-    addr_source: Option<&dyn AddrSource>,
+    addr_source: impl FnOnce() -> Option<&'a dyn AddrSource>,
     extractor: &E,
     limited: bool,
     req: &Parts,
@@ -302,7 +305,7 @@ pub(crate) fn screen<E: KeyExtractor + ?Sized>(
     let mut addr = None;
     if lists().any(|l| l.has_networks()) {
         // `build` makes sure there is a source whenever there are networks.
-        match addr_source.map(|s| s.client_addr(req)) {
+        match addr_source().map(|s| s.client_addr(req)) {
             Some(Ok(a)) => addr = Some(a),
             // Fail closed: an address that cannot be read might be a denied one.
             Some(Err(e)) if lists().any(|l| !l.deny_networks.is_empty()) => {
@@ -384,7 +387,7 @@ mod tests {
         index: Option<usize>,
         req: &Parts,
     ) -> S {
-        match screen([layer, policy], e.addr_source(), e, index.is_some(), req) {
+        match screen([layer, policy], || e.addr_source(), e, index.is_some(), req) {
             Screen::Limit(_) => S::Limit(index.expect("limited only with a policy")),
             Screen::Pass => S::Pass,
             Screen::Bypass => S::Bypass,

@@ -281,7 +281,7 @@ impl<K> Ops<K> {
         E: KeyExtractor<Key = K> + ?Sized,
     {
         let policy = index.and_then(|i| self.policy(i).lists.as_deref());
-        let addr = self.addr.as_deref().or_else(|| extractor.addr_source());
+        let addr = || self.addr.as_deref().or_else(|| extractor.addr_source());
         screen([self.lists.as_ref(), policy], addr, extractor, limited, req)
     }
 }
