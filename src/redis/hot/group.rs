@@ -10,6 +10,7 @@
 //! queues; when a call ends (or a check queues and finds a call ended meanwhile), up to
 //! `max_keys` queued checks go as one group from a spawned task. No timer: a check waits only
 //! for a call in flight to end.
+//! This protocol is modelled step for step in `loom-tests/tests/group_places.rs`: change both.
 //!
 //! Exact: the script decides each check as a check of its own on the key would be decided
 //! (a key met twice in a group, in order). A check the fast path cannot decide (a key with
