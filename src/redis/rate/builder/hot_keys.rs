@@ -72,8 +72,9 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
     /// Groups concurrent checks on different keys from this process: while a few calls are
     /// in flight (two), the checks that arrive queue, and each time a call ends up to
     /// `max_keys` of them (at most 256) go to Redis as one script call that decides each
-    /// key. Redis pays its cost per script call (finding the script, setting up Lua, the
-    /// reply) once per group instead of once per check: with many concurrent checks on
+    /// key. What is paid per call (the request and its reply on both sides, the script's
+    /// set-up and its reading of the clock) is then paid once per group instead of once per
+    /// check, while each key's read and write still cost what they cost: with many concurrent checks on
     /// different keys the server, usually what runs out first, does more decisions per
     /// second. A check that finds fewer calls in flight goes alone at once, as without the
     /// option (no timer, never an added wait on an idle limiter); a queued check waits for
