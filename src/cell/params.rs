@@ -86,12 +86,38 @@ impl<P: Words> ParamsCell<P> {
 
 /// A limiter's parameters as a [`ParamSource`]: read afresh on every load.
 #[derive(Clone, Copy)]
-pub(crate) struct Live<'a, P>(pub(crate) &'a ParamsCell<P>);
+pub struct Live<'a, P>(pub(crate) &'a ParamsCell<P>);
 
 impl<P: Words> ParamSource<P> for Live<'_, P> {
     #[inline(always)]
     fn load(&self) -> P {
         self.0.load()
+    }
+
+    fn load_full(&self) -> P {
+        self.0.load_full()
+    }
+}
+
+impl<'a, P: Words> Live<'a, P> {
+    /// The same parameters read as their first `N` words only (the rest 0), for a decision
+    /// that reads no more (GCRA's grant test: `GcraParams::ALLOW_WORDS`). Each word is an
+    /// atomic load the compiler cannot drop, even when nothing reads it.
+    #[inline(always)]
+    pub(crate) fn first<const N: usize>(self) -> First<'a, P, N> {
+        First(self.0)
+    }
+}
+
+/// A limiter's parameters as a [`ParamSource`] whose `load` reads only the first `N` words,
+/// every one from the same `store` (`load_full` reads them all): see [`Live::first`].
+#[derive(Clone, Copy)]
+pub(crate) struct First<'a, P, const N: usize>(&'a ParamsCell<P>);
+
+impl<P: Words, const N: usize> ParamSource<P> for First<'_, P, N> {
+    #[inline(always)]
+    fn load(&self) -> P {
+        self.0.read(N)
     }
 
     fn load_full(&self) -> P {
