@@ -509,11 +509,8 @@ proptest::proptest! {
     /// their first `ALLOW_WORDS` words (`burst` and `recip` 0), at any `now` up to `u64::MAX`.
     #[test]
     fn grant_one_is_the_check_of_one_permit(
-        tat in 0u64..20_000,
-        now in 0u64..20_000,
-        edge in 0u8..3,
-        t in 1u64..1_000,
-        burst in 1u64..6,
+        (tat, now, edge) in (0u64..20_000, 0u64..20_000, 0u8..3),
+        (t, burst) in (1u64..1_000, 1u64..6),
     ) {
         let shift = [0, MAX_NANOS - 10_000, u64::MAX - 20_000][usize::from(edge)];
         let (tat, now) = ((tat + shift).min(MAX_NANOS), now + shift);
