@@ -47,17 +47,18 @@ impl<P: Words> ParamsCell<P> {
     fn read(&self, n: usize) -> P {
         loop {
             let before = self.seq.load(Ordering::Acquire);
-            if before & 1 == 0 {
-                let words = std::array::from_fn(|i| {
-                    if i < n {
-                        self.words[i].load(Ordering::Acquire)
-                    } else {
-                        0
-                    }
-                });
-                if self.seq.load(Ordering::Acquire) == before {
-                    return P::from_words(words);
+            let words = std::array::from_fn(|i| {
+                if i < n {
+                    self.words[i].load(Ordering::Acquire)
+                } else {
+                    0
                 }
+            });
+            // Unchanged and even, in one compare: an odd `before` (a write under way, whose
+            // words are discarded) is never equal to `before & !1`, since the sequence only
+            // grows.
+            if self.seq.load(Ordering::Acquire) == before & !1 {
+                return P::from_words(words);
             }
             spin_hint();
         }
