@@ -78,6 +78,7 @@ pub trait Algorithm: rules::Rules {
 impl<A: rules::Rules> Algorithm for A {}
 
 pub(crate) mod rules {
+    use super::params::Live;
     use crate::algorithm::rules::Terms;
     use crate::algorithm::{Adjust, Booking, ParamSource};
     use crate::decision::AcquireError;
@@ -142,6 +143,20 @@ pub(crate) mod rules {
         /// Whether the cell holds nothing a fresh cell does not (a decision on a scratch cell
         /// that leaves it fresh needs no insert).
         fn is_fresh(&self, cell: &Self::Cell) -> bool;
+
+        /// [`check`](Rules::check) of one permit, reduced to whether it was granted (the same
+        /// decision, recorded the same way), on the limiter's own parameters: an algorithm may
+        /// read fewer of their words for it (GCRA: [`Live::first`]).
+        #[inline(always)]
+        fn allows(
+            &self,
+            cell: &Self::Cell,
+            now: Nanos,
+            keyed: bool,
+            p: &Live<'_, Self::Params>,
+        ) -> bool {
+            Self::allowed(&self.check(cell, now, 1, keyed, p))
+        }
     }
 
     /// The [`Rules`] methods every window algorithm shares, inside its `impl Rules`: waiting

@@ -393,7 +393,7 @@ impl<A: Algorithm> Engine<A> {
         let allowed = match self.decide(
             slot,
             #[inline(always)]
-            |cell, now| A::allowed(&self.alg.check(cell, now, 1, S::KEYED, &src)),
+            |cell, now| self.alg.allows(cell, now, S::KEYED, &src),
         ) {
             Placed::Tracked(v) | Placed::Untracked(v) => v,
             Placed::Full(_) => {

@@ -63,6 +63,9 @@ pub fn quota(t: u64, burst: u64) -> Quota {
 pub enum Op {
     /// `try_acquire_n(n)`.
     TryAcquire(u64),
+    /// `try_acquire()`: one permit, on GCRA's own path for it (`Rules::allows`: the first
+    /// parameter words only, the common word inline), not `try_acquire_n(1)`'s.
+    TryAcquireOne,
     /// `check_n(n)`.
     Check(u64),
     /// `reserve(n)`; the reservation is kept (used) unless a later `CancelLast` cancels it.
@@ -173,6 +176,8 @@ fn step<'a>(
         (Op::TryAcquire(n), None) => Out::Granted(limiter.try_acquire_n(n).is_ok()),
         // Same cell operation as try_acquire_n, under an explicit quota.
         (Op::TryAcquire(n), Some(q)) => Out::Granted(gcra_check_n_with(limiter, n, q).allowed),
+        (Op::TryAcquireOne, None) => Out::Granted(limiter.try_acquire()),
+        (Op::TryAcquireOne, Some(q)) => Out::Granted(gcra_check_n_with(limiter, 1, q).allowed),
         (Op::Check(n), None) => Out::Decision(limiter.check_n(n)),
         (Op::Check(n), Some(q)) => Out::Decision(gcra_check_n_with(limiter, n, q)),
         (Op::Reserve(n), _) => Out::Ready(match limiter.reserve_n(n) {
@@ -284,7 +289,9 @@ fn stale_choices(setup: &Setup, threads: &[Vec<Op>], order: &[usize]) -> Vec<Vec
         let op = threads[t][next[t]];
         next[t] += 1;
         let options: Vec<Option<Quota>> = match op {
-            Op::TryAcquire(_) | Op::Check(_) => in_force.iter().copied().map(Some).collect(),
+            Op::TryAcquire(_) | Op::TryAcquireOne | Op::Check(_) => {
+                in_force.iter().copied().map(Some).collect()
+            }
             Op::SetQuota(q) => {
                 in_force.push(q);
                 vec![None]
@@ -416,6 +423,7 @@ pub fn held_stretches(
         for (op, res) in ops.iter().zip(outs) {
             match (op, res) {
                 (Op::TryAcquire(n), Out::Granted(true)) => unplaced += n * t,
+                (Op::TryAcquireOne, Out::Granted(true)) => unplaced += t,
                 (Op::Check(n), Out::Decision(d)) if d.allowed => unplaced += n * t,
                 (Op::Reserve(n), Out::Ready(Ok((_, s)))) if *n > 0 => held.push(Some(*s)),
                 (Op::Reserve(_), _) => held.push(None),
@@ -498,6 +506,7 @@ pub fn grants(setup: &Setup, threads: &[Vec<Op>], observed: &History) -> Vec<Gra
         for (op, res) in ops.iter().zip(outs) {
             match (op, res) {
                 (Op::TryAcquire(n), Out::Granted(true)) => out.push((setup.now, *n)),
+                (Op::TryAcquireOne, Out::Granted(true)) => out.push((setup.now, 1)),
                 (Op::Check(n), Out::Decision(d)) if d.allowed => out.push((setup.now, *n)),
                 (Op::Reserve(n), Out::Ready(Ok((at, _)))) => held.push((*at, *n)),
                 (Op::CancelLast, _) => {

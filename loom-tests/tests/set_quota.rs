@@ -106,6 +106,17 @@ fn set_quota_vs_checks_and_acquire() {
     ]);
 }
 
+/// One writer, a reader on `try_acquire()`'s path (the first three parameter words, the
+/// common word inline, a word a generation behind out of line) that acquires twice (the
+/// second against a debt made under either quota) and then decides in full.
+#[test]
+fn set_quota_vs_one_permit_path() {
+    linearizable(vec![
+        vec![Op::SetQuota(new())],
+        vec![Op::TryAcquireOne, Op::TryAcquireOne, Op::Check(1)],
+    ]);
+}
+
 /// Two writers take turns on the sequence: the quota left in force is one of theirs, whole.
 #[test]
 fn two_writers() {

@@ -1,8 +1,8 @@
 //! GCRA's cell: one atomic word per key, the lock-free protocols on it, and GCRA's contract
 //! ([`Rules`] for [`Gcra`]) that runs the pure rule (`crate::algorithm::gcra::rule`) there.
 //!
-//! **The word.** Bits 0..62 are the TAT (at most [`MAX_NANOS`]); bit 62 is the parity of the
-//! quota generation the TAT was written under; bit 63 says the key has *spilled*: bits 0..63
+//! **The word.** Bits 0..62 are the TAT (at most [`MAX_NANOS`]); bit 63 is the parity of the
+//! quota generation the TAT was written under; bit 62 says the key has *spilled*: bits 0..62
 //! are then the address of a [`Spill`] shifted right by 3 (it is 8-aligned, so every address
 //! bit is kept, a pointer tag in the top byte included: see [`spill_word`]), which holds the
 //! TAT (same layout) and the key's holes (stretches freed by cancelled reservations, see
@@ -10,7 +10,7 @@
 //! reservation that is not the latest is cancelled, so almost every key stays one word.
 //!
 //! **Decisions are lock-free.** Each is a CAS loop on the TAT word (the cell's own, or the
-//! spill's). On a spilled key whose holes are non-empty (bit 63 of the spill's word), a
+//! spill's). On a spilled key whose holes are non-empty (bit 62 of the spill's word), a
 //! decision uses the holes if it can take their lock without waiting (`try_lock`); if not, it
 //! decides on the TAT alone, which can only refuse what a hole would have allowed, never
 //! admit more. Only cancelling waits for the lock (it must record its hole).
@@ -26,6 +26,7 @@
 //! **Memory.** A spill is freed only when its cell is dropped, which needs exclusive access
 //! (the keyed store removes cells under the shard's write lock), so no reader can hold it.
 
+use super::params::Live;
 use super::rules::Rules;
 use crate::algorithm::gcra::holes::Holes;
 use crate::algorithm::gcra::rule::{
@@ -38,21 +39,24 @@ use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, TryLockError};
 use crate::Nanos;
 use crate::MAX_NANOS;
 
-/// Bit 63: in a cell's word, "spilled" (the rest is a `*const Spill`); in a spill's word,
+/// Bit 62: in a cell's word, "spilled" (the rest is a `*const Spill`); in a spill's word,
 /// "has holes".
-const FLAG: u64 = 1 << 63;
-/// Bit 62: the parity of the quota generation the TAT was written under.
-const GEN: u64 = 1 << 62;
+const FLAG: u64 = 1 << 62;
+/// Bit 63: the parity of the quota generation the TAT was written under. The top bit, so that
+/// the parity bit of a generation is one shift ([`parity`]), and a word with neither bit set
+/// after an xor with it (current generation, not spilled, no holes) is the TAT itself, at
+/// most [`MAX_NANOS`]: one compare decides the fast path ([`tail_loop`]).
+const GEN: u64 = 1 << 63;
 
 #[inline]
 fn tat_of(w: u64) -> Nanos {
     w & MAX_NANOS
 }
 
-/// Bit 62 of a word written under `p`'s generation.
+/// Bit 63 of a word written under `p`'s generation.
 #[inline(always)]
 fn parity(p: &GcraParams) -> u64 {
-    (p.generation & 1) << 62
+    p.generation << 63
 }
 
 #[inline(always)]
@@ -65,9 +69,7 @@ fn pack(tat: Nanos, p: &GcraParams, flag: u64) -> u64 {
 /// behind (never more, see the module docs).
 #[inline(always)]
 fn behind(w: u64, p: &GcraParams) -> bool {
-    // Bit 62 of the word against bit 0 of the generation, without building the parity bit
-    // (a shift and an xor instead of two masks, a shift and a compare).
-    (w >> 62 ^ p.generation) & 1 != 0
+    (w ^ parity(p)) & GEN != 0
 }
 
 /// The TAT a word holds, in the generation of `p`, which is a full load if the word is behind
@@ -88,6 +90,11 @@ fn current_in(w: u64, p: &GcraParams) -> Nanos {
 /// `p` is reloaded so first, which is still a load after the word's.
 #[inline(always)]
 fn current(w: u64, p: &mut GcraParams, src: &impl ParamSource<GcraParams>) -> Nanos {
+    // The common case first: current generation and no flag, where the xor is the TAT.
+    let x = w ^ parity(p);
+    if x <= MAX_NANOS {
+        return x;
+    }
     if behind(w, p) {
         // Out of line: a word is behind only between a quota change and its migration, and
         // the full load and the re-scale inline would crowd every decision's registers.
@@ -122,7 +129,7 @@ enum Flow<R> {
 /// loaded with it) and says what to return and which TAT to store (`None`: nothing). On a lost
 /// race it runs again against the value that won, with parameters loaded again.
 ///
-/// On a cell's own word (`spill = false`) a set bit 63 means the cell spilled: the loop stops.
+/// On a cell's own word (`spill = false`) a set bit 62 means the cell spilled: the loop stops.
 /// On a spill's word it means "has holes" and is kept in whatever is stored.
 #[inline(always)]
 fn tail_loop<R>(
@@ -133,16 +140,28 @@ fn tail_loop<R>(
 ) -> Flow<R> {
     let mut w = atom.load(Ordering::Acquire);
     loop {
-        if !spill && w & FLAG != 0 {
-            return Flow::Spilled(w);
-        }
         let mut p = src.load();
-        let tat = current(w, &mut p, src);
+        // One compare for the fast path: current generation and bit 62 clear (not spilled;
+        // on a spill's word, no holes), where the word xor the parity bit is the TAT. The
+        // parameters are loaded first for it, even for a cell that turns out spilled.
+        // `high`: the bits above the TAT to store, parity and flag (`pack`'s, computed with
+        // the test on the fast path, where they are the word's own).
+        let x = w ^ parity(&p);
+        let (tat, high) = if x <= MAX_NANOS {
+            (x, w ^ x)
+        } else {
+            if !spill && w & FLAG != 0 {
+                return Flow::Spilled(w);
+            }
+            let tat = current(w, &mut p, src);
+            (tat, pack(0, &p, w & FLAG))
+        };
         let (result, store) = step(tat, &p);
         let Some(new_tat) = store else {
             return Flow::Done(result);
         };
-        let new = pack(new_tat, &p, w & FLAG);
+        debug_assert!(new_tat <= MAX_NANOS);
+        let new = new_tat | high;
         match atom.compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return Flow::Done(result),
             Err(seen) => w = seen,
@@ -194,9 +213,9 @@ pub struct GcraCell {
 /// shift loses nothing, and a 64-bit address (tag byte and all) fits below bit 61.
 const SPILL_SHIFT: u32 = 3;
 
-/// The cell word pointing at a spill at `addr` (bit 63 set, `addr >> SPILL_SHIFT` below it),
+/// The cell word pointing at a spill at `addr` (bit 62 set, `addr >> SPILL_SHIFT` below it),
 /// if `addr` can be encoded exactly: `None` if it has a low bit set or more bits than the word
-/// holds below bit 63. Every address bit is kept, so a tagged pointer (Android's top byte,
+/// holds below bit 62. Every address bit is kept, so a tagged pointer (Android's top byte,
 /// MTE, HWASan) decodes to itself.
 #[inline]
 fn spill_word(addr: usize) -> Option<u64> {
@@ -204,7 +223,7 @@ fn spill_word(addr: usize) -> Option<u64> {
         return None;
     }
     let shifted = u64::try_from(addr >> SPILL_SHIFT).ok()?;
-    (shifted & FLAG == 0).then_some(shifted | FLAG)
+    (shifted <= MAX_NANOS).then_some(shifted | FLAG)
 }
 
 /// The address a spilled cell's word points at: the inverse of [`spill_word`] on its words.
@@ -214,7 +233,7 @@ fn spill_addr(w: u64) -> usize {
     ((w & !FLAG) << SPILL_SHIFT) as usize
 }
 
-/// A spilled key: its TAT word (bit 63: has holes) and its holes. Aligned so that its
+/// A spilled key: its TAT word (bit 62: has holes) and its holes. Aligned so that its
 /// address's low [`SPILL_SHIFT`] bits are zero on every target (see [`spill_word`]).
 #[repr(align(8))]
 struct Spill {
@@ -228,7 +247,7 @@ impl GcraCell {
     #[inline]
     fn spill(&self, w: u64) -> &Spill {
         debug_assert!(w & FLAG != 0);
-        // SAFETY: a cell's word with bit 63 set was stored only by `cancel`, as `spill_word` of
+        // SAFETY: a cell's word with bit 62 set was stored only by `cancel`, as `spill_word` of
         // a `Box::into_raw` pointer whose provenance the `as` cast there exposed, with release
         // ordering (loaded here with acquire, so the spill's initialisation is visible).
         // `spill_addr` is `spill_word`'s exact inverse on every address it encodes (all bits,
@@ -245,6 +264,46 @@ impl GcraCell {
             Flow::Done(v) => v,
             Flow::Spilled(w) => self.spill(w).check(now, n, src),
         }
+    }
+
+    /// [`check`](GcraCell::check) of one permit reduced to whether it was granted: the same
+    /// CAS loop, for the common word only (current generation, not spilled), with the
+    /// parameters' first `GcraParams::ALLOW_WORDS` words (all [`gcra::grant_one`] reads).
+    /// Any other word is decided by `check` from a fresh load (nothing was stored yet, so the
+    /// decision simply starts later), out of line: `src` is passed by value, so the fast path
+    /// keeps no copy of it in memory for that call.
+    #[inline(always)]
+    pub(crate) fn allows(&self, now: Nanos, src: Live<'_, GcraParams>) -> bool {
+        let narrow = src.first::<{ GcraParams::ALLOW_WORDS }>();
+        let mut w = self.word.load(Ordering::Acquire);
+        loop {
+            let p = narrow.load();
+            // As in `tail_loop`: at most `MAX_NANOS` iff in `p`'s generation and not spilled,
+            // and then it is the TAT, and the word is the TAT with `p`'s parity bit.
+            let x = w ^ parity(&p);
+            if x > MAX_NANOS {
+                return self.allows_cold(now, src);
+            }
+            let Some(new_tat) = gcra::grant_one(x, now, &p) else {
+                return false;
+            };
+            match self.word.compare_exchange_weak(
+                w,
+                new_tat | parity(&p),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => w = seen,
+            }
+        }
+    }
+
+    /// [`allows`](GcraCell::allows) on a spilled cell or a word a generation behind.
+    #[cold]
+    #[inline(never)]
+    fn allows_cold(&self, now: Nanos, src: Live<'_, GcraParams>) -> bool {
+        self.check(now, 1, &src).allowed()
     }
 
     /// Reserve `n` permits at `now`, unless the wait would exceed `max_wait`.
@@ -372,7 +431,7 @@ impl GcraCell {
     /// The generation parity of the TAT word (the loom models).
     #[cfg(loom)]
     pub(crate) fn parity(&self) -> u64 {
-        (self.tail_word() >> 62) & 1
+        (self.tail_word() >> 63) & 1
     }
 
     /// The TAT and, for a spilled cell, its holes (tests and the loom models).
@@ -448,6 +507,11 @@ impl Rules for Gcra {
 
     fn is_fresh(&self, cell: &GcraCell) -> bool {
         cell.is_fresh()
+    }
+
+    #[inline(always)]
+    fn allows(&self, cell: &GcraCell, now: Nanos, _keyed: bool, p: &Live<'_, GcraParams>) -> bool {
+        cell.allows(now, *p)
     }
 }
 

@@ -47,17 +47,18 @@ impl<P: Words> ParamsCell<P> {
     fn read(&self, n: usize) -> P {
         loop {
             let before = self.seq.load(Ordering::Acquire);
-            if before & 1 == 0 {
-                let words = std::array::from_fn(|i| {
-                    if i < n {
-                        self.words[i].load(Ordering::Acquire)
-                    } else {
-                        0
-                    }
-                });
-                if self.seq.load(Ordering::Acquire) == before {
-                    return P::from_words(words);
+            let words = std::array::from_fn(|i| {
+                if i < n {
+                    self.words[i].load(Ordering::Acquire)
+                } else {
+                    0
                 }
+            });
+            // Unchanged and even, in one compare: an odd `before` (a write under way, whose
+            // words are discarded) is never equal to `before & !1`, since the sequence only
+            // grows.
+            if self.seq.load(Ordering::Acquire) == before & !1 {
+                return P::from_words(words);
             }
             spin_hint();
         }
@@ -86,12 +87,38 @@ impl<P: Words> ParamsCell<P> {
 
 /// A limiter's parameters as a [`ParamSource`]: read afresh on every load.
 #[derive(Clone, Copy)]
-pub(crate) struct Live<'a, P>(pub(crate) &'a ParamsCell<P>);
+pub struct Live<'a, P>(pub(crate) &'a ParamsCell<P>);
 
 impl<P: Words> ParamSource<P> for Live<'_, P> {
     #[inline(always)]
     fn load(&self) -> P {
         self.0.load()
+    }
+
+    fn load_full(&self) -> P {
+        self.0.load_full()
+    }
+}
+
+impl<'a, P: Words> Live<'a, P> {
+    /// The same parameters read as their first `N` words only (the rest 0), for a decision
+    /// that reads no more (GCRA's grant test: `GcraParams::ALLOW_WORDS`). Each word is an
+    /// atomic load the compiler cannot drop, even when nothing reads it.
+    #[inline(always)]
+    pub(crate) fn first<const N: usize>(self) -> First<'a, P, N> {
+        First(self.0)
+    }
+}
+
+/// A limiter's parameters as a [`ParamSource`] whose `load` reads only the first `N` words,
+/// every one from the same `store` (`load_full` reads them all): see [`Live::first`].
+#[derive(Clone, Copy)]
+pub(crate) struct First<'a, P, const N: usize>(&'a ParamsCell<P>);
+
+impl<P: Words, const N: usize> ParamSource<P> for First<'_, P, N> {
+    #[inline(always)]
+    fn load(&self) -> P {
+        self.0.read(N)
     }
 
     fn load_full(&self) -> P {

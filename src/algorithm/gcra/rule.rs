@@ -24,7 +24,9 @@ use crate::MAX_NANOS;
 /// five ([`Words::HOT`]): a cell in the current quota generation needs nothing else. `change`
 /// is read only for a cell a generation behind, which loads the parameters in full
 /// ([`ParamSource::load_full`](crate::algorithm::ParamSource::load_full)): every decision
-/// loads two words fewer.
+/// loads two words fewer. A decision that reads only whether it was allowed (`try_acquire`,
+/// [`grant_one`]) loads the first three ([`GcraParams::ALLOW_WORDS`]: `t`, `tau`,
+/// `generation`), so they come first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraParams {
     /// Emission interval `T`, `>= 1`.
@@ -82,6 +84,12 @@ impl GcraParams {
     }
 }
 
+impl GcraParams {
+    /// How many leading words [`grant_one`] reads (`t`, `tau`, `generation`); in such a load
+    /// `burst` and `recip` read as 0.
+    pub(crate) const ALLOW_WORDS: usize = 3;
+}
+
 impl Words for GcraParams {
     const HOT: usize = 5;
 
@@ -92,9 +100,9 @@ impl Words for GcraParams {
         });
         [
             self.t,
-            self.burst,
             self.tau,
             self.generation,
+            self.burst,
             self.recip,
             change.prev_t,
             change.at,
@@ -104,9 +112,9 @@ impl Words for GcraParams {
     fn from_words(w: [u64; PARAM_WORDS]) -> Self {
         GcraParams {
             t: w[0],
-            burst: w[1],
-            tau: w[2],
-            generation: w[3],
+            tau: w[1],
+            generation: w[2],
+            burst: w[3],
             recip: w[4],
             // A hot-only load leaves the cold words 0; a stored `prev_t` never is.
             change: (w[5] != 0).then_some(Change {
@@ -238,14 +246,11 @@ pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
     // after the grant's is the same rule with one branch less on the grant's path. Past the
     // end of representable time (no `new_tat`), refuse rather than saturate, since a
     // saturated TAT would stop counting and admit without bound.
-    let new_tat = n
-        .checked_mul(p.t)
-        .and_then(|len| base.checked_add(len))
-        .filter(|&t| t <= MAX_NANOS);
+    let new_tat = schedule_end(base, n, p);
     if let Some(new_tat) = new_tat {
-        if new_tat.saturating_sub(p.tau) <= now {
-            // new_tat >= base >= now, and new_tat - now <= tau (new_tat - tau <= now, or
-            // new_tat < tau): neither subtraction can wrap; n <= burst (above).
+        if within_tolerance(new_tat, now, p) {
+            // new_tat >= base >= now, and new_tat - now <= tau: neither subtraction can wrap;
+            // n <= burst (above).
             let debt = new_tat - now;
             return Verdict {
                 kind: Kind::Allow,
@@ -282,6 +287,33 @@ pub(crate) fn check(tat: Nanos, now: Nanos, n: u64, p: &GcraParams) -> Verdict {
     } else {
         Verdict::new(kind, base, now, p)
     }
+}
+
+/// The TAT after `n` more permits on a schedule ending at `base`: `base + n*T`, or `None` past
+/// the end of representable time ([`MAX_NANOS`]).
+#[inline(always)]
+fn schedule_end(base: Nanos, n: u64, p: &GcraParams) -> Option<Nanos> {
+    // Saturating rather than checked: a saturated sum is past `MAX_NANOS` and fails the same
+    // test, with one branch instead of two on the grant's path.
+    n.checked_mul(p.t)
+        .map(|len| base.saturating_add(len))
+        .filter(|&t| t <= MAX_NANOS)
+}
+
+/// The grant test, `new_tat - tau <= now`, for a `new_tat` from [`schedule_end`] on a base at or
+/// after `now`: written `new_tat <= now + tau`, since `now <= new_tat <= MAX_NANOS` and
+/// `tau <= MAX_NANOS`, so the sum cannot wrap (and needs no saturation, as the difference does).
+#[inline(always)]
+fn within_tolerance(new_tat: Nanos, now: Nanos, p: &GcraParams) -> bool {
+    new_tat <= now + p.tau
+}
+
+/// [`check`] of one permit reduced to its outcome: the TAT to store if granted (`check(tat,
+/// now, 1, p).store`). Reads only `t` and `tau` of `p`, so it runs on a load of the first
+/// [`GcraParams::ALLOW_WORDS`] words, and computes nothing a `try_acquire` drops.
+#[inline(always)]
+pub(crate) fn grant_one(tat: Nanos, now: Nanos, p: &GcraParams) -> Option<Nanos> {
+    schedule_end(tat.max(now), 1, p).filter(|&e| within_tolerance(e, now, p))
 }
 
 /// Check with holes: a hole that can hold `(s, s + n*T]` inside `[now, now + tau]` is used

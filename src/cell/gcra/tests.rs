@@ -157,3 +157,72 @@ proptest::proptest! {
         }
     }
 }
+
+#[derive(Clone, Debug)]
+enum Op {
+    Decide(u64),
+    Reserve(u64),
+    Cancel(usize),
+    SetQuota(u64, u64),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u64..40).prop_map(Op::Decide),
+        2 => (1u64..3).prop_map(Op::Reserve),
+        2 => (0usize..8).prop_map(Op::Cancel),
+        1 => (1u64..30, 1u64..4).prop_map(|(t, b)| Op::SetQuota(t, b)),
+    ]
+}
+
+proptest::proptest! {
+    /// `allows` (`try_acquire`'s form: the first words of the parameters, the common word
+    /// inline) decides and stores exactly as `check` of one permit, on cells spilled by
+    /// cancels and cells a quota generation behind.
+    #[test]
+    fn allows_decides_as_the_check_of_one_permit(ops in proptest::collection::vec(op(), 1..40)) {
+        use crate::algorithm::rules::Terms;
+        use crate::cell::params::{Live, ParamsCell};
+        use crate::quota::Quota;
+        use std::time::Duration;
+
+        let params = ParamsCell::new(p0());
+        let live = Live(&params);
+        let (a, b) = (GcraCell::default(), GcraCell::default());
+        let mut tickets = Vec::new();
+        let mut now = 0;
+        for op in ops {
+            match op {
+                Op::Decide(dt) => {
+                    now += dt;
+                    let checked = b.check(now, 1, &live).allowed();
+                    proptest::prop_assert_eq!(a.allows(now, live), checked);
+                }
+                Op::Reserve(n) => {
+                    let r = a.reserve(now, n, &live, None);
+                    proptest::prop_assert_eq!(b.reserve(now, n, &live, None), r);
+                    if let Ok(Booking::Booked { ticket, .. }) = r {
+                        tickets.push(ticket);
+                    }
+                }
+                Op::Cancel(i) => {
+                    if i < tickets.len() {
+                        let t = tickets.remove(i);
+                        a.cancel(&t, now, &live);
+                        b.cancel(&t, now, &live);
+                    }
+                }
+                Op::SetQuota(t, burst) => {
+                    // As `set_quota`: a cell is never more than one generation behind.
+                    a.migrate(&live);
+                    b.migrate(&live);
+                    let q = Quota::from_interval(Duration::from_nanos(t)).and_then(|q| q.with_burst(burst)).unwrap();
+                    params.store(Gcra.next_params(&params.load_full(), &q, now).unwrap());
+                }
+            }
+            proptest::prop_assert_eq!(a.snapshot(), b.snapshot());
+            proptest::prop_assert_eq!(a.tail_word(), b.tail_word());
+        }
+    }
+}

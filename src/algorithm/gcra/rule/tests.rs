@@ -475,13 +475,16 @@ proptest::proptest! {
         tat in 0u64..20_000,
         now in 0u64..20_000,
         near_the_end: bool,
+        now_past_the_end: bool,
         n in 0u64..8,
         t in 1u64..1_000,
         burst in 0u64..6,
     ) {
-        // Near the end of time too, where `Never` and the burst compete.
+        // Near the end of time too, where `Never` and the burst compete; and a clock past it,
+        // up to `u64::MAX`, where `max(tat, now) + n*T` would wrap.
         let shift = if near_the_end { MAX_NANOS - 10_000 } else { 0 };
         let (tat, now) = ((tat + shift).min(MAX_NANOS), now + shift);
+        let now = if now_past_the_end { u64::MAX - now % 20_000 } else { now };
         let p = GcraParams { burst, tau: t * burst, ..params(t, burst.max(1)) };
         let base = tat.max(now);
         let expected = if n == 0 {
@@ -498,5 +501,26 @@ proptest::proptest! {
         let v = check(tat, now, n, &p);
         proptest::prop_assert_eq!(v.kind, expected);
         proptest::prop_assert_eq!(v.store.is_some(), expected == Kind::Allow);
+    }
+}
+
+proptest::proptest! {
+    /// `grant_one` is `check`'s decision of one permit, on the full parameters and on a load of
+    /// their first `ALLOW_WORDS` words (`burst` and `recip` 0), at any `now` up to `u64::MAX`.
+    #[test]
+    fn grant_one_is_the_check_of_one_permit(
+        (tat, now, edge) in (0u64..20_000, 0u64..20_000, 0u8..3),
+        (t, burst) in (1u64..1_000, 1u64..6),
+    ) {
+        let shift = [0, MAX_NANOS - 10_000, u64::MAX - 20_000][usize::from(edge)];
+        let (tat, now) = ((tat + shift).min(MAX_NANOS), now + shift);
+        let p = params(t, burst);
+        let mut words = p.to_words();
+        words[GcraParams::ALLOW_WORDS..].fill(0);
+        let narrow = GcraParams::from_words(words);
+        proptest::prop_assert_eq!((narrow.t, narrow.tau, narrow.generation), (p.t, p.tau, p.generation));
+        let expected = check(tat, now, 1, &p).store;
+        proptest::prop_assert_eq!(grant_one(tat, now, &p), expected);
+        proptest::prop_assert_eq!(grant_one(tat, now, &narrow), expected);
     }
 }
