@@ -788,16 +788,11 @@ async fn allowed_hot_key(
 
 /// `on|off CALLS TASKS`: see [`instructions_run`].
 fn instructions(args: &[String]) {
-    let on = match args.first().map(String::as_str) {
-        Some("on") => true,
-        Some("off") => false,
-        _ => panic!("--instructions on|off CALLS TASKS"),
-    };
-    let arg = |i: usize| -> u64 {
-        args.get(i)
-            .and_then(|n| n.parse().ok())
-            .expect("--instructions on|off CALLS TASKS")
-    };
+    const USAGE: &str = "--instructions off|on|batches CALLS TASKS";
+    // `on`: coalescing; `batches`: local batches (on uniform keys none is ever taken).
+    let option = args.first().map(String::as_str);
+    assert!(matches!(option, Some("off" | "on" | "batches")), "{USAGE}");
+    let arg = |i: usize| -> u64 { args.get(i).and_then(|n| n.parse().ok()).expect(USAGE) };
     let (calls, tasks) = (arg(1), arg(2));
     let server = RedisServer::start();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -808,7 +803,11 @@ fn instructions(args: &[String]) {
         let b = RedisRateLimiter::builder(Quota::per_second(LIMIT).unwrap())
             .prefix("i")
             .deadline(Duration::from_secs(10));
-        let b = if on { b.coalesce() } else { b };
+        let b = match option {
+            Some("on") => b.coalesce(),
+            Some("batches") => b.local_batches(REFRESH, SHARE),
+            _ => b,
+        };
         b.connect(&server.url()).await.unwrap()
     });
     // Warm-up (the script loaded, the connection's buffers and the coalescer's key strings

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Client instructions per Redis check on the uniform workload (100k keys), coalescing off and
-# on: callgrind over the whole bench process (the checks, the tokio runtime and the
+# Client instructions per Redis check on the uniform workload (100k keys), an option off and
+# on (coalescing; OPTION=batches for local batches): callgrind over the whole bench process (the checks, the tokio runtime and the
 # connection's I/O; redis-server runs outside valgrind) at two call counts, the difference
 # divided by the difference in checks, so that setup and warm-up cancel out. Deterministic up
 # to how replies group into reads (a few instructions per check), so free of the machine's
 # load.
 #
 #   bash benches/redis_instructions.sh [TASKS ...]    # default: 1 and 16 tasks
+#   OPTION=batches bash benches/redis_instructions.sh  # local batches instead of coalescing
 set -euo pipefail
 cd "$(dirname "$0")"
 tasks=("$@")
@@ -20,11 +21,14 @@ ir() {
     callgrind_annotate "$out" 2>/dev/null | sed -n 's/^\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,
     rm -f "$out"
 }
-echo "| tasks | coalescing off | coalescing on | on / off |"
+option=${OPTION:-on}
+name=coalescing
+[ "$option" = on ] || name=$option
+echo "| tasks | $name off | $name on | on / off |"
 echo "|---:|---:|---:|---:|"
 for t in "${tasks[@]}"; do
     per=()
-    for mode in off on; do
+    for mode in off "$option"; do
         a=$(ir "$mode" 4000 "$t")
         b=$(ir "$mode" 24000 "$t")
         # Each run makes its calls and a warm-up of a tenth as many.
