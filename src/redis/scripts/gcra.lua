@@ -83,11 +83,25 @@ end
 if op == 'group' then
   local ALONE = -4503599627370496 -- -2^52: below every denial's -1 - debt (debt <= 2^51)
   local reply = {now}
-  local st = {}
+  -- Each key's state, at S[j ..], j its slot (at[key], given at its first check): S[j] its TAT
+  -- (false: its checks go alone), S[j + 1] named, S[j + 2], S[j + 3] the quota it is under
+  -- (false: none), S[j + 4] whether it is to be written. One flat table, not a table per key:
+  -- each is an allocation the server pays for again when it collects it. A key is read at its
+  -- first check and decided at each in order (nothing is written before the last key is
+  -- read), as reading them all first would.
+  local at, S, slots = {}, {}, 0
   for i = 1, #KEYS do
     local k = KEYS[i]
-    if st[k] == nil then
-      local named = tonumber(ARGV[3 * i - 1]) < 0
+    local b = tonumber(ARGV[3 * i - 1])
+    local named = b < 0
+    if named then
+      b = -b
+    end
+    local j = at[k]
+    if j == nil then
+      j = slots + 1
+      slots = slots + 5
+      at[k] = j
       -- pcall: a key of another type (WRONGTYPE) or a foreign value is that check's alone.
       local raw = redis.pcall('GET', k)
       local ok, tat, holey, b0, T0 = true, 0, false, nil, nil
@@ -96,49 +110,40 @@ if op == 'group' then
       elseif raw then -- no key (false) is a TAT of 0, read_state's answer, without a pcall
         ok, tat, holey, b0, T0 = pcall(read_state, raw, named)
       end
-      if ok and not holey then
-        st[k] = {tat = tat, named = named, b0 = b0, T0 = T0, wrote = false}
-      else
-        st[k] = false
-      end
+      S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = ok and not holey and tat, named,
+        b0 or false, T0 or false, false
     end
-  end
-  for i = 1, #KEYS do
-    local s = st[KEYS[i]]
-    local b = tonumber(ARGV[3 * i - 1])
-    local named = b < 0
-    if named then
-      b = -b
-    end
+    local tat = S[j]
     local T = tonumber(ARGV[3 * i])
     local tau = T * b
     local e = ALONE
-    if s and s.named == named and (s.b0 == nil or (s.b0 == b and s.T0 == T))
-        and s.tat <= MAXT - tau then
-      local debt = s.tat - now
+    if tat and S[j + 1] == named and (not S[j + 2] or (S[j + 2] == b and S[j + 3] == T))
+        and tat <= MAXT - tau then
+      local debt = tat - now
       if debt < 0 then
         debt = 0
       end
       local after
       e, after = decide(debt, tonumber(ARGV[3 * i + 1]), b, T, tau)
       if after ~= debt then
-        s.tat, s.wrote = now + after, true
+        S[j], S[j + 4] = now + after, true
         if named then
-          s.b0, s.T0 = b, T
+          S[j + 2], S[j + 3] = b, T
         end
       end
     end
     reply[i + 1] = e
   end
   for i = 1, #KEYS do
-    local s = st[KEYS[i]]
-    if s and s.wrote then
-      s.wrote = false
-      if s.named then
-        redis.call('SET', KEYS[i], fmt(s.b0) .. ',' .. fmt(s.T0) .. ',' .. fmt(s.tat), 'PXAT',
-          fmt(ceil_ms(s.tat)))
+    local j = at[KEYS[i]]
+    if S[j + 4] then
+      S[j + 4] = false
+      local tat = S[j]
+      if S[j + 1] then
+        redis.call('SET', KEYS[i], string.format('%d,%d,%d', S[j + 2], S[j + 3], tat), 'PXAT',
+          fmt(ceil_ms(tat)))
       else
-        redis.call('SET', KEYS[i], fmt(s.tat), 'PXAT', fmt(ceil_ms(s.tat)))
+        redis.call('SET', KEYS[i], fmt(tat), 'PXAT', fmt(ceil_ms(tat)))
       end
     end
   end
