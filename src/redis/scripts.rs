@@ -24,8 +24,12 @@ macro_rules! script {
 /// The scripts of the algorithms, each after the shared prelude (and `exact.lua`, the exact
 /// product comparisons, where the script needs them: GCRA's after its hot path, which returns
 /// before building them; `window.lua`, the window scripts' arguments and block stamps, for the
-/// windows).
-pub(crate) const GCRA: &str = script!("gcra.lua", "exact.lua", "gcra_general.lua");
+/// windows). GCRA's check on a plain key is decided in `gcra_fast.lua`, before the prelude, so
+/// that it builds none of the prelude's closures (each an allocation on the server).
+pub(crate) const GCRA: &str = concat!(
+    include_str!("scripts/gcra_fast.lua"),
+    script!("gcra.lua", "exact.lua", "gcra_general.lua")
+);
 pub(crate) const FIXED_WINDOW: &str = script!("window.lua", "fixed_window.lua");
 pub(crate) const SLIDING_LOG: &str = script!("window.lua", "sliding_log.lua");
 pub(crate) const SLIDING_WINDOW: &str = script!("window.lua", "sliding_window.lua");

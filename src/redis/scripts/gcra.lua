@@ -23,9 +23,11 @@
 --             and retry_after of a one-permit check, remaining and reset_after of a peek, on
 --             the state the change left (taking nothing)
 -- Kept cheap on a key without holes (almost every key, almost every call): three redis.call at
--- most (TIME, GET, SET), numbers passed to redis.call as they are (Redis writes integers below
--- 2^53 exactly), no closures on the check path (exact.lua, which the conversion below needs,
--- comes after it: gcra_general.lua), two-element replies.
+-- most (TIME, GET, SET), a check or batch decided in gcra_fast.lua before any closure but its
+-- rule is built (exact.lua, which the conversion below needs, comes after this file:
+-- gcra_general.lua), integers passed to SET as %d strings (a Lua number is formatted by
+-- printf's double path, dearer; the bytes are the same), two-element replies. Of the ops,
+-- gcra_fast.lua has already read TIME, the arguments and (but for group) the key's value.
 --
 -- Holes (src/algorithm/gcra/holes.rs, the in-process rule this mirrors): stretches (s, e] of
 -- the schedule, below the TAT, given back by cancelled reservations that were not the latest;
@@ -41,15 +43,6 @@
 -- gives nothing back (both only ever refuse). A decision that changes nothing on a key without
 -- holes (a denial, a peek) writes nothing: the state stays under b0, T0, and the next call
 -- converts it the same way.
-local op = ARGV[1]
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
--- The end of time in us: floor(MAX_NANOS / 1000), the in-process limiter's end, to the us.
--- Every sum formed below stays under 2^53 (tau <= 2^51, lengths and now far below).
-local MAXT = MAX_US
--- The most a burst or an interval is (Params::interval: b * T <= 2^51).
-local MAX_SPAN = 2251799813685248
-
 -- The state in `v`, a value read at a state key (nil: none), named (`named`) or not: the TAT
 -- (0 for none, and on a key with holes, which the general way decodes), whether the key has
 -- holes, the quota b0, T0 a named state was written under (nil: none), and the value after
@@ -80,22 +73,9 @@ local function read_state(v, named)
   return 0, false, b0, T0, v
 end
 
--- The fast path's rule for one check of n permits on a debt (TAT - now, at least 0) under b,
--- T, tau: its reply element e (below) and the debt after it.
-local function decide(debt, n, b, T, tau)
-  if n > 0 and n <= b then
-    local new_debt = debt + n * T
-    if new_debt > tau then
-      return -1 - debt, debt
-    end
-    return new_debt, new_debt
-  end
-  return debt, debt
-end
-
 -- group: one check on each of several keys (KEYS[i], with ARGV[3i - 1 .. 3i + 1] = its b, T
 -- and n: b negative for a named state), replying {now, e_1 .. e_k}: each e as a check's
--- (below), or ALONE for a check the fast path cannot decide (holes, another quota, near the
+-- (below), or ALONE for a check the fast rule cannot decide (holes, another quota, near the
 -- end of time, a value no tollgate script wrote): nothing is written for it, and the client
 -- sends it as a check of its own, which decides it (or refuses the value) as always. A key
 -- met twice is decided in order on the state the earlier checks left, as a batch is.
@@ -103,82 +83,73 @@ end
 if op == 'group' then
   local ALONE = -4503599627370496 -- -2^52: below every denial's -1 - debt (debt <= 2^51)
   local reply = {now}
-  local st = {}
+  -- Each key's state, at S[j ..], j its slot (at[key], given at its first check): S[j] its TAT
+  -- (false: its checks go alone), S[j + 1] named, S[j + 2], S[j + 3] the quota it is under
+  -- (false: none), S[j + 4] whether it is to be written. One flat table, not a table per key:
+  -- each is an allocation the server pays for again when it collects it. A key is read at its
+  -- first check and decided at each in order (nothing is written before the last key is
+  -- read), as reading them all first would.
+  local at, S, slots = {}, {}, 0
   for i = 1, #KEYS do
     local k = KEYS[i]
-    if st[k] == nil then
-      local named = tonumber(ARGV[3 * i - 1]) < 0
-      -- pcall: a key of another type (WRONGTYPE) or a foreign value is that check's alone.
-      local raw = redis.pcall('GET', k)
-      local ok, tat, holey, b0, T0 = false, 0, false, nil, nil
-      if type(raw) ~= 'table' then
-        ok, tat, holey, b0, T0 = pcall(read_state, raw, named)
-      end
-      if ok and not holey then
-        st[k] = {tat = tat, named = named, b0 = b0, T0 = T0, wrote = false}
-      else
-        st[k] = false
-      end
-    end
-  end
-  for i = 1, #KEYS do
-    local s = st[KEYS[i]]
     local b = tonumber(ARGV[3 * i - 1])
     local named = b < 0
     if named then
       b = -b
     end
+    local j = at[k]
+    if j == nil then
+      j = slots + 1
+      slots = slots + 5
+      at[k] = j
+      -- pcall: a key of another type (WRONGTYPE) or a foreign value is that check's alone.
+      local raw = redis.pcall('GET', k)
+      local ok, tat, holey, b0, T0 = true, 0, false, nil, nil
+      if type(raw) == 'table' then
+        ok = false
+      elseif raw then -- no key (false) is a TAT of 0, read_state's answer, without a pcall
+        ok, tat, holey, b0, T0 = pcall(read_state, raw, named)
+      end
+      S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = ok and not holey and tat, named,
+        b0 or false, T0 or false, false
+    end
+    local tat = S[j]
     local T = tonumber(ARGV[3 * i])
     local tau = T * b
     local e = ALONE
-    if s and s.named == named and (s.b0 == nil or (s.b0 == b and s.T0 == T))
-        and s.tat <= MAXT - tau then
-      local debt = s.tat - now
+    if tat and S[j + 1] == named and (not S[j + 2] or (S[j + 2] == b and S[j + 3] == T))
+        and tat <= MAXT - tau then
+      local debt = tat - now
       if debt < 0 then
         debt = 0
       end
       local after
       e, after = decide(debt, tonumber(ARGV[3 * i + 1]), b, T, tau)
       if after ~= debt then
-        s.tat, s.wrote = now + after, true
+        S[j], S[j + 4] = now + after, true
         if named then
-          s.b0, s.T0 = b, T
+          S[j + 2], S[j + 3] = b, T
         end
       end
     end
     reply[i + 1] = e
   end
   for i = 1, #KEYS do
-    local s = st[KEYS[i]]
-    if s and s.wrote then
-      s.wrote = false
-      if s.named then
-        redis.call('SET', KEYS[i], fmt(s.b0) .. ',' .. fmt(s.T0) .. ',' .. fmt(s.tat), 'PXAT',
-          ceil_ms(s.tat))
+    local j = at[KEYS[i]]
+    if S[j + 4] then
+      S[j + 4] = false
+      local tat = S[j]
+      if S[j + 1] then
+        redis.call('SET', KEYS[i], string.format('%d,%d,%d', S[j + 2], S[j + 3], tat), 'PXAT',
+          fmt(ceil_ms(tat)))
       else
-        redis.call('SET', KEYS[i], s.tat, 'PXAT', ceil_ms(s.tat))
+        redis.call('SET', KEYS[i], fmt(tat), 'PXAT', fmt(ceil_ms(tat)))
       end
     end
   end
   return reply
 end
 
-local key = KEYS[1]
-local b = tonumber(ARGV[2])
--- A negative burst: a named state (state_name), whose value is "b,T,<the encoding above>": the
--- quota that wrote it next to the TAT, so a process under another quota can read it.
-local named = b < 0
-if named then
-  b = -b
-end
-local T = tonumber(ARGV[3])
-local tau = T * b
--- A check is a batch of one: m checks whose n_i are ARGV[first + i] (a check's n is ARGV[4]).
-local m, first = 1, 3
-if op == 'batch' then
-  m, first = tonumber(ARGV[4]), 4
-end
-local raw = redis.call('GET', key)
 local tat, holey, b0, T0, v = read_state(raw, named)
 local convert = b0 ~= nil and (b0 ~= b or T0 ~= T)
 T0 = T0 or T
@@ -193,29 +164,7 @@ end
 -- costs Redis less. A key with holes, or one whose TAT is so far ahead that a check could pass
 -- the end of time, goes the general way below.
 if not holey and not convert and tat <= MAXT - tau then
-  if op == 'check' or op == 'batch' then
-    local debt = tat - now
-    if debt < 0 then
-      debt = 0
-    end
-    local wrote = false
-    local reply = {now}
-    for i = 1, m do
-      local e, after = decide(debt, tonumber(ARGV[first + i]), b, T, tau)
-      if after ~= debt then
-        debt, wrote = after, true
-      end
-      reply[i + 1] = e
-    end
-    if wrote then
-      if named then
-        redis.call('SET', key, head .. fmt(now + debt), 'PXAT', ceil_ms(now + debt))
-      else
-        redis.call('SET', key, now + debt, 'PXAT', ceil_ms(now + debt))
-      end
-    end
-    return reply
-  elseif op == 'reserve' then
+  if op == 'reserve' then
     local n = tonumber(ARGV[4])
     local max_wait = tonumber(ARGV[5])
     if n == 0 then
@@ -230,9 +179,9 @@ if not holey and not convert and tat <= MAXT - tau then
       return {now, 0, wait, 0}
     end
     if named then
-      redis.call('SET', key, head .. fmt(new_tat), 'PXAT', ceil_ms(new_tat))
+      redis.call('SET', key, head .. fmt(new_tat), 'PXAT', fmt(ceil_ms(new_tat)))
     else
-      redis.call('SET', key, new_tat, 'PXAT', ceil_ms(new_tat))
+      redis.call('SET', key, fmt(new_tat), 'PXAT', fmt(ceil_ms(new_tat)))
     end
     return {now, 1, wait, new_tat}
   end
