@@ -10,13 +10,16 @@ mod heat;
 mod tests;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
+
+use hashbrown::hash_table::Entry as Slot;
+use hashbrown::HashTable;
 
 use super::connection::client::ScriptClient;
 use super::connection::error::RedisLimitError;
 use super::connection::meter::Meter;
-use super::hot::sharded_map::{Shard, ShardedMap};
+use super::hot::sharded_map::ShardedMap;
 use super::hot::DenialCache;
 use super::scripts::{clamp_i64, Params, Spec};
 use entry::{Batch, Entry, Sizing};
@@ -88,12 +91,12 @@ impl BatchOptions {
     }
 }
 
-/// What the batches did (`RedisStats` and the metrics).
+/// What the batches did (`RedisStats` and the metrics; the local grants are counted in the
+/// shards, [`Batches::local_grants`]).
 #[derive(Default)]
 pub(crate) struct BatchCounts {
     pub(crate) taken: AtomicU64,
     pub(crate) returned: AtomicU64,
-    pub(crate) local_grants: AtomicU64,
     pub(crate) size: AtomicU64,
 }
 
@@ -101,12 +104,31 @@ pub(crate) struct BatchCounts {
 /// is held, from a task on the current Tokio runtime.
 pub(crate) struct Batches {
     table: Arc<Table>,
+    /// The state keys under the limiter's own quota up to the user's key, which comes last
+    /// ([`own_state`](Self::own_state)).
+    own_prefix: OnceLock<String>,
+}
+
+/// One shard of the table: the tracked keys' entries by state key, found with the hash the
+/// call computed once (for the heat sketch and the shard too), and the local grants made
+/// under the shard's lock, counted here rather than in an atomic every grant would write.
+#[derive(Default)]
+struct Keys {
+    entries: HashTable<(String, Entry)>,
+    local_grants: u64,
+}
+
+impl Keys {
+    fn get_mut(&mut self, h: u64, state: &str) -> Option<&mut Entry> {
+        let (_, e) = self.entries.find_mut(h, |(s, _)| s == state)?;
+        Some(e)
+    }
 }
 
 struct Table {
     /// Which keys asked for enough lately to be tracked in `map`.
     heat: Heat,
-    map: ShardedMap<Shard<Entry>>,
+    map: ShardedMap<Keys>,
     /// The zero of the entries' nanosecond clock.
     epoch: Instant,
     sizing: Sizing,
@@ -140,7 +162,7 @@ impl Batches {
         Batches {
             table: Arc::new(Table {
                 heat: Heat::new(),
-                map: ShardedMap::new(16, |h| Shard::with_hasher(h.clone())),
+                map: ShardedMap::new(16, |_| Keys::default()),
                 epoch: Instant::now(),
                 sizing,
                 kind,
@@ -152,11 +174,31 @@ impl Batches {
                 sweeping: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
+            own_prefix: OnceLock::new(),
         }
     }
 
     pub(crate) fn counts(&self) -> &BatchCounts {
         &self.table.counts
+    }
+
+    /// Calls granted from the batches so far.
+    pub(crate) fn local_grants(&self) -> u64 {
+        let t = &self.table;
+        (0..t.map.shards())
+            .map(|i| t.map.lock_index(i).local_grants)
+            .sum()
+    }
+
+    /// The state key under the limiter's own quota of `key`: `prefix` (the state key of the
+    /// empty key, made once) followed by `key`. Copies, without the formatting of the whole
+    /// key on every call, which cost a local grant more than the grant itself.
+    pub(crate) fn own_state(&self, key: &str, prefix: impl FnOnce() -> String) -> String {
+        let prefix = self.own_prefix.get_or_init(prefix);
+        let mut state = String::with_capacity(prefix.len() + key.len());
+        state.push_str(prefix);
+        state.push_str(key);
+        state
     }
 
     /// A call for `n` permits on `state` under the limiter's quota: granted from this
@@ -172,17 +214,21 @@ impl Batches {
         let mut ended = Vec::new();
         let (granted, want, new) = {
             let mut shard = t.map.lock_hashed(h);
-            let new = !shard.contains_key(state);
-            if new {
-                let e = Entry::warm(now, demand.saturating_sub(n));
-                shard.insert(state.to_owned(), e);
-            }
-            let e = shard.get_mut(state)?;
+            let keys = &mut *shard;
+            let rehash = |(s, _): &(String, Entry)| t.map.hash(s);
+            let (e, new) = match keys.entries.entry(h, |(s, _)| s == state, rehash) {
+                Slot::Occupied(o) => (&mut o.into_mut().1, false),
+                Slot::Vacant(v) => {
+                    let e = Entry::warm(now, demand.saturating_sub(n));
+                    (&mut v.insert((state.to_owned(), e)).into_mut().1, true)
+                }
+            };
             let granted = e.grant(n, now, t.sizing, &mut ended);
-            (granted, e.want(now, t.sizing), new)
+            let want = e.want(now, t.sizing);
+            keys.local_grants += u64::from(granted.is_some());
+            (granted, want, new)
         };
         if granted.is_some() {
-            Meter::bump(&t.counts.local_grants);
             t.client.meter.local_grant();
         }
         if new || !ended.is_empty() || want.is_some() {
@@ -206,8 +252,8 @@ impl Batches {
     /// with it).
     pub(crate) fn forget(&self, state: &str) {
         let t = &self.table;
-        let mut shard = t.map.lock_hashed(t.map.hash(state));
-        if let Some(e) = shard.get_mut(state) {
+        let h = t.map.hash(state);
+        if let Some(e) = t.map.lock_hashed(h).get_mut(h, state) {
             e.drain(&mut Vec::new());
         }
     }
@@ -243,7 +289,7 @@ impl Drop for Batches {
         let mut returns = Vec::new();
         for i in 0..t.map.shards() {
             let mut shard = t.map.lock_index(i);
-            for (state, e) in shard.iter_mut() {
+            for (state, e) in shard.entries.iter_mut() {
                 let mut ended = Vec::new();
                 e.drain(&mut ended);
                 returns.extend(ended.into_iter().map(|batch| Return {
@@ -291,18 +337,20 @@ impl Table {
     /// dropped meanwhile (to be given back: nothing would grant from it).
     fn finish_take(&self, state: &str, batch: Option<Batch>) -> Option<Batch> {
         let now = self.now();
-        let mut shard = self.map.lock_hashed(self.map.hash(state));
+        let h = self.map.hash(state);
+        let mut shard = self.map.lock_hashed(h);
         if self.closed.load(Ordering::SeqCst) {
             return batch.filter(|b| b.left > 0);
         }
-        match shard.get_mut(state) {
-            Some(e) => e.taken(batch, now, self.sizing),
+        let rehash = |(s, _): &(String, Entry)| self.map.hash(s);
+        match shard.entries.entry(h, |(s, _)| s == state, rehash) {
+            Slot::Occupied(o) => o.into_mut().1.taken(batch, now, self.sizing),
             // Not swept while a take is in flight (it is not idle), but reset (`forget`) or
             // re-created: keep the batch in a fresh entry rather than lose it.
-            None => {
+            Slot::Vacant(v) => {
                 let mut e = Entry::new(now);
                 e.taken(batch, now, self.sizing);
-                shard.insert(state.to_owned(), e);
+                v.insert((state.to_owned(), e));
             }
         }
         None
@@ -416,7 +464,7 @@ impl Table {
         let mut returns = Vec::new();
         for i in 0..self.map.shards() {
             let mut shard = self.map.lock_index(i);
-            shard.retain(|state, e| {
+            shard.entries.retain(|(state, e)| {
                 let mut ended = Vec::new();
                 e.expire(now, &mut ended);
                 returns.extend(ended.into_iter().map(|batch| Return {

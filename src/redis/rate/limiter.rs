@@ -342,11 +342,15 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         params: Params,
         quota: Option<Quota>,
     ) -> Result<RedisDecision, RedisLimitError> {
-        let state = self.key_under(key, params);
         let s = &self.shared;
         // Only calls under the limiter's own quota have batches (a quota selects its state);
         // peeks always ask Redis.
-        if let (Some(batches), None, 1..) = (&s.batches, quota, n) {
+        let batches = s.batches.as_ref().filter(|_| quota.is_none() && n > 0);
+        let state = match batches {
+            Some(b) => b.own_state(key, || self.key_under("", params)),
+            None => self.key_under(key, params),
+        };
+        if let Some(batches) = batches {
             if let Some(g) = batches.grant(&state, n) {
                 return Ok(RedisDecision {
                     decision: Decision::allowed(
@@ -780,7 +784,7 @@ fn batch_stats(b: Option<&Batches>) -> RedisStats {
     RedisStats {
         batches_taken: Meter::get(&c.taken),
         permits_returned: Meter::get(&c.returned),
-        local_grants: Meter::get(&c.local_grants),
+        local_grants: b.local_grants(),
         batch_size: Meter::get(&c.size),
         ..RedisStats::default()
     }
