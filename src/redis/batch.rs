@@ -104,31 +104,26 @@ pub(crate) struct BatchCounts {
 /// is held, from a task on the current Tokio runtime.
 pub(crate) struct Batches {
     table: Arc<Table>,
-    /// The state keys under the limiter's own quota up to the user's key, which comes last
-    /// ([`own_state`](Self::own_state)).
-    own_prefix: OnceLock<String>,
 }
 
-/// One shard of the table: the tracked keys' entries by state key, found with the hash the
-/// call computed once (for the heat sketch and the shard too), and the local grants made
-/// under the shard's lock, counted here rather than in an atomic every grant would write.
+/// One shard of the table: the tracked keys' state keys and entries, and the local grants
+/// made under the shard's lock, counted here rather than in an atomic every grant would write.
 #[derive(Default)]
 struct Keys {
     entries: HashTable<(String, Entry)>,
     local_grants: u64,
 }
 
-impl Keys {
-    fn get_mut(&mut self, h: u64, state: &str) -> Option<&mut Entry> {
-        let (_, e) = self.entries.find_mut(h, |(s, _)| s == state)?;
-        Some(e)
-    }
-}
-
 struct Table {
     /// Which keys asked for enough lately to be tracked in `map`.
     heat: Heat,
+    /// Found by the user's key (hashed once per call, for the heat sketch and the shard too)
+    /// rather than the state key, which a local grant then never makes: every state key held
+    /// here is under the limiter's own quota, `own_prefix` followed by the user's key.
     map: ShardedMap<Keys>,
+    /// The state key of the empty key under the limiter's own quota (the user's key comes
+    /// last in a state key), set by the first grant.
+    own_prefix: OnceLock<String>,
     /// The zero of the entries' nanosecond clock.
     epoch: Instant,
     sizing: Sizing,
@@ -163,6 +158,7 @@ impl Batches {
             table: Arc::new(Table {
                 heat: Heat::new(),
                 map: ShardedMap::new(16, |_| Keys::default()),
+                own_prefix: OnceLock::new(),
                 epoch: Instant::now(),
                 sizing,
                 kind,
@@ -174,7 +170,6 @@ impl Batches {
                 sweeping: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
-            own_prefix: OnceLock::new(),
         }
     }
 
@@ -190,59 +185,57 @@ impl Batches {
             .sum()
     }
 
-    /// The state key under the limiter's own quota of `key`: `prefix` (the state key of the
-    /// empty key, made once) followed by `key`. Copies, without the formatting of the whole
-    /// key on every call, which cost a local grant more than the grant itself.
-    pub(crate) fn own_state(&self, key: &str, prefix: impl FnOnce() -> String) -> String {
-        let prefix = self.own_prefix.get_or_init(prefix);
-        let mut state = String::with_capacity(prefix.len() + key.len());
-        state.push_str(prefix);
-        state.push_str(key);
-        state
-    }
-
-    /// A call for `n` permits on `state` under the limiter's quota: granted from this
-    /// process's batches if they hold `n`, else `None` (ask Redis). Either way, a take is
-    /// started in the background if one is due, and ended batches are given back.
-    pub(crate) fn grant(&self, state: &str, n: u64) -> Option<Granted> {
+    /// A call for `n` permits on `key` under the limiter's own quota, whose state key is
+    /// `prefix()` (the state key of the empty key: called once per limiter) followed by `key`:
+    /// granted from this process's batches if they hold `n`, else `None` (ask Redis). Either
+    /// way, a take is started in the background if one is due, and ended batches are given
+    /// back. The state key is made only for a key's new entry and for those calls.
+    pub(crate) fn grant(
+        &self,
+        key: &str,
+        n: u64,
+        prefix: impl FnOnce() -> String,
+    ) -> Option<Granted> {
         let t = &self.table;
+        let prefix = t.own_prefix.get_or_init(prefix);
         let now = t.now();
-        let h = t.map.hash(state);
+        let h = t.map.hash(key);
         // A key that asked for too little lately has no entry and gets none: one atomic
         // update, the whole cost of batches for a key seen once.
         let demand = t.heat.touch(h, n, now / t.sizing.refresh_ns)?;
         let mut ended = Vec::new();
-        let (granted, want, new) = {
+        let (granted, want, state) = {
             let mut shard = t.map.lock_hashed(h);
             let keys = &mut *shard;
-            let rehash = |(s, _): &(String, Entry)| t.map.hash(s);
-            let (e, new) = match keys.entries.entry(h, |(s, _)| s == state, rehash) {
-                Slot::Occupied(o) => (&mut o.into_mut().1, false),
+            let ((state, e), new) = match t.slot(keys, h, key) {
+                Slot::Occupied(o) => (o.into_mut(), false),
                 Slot::Vacant(v) => {
                     let e = Entry::warm(now, demand.saturating_sub(n));
-                    (&mut v.insert((state.to_owned(), e)).into_mut().1, true)
+                    (v.insert((format!("{prefix}{key}"), e)).into_mut(), true)
                 }
             };
             let granted = e.grant(n, now, t.sizing, &mut ended);
             let want = e.want(now, t.sizing);
+            // The state key for the calls below only.
+            let state = (new || !ended.is_empty() || want.is_some()).then(|| state.clone());
             keys.local_grants += u64::from(granted.is_some());
-            (granted, want, new)
+            (granted, want, state)
         };
         if granted.is_some() {
             t.client.meter.local_grant();
         }
-        if new || !ended.is_empty() || want.is_some() {
+        if let Some(state) = state {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 // From the first warm key on: entries are forgotten only by the sweep.
                 self.start_sweeper(&rt);
-                t.give_back(&rt, state, ended);
+                t.give_back(&rt, &state, ended);
                 if let Some(k) = want {
-                    let (table, state) = (t.clone(), state.to_owned());
+                    let table = t.clone();
                     rt.spawn(async move { table.take(state, k).await });
                 }
             } else if want.is_some() {
                 // No runtime to take in: the take is not in flight after all.
-                let _ = t.finish_take(state, None);
+                let _ = t.finish_take(&state, None);
             }
         }
         granted
@@ -252,9 +245,11 @@ impl Batches {
     /// with it).
     pub(crate) fn forget(&self, state: &str) {
         let t = &self.table;
-        let h = t.map.hash(state);
-        if let Some(e) = t.map.lock_hashed(h).get_mut(h, state) {
-            e.drain(&mut Vec::new());
+        // A state key not under the limiter's own quota has no batches.
+        let Some(key) = t.user_key(state) else { return };
+        let h = t.map.hash(key);
+        if let Slot::Occupied(o) = t.slot(&mut t.map.lock_hashed(h), h, key) {
+            o.into_mut().1.drain(&mut Vec::new());
         }
     }
 
@@ -309,6 +304,22 @@ impl Table {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// The user's key in `state`, if it is a state key under the limiter's own quota.
+    fn user_key<'a>(&self, state: &'a str) -> Option<&'a str> {
+        state.strip_prefix(self.own_prefix.get()?.as_str())
+    }
+
+    /// The slot in `keys` (its shard) of the user's key `key`, hashed `h`.
+    fn slot<'a>(&self, keys: &'a mut Keys, h: u64, key: &str) -> Slot<'a, (String, Entry)> {
+        // Every state key held starts with the own prefix: the rest is the user's key.
+        let skip = self.own_prefix.get().map_or(0, String::len);
+        keys.entries.entry(
+            h,
+            |(s, _)| s.get(skip..) == Some(key),
+            |(s, _)| self.map.hash(s.get(skip..).unwrap_or_default()),
+        )
+    }
+
     /// Takes a batch of up to `k` permits for `state` and adds it to the key's entry (or gives
     /// it straight back if the limiter was dropped meanwhile).
     async fn take(self: Arc<Self>, state: String, k: u64) {
@@ -337,13 +348,17 @@ impl Table {
     /// dropped meanwhile (to be given back: nothing would grant from it).
     fn finish_take(&self, state: &str, batch: Option<Batch>) -> Option<Batch> {
         let now = self.now();
-        let h = self.map.hash(state);
+        // A take's state key is an entry's, under the own quota: were it not, nothing here
+        // would grant from its batch, which goes back.
+        let Some(key) = self.user_key(state) else {
+            return batch.filter(|b| b.left > 0);
+        };
+        let h = self.map.hash(key);
         let mut shard = self.map.lock_hashed(h);
         if self.closed.load(Ordering::SeqCst) {
             return batch.filter(|b| b.left > 0);
         }
-        let rehash = |(s, _): &(String, Entry)| self.map.hash(s);
-        match shard.entries.entry(h, |(s, _)| s == state, rehash) {
+        match self.slot(&mut shard, h, key) {
             Slot::Occupied(o) => o.into_mut().1.taken(batch, now, self.sizing),
             // Not swept while a take is in flight (it is not idle), but reset (`forget`) or
             // re-created: keep the batch in a fresh entry rather than lose it.

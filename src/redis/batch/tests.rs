@@ -255,8 +255,9 @@ fn the_model_gives_back_exactly_when_latest_and_as_a_hole_otherwise() {
 }
 
 proptest! {
-    /// `Batches::own_state` puts the user's key after the state key of the empty key: the
-    /// same state key as the whole one, for any prefix, quota, name and key bytes.
+    /// The batch table finds a state key by the user's key after the state key of the empty
+    /// key (`Batches::grant`): the same state key as the whole one, for any prefix, quota,
+    /// name and key.
     #[test]
     fn a_state_key_is_the_empty_key_s_followed_by_the_key(
         prefix in "[a-z:]{0,8}",

@@ -344,14 +344,10 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     ) -> Result<RedisDecision, RedisLimitError> {
         let s = &self.shared;
         // Only calls under the limiter's own quota have batches (a quota selects its state);
-        // peeks always ask Redis.
-        let batches = s.batches.as_ref().filter(|_| quota.is_none() && n > 0);
-        let state = match batches {
-            Some(b) => b.own_state(key, || self.key_under("", params)),
-            None => self.key_under(key, params),
-        };
-        if let Some(batches) = batches {
-            if let Some(g) = batches.grant(&state, n) {
+        // peeks always ask Redis. A local grant makes no state key: the batches find the
+        // key's entry by the user's key (the state key is the empty key's followed by it).
+        if let (Some(batches), None, 1..) = (&s.batches, quota, n) {
+            if let Some(g) = batches.grant(key, n, || self.key_under("", params)) {
                 return Ok(RedisDecision {
                     decision: Decision::allowed(
                         params.limit,
@@ -362,6 +358,7 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
                 });
             }
         }
+        let state = self.key_under(key, params);
         match s.hot.check(&s.client, A::spec(), &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
