@@ -16,8 +16,6 @@
 
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionManager;
@@ -140,61 +138,59 @@ pub fn child(args: &[String]) {
         }
         let key = if binding { "{fleetlim}" } else { "{fleetok}" };
         let cell_key = format!("{prefix}{key}");
-        let grants: Arc<Vec<AtomicU64>> = Arc::new(
-            (0..RUN.as_millis() as usize + 1)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-        );
+        let buckets = RUN.as_millis() as usize + 1;
         let wait = start.saturating_sub(wall_ns());
         tokio::time::sleep(Duration::from_nanos(wait)).await;
         let mut handles = Vec::new();
         for _ in 0..tasks {
-            let (limiter, manager, grants, cell_key) = (
-                limiter.clone(),
-                manager.clone(),
-                grants.clone(),
-                cell_key.clone(),
-            );
+            let (limiter, manager, cell_key) = (limiter.clone(), manager.clone(), cell_key.clone());
             handles.push(tokio::spawn(async move {
                 let (mut decisions, mut latencies) = (0u64, Vec::new());
+                // Each task's own grant buckets, summed at the end: a shared atomic would be
+                // written by every grant of every task, a cost the fleet would measure.
+                // Only the binding scenario reports them.
+                let mut grants = vec![0u64; if binding { buckets } else { 0 }];
+                // One clock read per decision: its end is the next one's start (a decision's
+                // latency then includes the few instructions of bookkeeping between them).
+                let mut before = wall_ns();
                 loop {
-                    let before = wall_ns();
                     if before >= end {
-                        return (decisions, latencies);
+                        return (decisions, latencies, grants);
                     }
                     let allowed = match &limiter {
                         Some(l) => l.check(key).await.unwrap().allowed,
                         None => throttle(&manager, &cell_key, burst, rate).await,
                     };
                     let after = wall_ns();
-                    if allowed {
+                    if allowed && binding {
                         let ms = (after.saturating_sub(start) / 1_000_000) as usize;
-                        if let Some(b) = grants.get(ms) {
-                            b.fetch_add(1, Ordering::Relaxed);
+                        if let Some(b) = grants.get_mut(ms) {
+                            *b += 1;
                         }
                     }
                     if decisions % SAMPLE_EVERY == 0 {
                         latencies.push(after - before);
                     }
                     decisions += 1;
+                    before = after;
                 }
             }));
         }
         let (mut decisions, mut latencies) = (0, Vec::new());
+        let mut grants = vec![0u64; if binding { buckets } else { 0 }];
         for h in handles {
-            let (d, l) = h.await.unwrap();
+            let (d, l, g) = h.await.unwrap();
             decisions += d;
             latencies.extend(l);
+            for (sum, x) in grants.iter_mut().zip(g) {
+                *sum += x;
+            }
         }
         drop(limiter); // local batches go back
         let join = |v: &mut dyn Iterator<Item = u64>| {
             v.map(|x| x.to_string()).collect::<Vec<_>>().join(",")
         };
-        let grants = if binding {
-            join(&mut grants.iter().map(|b| b.load(Ordering::Relaxed)))
-        } else {
-            String::new()
-        };
+        let grants = join(&mut grants.into_iter());
         format!(
             "decisions {decisions} latencies {} grants {grants}",
             join(&mut latencies.into_iter())
