@@ -8,6 +8,9 @@
 #
 #   bash benches/redis_instructions.sh [TASKS ...]    # default: 1 and 16 tasks
 #   OPTION=batches bash benches/redis_instructions.sh  # local batches instead of coalescing
+#   OPTION=hot-batches bash benches/redis_instructions.sh 1
+#       # one allowed hot key, the plain script against local batches (every call after the
+#       # first few batches a local grant)
 set -euo pipefail
 cd "$(dirname "$0")"
 tasks=("$@")
@@ -26,9 +29,11 @@ name=coalescing
 [ "$option" = on ] || name=$option
 echo "| tasks | $name off | $name on | on / off |"
 echo "|---:|---:|---:|---:|"
+off=off
+[ "${option#hot-}" = "$option" ] || off=hot-off
 for t in "${tasks[@]}"; do
     per=()
-    for mode in off "$option"; do
+    for mode in "$off" "$option"; do
         a=$(ir "$mode" 4000 "$t")
         b=$(ir "$mode" 24000 "$t")
         # Each run makes its calls and a warm-up of a tenth as many.

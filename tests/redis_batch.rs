@@ -291,6 +291,29 @@ async fn an_ended_batch_goes_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_forgets_the_batches_held() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    let l = batched(
+        &server.url(),
+        &prefix,
+        slow(1000),
+        Duration::from_secs(30),
+        50,
+    )
+    .await;
+    let (_, held) = warm(&l, "{u}:k").await;
+    assert!(held > 0);
+    // A take still in flight has its answer (or its deadline) by then.
+    tokio::time::sleep(DEADLINE * 2).await;
+    assert!(l.reset("{u}:k").await.unwrap());
+    // The batches' booking went with the state: the next call asks Redis.
+    let local = l.stats().local_grants;
+    assert!(l.check("{u}:k").await.unwrap().allowed);
+    assert_eq!(l.stats().local_grants, local, "granted from a reset batch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_seen_once_gets_a_normal_decision() {
     let server = RedisServer::start();
     let prefix = unique_prefix();

@@ -10,13 +10,16 @@ mod heat;
 mod tests;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
+
+use hashbrown::hash_table::Entry as Slot;
+use hashbrown::HashTable;
 
 use super::connection::client::ScriptClient;
 use super::connection::error::RedisLimitError;
 use super::connection::meter::Meter;
-use super::hot::sharded_map::{Shard, ShardedMap};
+use super::hot::sharded_map::ShardedMap;
 use super::hot::DenialCache;
 use super::scripts::{clamp_i64, Params, Spec};
 use entry::{Batch, Entry, Sizing};
@@ -88,12 +91,12 @@ impl BatchOptions {
     }
 }
 
-/// What the batches did (`RedisStats` and the metrics).
+/// What the batches did (`RedisStats` and the metrics; the local grants are counted in the
+/// shards, [`Batches::local_grants`]).
 #[derive(Default)]
 pub(crate) struct BatchCounts {
     pub(crate) taken: AtomicU64,
     pub(crate) returned: AtomicU64,
-    pub(crate) local_grants: AtomicU64,
     pub(crate) size: AtomicU64,
 }
 
@@ -103,10 +106,24 @@ pub(crate) struct Batches {
     table: Arc<Table>,
 }
 
+/// One shard of the table: the tracked keys' state keys and entries, and the local grants
+/// made under the shard's lock, counted here rather than in an atomic every grant would write.
+#[derive(Default)]
+struct Keys {
+    entries: HashTable<(String, Entry)>,
+    local_grants: u64,
+}
+
 struct Table {
     /// Which keys asked for enough lately to be tracked in `map`.
     heat: Heat,
-    map: ShardedMap<Shard<Entry>>,
+    /// Found by the user's key (hashed once per call, for the heat sketch and the shard too)
+    /// rather than the state key, which a local grant then never makes: every state key held
+    /// here is under the limiter's own quota, `own_prefix` followed by the user's key.
+    map: ShardedMap<Keys>,
+    /// The state key of the empty key under the limiter's own quota (the user's key comes
+    /// last in a state key), set by the first grant.
+    own_prefix: OnceLock<String>,
     /// The zero of the entries' nanosecond clock.
     epoch: Instant,
     sizing: Sizing,
@@ -140,7 +157,8 @@ impl Batches {
         Batches {
             table: Arc::new(Table {
                 heat: Heat::new(),
-                map: ShardedMap::new(16, |h| Shard::with_hasher(h.clone())),
+                map: ShardedMap::new(16, |_| Keys::default()),
+                own_prefix: OnceLock::new(),
                 epoch: Instant::now(),
                 sizing,
                 kind,
@@ -159,44 +177,65 @@ impl Batches {
         &self.table.counts
     }
 
-    /// A call for `n` permits on `state` under the limiter's quota: granted from this
-    /// process's batches if they hold `n`, else `None` (ask Redis). Either way, a take is
-    /// started in the background if one is due, and ended batches are given back.
-    pub(crate) fn grant(&self, state: &str, n: u64) -> Option<Granted> {
+    /// Calls granted from the batches so far.
+    pub(crate) fn local_grants(&self) -> u64 {
         let t = &self.table;
+        (0..t.map.shards())
+            .map(|i| t.map.lock_index(i).local_grants)
+            .sum()
+    }
+
+    /// A call for `n` permits on `key` under the limiter's own quota, whose state key is
+    /// `prefix()` (the state key of the empty key: called once per limiter) followed by `key`:
+    /// granted from this process's batches if they hold `n`, else `None` (ask Redis). Either
+    /// way, a take is started in the background if one is due, and ended batches are given
+    /// back. The state key is made only for a key's new entry and for those calls.
+    pub(crate) fn grant(
+        &self,
+        key: &str,
+        n: u64,
+        prefix: impl FnOnce() -> String,
+    ) -> Option<Granted> {
+        let t = &self.table;
+        let prefix = t.own_prefix.get_or_init(prefix);
         let now = t.now();
-        let h = t.map.hash(state);
+        let h = t.map.hash(key);
         // A key that asked for too little lately has no entry and gets none: one atomic
         // update, the whole cost of batches for a key seen once.
         let demand = t.heat.touch(h, n, now / t.sizing.refresh_ns)?;
         let mut ended = Vec::new();
-        let (granted, want, new) = {
+        let (granted, want, state) = {
             let mut shard = t.map.lock_hashed(h);
-            let new = !shard.contains_key(state);
-            if new {
-                let e = Entry::warm(now, demand.saturating_sub(n));
-                shard.insert(state.to_owned(), e);
-            }
-            let e = shard.get_mut(state)?;
+            let keys = &mut *shard;
+            let ((state, e), new) = match t.slot(keys, h, key) {
+                Slot::Occupied(o) => (o.into_mut(), false),
+                Slot::Vacant(v) => {
+                    let e = Entry::warm(now, demand.saturating_sub(n));
+                    (v.insert((format!("{prefix}{key}"), e)).into_mut(), true)
+                }
+            };
             let granted = e.grant(n, now, t.sizing, &mut ended);
-            (granted, e.want(now, t.sizing), new)
+            let want = e.want(now, t.sizing);
+            // The state key for the calls below only.
+            let state = (new || !ended.is_empty() || want.is_some()).then(|| state.clone());
+            keys.local_grants += u64::from(granted.is_some());
+            (granted, want, state)
         };
         if granted.is_some() {
-            Meter::bump(&t.counts.local_grants);
             t.client.meter.local_grant();
         }
-        if new || !ended.is_empty() || want.is_some() {
+        if let Some(state) = state {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 // From the first warm key on: entries are forgotten only by the sweep.
                 self.start_sweeper(&rt);
-                t.give_back(&rt, state, ended);
+                t.give_back(&rt, &state, ended);
                 if let Some(k) = want {
-                    let (table, state) = (t.clone(), state.to_owned());
+                    let table = t.clone();
                     rt.spawn(async move { table.take(state, k).await });
                 }
             } else if want.is_some() {
                 // No runtime to take in: the take is not in flight after all.
-                let _ = t.finish_take(state, None);
+                let _ = t.finish_take(&state, None);
             }
         }
         granted
@@ -206,9 +245,11 @@ impl Batches {
     /// with it).
     pub(crate) fn forget(&self, state: &str) {
         let t = &self.table;
-        let mut shard = t.map.lock_hashed(t.map.hash(state));
-        if let Some(e) = shard.get_mut(state) {
-            e.drain(&mut Vec::new());
+        // A state key not under the limiter's own quota has no batches.
+        let Some(key) = t.user_key(state) else { return };
+        let h = t.map.hash(key);
+        if let Slot::Occupied(o) = t.slot(&mut t.map.lock_hashed(h), h, key) {
+            o.into_mut().1.drain(&mut Vec::new());
         }
     }
 
@@ -243,7 +284,7 @@ impl Drop for Batches {
         let mut returns = Vec::new();
         for i in 0..t.map.shards() {
             let mut shard = t.map.lock_index(i);
-            for (state, e) in shard.iter_mut() {
+            for (state, e) in shard.entries.iter_mut() {
                 let mut ended = Vec::new();
                 e.drain(&mut ended);
                 returns.extend(ended.into_iter().map(|batch| Return {
@@ -261,6 +302,22 @@ impl Drop for Batches {
 impl Table {
     fn now(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The user's key in `state`, if it is a state key under the limiter's own quota.
+    fn user_key<'a>(&self, state: &'a str) -> Option<&'a str> {
+        state.strip_prefix(self.own_prefix.get()?.as_str())
+    }
+
+    /// The slot in `keys` (its shard) of the user's key `key`, hashed `h`.
+    fn slot<'a>(&self, keys: &'a mut Keys, h: u64, key: &str) -> Slot<'a, (String, Entry)> {
+        // Every state key held starts with the own prefix: the rest is the user's key.
+        let skip = self.own_prefix.get().map_or(0, String::len);
+        keys.entries.entry(
+            h,
+            |(s, _)| s.get(skip..) == Some(key),
+            |(s, _)| self.map.hash(s.get(skip..).unwrap_or_default()),
+        )
     }
 
     /// Takes a batch of up to `k` permits for `state` and adds it to the key's entry (or gives
@@ -291,18 +348,24 @@ impl Table {
     /// dropped meanwhile (to be given back: nothing would grant from it).
     fn finish_take(&self, state: &str, batch: Option<Batch>) -> Option<Batch> {
         let now = self.now();
-        let mut shard = self.map.lock_hashed(self.map.hash(state));
+        // A take's state key is an entry's, under the own quota: were it not, nothing here
+        // would grant from its batch, which goes back.
+        let Some(key) = self.user_key(state) else {
+            return batch.filter(|b| b.left > 0);
+        };
+        let h = self.map.hash(key);
+        let mut shard = self.map.lock_hashed(h);
         if self.closed.load(Ordering::SeqCst) {
             return batch.filter(|b| b.left > 0);
         }
-        match shard.get_mut(state) {
-            Some(e) => e.taken(batch, now, self.sizing),
+        match self.slot(&mut shard, h, key) {
+            Slot::Occupied(o) => o.into_mut().1.taken(batch, now, self.sizing),
             // Not swept while a take is in flight (it is not idle), but reset (`forget`) or
             // re-created: keep the batch in a fresh entry rather than lose it.
-            None => {
+            Slot::Vacant(v) => {
                 let mut e = Entry::new(now);
                 e.taken(batch, now, self.sizing);
-                shard.insert(state.to_owned(), e);
+                v.insert((state.to_owned(), e));
             }
         }
         None
@@ -416,7 +479,7 @@ impl Table {
         let mut returns = Vec::new();
         for i in 0..self.map.shards() {
             let mut shard = self.map.lock_index(i);
-            shard.retain(|state, e| {
+            shard.entries.retain(|(state, e)| {
                 let mut ended = Vec::new();
                 e.expire(now, &mut ended);
                 returns.extend(ended.into_iter().map(|batch| Return {

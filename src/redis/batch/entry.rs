@@ -133,25 +133,32 @@ impl Entry {
     ) -> Option<Granted> {
         self.roll(now, s.refresh_ns);
         self.cur = self.cur.saturating_add(n);
-        self.expire(now, ended);
-        if n == 0 || self.held() < n {
+        // The list changes only when a batch has ended or run out, not on the usual call.
+        if self.batches.iter().any(|b| b.ends <= now || b.left == 0) {
+            self.expire(now, ended);
+        }
+        let held = self.held();
+        if n == 0 || held < n {
             return None;
         }
+        // Oldest first: every batch before the `i`th is spent whole (none is empty here).
         let mut need = n;
-        let mut last = self.batches[0];
-        for b in &mut self.batches {
+        let mut i = 0;
+        loop {
+            let b = &mut self.batches[i];
             let part = need.min(b.left);
             b.left -= part;
             need -= part;
-            last = *b;
             if need == 0 {
                 break;
             }
+            i += 1;
         }
-        self.batches.retain(|b| b.left > 0);
+        let last = self.batches[i];
+        self.batches.drain(..i + usize::from(last.left == 0));
         let since_us = now.saturating_sub(last.received) / 1000;
         Some(Granted {
-            held: self.held(),
+            held: held - n,
             server_us: last.server_us.saturating_add(since_us),
             reset_us: last.reset_us.saturating_sub(since_us),
         })
@@ -196,6 +203,7 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const MS: u64 = 1_000_000;
     const S: Sizing = Sizing {
@@ -308,5 +316,72 @@ mod tests {
         // Two periods on with no demand in between: it starts again from the current one.
         let _ = e.grant(1, 400 * MS, S, &mut ended);
         assert_eq!(e.want(400 * MS, S), None);
+    }
+
+    /// The grant as a plain model: expire, then take from the oldest batches on, then drop
+    /// the spent ones.
+    fn model_grant(
+        batches: &mut Vec<Batch>,
+        n: u64,
+        now: u64,
+        ended: &mut Vec<Batch>,
+    ) -> Option<(u64, Batch)> {
+        batches.retain(|b| {
+            let live = b.ends > now && b.left > 0;
+            if !live && b.left > 0 {
+                ended.push(*b);
+            }
+            live
+        });
+        let held: u64 = batches.iter().map(|b| b.left).sum();
+        if n == 0 || held < n {
+            return None;
+        }
+        let (mut need, mut last) = (n, batches[0]);
+        for b in batches.iter_mut() {
+            let part = need.min(b.left);
+            b.left -= part;
+            need -= part;
+            last = *b;
+            if need == 0 {
+                break;
+            }
+        }
+        batches.retain(|b| b.left > 0);
+        Some((batches.iter().map(|b| b.left).sum(), last))
+    }
+
+    proptest! {
+        /// Any sequence of takes (some empty) and grants of any size, at any times: the grant
+        /// decides, reports and leaves the batches as the model does.
+        #[test]
+        fn grants_match_the_model(
+            ops in proptest::collection::vec((0u64..4, 0u64..12, 0u64..40), 1..60),
+        ) {
+            let mut e = Entry::new(0);
+            let (mut model, mut now) = (Vec::new(), 0);
+            for (op, n, dt) in ops {
+                now += dt * MS;
+                if op == 0 {
+                    let b = Batch { server_us: now / 1000, ..batch(n, now) };
+                    e.taken(Some(b), now, S);
+                    if n > 0 {
+                        model.push(b);
+                    }
+                    continue;
+                }
+                let (mut got_ended, mut want_ended) = (Vec::new(), Vec::new());
+                let got = e.grant(n, now, S, &mut got_ended);
+                let want = model_grant(&mut model, n, now, &mut want_ended);
+                prop_assert_eq!(got_ended, want_ended);
+                prop_assert_eq!(got.map(|g| g.held), want.map(|w| w.0));
+                if let (Some(g), Some((_, last))) = (got, want) {
+                    let since_us = (now - last.received) / 1000;
+                    prop_assert_eq!(g.server_us, last.server_us + since_us);
+                    prop_assert_eq!(g.reset_us, last.reset_us.saturating_sub(since_us));
+                }
+                prop_assert_eq!(&e.batches, &model);
+            }
+        }
     }
 }

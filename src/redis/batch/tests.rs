@@ -253,3 +253,30 @@ fn the_model_gives_back_exactly_when_latest_and_as_a_hole_otherwise() {
     assert_eq!(m.take(20, 100), (8, 200));
     assert!(!m.check(1, 100));
 }
+
+proptest! {
+    /// The batch table finds a state key by the user's key after the state key of the empty
+    /// key (`Batches::grant`): the same state key as the whole one, for any prefix, quota,
+    /// name and key.
+    #[test]
+    fn a_state_key_is_the_empty_key_s_followed_by_the_key(
+        prefix in "[a-z:]{0,8}",
+        limit in any::<u64>(),
+        span_us in any::<u64>(),
+        sub_windows in proptest::option::of(any::<u32>()),
+        keeps_quota in any::<bool>(),
+        name in proptest::option::of("[a-z][a-z0-9]{0,6}"),
+        key in any::<String>(),
+    ) {
+        use super::super::rate::algorithm::state_key;
+        use super::super::scripts::Params;
+        let p = Params { limit, span_us, sub_windows, keeps_quota };
+        for algorithm in ["gcra", "fixed"] {
+            let own = state_key(&prefix, algorithm, p, name.as_deref(), "");
+            prop_assert_eq!(
+                format!("{own}{key}"),
+                state_key(&prefix, algorithm, p, name.as_deref(), &key)
+            );
+        }
+    }
+}

@@ -332,7 +332,25 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     /// # Ok(()) }
     /// ```
     pub async fn decide_n(&self, key: &str, n: u64) -> Result<RedisDecision, RedisLimitError> {
+        // A local grant returns before the call's future to Redis is made (or dropped).
+        if let Some(d) = self.local_grant(key, n) {
+            return Ok(d);
+        }
         self.decide_under(key, n, self.shared.params, None).await
+    }
+
+    /// A call for `n` permits on `key` under the limiter's own quota (only those have batches:
+    /// a quota selects its state) granted from this process's batches, if on and holding
+    /// enough. Peeks always ask Redis. No state key is made: the batches find the key's entry
+    /// by the user's key (the state key is the empty key's followed by it).
+    fn local_grant(&self, key: &str, n: u64) -> Option<RedisDecision> {
+        let batches = self.shared.batches.as_ref().filter(|_| n > 0)?;
+        let params = self.shared.params;
+        let g = batches.grant(key, n, || self.key_under("", params))?;
+        Some(RedisDecision {
+            decision: Decision::allowed(params.limit, g.held, Duration::from_micros(g.reset_us)),
+            server_time: Some(Duration::from_micros(g.server_us)),
+        })
     }
 
     async fn decide_under(
@@ -342,22 +360,8 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         params: Params,
         quota: Option<Quota>,
     ) -> Result<RedisDecision, RedisLimitError> {
-        let state = self.key_under(key, params);
         let s = &self.shared;
-        // Only calls under the limiter's own quota have batches (a quota selects its state);
-        // peeks always ask Redis.
-        if let (Some(batches), None, 1..) = (&s.batches, quota, n) {
-            if let Some(g) = batches.grant(&state, n) {
-                return Ok(RedisDecision {
-                    decision: Decision::allowed(
-                        params.limit,
-                        g.held,
-                        Duration::from_micros(g.reset_us),
-                    ),
-                    server_time: Some(Duration::from_micros(g.server_us)),
-                });
-            }
-        }
+        let state = self.key_under(key, params);
         match s.hot.check(&s.client, A::spec(), &state, n, params).await {
             Ok(reply) => {
                 let r = CheckReply::parse(&reply, params.limit)?;
@@ -780,7 +784,7 @@ fn batch_stats(b: Option<&Batches>) -> RedisStats {
     RedisStats {
         batches_taken: Meter::get(&c.taken),
         permits_returned: Meter::get(&c.returned),
-        local_grants: Meter::get(&c.local_grants),
+        local_grants: b.local_grants(),
         batch_size: Meter::get(&c.size),
         ..RedisStats::default()
     }
