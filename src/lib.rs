@@ -121,7 +121,7 @@
 //! - `axum`: axum's `ConnectInfo<SocketAddr>` as the peer address of the HTTP key extractors
 //!   (adds axum without default features; MSRV of current hyper-util: 1.85).
 //! - `ipnet`: `From` conversions from the `ipnet` crate's networks into
-//!   [`http::IpNet`], for trusted proxies and access lists held as `ipnet`
+//!   `http::IpNet`, for trusted proxies and access lists held as `ipnet`
 //!   values (adds `ipnet` without default features; turns on `tower`).
 //! - `metrics`: every limiter reports decisions, permits, waits and sweeps through the
 //!   `metrics` facade, labelled with its builder's `name` ([guide](guide::operations)); adds

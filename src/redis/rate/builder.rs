@@ -454,8 +454,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
         // The denial cache's subscription, made beside the first use: the cache's first
         // denials are then never forgotten by the subscription arriving after them.
         let subscribed = limiter.shared.hot.subscribe();
+        // The first use runs in its own task already: awaiting it after the subscription
+        // waits for both (no `join!`, which needs tokio's `macros`).
         let _ = tokio::time::timeout(connect_timeout, async {
-            let _ = tokio::join!(first, subscribed);
+            subscribed.await;
+            let _ = first.await;
         })
         .await;
         Ok(limiter)
