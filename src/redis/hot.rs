@@ -133,10 +133,9 @@ impl Hot {
             }
             None => None,
         };
-        let reply = match (&self.coalescer, &self.grouper) {
-            (Some(c), _) => c.check(spec, state, n, p, &self.coalesced).await,
-            (None, Some(g)) => g.check(spec, state, n, p).await,
-            (None, None) => spec.check(client, state, n, p).await,
+        let reply = match &self.coalescer {
+            Some(c) => c.check(spec, state, n, p, &self.coalesced).await,
+            None => group::check_one(self.grouper.as_ref(), client, spec, state, n, p).await,
         };
         if let (Some((sent, generation)), Ok(r)) = (sent, &reply) {
             self.record(state, n, sent, generation, r);

@@ -186,7 +186,12 @@ impl Meter {
 
     /// Counts one event on a counter of `stats()` kept elsewhere.
     pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+        Meter::add(counter, 1);
+    }
+
+    /// Adds `n` to a counter of this kind.
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A counter's value now.

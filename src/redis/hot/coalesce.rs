@@ -277,10 +277,7 @@ impl Coalescer {
 
     /// A single check's call: through the grouper if on.
     async fn one(self: &Arc<Self>, spec: &'static Spec, state: &str, n: u64, p: Params) -> Reply {
-        match &self.grouper {
-            Some(g) => g.check(spec, state, n, p).await,
-            None => spec.check(&self.client, state, n, p).await,
-        }
+        super::group::check_one(self.grouper.as_ref(), &self.client, spec, state, n, p).await
     }
 
     /// Checks `n` permits on `state` with `spec`'s script (whose `batch` op decides a list of

@@ -84,6 +84,22 @@ pub(crate) struct Grouper {
     pub(crate) grouped: AtomicU64,
 }
 
+/// A single check of `n` permits on `state`: through `grouper` if grouping is on, else a call of
+/// its own on `client`.
+pub(crate) async fn check_one(
+    grouper: Option<&Arc<Grouper>>,
+    client: &ScriptClient,
+    spec: &'static Spec,
+    state: &str,
+    n: u64,
+    p: Params,
+) -> Reply {
+    match grouper {
+        Some(g) => g.check(spec, state, n, p).await,
+        None => spec.check(client, state, n, p).await,
+    }
+}
+
 impl Grouper {
     pub(crate) fn new(client: Arc<ScriptClient>, max_keys: NonZeroUsize) -> Grouper {
         Grouper {
@@ -165,9 +181,7 @@ impl Grouper {
             }
         } else {
             Meter::bump(&self.calls);
-            for _ in &group {
-                Meter::bump(&self.grouped);
-            }
+            Meter::add(&self.grouped, group.len() as u64);
             let keys: Vec<&str> = group.iter().map(|q| q.state.as_str()).collect();
             let mut args = Vec::with_capacity(3 * group.len());
             for q in &group {
