@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ::redis::aio::ConnectionManager;
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+use ::redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
 
 use super::cluster;
 use super::command::command_keys;
@@ -257,23 +257,30 @@ async fn single(
     meter: &Meter,
 ) -> Result<Vec<i64>, RedisError> {
     let evalsha = command_keys("EVALSHA", script.sha(), keys, op, args);
-    let reply = match evalsha.query_async(&mut conn).await {
+    let reply = match query(&mut conn, &evalsha).await {
         // A refused connection sent nothing, and the manager has just begun connecting again:
         // the refusal may be stale (an idle manager keeps its last failed attempt until a
         // call), so one more try, within the caller's deadline.
-        Err(e) if e.is_connection_refusal() => evalsha.query_async(&mut conn).await,
+        Err(e) if e.is_connection_refusal() => query(&mut conn, &evalsha).await,
         other => other,
     };
     match reply {
         Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // EVAL also caches the script on that node, so the next call is EVALSHA.
             meter.script_loaded();
-            command_keys("EVAL", script.body, keys, op, args)
-                .query_async(&mut conn)
-                .await
+            let eval = command_keys("EVAL", script.body, keys, op, args);
+            query(&mut conn, &eval).await
         }
         other => other,
     }
+}
+
+/// `cmd.query_async(conn)`, step for step (the request, then an error reply as the error,
+/// then the list of integers), through the manager's own method: the `ConnectionLike` call
+/// that `query_async` makes boxes its future, one more allocation per call.
+async fn query(conn: &mut ConnectionManager, cmd: &Cmd) -> Result<Vec<i64>, RedisError> {
+    let reply = conn.send_packed_command(cmd).await?;
+    Ok(::redis::from_redis_value(reply.extract_error()?)?)
 }
 
 impl fmt::Debug for ScriptClient {

@@ -20,7 +20,7 @@ use super::super::connection::error::RedisLimitError;
 use super::super::connection::sentinel::SentinelConn;
 use super::super::connection::subscribe::Source;
 use super::super::scripts::Params;
-use super::algorithm::RedisAlgorithm;
+use super::algorithm::{state_key, RedisAlgorithm};
 use super::limiter::RedisRateLimiter;
 use super::policy::FailurePolicy;
 use super::shared::SharedLimiter;
@@ -585,6 +585,13 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
                 hot.cache.clone(),
             ))
         });
+        let own_state = state_key(
+            &self.prefix,
+            A::NAME,
+            params,
+            self.state_name.as_deref(),
+            "",
+        );
         let shared = Arc::new(SharedLimiter {
             batches,
             hot,
@@ -593,6 +600,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             quota: self.quota,
             params,
             state_name: self.state_name,
+            own_state,
         });
         RedisRateLimiter {
             shared,
