@@ -2,8 +2,8 @@
 //! calling thread (a current-thread runtime: the connection's I/O task runs there too): the
 //! state key made without `format!` (its quota part made once per limiter), the command
 //! built in buffers of its final size, no boxed future around the request, the full check
-//! reply in the reply's own buffer. Deterministic (a
-//! count, not a time); a real Redis on loopback, every loop bounded.
+//! reply in the reply's own buffer. Deterministic (a count, not a time); a real Redis on
+//! loopback, every loop bounded.
 #![cfg(feature = "redis")]
 
 mod redis_support;
