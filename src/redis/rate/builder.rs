@@ -480,6 +480,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
 
     /// Uses a connection manager you configured yourself (TLS, credentials, retries).
     ///
+    /// The manager's own response timeout (the `redis` crate's default is 500 ms) still
+    /// applies under the limiter's [`deadline`](Self::deadline): a second timer on every call.
+    /// A manager made with `ConnectionManagerConfig::set_response_timeout(None)` leaves the
+    /// deadline alone to bound each call, as [`connect`](Self::connect)'s own manager does.
+    ///
     /// # Errors
     /// [`RedisLimitError::QuotaOutOfRange`] if the quota does not fit the scripts' range;
     /// [`RedisLimitError::InvalidQuota`] if the algorithm refuses it in process too (a window
