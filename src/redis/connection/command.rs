@@ -12,15 +12,30 @@ const I64_DIGITS: usize = 20;
 
 /// `name script k key_1 .. key_k op args...` (a grouped call: one server only).
 pub(crate) fn command_keys(name: &str, script: &str, keys: &[&str], op: &str, args: &[i64]) -> Cmd {
-    // Room for every argument from the start: grown one push at a time, the buffers were
-    // reallocated several times per call.
-    let count = 4 + keys.len() + args.len();
-    let bytes = name.len()
-        + script.len()
-        + keys.iter().map(|k| k.len()).sum::<usize>()
-        + op.len()
-        + I64_DIGITS * (1 + args.len());
-    let mut cmd = Cmd::with_capacity(count, bytes);
+    command_keys_in(None, name, script, keys, op, args)
+}
+
+/// [`command_keys`] in `spare`'s buffers if given (an empty command, kept from an earlier
+/// call: no allocation when they are large enough), else in new ones of the command's size.
+pub(crate) fn command_keys_in(
+    spare: Option<Cmd>,
+    name: &str,
+    script: &str,
+    keys: &[&str],
+    op: &str,
+    args: &[i64],
+) -> Cmd {
+    let mut cmd = spare.unwrap_or_else(|| {
+        // Room for every argument from the start: grown one push at a time, the buffers were
+        // reallocated several times per call.
+        let count = 4 + keys.len() + args.len();
+        let bytes = name.len()
+            + script.len()
+            + keys.iter().map(|k| k.len()).sum::<usize>()
+            + op.len()
+            + I64_DIGITS * (1 + args.len());
+        Cmd::with_capacity(count, bytes)
+    });
     cmd.arg(name).arg(script).arg(keys.len());
     for k in keys {
         cmd.arg(*k);
@@ -54,6 +69,18 @@ mod tests {
             .arg("group");
         expected.arg(-5i64).arg(i64::MIN).arg(0i64);
         assert_eq!(c.get_packed_command(), expected.get_packed_command());
+        // In a cleared command's buffers: the same bytes.
+        let mut spare = command("EVALSHA", "x", "{a-longer-key}", "peek", &[7; 4]);
+        spare.clear();
+        let again = command_keys_in(
+            Some(spare),
+            "EVALSHA",
+            "abc",
+            &["{k}1", "{k}2"],
+            "group",
+            &[-5, i64::MIN, 0],
+        );
+        assert_eq!(again.get_packed_command(), expected.get_packed_command());
         let one = command("EVAL", "body", "{u}", "check", &[1, 2, 3]);
         assert_eq!(
             one.get_packed_command(),
