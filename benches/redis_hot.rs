@@ -843,12 +843,15 @@ fn instructions(args: &[String]) {
     // grown), the same in every run: it cancels out of the difference of two runs.
     instructions_run(&rt, &workload, calls / 10, tasks, 1, hot);
     instructions_run(&rt, &workload, calls, tasks, 2, hot);
-    if let Workload::Gcra(redis) = &workload {
-        let s = redis.stats();
-        println!(
-            "{calls} calls, {} replies, {} local grants",
-            s.replies, s.local_grants
-        );
+    match &workload {
+        Workload::Gcra(redis) => {
+            let s = redis.stats();
+            println!(
+                "{calls} calls, {} replies, {} local grants",
+                s.replies, s.local_grants
+            );
+        }
+        _ => println!("{calls} calls"),
     }
 }
 
