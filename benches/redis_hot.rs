@@ -786,28 +786,38 @@ async fn allowed_hot_key(
     }
 }
 
-/// `on|off|batches|hot-off|hot-batches CALLS TASKS`: see [`instructions_run`].
+/// `on|off|batches|hot-off|hot-batches|cell CALLS TASKS`: see [`instructions_run`].
 fn instructions(args: &[String]) {
-    const USAGE: &str = "--instructions off|on|batches|hot-off|hot-batches CALLS TASKS";
+    const USAGE: &str = "--instructions off|on|batches|hot-off|hot-batches|cell CALLS TASKS";
     // `on`: coalescing; `batches`: local batches (on uniform keys none is ever taken);
-    // `hot-*`: every call on the one allowed hot key, without and with local batches.
+    // `hot-*`: every call on the one allowed hot key, without and with local batches;
+    // `cell`: the bench's `CL.THROTTLE` contender on the uniform keys: a native command's
+    // client cost, the same-run baseline of the script's.
     let option = args.first().map(String::as_str);
     assert!(
         matches!(
             option,
-            Some("off" | "on" | "batches" | "hot-off" | "hot-batches")
+            Some("off" | "on" | "batches" | "hot-off" | "hot-batches" | "cell")
         ),
         "{USAGE}"
     );
     let hot = option.is_some_and(|o| o.starts_with("hot-"));
+    let cell = option == Some("cell");
     let arg = |i: usize| -> u64 { args.get(i).and_then(|n| n.parse().ok()).expect(USAGE) };
     let (calls, tasks) = (arg(1), arg(2));
-    let server = RedisServer::start();
+    let server = if cell {
+        RedisServer::start_with(&["--loadmodule", &redis_cell_module()])
+    } else {
+        RedisServer::start()
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let redis = rt.block_on(async {
+    let workload = rt.block_on(async {
+        if cell {
+            return Workload::Cell(ConnectionManager::new(server.client()).await.unwrap());
+        }
         let quota = if hot {
             let q = Quota::per_second(ALLOWED).unwrap();
             q.with_burst(ALLOWED_BURST).unwrap()
@@ -827,24 +837,29 @@ fn instructions(args: &[String]) {
             Some("hot-batches") => b.local_batches(Duration::from_secs(3600), SHARE),
             _ => b,
         };
-        b.connect(&server.url()).await.unwrap()
+        Workload::Gcra(b.connect(&server.url()).await.unwrap())
     });
     // Warm-up (the script loaded, the connection's buffers and the coalescer's key strings
     // grown), the same in every run: it cancels out of the difference of two runs.
-    instructions_run(&rt, &redis, calls / 10, tasks, 1, hot);
-    instructions_run(&rt, &redis, calls, tasks, 2, hot);
-    let s = redis.stats();
-    println!(
-        "{calls} calls, {} replies, {} local grants",
-        s.replies, s.local_grants
-    );
+    instructions_run(&rt, &workload, calls / 10, tasks, 1, hot);
+    instructions_run(&rt, &workload, calls, tasks, 2, hot);
+    match &workload {
+        Workload::Gcra(redis) => {
+            let s = redis.stats();
+            println!(
+                "{calls} calls, {} replies, {} local grants",
+                s.replies, s.local_grants
+            );
+        }
+        _ => println!("{calls} calls"),
+    }
 }
 
-/// `calls` checks over the uniform workload's keys from `tasks` tasks, each its own key
-/// sequence (`seed`), or all on one key (`hot`), on `rt`.
+/// `calls` decisions of `w` over the uniform workload's keys from `tasks` tasks, each its own
+/// key sequence (`seed`), or all on one key (`hot`), on `rt`.
 fn instructions_run(
     rt: &tokio::runtime::Runtime,
-    redis: &RedisRateLimiter,
+    w: &Workload,
     calls: u64,
     tasks: u64,
     seed: u64,
@@ -853,13 +868,13 @@ fn instructions_run(
     rt.block_on(async {
         let handles: Vec<_> = (0..tasks)
             .map(|t| {
-                let redis = redis.clone();
+                let w = w.clone();
                 tokio::spawn(async move {
                     let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (seed << 32 | (t + 1));
                     let mut key = String::new();
                     for _ in 0..calls / tasks {
                         if hot {
-                            std::hint::black_box(redis.check("{hot}").await.unwrap());
+                            std::hint::black_box(w.decide("{hot}").await);
                             continue;
                         }
                         x ^= x << 13;
@@ -867,7 +882,7 @@ fn instructions_run(
                         x ^= x << 17;
                         key.clear();
                         write!(key, "{{u{}}}", x % UNIFORM_KEYS).unwrap();
-                        std::hint::black_box(redis.check(&key).await.unwrap());
+                        std::hint::black_box(w.decide(&key).await);
                     }
                 })
             })

@@ -11,6 +11,9 @@
 #   OPTION=hot-batches bash benches/redis_instructions.sh 1
 #       # one allowed hot key, the plain script against local batches (every call after the
 #       # first few batches a local grant)
+#   OPTION=cell bash benches/redis_instructions.sh 1
+#       # the plain script against the bench's CL.THROTTLE contender (redis-cell loaded into
+#       # the server; the same ConnectionManager call the bench makes), the same way
 set -euo pipefail
 cd "$(dirname "$0")"
 tasks=("$@")
@@ -27,7 +30,11 @@ ir() {
 option=${OPTION:-on}
 name=coalescing
 [ "$option" = on ] || name=$option
-echo "| tasks | $name off | $name on | on / off |"
+if [ "$option" = cell ]; then
+    echo "| tasks | GCRA script | CL.THROTTLE | CL.THROTTLE / script |"
+else
+    echo "| tasks | $name off | $name on | on / off |"
+fi
 echo "|---:|---:|---:|---:|"
 off=off
 [ "${option#hot-}" = "$option" ] || off=hot-off

@@ -4,51 +4,16 @@
 //! time); a real Redis on loopback gives the batches, every loop is bounded.
 #![cfg(feature = "redis")]
 
+#[path = "redis_support/counting.rs"]
+mod counting;
 mod redis_support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
+use counting::allocs;
 use redis_support::RedisServer;
 use tollgate::redis::RedisRateLimiter;
 use tollgate::Quota;
-
-/// The system allocator, counting this thread's allocations and reallocations.
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    // Not during the thread's teardown (the slot may be gone): nothing measured then.
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call goes to `System` with the caller's arguments unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static COUNTING: Counting = Counting;
-
-fn allocs() -> u64 {
-    ALLOCS.with(Cell::get)
-}
 
 /// Calls measured once the batches grant.
 const CALLS: u64 = 5_000;

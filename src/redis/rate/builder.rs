@@ -20,7 +20,7 @@ use super::super::connection::error::RedisLimitError;
 use super::super::connection::sentinel::SentinelConn;
 use super::super::connection::subscribe::Source;
 use super::super::scripts::Params;
-use super::algorithm::RedisAlgorithm;
+use super::algorithm::{state_key, RedisAlgorithm};
 use super::limiter::RedisRateLimiter;
 use super::policy::FailurePolicy;
 use super::shared::SharedLimiter;
@@ -483,6 +483,11 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
 
     /// Uses a connection manager you configured yourself (TLS, credentials, retries).
     ///
+    /// The manager's own response timeout (the `redis` crate's default is 500 ms) still
+    /// applies under the limiter's [`deadline`](Self::deadline): a second timer on every call.
+    /// A manager made with `ConnectionManagerConfig::set_response_timeout(None)` leaves the
+    /// deadline alone to bound each call, as [`connect`](Self::connect)'s own manager does.
+    ///
     /// # Errors
     /// [`RedisLimitError::QuotaOutOfRange`] if the quota does not fit the scripts' range;
     /// [`RedisLimitError::InvalidQuota`] if the algorithm refuses it in process too (a window
@@ -588,6 +593,13 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
                 hot.cache.clone(),
             ))
         });
+        let own_state = state_key(
+            &self.prefix,
+            A::NAME,
+            params,
+            self.state_name.as_deref(),
+            "",
+        );
         let shared = Arc::new(SharedLimiter {
             batches,
             hot,
@@ -596,6 +608,7 @@ impl<A: RedisAlgorithm> RedisRateLimiterBuilder<A> {
             quota: self.quota,
             params,
             state_name: self.state_name,
+            own_state,
         });
         RedisRateLimiter {
             shared,

@@ -211,8 +211,15 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
     }
 
     pub(super) fn key_under(&self, key: &str, params: Params) -> String {
-        let name = self.shared.state_name.as_deref();
-        state_key(&self.shared.prefix, A::NAME, params, name, key)
+        let s = &self.shared;
+        if params == s.params {
+            // The user's key comes last: after the limiter's own part, made once.
+            let mut state = String::with_capacity(s.own_state.len() + key.len());
+            state.push_str(&s.own_state);
+            state.push_str(key);
+            return state;
+        }
+        state_key(&s.prefix, A::NAME, params, s.state_name.as_deref(), key)
     }
 
     /// The scripts' parameters for a per-call `quota`: the limiter's own (its named state,

@@ -18,6 +18,10 @@ pub(crate) struct SharedLimiter {
     pub(crate) params: Params,
     /// The builder's `state_name`: the key's state is shared by every quota under it.
     pub(crate) state_name: Option<String>,
+    /// The state key of the empty key under `params`: every state key under the limiter's
+    /// own quota is this followed by the user's key, made once here rather than formatted
+    /// (numbers and all) on every call.
+    pub(crate) own_state: String,
     pub(crate) hot: super::super::hot::Hot,
     /// The local batches, if on (`local_batches`).
     pub(crate) batches: Option<super::super::batch::Batches>,

@@ -58,7 +58,13 @@ pub(crate) fn expand(reply: Vec<i64>, n: i64, p: Params) -> Vec<i64> {
     } else {
         0
     };
-    vec![now, status, clamp_i64(remaining), retry, clamp_i64(debt)]
+    let full = [now, status, clamp_i64(remaining), retry, clamp_i64(debt)];
+    // In the reply's own buffer: the reply's integers are usually collected in place from
+    // the connection's list of values, which leaves room for five.
+    let mut reply = reply;
+    reply.clear();
+    reply.extend_from_slice(&full);
+    reply
 }
 
 #[cfg(test)]
