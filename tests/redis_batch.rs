@@ -660,3 +660,36 @@ async fn batches_work_through_sentinel() {
     drop(l);
     assert!(comes_back(&observer, "{s}:k", 1000 - granted).await);
 }
+
+/// Keys each asked for once take no batch, however many share the heat sketch's counters: with
+/// 20 000 distinct keys in one refresh interval many counters pass the warm mark by their
+/// neighbours' counts alone, and the keys found warm that way must count their own demand
+/// before a take (before, each took a batch of two and gave it back: two script calls more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_seen_once_take_no_batch_when_the_sketch_is_crowded() {
+    let server = RedisServer::start();
+    let limiter = batched(
+        &server.url(),
+        &unique_prefix(),
+        Quota::per_second(100).unwrap(),
+        Duration::from_secs(3600),
+        50,
+    )
+    .await;
+    let mut tasks = Vec::new();
+    for t in 0..8u32 {
+        let l = limiter.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..2_500u32 {
+                let key = format!("k{t}-{i}");
+                assert!(l.try_acquire(&key).await.unwrap(), "{key} refused");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let stats = limiter.stats();
+    assert_eq!(stats.batches_taken, 0, "{stats:?}");
+    assert_eq!(stats.local_grants, 0, "{stats:?}");
+}

@@ -202,7 +202,7 @@ impl Batches {
         let h = t.map.hash(key);
         // A key that asked for too little lately has no entry and gets none: one atomic
         // update, the whole cost of batches for a key seen once.
-        let demand = t.heat.touch(h, n, now / t.sizing.refresh_ns)?;
+        t.heat.touch(h, n, now / t.sizing.refresh_ns)?;
         let mut ended = Vec::new();
         let (granted, want, state) = {
             let mut shard = t.map.lock_hashed(h);
@@ -210,7 +210,11 @@ impl Batches {
             let ((state, e), new) = match t.slot(keys, h, key) {
                 Slot::Occupied(o) => (o.into_mut(), false),
                 Slot::Vacant(v) => {
-                    let e = Entry::warm(now, demand.saturating_sub(n));
+                    // The entry counts the key's own demand from here: the sketch's is an upper
+                    // bound, inflated by the keys sharing its counters, and taken as the key's it
+                    // gave keys seen once a batch (a take and a give-back) under high rates of
+                    // distinct keys.
+                    let e = Entry::new(now);
                     (v.insert((format!("{prefix}{key}"), e)).into_mut(), true)
                 }
             };
