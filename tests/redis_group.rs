@@ -402,21 +402,33 @@ fn hostile() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-    #[test]
-    fn hostile_values_in_a_group_fail_only_their_check(value in hostile()) {
-        static SERVER: std::sync::LazyLock<RedisServer> =
-            std::sync::LazyLock::new(RedisServer::start);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+// A plain test around the runner, not `proptest!`: the server is the test's own, so it is
+// stopped when the test ends (a server in a `static` is never dropped and outlives the process).
+#[test]
+fn hostile_values_in_a_group_fail_only_their_check() {
+    let server = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 48,
+        // Replays the seeds in redis_group.proptest-regressions, as `proptest!` would.
+        source_file: Some(file!()),
+        ..ProptestConfig::default()
+    });
+    let result = runner.run(&hostile(), |value| {
         rt.block_on(async {
             let prefix = unique_prefix();
-            let g = grouping(&SERVER, slow(2), &prefix).await;
-            let p = plain(&SERVER, slow(2), &prefix).await;
-            let mut conn = SERVER.conn();
+            let g = grouping(&server, slow(2), &prefix).await;
+            let p = plain(&server, slow(2), &prefix).await;
+            let mut conn = server.conn();
             for k in ["h", "twin"] {
-                let _: () = redis::cmd("SET").arg(g.state_key(k)).arg(&value)
-                    .query(&mut conn).unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg(g.state_key(k))
+                    .arg(&value)
+                    .query(&mut conn)
+                    .unwrap();
             }
             let keys = behind_fillers(&["a", "h", "b"]);
             let r = burst_of_checks(&g, &keys).await;
@@ -433,6 +445,9 @@ proptest! {
                 }
             }
             Ok(())
-        })?;
+        })
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }
