@@ -386,8 +386,8 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         true
     }
 
-    /// [`verdict`](Self::verdict) of any decision (the allowed path is
-    /// [`allowed`](Self::allowed)'s).
+    /// [`verdict`](Self::verdict) of a decision [`allowed`](Self::allowed) did not take: an
+    /// error, a key cap reached, or a refusal (each caller asks `allowed` first).
     pub(crate) fn decide_verdict<ResBody>(
         &self,
         index: usize,
@@ -419,13 +419,10 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         if d.is_key_cap_reached() {
             return self.key_cap_reached(index, key, &d, req, shadow);
         }
+        debug_assert!(!d.allowed, "an allowed decision is `allowed`'s");
+        // A refusal's headers are sent whatever the style (`Retry-After` at least).
         let show = !shadow || self.ops.shadow_headers;
-        let headers = (show && (self.style != HeaderStyle::None || !d.allowed))
-            .then(|| RateHeaders::new(self.style, &policy.label, policy.rate(), &d));
-        if d.allowed {
-            record(Outcome::Allowed);
-            return Verdict::Proceed(headers);
-        }
+        let headers = show.then(|| RateHeaders::new(self.style, &policy.label, policy.rate(), &d));
         if shadow {
             let delayed = match (&self.mode, d.retry_after) {
                 (Mode::Shape(max), Some(wait)) => wait <= *max,
