@@ -73,17 +73,13 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// An entry that counts its key's demand from `now` on.
     pub(crate) fn new(now: u64) -> Entry {
-        Entry::warm(now, 0)
-    }
-
-    /// An entry for a key that asked for `demand` permits lately (before this call).
-    pub(crate) fn warm(now: u64, demand: u64) -> Entry {
         Entry {
             batches: Vec::new(),
             taking: false,
             period_start: now,
-            cur: demand,
+            cur: 0,
             prev: 0,
             no_take_until: 0,
         }
