@@ -526,12 +526,7 @@ mod tests {
 
     #[test]
     fn an_allow_list_of_a_whole_family_needs_confirming() {
-        for all in [
-            &["0.0.0.0/0"][..],
-            &["::/0"],
-            &["0.0.0.0/1", "128.0.0.0/1"],
-            &["::ffff:0:0/96"],
-        ] {
+        for all in ip_set::tests::WHOLE_FAMILY {
             let l = AccessList::<()>::new().allow_networks(nets(all));
             assert_eq!(
                 l.compile("the layer").err(),
