@@ -42,14 +42,59 @@ use crate::reservation::Reservation;
 pub trait Hold: Send {
     /// The wait until the permits are ready; zero when ready now. [`all_or_none_async`]
     /// keeps only holds that are ready now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Hold, ManualClock, Quota, RateLimiter};
+    ///
+    /// let quota = Quota::per_second(2).unwrap().with_burst(1).unwrap();
+    /// let limiter = RateLimiter::builder(quota).clock(ManualClock::new()).build();
+    /// let first = limiter.reserve().unwrap().boxed();
+    /// let second = limiter.reserve().unwrap().boxed();
+    /// assert_eq!(first.delay(), Duration::ZERO);
+    /// assert_eq!(second.delay(), Duration::from_millis(500));
+    /// ```
     fn delay(&self) -> Duration;
 
     /// Gives the permits back; the future completes once they are back (ready at once for a
     /// backend that gives back synchronously, as the in-process limiters do).
+    ///
+    /// ```
+    /// use tollgate::{Hold, ManualClock, Quota, RateLimiter};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let limiter = RateLimiter::builder(Quota::per_second(1).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let hold = limiter.reserve().unwrap().boxed();
+    /// assert!(!limiter.try_acquire()); // the one permit is held
+    /// hold.cancel().await;
+    /// assert!(limiter.try_acquire()); // and given back
+    /// # }
+    /// ```
     fn cancel(self: Box<Self>) -> CancelFuture;
 
     /// `Box::new(self)` as a trait object, for
     /// `limiter.try_reserve_for(..).map(Hold::boxed)`.
+    ///
+    /// Holds of different limiters (and backends) then go in one collection:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{AcquireError, Hold, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let global = RateLimiter::builder(Quota::per_second(10).unwrap()).clock(clock.clone()).build();
+    /// let per_user = KeyedRateLimiter::<u64>::builder(Quota::per_second(1).unwrap())
+    ///     .clock(clock)
+    ///     .build();
+    /// let holds: Vec<Result<Box<dyn Hold + '_>, AcquireError>> = vec![
+    ///     global.try_reserve_for(Duration::ZERO).map(Hold::boxed),
+    ///     per_user.try_reserve_for(&7, Duration::ZERO).map(Hold::boxed),
+    /// ];
+    /// assert!(holds.iter().all(|h| h.as_ref().is_ok_and(|h| h.delay().is_zero())));
+    /// ```
     fn boxed<'a>(self) -> Box<dyn Hold + 'a>
     where
         Self: Sized + 'a,
@@ -59,6 +104,39 @@ pub trait Hold: Send {
 }
 
 /// What [`Hold::cancel`] returns: the rest of the giving back, if any, to await.
+///
+/// A backend whose giving back is a round trip does it in the future (here, a counter stands
+/// for the remote store):
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tollgate::{CancelFuture, Hold};
+///
+/// struct Remote(Arc<AtomicU64>);
+///
+/// impl Hold for Remote {
+///     fn delay(&self) -> Duration {
+///         Duration::ZERO
+///     }
+///     fn cancel(self: Box<Self>) -> CancelFuture {
+///         let free = Arc::clone(&self.0);
+///         Box::pin(async move {
+///             free.fetch_add(1, Ordering::Relaxed); // the round trip would be here
+///         })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let free = Arc::new(AtomicU64::new(0));
+/// let cancel: CancelFuture = Remote(Arc::clone(&free)).boxed().cancel();
+/// assert_eq!(free.load(Ordering::Relaxed), 0); // nothing given back until it runs
+/// cancel.await;
+/// assert_eq!(free.load(Ordering::Relaxed), 1);
+/// # }
+/// ```
 pub type CancelFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 impl Hold for Reservation<'_> {
@@ -86,6 +164,31 @@ impl Hold for Reservation<'_> {
 /// ```
 pub trait Refusal {
     /// The wait after which retrying could succeed; `None` if waiting would not help.
+    ///
+    /// A backend's own refusal, for [`all_or_none_async`]:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Refusal;
+    ///
+    /// enum QuotaServiceError {
+    ///     Throttled { seconds: u64 },
+    ///     Unreachable,
+    /// }
+    ///
+    /// impl Refusal for QuotaServiceError {
+    ///     fn retry_after(&self) -> Option<Duration> {
+    ///         match self {
+    ///             QuotaServiceError::Throttled { seconds } => Some(Duration::from_secs(*seconds)),
+    ///             QuotaServiceError::Unreachable => None, // waiting would not help
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let e = QuotaServiceError::Throttled { seconds: 2 };
+    /// assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+    /// assert_eq!(QuotaServiceError::Unreachable.retry_after(), None);
+    /// ```
     fn retry_after(&self) -> Option<Duration>;
 }
 

@@ -78,9 +78,35 @@ pub use tokio_clock::TokioClock;
 /// ```
 pub trait Clock: Send + Sync + 'static {
     /// Nanoseconds since this clock's origin.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// assert_eq!(clock.now(), 0);
+    /// clock.advance(Duration::from_micros(3));
+    /// assert_eq!(clock.now(), 3_000);
+    /// ```
     fn now(&self) -> Nanos;
 
     /// Blocks the calling thread for `d` (blocking acquires call this).
+    ///
+    /// A blocking acquire sleeps on its limiter's clock, so a test clock sees the wait:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    /// let limiter = RateLimiter::builder(quota).clock(clock.clone()).build();
+    /// assert_eq!(limiter.acquire(), Ok(Duration::ZERO));
+    /// // The second permit is 100 ms away: the limiter calls `sleep` on its clock.
+    /// assert_eq!(limiter.acquire(), Ok(Duration::from_millis(100)));
+    /// assert_eq!(clock.sleeps(), [Duration::from_millis(100)]);
+    /// assert_eq!(clock.now(), 100_000_000);
+    /// ```
     fn sleep(&self, d: Duration) {
         std::thread::sleep(d);
     }

@@ -431,6 +431,14 @@ pub struct ThrottleReply {
 
 impl ThrottleReply {
     /// The five values in `CL.THROTTLE`'s order.
+    ///
+    /// ```
+    /// use tollgate::ThrottleReply;
+    ///
+    /// // Refused: 5 permits at most, none left, retry in 2 s, full again in 10 s.
+    /// let reply = ThrottleReply { limited: 1, limit: 5, remaining: 0, retry_after: 2, reset_after: 10 };
+    /// assert_eq!(reply.to_array(), [1, 5, 0, 2, 10]);
+    /// ```
     pub fn to_array(&self) -> [i64; 5] {
         [
             self.limited,

@@ -136,6 +136,18 @@ impl<A: Algorithm> RateLimiterBuilder<A> {
     }
 
     /// Builds the limiter.
+    ///
+    /// It starts full (unless [`start_empty`](Self::start_empty)): the quota's whole burst is
+    /// available at once.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::builder(Quota::per_second(3).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!((0..3).all(|_| limiter.try_acquire()));
+    /// assert!(!limiter.try_acquire());
+    /// ```
     pub fn build(self) -> RateLimiter<A> {
         let engine = Engine::new(self.alg, self.quota, self.clock)
             .expect("the algorithm accepted this quota when it was chosen")

@@ -2,6 +2,17 @@
 //! from the crate), so the rules, the cells and the clocks can all use it.
 
 /// Nanoseconds since a clock's origin: the unit of every decision.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Clock, ManualClock, Nanos};
+///
+/// let clock = ManualClock::new();
+/// clock.advance(Duration::from_millis(1500));
+/// let now: Nanos = clock.now();
+/// assert_eq!(now, 1_500_000_000);
+/// assert_eq!(Duration::from_nanos(now), Duration::from_millis(1500));
+/// ```
 pub type Nanos = u64;
 
 /// The end of the time a limiter can represent: `2^62 - 1` ns since its clock's origin, about

@@ -64,6 +64,18 @@ pub(super) enum Choice {
 
 impl DefaultClock {
     /// The default clock for this machine (the first call probes it; see the type's docs).
+    ///
+    /// Every clock of a process makes the same choice, and its
+    /// [`max_skew`](Clock::max_skew) follows it:
+    ///
+    /// ```
+    /// use tollgate::{Clock, DefaultClock, TSC_MAX_SKEW};
+    ///
+    /// let clock = DefaultClock::new();
+    /// assert_eq!(clock.uses_tsc(), DefaultClock::new().uses_tsc());
+    /// let skew = if clock.uses_tsc() { TSC_MAX_SKEW } else { 0 };
+    /// assert_eq!(clock.max_skew(), skew);
+    /// ```
     pub fn new() -> DefaultClock {
         DefaultClock::from_probe(Probe::system())
     }

@@ -37,11 +37,36 @@ struct ManualInner {
 
 impl ManualClock {
     /// A manual clock at time 0.
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// assert_eq!(clock.now(), 0);
+    /// assert!(clock.sleeps().is_empty());
+    /// ```
     pub fn new() -> ManualClock {
         ManualClock::default()
     }
 
     /// Moves time forward by `d` (saturating at `u64::MAX` ns).
+    ///
+    /// Clones share the time, so a test can keep one and hand another to a limiter:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::builder(Quota::per_second(1).unwrap())
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// assert!(limiter.try_acquire());
+    /// assert!(!limiter.try_acquire());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(clock.now(), 1_000_000_000);
+    /// assert!(limiter.try_acquire());
+    /// ```
     pub fn advance(&self, d: Duration) {
         self.advance_nanos(duration_to_nanos(d));
     }
@@ -77,6 +102,17 @@ impl ManualClock {
     }
 
     /// Every duration passed to [`Clock::sleep`] so far, in order.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.sleep(Duration::from_millis(2));
+    /// clock.advance(Duration::from_millis(5)); // not a sleep: not recorded
+    /// clock.sleep(Duration::from_millis(1));
+    /// assert_eq!(clock.sleeps(), [Duration::from_millis(2), Duration::from_millis(1)]);
+    /// ```
     pub fn sleeps(&self) -> Vec<Duration> {
         self.inner
             .sleeps

@@ -56,6 +56,19 @@ pub struct QuantaClock {
 
 impl QuantaClock {
     /// A TSC clock whose origin is now.
+    ///
+    /// Each clock counts from its own creation:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, QuantaClock};
+    ///
+    /// let older = QuantaClock::new();
+    /// std::thread::sleep(Duration::from_millis(2));
+    /// let newer = QuantaClock::new();
+    /// let (n, o) = (newer.now(), older.now());
+    /// assert!(o >= n + 1_000_000, "older {o} ns, newer {n} ns");
+    /// ```
     pub fn new() -> QuantaClock {
         let clock = calibrated().clone();
         let origin = clock.raw();

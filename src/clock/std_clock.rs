@@ -37,6 +37,19 @@ pub struct StdClock {
 
 impl StdClock {
     /// A clock whose origin is now.
+    ///
+    /// Each clock counts from its own creation:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, StdClock};
+    ///
+    /// let older = StdClock::new();
+    /// std::thread::sleep(Duration::from_millis(2));
+    /// let newer = StdClock::new();
+    /// let (n, o) = (newer.now(), older.now());
+    /// assert!(o >= n + 1_000_000, "older {o} ns, newer {n} ns");
+    /// ```
     pub fn new() -> StdClock {
         StdClock {
             origin: Instant::now(),

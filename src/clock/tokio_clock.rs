@@ -26,6 +26,20 @@ pub struct TokioClock {
 
 impl TokioClock {
     /// A clock whose origin is tokio's now.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, TokioClock};
+    ///
+    /// let older = TokioClock::new();
+    /// tokio::time::advance(Duration::from_millis(10)).await;
+    /// let newer = TokioClock::new();
+    /// assert_eq!(newer.now(), 0);
+    /// assert_eq!(older.now(), 10_000_000);
+    /// # }
+    /// ```
     pub fn new() -> TokioClock {
         TokioClock {
             origin: tokio::time::Instant::now(),

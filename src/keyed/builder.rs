@@ -264,6 +264,16 @@ where
     /// Builds the limiter (every key starts fresh: a full bucket) and starts the sweeper if
     /// configured. If the OS refuses a sweeper thread, the limiter works without background
     /// sweeping; `sweep_now` and the key cap's reclaim still evict.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    /// let limiter = KeyedRateLimiter::<&str>::builder(Quota::per_second(2).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(limiter.try_acquire(&"alice") && limiter.try_acquire(&"alice"));
+    /// assert!(!limiter.try_acquire(&"alice"));
+    /// assert!(limiter.try_acquire(&"bob")); // another key: its own full bucket
+    /// ```
     pub fn build(self) -> KeyedRateLimiter<K, A, S> {
         let mut s = self.settings;
         let engine = Engine::new(self.alg, self.quota, self.clock)
