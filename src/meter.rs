@@ -207,6 +207,15 @@ pub mod names {
     ];
 
     /// What a series is, for its description: its type and unit.
+    ///
+    /// ```
+    /// use tollgate::metric_names::{MetricKind, DECISIONS, DESCRIPTIONS, WAIT_SECONDS};
+    ///
+    /// // Describing the series to an exporter of your own: the kind says which call, and unit.
+    /// let kind = |series: &str| DESCRIPTIONS.iter().find(|(name, ..)| *name == series).map(|d| d.1);
+    /// assert_eq!(kind(DECISIONS), Some(MetricKind::Counter));
+    /// assert_eq!(kind(WAIT_SECONDS), Some(MetricKind::Seconds));
+    /// ```
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum MetricKind {
         /// A counter of events (unit: a count).

@@ -167,6 +167,24 @@ impl RedisLimitError {
 
     /// Whether Redis could not be reached or did not answer (as opposed to a decision or bad
     /// input).
+    ///
+    /// What a fail-open caller admits on (the limiter's
+    /// [`FailurePolicy`](super::super::FailurePolicy) can do it for every call):
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::redis::RedisLimitError;
+    /// use tollgate::AcquireError;
+    ///
+    /// let admit = |r: Result<(), RedisLimitError>| match r {
+    ///     Ok(()) => true,
+    ///     Err(e) => e.is_unavailable(), // Redis down: admit rather than refuse everyone
+    /// };
+    /// assert!(admit(Err(RedisLimitError::Timeout { deadline: Duration::from_millis(50) })));
+    /// let limited = AcquireError::RateLimited { retry_after: Duration::from_secs(1) };
+    /// assert!(!admit(Err(limited.into())));
+    /// assert!(!admit(Err(RedisLimitError::InvalidPrefix("{users}".into()))));
+    /// ```
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
@@ -175,6 +193,19 @@ impl RedisLimitError {
     }
 
     /// The wait after which retrying could succeed, when the limiter denied.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::redis::RedisLimitError;
+    /// use tollgate::AcquireError;
+    ///
+    /// let limited = RedisLimitError::from(AcquireError::RateLimited { retry_after: Duration::from_secs(3) });
+    /// assert_eq!(limited.retry_after(), Some(Duration::from_secs(3)));
+    /// // Never grantable, or no decision at all: no wait to suggest.
+    /// let too_many = RedisLimitError::from(AcquireError::ExceedsBurst { requested: 20, burst: 10 });
+    /// assert_eq!(too_many.retry_after(), None);
+    /// assert_eq!(RedisLimitError::Timeout { deadline: Duration::from_millis(50) }.retry_after(), None);
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             RedisLimitError::Limited(e) => e.retry_after(),

@@ -257,11 +257,34 @@ impl RedisReservation {
     }
 
     /// The wait Redis gave this reservation when it was made (zero if ready at once).
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let r = limiter.reserve_n("export:{user42}", 5).await?;
+    /// let promised = r.delay();
+    /// assert_eq!(r.wait().await, promised); // `wait` sleeps exactly that long
+    /// # Ok(()) }
+    /// ```
     pub fn delay(&self) -> Duration {
         self.ticket.wait
     }
 
     /// The server's clock when the reservation was made (since the Unix epoch, whole µs).
+    ///
+    /// Decisions are made on the server's clock; this one's distance from the local clock
+    /// says how far the two disagree:
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    ///
+    /// let r = limiter.reserve("user:42").await?;
+    /// let local = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    /// if local.abs_diff(r.server_time()) > Duration::from_secs(1) {
+    ///     eprintln!("the Redis server's clock is off from this machine's by over a second");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn server_time(&self) -> Duration {
         self.ticket.server_time
     }
@@ -289,6 +312,18 @@ impl RedisReservation {
     /// # Cancel safety
     /// Dropping the future before it completes cancels the reservation (as
     /// [`cancel`](Self::cancel)).
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// use std::time::Duration;
+    ///
+    /// let r = limiter.reserve("crawler:{example.com}").await?;
+    /// match tokio::time::timeout(Duration::from_secs(1), r.wait()).await {
+    ///     Ok(waited) => assert!(waited <= Duration::from_secs(1)), // the permit is ours: fetch
+    ///     Err(_) => {} // gave up: the dropped wait cancelled the reservation
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn wait(self) -> Duration {
         sleep_until_ready(&self.shared, self.ticket).await
     }
@@ -306,6 +341,15 @@ impl RedisReservation {
     /// # Errors
     /// [`RedisLimitError::Timeout`] or [`RedisLimitError::Unavailable`] if Redis did not answer (the
     /// permits then stay taken).
+    ///
+    /// ```no_run
+    /// # async fn demo(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::RedisLimitError> {
+    /// let r = limiter.reserve_n("report:{user42}", 10).await?;
+    /// // The report is not built after all. Still the latest reservation on its key (no
+    /// // other process reserved on it since), it is undone exactly: all 10 permits come back.
+    /// assert!(r.cancel().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn cancel(self) -> Result<bool, RedisLimitError> {
         cancel(&self.shared, &self.ticket)
             .await
