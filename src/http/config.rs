@@ -40,9 +40,36 @@ pub use reload::{Change, ReloadError, ReloadableLayer, Reloader, Reloading};
 
 /// The layer a [`LayerConfig`] builds: in-process limiters keyed by [`ConfigKey`], each
 /// running the algorithm its policy names ([`ConfigLimiter`]).
+///
+/// ```
+/// use tollgate::http::{ConfigLayer, LayerConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     default = { count = 100, per = "minute" }
+///     routes = [{ name = "login", pattern = "POST /login", quota = { count = 5, per = "minute" } }]
+/// "#).unwrap();
+/// let layer: ConfigLayer = config.build().unwrap();
+/// let names: Vec<&str> = layer.policies().map(|(name, _)| name).collect();
+/// assert_eq!(names, ["login", "default"]); // routes first, as they are tried
+/// ```
 pub type ConfigLayer = RateLimitLayer<Backends<ConfigLimiter>>;
 
 /// A key of a layer built from a [`LayerConfig`]: one type whichever source the file names.
+///
+/// ```
+/// use tollgate::http::{ConfigKey, LayerConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     key = { source = "header", name = "x-api-key" }
+///     default = { count = 1, per = "hour" }
+/// "#).unwrap();
+/// let layer = config.build().unwrap();
+/// let limiter = layer.limiter("default").unwrap();
+/// // A header-keyed layer counts `ConfigKey::Header` keys, each on its own.
+/// assert!(limiter.try_acquire(&ConfigKey::Header("k-1".into())));
+/// assert!(!limiter.try_acquire(&ConfigKey::Header("k-1".into())));
+/// assert!(limiter.try_acquire(&ConfigKey::Header("k-2".into())));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ConfigKey {
     /// Every request shares one limit (`source = "global"`).
@@ -97,6 +124,22 @@ pub struct LayerConfig {
 }
 
 /// What requests are keyed by: `source` names the extractor, the other fields are its own.
+///
+/// ```
+/// use tollgate::http::{ForwardedConfig, KeyConfig, LayerConfig, Trust};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     key = { source = "client_ip", trust = { hops = 1 }, ipv6_prefix = 56 }
+/// "#).unwrap();
+/// assert_eq!(config.key, KeyConfig::ClientIp {
+///     trust: Trust::Hops(1),
+///     header: ForwardedConfig::XForwardedFor,
+///     ipv6_prefix: Some(56),
+///     ipv4_prefix: None,
+/// });
+/// assert_eq!(LayerConfig::default().key, KeyConfig::Global);
+/// assert!(toml::from_str::<LayerConfig>("key = { source = 'cookie' }").is_err());
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "snake_case", deny_unknown_fields)]
 pub enum KeyConfig {
@@ -138,6 +181,16 @@ pub enum KeyConfig {
 }
 
 /// Which proxies [`ClientIp`] trusts.
+///
+/// ```
+/// use tollgate::http::{KeyConfig, LayerConfig, Trust};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     key = { source = "client_ip", trust = { proxies = ["10.0.0.0/8", "2001:db8::/32"] } }
+/// "#).unwrap();
+/// let KeyConfig::ClientIp { trust, .. } = config.key else { unreachable!() };
+/// assert_eq!(trust, Trust::Proxies(vec!["10.0.0.0/8".parse().unwrap(), "2001:db8::/32".parse().unwrap()]));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Trust {
@@ -148,6 +201,17 @@ pub enum Trust {
 }
 
 /// The forwarding header [`ClientIp`] reads ([`ForwardedHeader`]).
+///
+/// ```
+/// use tollgate::http::{ForwardedConfig, KeyConfig, LayerConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     key = { source = "client_ip", trust = { hops = 1 }, header = "cf_connecting_ip" }
+/// "#).unwrap();
+/// let KeyConfig::ClientIp { header, .. } = config.key else { unreachable!() };
+/// assert_eq!(header, ForwardedConfig::CfConnectingIp);
+/// assert_eq!(ForwardedConfig::default(), ForwardedConfig::XForwardedFor);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ForwardedConfig {
@@ -167,6 +231,15 @@ pub enum ForwardedConfig {
 /// `{ count = 100, per = "minute", algorithm = "sliding_log" }`. Checked by
 /// [`build`](LayerConfig::build) as [`Quota`] and the limiter's builder check it
 /// ([`BuildError::Quota`]).
+///
+/// ```
+/// use tollgate::http::{AlgorithmConfig, Per, QuotaConfig};
+///
+/// let q: QuotaConfig = toml::from_str("count = 100\nper = 'minute'\nburst = 20").unwrap();
+/// assert_eq!(q, QuotaConfig { count: 100, per: Per::Minute, burst: Some(20), algorithm: AlgorithmConfig::Gcra });
+/// assert_eq!(q.to_string(), "100/minute (burst 20)");
+/// assert!(toml::from_str::<QuotaConfig>("count = 100\nper = 'minute'\nbrust = 20").is_err()); // misspelt
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaConfig {
@@ -183,6 +256,15 @@ pub struct QuotaConfig {
 }
 
 /// The period of a [`QuotaConfig`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::{Per, QuotaConfig};
+///
+/// let q: QuotaConfig = toml::from_str("count = 24\nper = 'day'").unwrap();
+/// assert_eq!(q.per, Per::Day);
+/// assert_eq!(q.quota().unwrap().interval(), Duration::from_secs(3_600)); // one an hour
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Per {
@@ -236,6 +318,23 @@ impl QuotaConfig {
 }
 
 /// A route with its own limit ([`RateLimitLayerBuilder::route`]).
+///
+/// ```
+/// use tollgate::http::{LayerConfig, RouteConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     key = { source = "peer_ip" }
+///     [[routes]]
+///     name = "search"
+///     pattern = "GET /search/{*rest}"
+///     quota = { count = 30, per = "minute" }
+///     access = { deny_networks = ["192.0.2.0/24"] }
+/// "#).unwrap();
+/// let route: &RouteConfig = &config.routes[0];
+/// assert_eq!((route.name.as_str(), route.quota.count), ("search", 30));
+/// let layer = config.build().unwrap();
+/// assert_eq!(layer.limiter("search").unwrap().quota().count(), 30);
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
@@ -252,6 +351,21 @@ pub struct RouteConfig {
 
 /// The settings of the limiters made from the quotas (see [`RateLimitLayerBuilder::max_keys`]
 /// and its neighbours). A file cannot lift the key cap: that stays in code.
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use tollgate::http::{ConfigLimiter, LayerConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     default = { count = 10, per = "second" }
+///     limiters = { max_keys = 50000, sweep_interval_ms = 30000 }
+/// "#).unwrap();
+/// assert_eq!(config.limiters.max_keys, NonZeroUsize::new(50_000));
+/// let layer = config.build().unwrap();
+/// let ConfigLimiter::Gcra(limiter) = &**layer.limiter("default").unwrap() else { unreachable!() };
+/// assert_eq!(limiter.max_keys(), NonZeroUsize::new(50_000));
+/// assert!(toml::from_str::<LayerConfig>("limiters = { max_keys = 0 }").is_err());
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimiterConfig {
@@ -269,6 +383,22 @@ pub struct LimiterConfig {
 }
 
 /// [`WhenFull`](crate::WhenFull) in a file.
+///
+/// ```
+/// use tollgate::http::{ConfigKey, LayerConfig, WhenFullConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     key = { source = "header", name = "x-api-key" }
+///     default = { count = 1, per = "hour" }
+///     limiters = { max_keys = 1, when_full = "allow_untracked" }
+/// "#).unwrap();
+/// assert_eq!(config.limiters.when_full, Some(WhenFullConfig::AllowUntracked));
+/// let layer = config.build().unwrap();
+/// let limiter = layer.limiter("default").unwrap();
+/// assert!(limiter.try_acquire(&ConfigKey::Header("a".into())));
+/// assert!(limiter.try_acquire(&ConfigKey::Header("b".into()))); // the table is full: untracked
+/// assert_eq!(limiter.len(), 1);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WhenFullConfig {
@@ -279,6 +409,26 @@ pub enum WhenFullConfig {
 }
 
 /// Network allow and deny lists ([`AccessList`]); deny wins over allow.
+///
+/// ```
+/// use tollgate::http::{AccessConfig, BuildError, LayerConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     key = { source = "peer_ip" }
+///     default = { count = 10, per = "second" }
+///     access = { allow_networks = ["10.0.0.0/8"], deny_networks = ["192.0.2.0/24"] }
+/// "#).unwrap();
+/// let access: &AccessConfig = config.access.as_ref().unwrap();
+/// assert_eq!(access.deny_networks, ["192.0.2.0/24".parse().unwrap()]);
+/// assert!(config.build().is_ok());
+///
+/// // An allow list of every address must be confirmed.
+/// let everyone: LayerConfig = toml::from_str(r#"
+///     key = { source = "peer_ip" }
+///     access = { allow_networks = ["0.0.0.0/0"] }
+/// "#).unwrap();
+/// assert_eq!(everyone.build().unwrap_err(), BuildError::AllowsEveryAddress("the layer".into()));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessConfig {
@@ -294,6 +444,19 @@ pub struct AccessConfig {
 }
 
 /// Shadow mode ([`RateLimitLayerBuilder::shadow`] and neighbours).
+///
+/// ```
+/// use tollgate::http::{Enforcement, LayerConfig};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     default = { count = 100, per = "minute" }
+///     routes = [{ name = "login", pattern = "POST /login", quota = { count = 5, per = "minute" } }]
+///     shadow = { policies = ["login"], headers = true }
+/// "#).unwrap();
+/// let layer = config.build().unwrap();
+/// assert_eq!(layer.enforcement("login"), Some(Enforcement::Shadow));
+/// assert_eq!(layer.enforcement("default"), Some(Enforcement::Enforce));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShadowConfig {
@@ -309,6 +472,20 @@ pub struct ShadowConfig {
 }
 
 /// What limited requests get.
+///
+/// ```
+/// use tollgate::http::{HeaderConfig, KeyErrorConfig, LayerConfig, StatusCode};
+///
+/// let config: LayerConfig = toml::from_str(r#"
+///     default = { count = 100, per = "minute" }
+///     responses = { headers = "legacy", shape_max_delay_ms = 250, never_status = 413 }
+/// "#).unwrap();
+/// let r = config.responses;
+/// assert_eq!((r.headers, r.shape_max_delay_ms), (HeaderConfig::Legacy, Some(250)));
+/// assert_eq!(r.never_status, Some(StatusCode::PAYLOAD_TOO_LARGE));
+/// assert_eq!(r.on_key_error, KeyErrorConfig::Reject); // left out: the defaults
+/// assert!(r.grpc);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResponseConfig {
@@ -346,6 +523,14 @@ impl Default for ResponseConfig {
 }
 
 /// [`HeaderStyle`] in a file.
+///
+/// ```
+/// use tollgate::http::{HeaderConfig, LayerConfig};
+///
+/// let config: LayerConfig = toml::from_str("responses = { headers = 'x_rate_limit' }").unwrap();
+/// assert_eq!(config.responses.headers, HeaderConfig::XRateLimit);
+/// assert_eq!(HeaderConfig::default(), HeaderConfig::Ietf);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HeaderConfig {
@@ -361,6 +546,15 @@ pub enum HeaderConfig {
 }
 
 /// [`OnKeyError`] in a file.
+///
+/// ```
+/// use tollgate::http::{KeyErrorConfig, LayerConfig, StatusCode};
+///
+/// let config: LayerConfig = toml::from_str("responses = { on_key_error = { status = 401 } }").unwrap();
+/// assert_eq!(config.responses.on_key_error, KeyErrorConfig::Status(StatusCode::UNAUTHORIZED));
+/// let config: LayerConfig = toml::from_str("responses = { on_key_error = 'allow' }").unwrap();
+/// assert_eq!(config.responses.on_key_error, KeyErrorConfig::Allow);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum KeyErrorConfig {

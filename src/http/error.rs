@@ -43,8 +43,8 @@ pub enum BuildError {
     /// status (`4xx` or `5xx`): clients would take a refused request for a success.
     BusyStatus(StatusCode),
     /// An allow list whose networks cover every IPv4 or every IPv6 address (`0.0.0.0/0`,
-    /// `::/0`, or networks adding up to one), of the layer (`"layer"`) or of the policy of
-    /// this name: every such client would bypass every limit. Confirm with
+    /// `::/0`, or networks adding up to one), of the layer (`"the layer"`) or of a policy
+    /// (`policy "login"`): every such client would bypass every limit. Confirm with
     /// [`AccessList::confirm_allow_all`](super::AccessList::confirm_allow_all) if you mean
     /// it.
     AllowsEveryAddress(String),

@@ -69,6 +69,15 @@ pub enum AlgorithmConfig {
 
 impl AlgorithmConfig {
     /// Whether this is GCRA, the default (left out when written).
+    ///
+    /// ```
+    /// use tollgate::http::{AlgorithmConfig, QuotaConfig};
+    ///
+    /// assert!(AlgorithmConfig::default().is_gcra());
+    /// assert!(!AlgorithmConfig::SlidingLog.is_gcra());
+    /// let q: QuotaConfig = toml::from_str("count = 5\nper = 'second'\nalgorithm = 'gcra'").unwrap();
+    /// assert!(!toml::to_string(&q).unwrap().contains("algorithm"));
+    /// ```
     #[must_use]
     pub fn is_gcra(&self) -> bool {
         matches!(self, AlgorithmConfig::Gcra)
@@ -474,6 +483,16 @@ impl ConfigLimiter {
     }
 
     /// Whether no key is tracked ([`KeyedRateLimiter::is_empty`]).
+    ///
+    /// ```
+    /// use tollgate::http::{ConfigKey, LayerConfig};
+    /// let config: LayerConfig = toml::from_str("default = { count = 3, per = 'hour' }").unwrap();
+    /// let layer = config.build().unwrap();
+    /// let limiter = layer.limiter("default").unwrap();
+    /// assert!(limiter.is_empty());
+    /// let _ = limiter.check(&ConfigKey::Global);
+    /// assert!(!limiter.is_empty());
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         each!(self, l => l.is_empty())

@@ -174,6 +174,23 @@ where
 
 /// Applies new versions of a [`LayerConfig`] to the layer made from the first one: see
 /// [`ConfigLayer::reloadable`](crate::http::RateLimitLayer::reloadable).
+///
+/// The layer goes into the app; the reloader to whatever learns of new versions (a file
+/// watcher, a signal handler, an admin endpoint):
+///
+/// ```
+/// use tollgate::http::{LayerConfig, RateLimitLayer};
+///
+/// let config: LayerConfig = toml::from_str("default = { count = 10, per = 'second' }").unwrap();
+/// let (layer, reloader) = RateLimitLayer::reloadable(&config).unwrap();
+/// let watcher = std::thread::spawn(move || {
+///     // On a change of the file: read it, and apply it.
+///     let new: LayerConfig = toml::from_str("default = { count = 50, per = 'second' }").unwrap();
+///     reloader.reload(&new).map(|changes| changes.len())
+/// });
+/// assert_eq!(watcher.join().unwrap(), Ok(1));
+/// assert_eq!(layer.current().limiter("default").unwrap().quota().count(), 50);
+/// ```
 pub struct Reloader {
     current: Arc<Current>,
     /// The configuration in force; the lock also keeps two reloads from interleaving.
@@ -181,6 +198,23 @@ pub struct Reloader {
 }
 
 /// One thing a reload changed.
+///
+/// ```
+/// use tollgate::http::{Change, LayerConfig, RateLimitLayer};
+///
+/// let config: LayerConfig = toml::from_str("default = { count = 10, per = 'second' }").unwrap();
+/// let (_layer, reloader) = RateLimitLayer::reloadable(&config).unwrap();
+/// let new: LayerConfig = toml::from_str(r#"
+///     default = { count = 10, per = "second", algorithm = "sliding_log" }
+///     routes = [{ name = "login", pattern = "POST /login", quota = { count = 5, per = "minute" } }]
+/// "#).unwrap();
+/// let changes = reloader.reload(&new).unwrap();
+/// assert!(changes.contains(&Change::Added { policy: "login".into() }));
+/// assert!(changes.iter().any(|c| matches!(c, Change::Algorithm { policy, .. } if policy == "default")));
+/// for change in &changes {
+///     println!("{change}"); // e.g. `policy "login": added`
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Change {
@@ -257,6 +291,21 @@ impl fmt::Display for Change {
 }
 
 /// Why a reload was refused. Either way the layer is as it was.
+///
+/// ```
+/// use tollgate::http::{BuildError, LayerConfig, RateLimitLayer, ReloadError};
+///
+/// let config: LayerConfig = toml::from_str("default = { count = 10, per = 'second' }").unwrap();
+/// let (layer, reloader) = RateLimitLayer::reloadable(&config).unwrap();
+///
+/// let capped: LayerConfig =
+///     toml::from_str("default = { count = 10, per = 'second' }\nlimiters = { max_keys = 5 }").unwrap();
+/// assert_eq!(reloader.reload(&capped), Err(ReloadError::Shape(vec!["limiters"])));
+///
+/// let zero: LayerConfig = toml::from_str("default = { count = 0, per = 'second' }").unwrap();
+/// assert!(matches!(reloader.reload(&zero), Err(ReloadError::Invalid(BuildError::Quota(_)))));
+/// assert_eq!(layer.current().limiter("default").unwrap().quota().count(), 10); // unchanged
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReloadError {
@@ -329,7 +378,18 @@ struct Kept<'a> {
 }
 
 impl Reloader {
-    /// The configuration in force.
+    /// The configuration in force: the last one applied (a refused reload leaves it).
+    ///
+    /// ```
+    /// use tollgate::http::{LayerConfig, RateLimitLayer};
+    ///
+    /// let config: LayerConfig = toml::from_str("default = { count = 10, per = 'second' }").unwrap();
+    /// let (_layer, reloader) = RateLimitLayer::reloadable(&config).unwrap();
+    /// assert_eq!(reloader.config(), config);
+    /// let bad: LayerConfig = toml::from_str("default = { count = 0, per = 'second' }").unwrap();
+    /// assert!(reloader.reload(&bad).is_err());
+    /// assert_eq!(reloader.config(), config);
+    /// ```
     #[must_use]
     pub fn config(&self) -> LayerConfig {
         self.config.lock().clone()
@@ -359,6 +419,24 @@ impl Reloader {
     /// # Errors
     /// [`ReloadError::Invalid`] when `new` does not build, [`ReloadError::Shape`] when it
     /// changes the limiters' own settings. Either way nothing changed.
+    ///
+    /// A client's use carries over a change of quota:
+    ///
+    /// ```
+    /// use tollgate::http::{Change, ConfigKey, LayerConfig, RateLimitLayer};
+    ///
+    /// let config: LayerConfig = toml::from_str("default = { count = 2, per = 'hour' }").unwrap();
+    /// let (layer, reloader) = RateLimitLayer::reloadable(&config).unwrap();
+    /// let client = ConfigKey::Global;
+    /// assert!(layer.current().limiter("default").unwrap().try_acquire(&client));
+    ///
+    /// let more: LayerConfig = toml::from_str("default = { count = 5, per = 'hour' }").unwrap();
+    /// let changes = reloader.reload(&more).unwrap();
+    /// assert!(matches!(&changes[..], [Change::Quota { .. }]));
+    /// // The one permit used is still used: 4 of the new 5 left.
+    /// assert_eq!(layer.current().limiter("default").unwrap().peek(&client).remaining, 4);
+    /// assert_eq!(reloader.reload(&more), Ok(vec![])); // nothing changed
+    /// ```
     pub fn reload(&self, new: &LayerConfig) -> Result<Vec<Change>, ReloadError> {
         let mut current = self.config.lock();
         // Validated whole by the builder first (its limiters are dropped at once), so that a
