@@ -49,6 +49,38 @@ pub trait KeyExtractor: Send + Sync + 'static {
     ///
     /// # Errors
     /// A [`KeyError`] when the request carries no usable key.
+    ///
+    /// An extractor that wraps another calls its `extract`, and passes its errors on:
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use tollgate::http::request::Parts;
+    /// use tollgate::http::{AddrSource, KeyError, KeyExtractor, PeerIp};
+    ///
+    /// /// The inner extractor's key, per first path segment (`/api/...`, `/static/...`).
+    /// struct PerSection<E>(E);
+    /// impl<E: KeyExtractor> KeyExtractor for PerSection<E> {
+    ///     type Key = (String, E::Key);
+    ///     fn extract(&self, req: &Parts) -> Result<Self::Key, KeyError> {
+    ///         let section = req.uri.path().split('/').nth(1).unwrap_or_default();
+    ///         Ok((section.to_owned(), self.0.extract(req)?))
+    ///     }
+    ///     fn addr_source(&self) -> Option<&dyn AddrSource> {
+    ///         self.0.addr_source() // the network lists match the inner key's address
+    ///     }
+    /// }
+    ///
+    /// let by_section = PerSection(PeerIp::new());
+    /// let mut req = http::Request::get("/api/users").body(()).unwrap();
+    /// req.extensions_mut().insert("192.0.2.7:5000".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// let ip: IpAddr = "192.0.2.7".parse().unwrap();
+    /// assert_eq!(by_section.extract(&parts), Ok(("api".to_owned(), ip)));
+    ///
+    /// // No peer address: the inner extractor's error, a 500 (the server is set up wrongly).
+    /// let (parts, ()) = http::Request::get("/api").body(()).unwrap().into_parts();
+    /// assert_eq!(by_section.extract(&parts).unwrap_err().status(), 500);
+    /// ```
     fn extract(&self, req: &Parts) -> Result<Self::Key, KeyError>;
 
     /// Where this extractor finds the client's address, if it keys by address: the layer's
@@ -101,6 +133,20 @@ pub trait AddrSource: Send + Sync + 'static {
     /// # Errors
     /// A [`KeyError`] when the request carries no usable address (as the IP extractors'
     /// errors: `500` no peer address, `400` a forwarding entry that is not an address).
+    ///
+    /// The full address, where the key may be a prefix of it:
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use tollgate::http::{AddrSource, KeyExtractor, PeerIp};
+    ///
+    /// let mut req = http::Request::get("/").body(()).unwrap();
+    /// req.extensions_mut().insert("[2001:db8:1:2:3:4:5:6]:443".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// let peer = PeerIp::new();
+    /// assert_eq!(peer.client_addr(&parts).unwrap(), "2001:db8:1:2:3:4:5:6".parse::<IpAddr>().unwrap());
+    /// assert_eq!(peer.extract(&parts).unwrap(), "2001:db8:1:2::".parse::<IpAddr>().unwrap()); // the /64
+    /// ```
     fn client_addr(&self, req: &Parts) -> Result<IpAddr, KeyError>;
 }
 

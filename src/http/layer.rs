@@ -253,12 +253,64 @@ impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> 
 /// ```
 impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> {
     /// The allow and deny lists as a layer of their own (see [`AccessLayer`]).
+    ///
+    /// It shares the layer's state: the requests it answers are counted where the layer's
+    /// are.
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::net::SocketAddr;
+    /// use axum::body::Body;
+    /// use tollgate::http::{AccessList, PeerIp, RateLimitLayer};
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = RateLimitLayer::builder(PeerIp::new())
+    ///     .per_second(10)
+    ///     .access(AccessList::new().deny_networks(["192.0.2.0/24".parse().unwrap()]))
+    ///     .build()
+    ///     .unwrap();
+    /// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+    /// let mut service = layer.access_layer().layer(hello);
+    /// let mut req = http::Request::new(Body::empty());
+    /// req.extensions_mut().insert("192.0.2.1:4000".parse::<SocketAddr>().unwrap());
+    /// poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+    /// assert_eq!(service.call(req).await.unwrap().status(), 403);
+    /// assert_eq!(layer.stats("default").unwrap().denied, 1);
+    /// # }
+    /// ```
     #[must_use]
     pub fn access_layer(&self) -> AccessLayer<Backends<B, C>, R> {
         AccessLayer::from_layer(self)
     }
 
     /// The rate limits as a layer of their own (see [`RateLayer`]).
+    ///
+    /// It decides with the layer's limiters: what it takes, the layer sees.
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use axum::body::Body;
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = RateLimitLayer::builder(GlobalKey).per_minute(1).build().unwrap();
+    /// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+    /// let mut service = layer.rate_layer().layer(hello);
+    /// let mut statuses = Vec::new();
+    /// for _ in 0..2 {
+    ///     poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+    ///     statuses.push(service.call(http::Request::new(Body::empty())).await.unwrap().status());
+    /// }
+    /// assert_eq!(statuses, [200, 429]);
+    /// assert_eq!(layer.limiter("default").unwrap().peek(&()).remaining, 0);
+    /// # }
+    /// ```
     #[must_use]
     pub fn rate_layer(&self) -> RateLayer<Backends<B, C>, R> {
         RateLayer::from_layer(self)
@@ -267,6 +319,26 @@ impl<B: Backend, R, C: Send + Sync + 'static> RateLimitLayer<Backends<B, C>, R> 
 
 impl<B: Backend, R, C: ConcurrencyBackend<Key = B::Key>> RateLimitLayer<Backends<B, C>, R> {
     /// The concurrency limits as a layer of their own (see [`ConcurrencyLimitLayer`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::{GlobalKey, RateLimitLayer};
+    /// use tollgate::KeyedConcurrencyLimiter;
+    /// use tower::ServiceBuilder;
+    ///
+    /// let in_flight = Arc::new(KeyedConcurrencyLimiter::<()>::new(8).unwrap());
+    /// let layer = RateLimitLayer::builder(GlobalKey)
+    ///     .per_second(100)
+    ///     .concurrency("in-flight", Arc::clone(&in_flight))
+    ///     .build()
+    ///     .unwrap();
+    /// // Rate first, then the slots: a request refused by rate never holds a slot.
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hello" }))
+    ///     .layer(ServiceBuilder::new().layer(layer.rate_layer()).layer(layer.concurrency_layer()));
+    /// assert!(Arc::ptr_eq(layer.concurrency_limiter("in-flight").unwrap(), &in_flight));
+    /// # let _ = app;
+    /// ```
     #[must_use]
     pub fn concurrency_layer(&self) -> ConcurrencyLimitLayer<Backends<B, C>, R> {
         ConcurrencyLimitLayer::from_layer(self)

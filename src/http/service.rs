@@ -527,6 +527,27 @@ pin_project! {
     /// The response future of [`RateLimit`]: the inner service's future `F`, with the
     /// rate-limit headers added to its response; a ready rejection; or (shaping, refunds,
     /// remote backends) a boxed future. Its output is `F`'s.
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use axum::body::Body;
+    /// use tollgate::http::{GlobalKey, RateLimitLayer, ResponseFuture};
+    /// use tower_layer::Layer;
+    /// use tower_service::Service;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let layer = RateLimitLayer::builder(GlobalKey).per_minute(10).build().unwrap();
+    /// let hello: axum::routing::MethodRouter = axum::routing::get(|| async { "hello" });
+    /// let mut service = layer.layer(hello);
+    /// poll_fn(|cx| Service::<http::Request<Body>>::poll_ready(&mut service, cx)).await.unwrap();
+    /// let future: ResponseFuture<_> = service.call(http::Request::new(Body::empty()));
+    /// let res = future.await.unwrap(); // the inner service's output, headers added
+    /// assert_eq!(res.status(), 200);
+    /// let ratelimit = res.headers()["ratelimit"].to_str().unwrap();
+    /// assert!(ratelimit.starts_with(r#""default";r=9;"#), "{ratelimit}"); // 9 of 10 left
+    /// # }
+    /// ```
     pub struct ResponseFuture<F: Future> {
         // The inner service's future, `None` when answered otherwise. A field of its own
         // rather than a variant of one enum with the others: the inner service's `call` then

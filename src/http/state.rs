@@ -62,6 +62,29 @@ mod sealed {
 
 /// What [`Backends`] names: the rate backend and the concurrency backend of a
 /// [`RateLimitLayer`]. Sealed: [`Backends`] is its only implementation.
+///
+/// Code generic over a layer's backends bounds its parameter by it, as the layer does, and
+/// names each backend through it:
+///
+/// ```
+/// use std::net::IpAddr;
+/// use std::sync::Arc;
+/// use tollgate::http::{Backends, LayerBackends, PeerIp, RateLimitLayer};
+/// use tollgate::KeyedRateLimiter;
+///
+/// /// An application's state, for a layer of any backends.
+/// struct Limits<L: LayerBackends> {
+///     layer: RateLimitLayer<L>,
+/// }
+///
+/// type Local = Backends<KeyedRateLimiter<IpAddr>>;
+/// let limits: Limits<Local> = Limits {
+///     layer: RateLimitLayer::builder(PeerIp::new()).per_second(10).build().unwrap(),
+/// };
+/// // `Rate` is the rate backend: here the builder's own keyed limiter.
+/// let limiter: &Arc<<Local as LayerBackends>::Rate> = limits.layer.limiter("default").unwrap();
+/// assert_eq!(limiter.quota().count(), 10);
+/// ```
 pub trait LayerBackends: sealed::Sealed + 'static {
     /// The rate backend.
     type Rate: Backend;

@@ -86,6 +86,16 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
     /// [`build`](super::super::RateLimitLayerBuilder::build) refuses a backend whose limit is 0
     /// ([`BuildError::ZeroConcurrency`](super::super::BuildError::ZeroConcurrency)): it would
     /// refuse every request.
+    ///
+    /// ```
+    /// use tollgate::http::ConcurrencyBackend;
+    /// use tollgate::KeyedConcurrencyLimiter;
+    ///
+    /// let limiter = KeyedConcurrencyLimiter::<u8>::new(4).unwrap();
+    /// assert_eq!(ConcurrencyBackend::limit(&limiter), 4);
+    /// limiter.set_limit(8).unwrap();
+    /// assert_eq!(ConcurrencyBackend::limit(&limiter), 8);
+    /// ```
     fn limit(&self) -> u64;
 
     /// Whether the memory this backend keeps for keys stays bounded however many distinct keys
@@ -93,6 +103,19 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
     /// bound). As for rate limits ([`Backend::keys_bounded`](super::super::Backend::keys_bounded)),
     /// [`build`](super::super::RateLimitLayerBuilder::build) refuses a backend that says no unless
     /// [`allow_unbounded_keys`](super::super::RateLimitLayerBuilder::allow_unbounded_keys) is set.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::http::ConcurrencyBackend;
+    /// use tollgate::KeyedConcurrencyLimiter;
+    ///
+    /// assert!(!KeyedConcurrencyLimiter::<String>::new(4).unwrap().keys_bounded());
+    /// let capped = KeyedConcurrencyLimiter::<String>::builder(4)
+    ///     .unwrap()
+    ///     .max_keys(NonZeroUsize::new(100_000).unwrap())
+    ///     .build();
+    /// assert!(capped.keys_bounded());
+    /// ```
     fn keys_bounded(&self) -> bool;
 
     /// Takes `n` permits for `key` if that many are free now, or refuses at once with
@@ -100,6 +123,20 @@ pub trait ConcurrencyBackend: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`Busy`] when `key` has fewer than `n` permits free.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::{Busy, ConcurrencyBackend};
+    /// use tollgate::KeyedConcurrencyLimiter;
+    ///
+    /// let limiter = Arc::new(KeyedConcurrencyLimiter::<u8>::new(2).unwrap());
+    /// let permit = ConcurrencyBackend::try_acquire_n_owned(&limiter, &1, 2).unwrap();
+    /// let refused = ConcurrencyBackend::try_acquire_n_owned(&limiter, &1, 1);
+    /// assert_eq!(refused.err(), Some(Busy::new(2)));
+    /// // `'static`: the permit can outlive the call (the layer moves it into the body).
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert!(ConcurrencyBackend::try_acquire_n_owned(&limiter, &1, 2).is_ok());
+    /// ```
     fn try_acquire_n_owned(self: &Arc<Self>, key: &Self::Key, n: u64)
         -> Result<Self::Permit, Busy>;
 }

@@ -58,6 +58,16 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The quota in force. The `RateLimit-Policy` header states its burst and configured rate
     /// (see [`HeaderStyle`](super::super::HeaderStyle)).
+    ///
+    /// ```
+    /// use tollgate::http::Backend;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u8>::new(Quota::per_minute(60).unwrap());
+    /// assert_eq!(Backend::quota(&limiter).count(), 60);
+    /// limiter.set_quota(Quota::per_minute(120).unwrap()).unwrap();
+    /// assert_eq!(Backend::quota(&limiter).count(), 120); // the quota in force, changed live
+    /// ```
     fn quota(&self) -> Quota;
 
     /// The time the quota's limit refers to: how long a full limit takes to come back. GCRA:
@@ -111,6 +121,24 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Decides `cost` permits for `key` now, taking them if allowed. `cost` above the burst
     /// is denied with no retry-after ([`Decision::exceeds_burst`]).
+    ///
+    /// ```
+    /// use tollgate::http::{Answer, Backend};
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<&str>::builder(Quota::per_second(5).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let decide = |cost| match Backend::check_n(&limiter, &"client", cost) {
+    ///     Answer::Now(Ok(d)) => d,
+    ///     _ => unreachable!("in-process limiters decide at once"),
+    /// };
+    /// let d = decide(3); // a request that costs 3 permits
+    /// assert!(d.allowed && d.remaining == 2);
+    /// let d = decide(3);
+    /// assert!(!d.allowed && d.retry_after.is_some()); // 2 left: not now
+    /// assert!(decide(6).exceeds_burst()); // more than the burst: never
+    /// ```
     fn check_n(
         &self,
         key: &Self::Key,
@@ -129,6 +157,27 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// Cancel safety: dropping the future before it completes takes nothing (a reservation
     /// is given back).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tollgate::http::Backend;
+    /// use tollgate::{KeyedRateLimiter, Quota, TokioClock};
+    ///
+    /// let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    /// let limiter = KeyedRateLimiter::<u8>::builder(quota).clock(TokioClock::new()).build();
+    /// let start = tokio::time::Instant::now();
+    /// let wait = |max_wait| Backend::check_n_for_async(&limiter, &1, 1, max_wait);
+    /// assert!(wait(Duration::ZERO).await.unwrap().allowed);
+    /// // The next permit is 100 ms away: within the 200 ms allowed, so it waits for it.
+    /// assert!(wait(Duration::from_millis(200)).await.unwrap().allowed);
+    /// assert_eq!(start.elapsed(), Duration::from_millis(100));
+    /// // Not within 50 ms: nothing taken, the wait needed as the retry-after.
+    /// let d = wait(Duration::from_millis(50)).await.unwrap();
+    /// assert_eq!((d.allowed, d.retry_after), (false, Some(Duration::from_millis(100))));
+    /// # }
+    /// ```
     fn check_n_for_async<'a>(
         &'a self,
         key: &'a Self::Key,
@@ -166,6 +215,22 @@ pub trait RefundBackend: Backend {
 
     /// Takes `cost` permits for `key` if they are available now, in a form
     /// [`refund`](RefundBackend::refund) can give back. Denied: nothing is kept.
+    ///
+    /// ```
+    /// use tollgate::http::RefundBackend;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let limiter = KeyedRateLimiter::<u8>::builder(Quota::per_second(2).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let (d, taken) = RefundBackend::try_reserve_n(&limiter, &7, 2).await.unwrap();
+    /// assert!(d.allowed && taken.is_some());
+    /// let (d, taken) = RefundBackend::try_reserve_n(&limiter, &7, 1).await.unwrap();
+    /// assert!(!d.allowed && taken.is_none()); // denied: nothing to give back
+    /// # }
+    /// ```
     fn try_reserve_n<'a>(
         &'a self,
         key: &'a Self::Key,
@@ -173,6 +238,25 @@ pub trait RefundBackend: Backend {
     ) -> impl Future<Output = Result<(Decision, Option<Self::Reservation<'a>>), Self::Error>> + Send + 'a;
 
     /// Gives back the permits of a reservation.
+    ///
+    /// ```
+    /// use tollgate::http::RefundBackend;
+    /// use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let limiter = KeyedRateLimiter::<u8>::builder(Quota::per_second(2).unwrap())
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let (_, first) = RefundBackend::try_reserve_n(&limiter, &7, 1).await.unwrap();
+    /// let (_, second) = RefundBackend::try_reserve_n(&limiter, &7, 1).await.unwrap();
+    /// assert_eq!(limiter.peek(&7).remaining, 0);
+    /// // The handler answered `304 Not Modified`: the second request does not count.
+    /// limiter.refund(second.unwrap()).await;
+    /// assert_eq!(limiter.peek(&7).remaining, 1);
+    /// # let _ = first;
+    /// # }
+    /// ```
     fn refund<'a>(
         &'a self,
         reservation: Self::Reservation<'a>,

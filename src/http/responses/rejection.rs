@@ -132,8 +132,28 @@ fn json_string(out: &mut String, s: &str) {
 /// ```
 pub trait RejectBody<B>: Send + Sync + 'static {
     /// The body for `problem`, and its content type (`None`: no `Content-Type`).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use tollgate::http::{Problem, ProblemJson, RejectBody, StatusCode};
+    ///
+    /// let problem = Problem::new(StatusCode::TOO_MANY_REQUESTS, "slow down");
+    /// let (body, content_type): (Bytes, _) = ProblemJson.body(&problem);
+    /// assert_eq!(body, problem.to_json());
+    /// assert_eq!(content_type.unwrap(), "application/problem+json");
+    /// ```
     fn body(&self, problem: &Problem) -> (B, Option<HeaderValue>);
     /// An empty body (gRPC responses carry everything in headers).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use tollgate::http::{NoBody, ProblemJson, RejectBody};
+    ///
+    /// let body: Bytes = ProblemJson.empty();
+    /// assert!(body.is_empty());
+    /// let body: String = NoBody.empty();
+    /// assert!(body.is_empty());
+    /// ```
     fn empty(&self) -> B;
 }
 
