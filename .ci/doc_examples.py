@@ -27,6 +27,9 @@ into the crate's sources (rustdoc `--no-deps` links its own items only), so it i
 by its heading's source link, not by a list of names. Redirect pages (an item's private path,
 rustdoc's forward to where it is re-exported) are skipped.
 
+It reads every page in DOC_DIR, and rustdoc never deletes a page: run it on a fresh
+`cargo doc` output (as CI does), or a page of an item since removed is checked too.
+
 Usage: python3 .ci/doc_examples.py [DOC_DIR]   (default: target/doc/tollgate; the crate's name
 is the folder's name)
 Exit 1 with one line per item lacking an example (its path, then the page and anchor).
@@ -188,9 +191,9 @@ def main():
                 continue
             for anchor, docblock in methods(root, kind):
                 if not has_example(docblock):
-                    name = anchor.split(".", 1)[1]
-                    missing.append(f"{path}::{name.rsplit('-', 1)[0] if '-' in name else name}"
-                                   f" ({rel}#{anchor})")
+                    # `method.new-1`: a second `new`, in another impl block.
+                    name = anchor.split(".", 1)[1].split("-")[0]
+                    missing.append(f"{path}::{name} ({rel}#{anchor})")
     if own == 0:
         # Guards against a rustdoc whose pages this script no longer reads (no source links).
         sys.exit(f"{doc}: no page of {crate}'s own items found (built without source links?)")
