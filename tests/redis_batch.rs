@@ -668,14 +668,15 @@ async fn batches_work_through_sentinel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_seen_once_take_no_batch_when_the_sketch_is_crowded() {
     let server = RedisServer::start();
-    let limiter = batched(
-        &server.url(),
-        &unique_prefix(),
-        Quota::per_second(100).unwrap(),
-        Duration::from_secs(3600),
-        50,
-    )
-    .await;
+    // A deadline of seconds, not `batched`'s 50 ms: with 8 tasks calling on a busy machine
+    // a call can outlast 50 ms, and the policy's refusal then reads as Redis's.
+    let limiter = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
+        .prefix(unique_prefix())
+        .deadline(Duration::from_secs(2))
+        .local_batches(Duration::from_secs(3600), 50)
+        .connect(&server.url())
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for t in 0..8u32 {
         let l = limiter.clone();

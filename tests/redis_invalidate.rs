@@ -251,6 +251,11 @@ async fn a_reset_elsewhere_reaches_through_sentinel_and_after_a_failover() {
     reset_elsewhere_reaches(&a, &b, "k2").await;
 }
 
+/// The batches' refresh interval in `a_batch_given_back_ends_the_cached_denial_here`, so a
+/// batch's life: its steps from the take to the cached denial must fit in it (about 5 ms
+/// idle, 70 ms with both cores busy), or the batch goes back first and forgets the denial.
+const BATCH_LIFE: Duration = Duration::from_secs(2);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_given_back_ends_the_cached_denial_here() {
     let server = RedisServer::start();
@@ -260,7 +265,7 @@ async fn a_batch_given_back_ends_the_cached_denial_here() {
         .deadline(Duration::from_secs(2))
         .prefix(&prefix)
         .denial_cache(cache())
-        .local_batches(Duration::from_millis(200), 100)
+        .local_batches(BATCH_LIFE, 100)
         .connect(&server.url())
         .await
         .unwrap();
@@ -286,13 +291,20 @@ async fn a_batch_given_back_ends_the_cached_denial_here() {
         }
     }
     assert!(refused);
-    let returned_before = a.stats().permits_returned;
     let before = a.stats().local_denials;
     assert!(!a.decide_with("k", quota).await.unwrap().decision.allowed);
     assert_eq!(a.stats().local_denials, before + 1, "not cached");
-    // The batch ends unused and goes back: its permits are free on Redis again.
-    let returned = eventually(200, Duration::from_millis(10), async || {
-        a.stats().permits_returned > returned_before
+    // All of the above happened while the batch was held: nothing was given back yet.
+    assert_eq!(
+        a.stats().permits_returned,
+        0,
+        "the batch ended before its denial was cached (a stall longer than {BATCH_LIFE:?}?)"
+    );
+    // The batch ends unused and goes back (at its end, or at the sweep after it, one
+    // refresh interval later at most): its permits are free on Redis again. Polled for
+    // three batch lives at least.
+    let returned = eventually(600, Duration::from_millis(10), async || {
+        a.stats().permits_returned > 0
     })
     .await;
     assert!(returned, "the batch never went back: {:?}", a.stats());
