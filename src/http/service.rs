@@ -83,7 +83,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::request::Parts;
@@ -534,15 +534,16 @@ pin_project! {
         // variant took two copies on every allowed request.
         #[pin]
         fut: Option<F>,
-        headers: Option<RateHeaders>,
         other: Other<F>,
     }
 }
 
-/// What a [`ResponseFuture`] without the inner service's future answers with.
+/// The rest of a [`ResponseFuture`]: the headers for the inner service's response, or what
+/// answers without it. One enum, not a field each: the future is copied whole where it is
+/// boxed (axum boxes every route's), so its size costs on every request.
 enum Other<F: Future> {
-    /// The inner service's future answers.
-    Inner,
+    /// The inner service's future answers; these headers (if any) go on its response.
+    Inner(Option<RateHeaders>),
     /// A response made here, taken by the first poll.
     Ready(Option<F::Output>),
     /// A future that waits first (shaping, refunds, remote backends).
@@ -556,15 +557,13 @@ impl<F: Future> ResponseFuture<F> {
     fn inner(fut: F, headers: Option<RateHeaders>) -> Self {
         ResponseFuture {
             fut: Some(fut),
-            headers,
-            other: Other::Inner,
+            other: Other::Inner(headers),
         }
     }
 
     fn boxed(fut: BoxOutput<F>) -> Self {
         ResponseFuture {
             fut: None,
-            headers: None,
             other: Other::Boxed(fut),
         }
     }
@@ -577,7 +576,6 @@ where
     fn ready(response: Response<B>) -> Self {
         ResponseFuture {
             fut: None,
-            headers: None,
             other: Other::Ready(Some(Ok(response))),
         }
     }
@@ -592,11 +590,18 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         if let Some(fut) = this.fut.as_pin_mut() {
-            let mut res = ready!(fut.poll(cx))?;
-            if let Some(h) = this.headers.take() {
-                h.write(res.headers_mut());
+            // The inner poll's output is moved once at most (a response is 128 bytes): with no
+            // headers to add, not at all.
+            let Other::Inner(headers @ Some(_)) = this.other else {
+                return fut.poll(cx);
+            };
+            let mut out = fut.poll(cx);
+            if let Poll::Ready(Ok(res)) = &mut out {
+                if let Some(h) = headers.take() {
+                    h.write(res.headers_mut());
+                }
             }
-            return Poll::Ready(Ok(res));
+            return out;
         }
         match this.other {
             Other::Ready(output) => match output.take() {
@@ -605,7 +610,7 @@ where
             },
             Other::Boxed(fut) => fut.as_mut().poll(cx),
             // Made with the inner service's future only, which is never taken out.
-            Other::Inner => unreachable!("ResponseFuture without its inner future"),
+            Other::Inner(_) => unreachable!("ResponseFuture without its inner future"),
         }
     }
 }
