@@ -14,7 +14,7 @@ use std::time::Instant;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::super::access::{screen, Lists, Screen};
+use super::super::access::{screen, unlisted, Lists, Screen};
 use super::super::key::{AddrSource, KeyError, KeyExtractor};
 use super::shadow::EnforcementFlag;
 use super::stats::{Counters, Outcome};
@@ -281,6 +281,11 @@ impl<K> Ops<K> {
         E: KeyExtractor<Key = K> + ?Sized,
     {
         let policy = index.and_then(|i| self.policy(i).lists.as_deref());
+        if self.lists.is_none() && policy.is_none() {
+            // Without lists (the usual layer), inlined here: the key is then not moved
+            // through `screen`'s call and its result.
+            return unlisted(extractor, limited, req);
+        }
         let addr = || self.addr.as_deref().or_else(|| extractor.addr_source());
         screen([self.lists.as_ref(), policy], addr, extractor, limited, req)
     }
