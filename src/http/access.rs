@@ -280,23 +280,6 @@ pub(crate) enum Screen<K> {
     KeyError(KeyError),
 }
 
-/// The screening of a request no list applies to: its key if a limiter applies
-/// (`limited`), else through.
-#[inline]
-pub(crate) fn unlisted<E: KeyExtractor + ?Sized>(
-    extractor: &E,
-    limited: bool,
-    req: &Parts,
-) -> Screen<E::Key> {
-    if !limited {
-        return Screen::Pass;
-    }
-    match extractor.extract(req) {
-        Ok(key) => Screen::Limit(key),
-        Err(e) => Screen::KeyError(e),
-    }
-}
-
 /// Applies `lists` (the layer's, then the policy's) to a request that a limiter applies to
 /// (`limited`; else it passes unless a list refuses it), in this order: deny by address or request; allow by address or
 /// request (done, unless a key could still be denied); the key; deny by key; allow by key.
@@ -317,7 +300,7 @@ pub(crate) fn screen<'a, E: KeyExtractor + ?Sized>(
         Err(e) => Screen::KeyError(e),
     };
     if lists().next().is_none() {
-        return unlisted(extractor, limited, req);
+        return if limited { extract() } else { Screen::Pass };
     }
     let mut addr = None;
     if lists().any(|l| l.has_networks()) {

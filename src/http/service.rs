@@ -293,7 +293,17 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         let slot = self.slots.find(&parts.method, path, template);
         // The allow and deny lists, before any limiter; one outcome counted per request.
         let limited = index.is_some() || slot.is_some();
-        match self.ops.screen(&*self.extractor, index, limited, parts) {
+        let screen = if limited && !self.ops.has_lists(index) {
+            // No lists (the usual layer): the key is all there is to screen, and goes straight
+            // into what was found, not through the lists' verdict (a copy of it per step).
+            match self.extractor.extract(parts) {
+                Ok(key) => return Screening::Limit(Found { key, index, slot }),
+                Err(e) => Screen::KeyError(e),
+            }
+        } else {
+            self.ops.screen(&*self.extractor, index, limited, parts)
+        };
+        match screen {
             Screen::Limit(key) => Screening::Limit(Found { key, index, slot }),
             Screen::Pass => {
                 self.ops.record(index, Outcome::Allowed);

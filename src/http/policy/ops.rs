@@ -14,7 +14,7 @@ use std::time::Instant;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::super::access::{screen, unlisted, Lists, Screen};
+use super::super::access::{screen, Lists, Screen};
 use super::super::key::{AddrSource, KeyError, KeyExtractor};
 use super::shadow::EnforcementFlag;
 use super::stats::{Counters, Outcome};
@@ -267,6 +267,13 @@ impl<K> Ops<K> {
         }
     }
 
+    /// Whether any list applies to a request to the rate policy at `index` (the layer's, or
+    /// the policy's own).
+    #[inline]
+    pub(crate) fn has_lists(&self, index: Option<usize>) -> bool {
+        self.lists.is_some() || index.is_some_and(|i| self.policy(i).lists.is_some())
+    }
+
     /// The lists' verdict on a request to the rate policy at `index` (its lists apply too),
     /// with its key when a limiter (`limited`: a rate or a concurrency policy) is to decide.
     #[inline]
@@ -281,11 +288,6 @@ impl<K> Ops<K> {
         E: KeyExtractor<Key = K> + ?Sized,
     {
         let policy = index.and_then(|i| self.policy(i).lists.as_deref());
-        if self.lists.is_none() && policy.is_none() {
-            // Without lists (the usual layer), inlined here: the key is then not moved
-            // through `screen`'s call and its result.
-            return unlisted(extractor, limited, req);
-        }
         let addr = || self.addr.as_deref().or_else(|| extractor.addr_source());
         screen([self.lists.as_ref(), policy], addr, extractor, limited, req)
     }
