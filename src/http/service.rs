@@ -602,16 +602,10 @@ where
         if let Some(fut) = this.fut.as_pin_mut() {
             // The inner poll's output is moved once at most (a response is 128 bytes): with no
             // headers to add, not at all.
-            let Other::Inner(headers @ Some(_)) = this.other else {
-                return fut.poll(cx);
+            return match this.other {
+                Other::Inner(headers @ Some(_)) => poll_adding(fut, cx, headers),
+                _ => fut.poll(cx),
             };
-            let mut out = fut.poll(cx);
-            if let Poll::Ready(Ok(res)) = &mut out {
-                if let Some(h) = headers.take() {
-                    h.write(res.headers_mut());
-                }
-            }
-            return out;
         }
         match this.other {
             Other::Ready(output) => match output.take() {
@@ -623,6 +617,26 @@ where
             Other::Inner(_) => unreachable!("ResponseFuture without its inner future"),
         }
     }
+}
+
+/// Polls the inner service's future, adding `headers` to its response when it is ready.
+// Never inlined: the poll without headers then needs no stack frame of its own.
+#[inline(never)]
+fn poll_adding<F, B, Err>(
+    fut: Pin<&mut F>,
+    cx: &mut Context<'_>,
+    headers: &mut Option<RateHeaders>,
+) -> Poll<Result<Response<B>, Err>>
+where
+    F: Future<Output = Result<Response<B>, Err>>,
+{
+    let mut out = fut.poll(cx);
+    if let Poll::Ready(Ok(res)) = &mut out {
+        if let Some(h) = headers.take() {
+            h.write(res.headers_mut());
+        }
+    }
+    out
 }
 
 impl<F: Future> fmt::Debug for ResponseFuture<F> {
