@@ -83,7 +83,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::request::Parts;
@@ -293,7 +293,17 @@ impl<B: Backend, R, C> Shared<B, R, C> {
         let slot = self.slots.find(&parts.method, path, template);
         // The allow and deny lists, before any limiter; one outcome counted per request.
         let limited = index.is_some() || slot.is_some();
-        match self.ops.screen(&*self.extractor, index, limited, parts) {
+        let screen = if limited && !self.ops.has_lists(index) {
+            // No lists (the usual layer): the key is all there is to screen, and goes straight
+            // into what was found, not through the lists' verdict (a copy of it per step).
+            match self.extractor.extract(parts) {
+                Ok(key) => return Screening::Limit(Found { key, index, slot }),
+                Err(e) => Screen::KeyError(e),
+            }
+        } else {
+            self.ops.screen(&*self.extractor, index, limited, parts)
+        };
+        match screen {
             Screen::Limit(key) => Screening::Limit(Found { key, index, slot }),
             Screen::Pass => {
                 self.ops.record(index, Outcome::Allowed);
@@ -555,15 +565,16 @@ pin_project! {
         // variant took two copies on every allowed request.
         #[pin]
         fut: Option<F>,
-        headers: Option<RateHeaders>,
         other: Other<F>,
     }
 }
 
-/// What a [`ResponseFuture`] without the inner service's future answers with.
+/// The rest of a [`ResponseFuture`]: the headers for the inner service's response, or what
+/// answers without it. One enum, not a field each: the future is copied whole where it is
+/// boxed (axum boxes every route's), so its size costs on every request.
 enum Other<F: Future> {
-    /// The inner service's future answers.
-    Inner,
+    /// The inner service's future answers; these headers (if any) go on its response.
+    Inner(Option<RateHeaders>),
     /// A response made here, taken by the first poll.
     Ready(Option<F::Output>),
     /// A future that waits first (shaping, refunds, remote backends).
@@ -577,15 +588,13 @@ impl<F: Future> ResponseFuture<F> {
     fn inner(fut: F, headers: Option<RateHeaders>) -> Self {
         ResponseFuture {
             fut: Some(fut),
-            headers,
-            other: Other::Inner,
+            other: Other::Inner(headers),
         }
     }
 
     fn boxed(fut: BoxOutput<F>) -> Self {
         ResponseFuture {
             fut: None,
-            headers: None,
             other: Other::Boxed(fut),
         }
     }
@@ -598,7 +607,6 @@ where
     fn ready(response: Response<B>) -> Self {
         ResponseFuture {
             fut: None,
-            headers: None,
             other: Other::Ready(Some(Ok(response))),
         }
     }
@@ -613,11 +621,12 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         if let Some(fut) = this.fut.as_pin_mut() {
-            let mut res = ready!(fut.poll(cx))?;
-            if let Some(h) = this.headers.take() {
-                h.write(res.headers_mut());
-            }
-            return Poll::Ready(Ok(res));
+            // The inner poll's output is moved once at most (a response is 128 bytes): with no
+            // headers to add, not at all.
+            return match this.other {
+                Other::Inner(headers @ Some(_)) => poll_adding(fut, cx, headers),
+                _ => fut.poll(cx),
+            };
         }
         match this.other {
             Other::Ready(output) => match output.take() {
@@ -626,9 +635,29 @@ where
             },
             Other::Boxed(fut) => fut.as_mut().poll(cx),
             // Made with the inner service's future only, which is never taken out.
-            Other::Inner => unreachable!("ResponseFuture without its inner future"),
+            Other::Inner(_) => unreachable!("ResponseFuture without its inner future"),
         }
     }
+}
+
+/// Polls the inner service's future, adding `headers` to its response when it is ready.
+// Never inlined: the poll without headers then needs no stack frame of its own.
+#[inline(never)]
+fn poll_adding<F, B, Err>(
+    fut: Pin<&mut F>,
+    cx: &mut Context<'_>,
+    headers: &mut Option<RateHeaders>,
+) -> Poll<Result<Response<B>, Err>>
+where
+    F: Future<Output = Result<Response<B>, Err>>,
+{
+    let mut out = fut.poll(cx);
+    if let Poll::Ready(Ok(res)) = &mut out {
+        if let Some(h) = headers.take() {
+            h.write(res.headers_mut());
+        }
+    }
+    out
 }
 
 impl<F: Future> fmt::Debug for ResponseFuture<F> {

@@ -81,6 +81,7 @@ impl<K> OpsSettings<K> {
             })
             .collect();
         Ok(Ops {
+            any_lists: lists.is_some() || !policy_lists.is_empty(),
             lists,
             policies,
             unmatched: Counters::new(None),

@@ -35,6 +35,9 @@ pub(crate) struct Ops<K> {
     pub(crate) lists: Option<Lists<K>>,
     /// Per policy, in the policy table's order.
     pub(crate) policies: Box<[PolicyOps<K>]>,
+    /// Whether any list is set, the layer's or a policy's: without, a request's screening
+    /// reads no policy's lists.
+    pub(crate) any_lists: bool,
     /// Requests no policy applies to.
     pub(crate) unmatched: Counters,
     /// The client address for the lists' networks, if given to the builder (else the
@@ -265,6 +268,14 @@ impl<K> Ops<K> {
                 e.reason()
             );
         }
+    }
+
+    /// Whether any list applies to a request to the rate policy at `index` (the layer's, or
+    /// the policy's own).
+    #[inline]
+    pub(crate) fn has_lists(&self, index: Option<usize>) -> bool {
+        self.any_lists
+            && (self.lists.is_some() || index.is_some_and(|i| self.policy(i).lists.is_some()))
     }
 
     /// The lists' verdict on a request to the rate policy at `index` (its lists apply too),
