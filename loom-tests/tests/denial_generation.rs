@@ -18,7 +18,8 @@
 //!   returned, lookups must not be answered from before the change.
 //!
 //! "Redis" is the key's version under a mutex: a reset bumps it, and a denial carries the
-//! version it was made at.
+//! version it was made at. `clear` (a subscription made again) takes the same steps as a
+//! forget, over every shard: one key in one shard models it too.
 //!
 //! Property, in every interleaving: once the forget that follows a change to version `v` has
 //! returned, no lookup answers with a denial made before `v`, and the entry left at the end is
