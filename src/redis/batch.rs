@@ -3,6 +3,8 @@
 //! round trip, refilled in the background before they run out, given back when they end, when
 //! the key goes idle, or when the limiter is dropped. The rule and its bound: the guide's Redis
 //! page, "A global limit at in-process speed". The per-key bookkeeping is `batch/entry.rs`.
+//! The close (`Batches::drop` against `Table::finish_take`) is modelled step for step in
+//! `loom-tests/tests/batch_close.rs`: change both.
 
 mod entry;
 mod heat;

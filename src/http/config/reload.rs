@@ -10,6 +10,9 @@
 //! [`ReloadableLayer`]'s services change to it at their next `poll_ready`. Only the limiters'
 //! own settings (key cap, sweeper, full-table policy) cannot change: they belong to limiters
 //! that are kept.
+//!
+//! The generation its services check (`Current::{get, replace}` and `Reloading::poll_ready`)
+//! is modelled step for step in `loom-tests/tests/reload_generation.rs`: change both.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -18,7 +18,8 @@
 //! A reply on its way while the key is invalidated may predate the change: every forget bumps
 //! a generation, and a reply is recorded only if no forget came between its call's send and
 //! the record ([`generation`](DenialCache::generation)), so an invalidation is never undone by
-//! a late reply.
+//! a late reply. This protocol, with its callers' order of steps, is modelled step for step in
+//! `loom-tests/tests/denial_generation.rs`: change both.
 //!
 //! Only single-permit denials are cached and only single-permit calls answered: for `n = 1`,
 //! `remaining` is 0 for as long as the denial lasts, so the reply is exact: `remaining` 0,
@@ -432,6 +433,26 @@ mod tests {
         assert!(c.record("k", 1, sent, c.generation(), &denied(100, 100)));
         assert!(c.lookup("k", 1, sent).is_some());
         counts_match(&c);
+    }
+
+    #[test]
+    fn a_change_caches_its_reply_only_if_its_own_forget_was_the_only_one_since_the_send() {
+        // A block's path (`RedisRateLimiter::adjust`): the generation read before the send,
+        // its own forget after the reply, the record with the generation that forget makes.
+        let c = DenialCache::new(8);
+        let sent = Instant::now();
+        let before = c.generation();
+        // The key was reset elsewhere and the message heard before the block's reply: the
+        // denial may predate the reset.
+        c.forget("k");
+        c.forget("k");
+        assert!(!c.record("k", 1, sent, before.wrapping_add(1), &denied(100, 100)));
+        assert_eq!(c.lookup("k", 1, sent), None);
+        // Nothing else forgotten meanwhile: the reply is cached.
+        let before = c.generation();
+        c.forget("k");
+        assert!(c.record("k", 1, sent, before.wrapping_add(1), &denied(100, 100)));
+        assert!(c.lookup("k", 1, sent).is_some());
     }
 
     #[test]

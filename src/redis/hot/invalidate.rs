@@ -18,6 +18,9 @@
 //! turn), and once made the whole cache is forgotten: a change published meanwhile was not
 //! heard. While it is down the cache refuses at worst until each denial's `retry_after`, as
 //! with no subscription at all.
+//!
+//! Waiting for the first attempt (`Listener::start`, `Shared::first_attempt_ended`) is
+//! modelled step for step in `loom-tests/tests/first_subscription.rs`: change both.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};

@@ -158,10 +158,14 @@ impl<A: RedisAlgorithm> RedisRateLimiter<A> {
         ];
         let s = &self.shared;
         let sent = Instant::now();
+        // Read before the send: a forget from elsewhere (a reset heard of) between the send
+        // and the record may postdate this reply, which must then not be cached.
+        let before = s.hot.generation();
         let reply = s.client.eval(&A::spec().script, &state, op, &args).await;
         // Whatever happened, this process's cached denial of the key may be wrong now.
         s.hot.forget(&state);
-        let generation = s.hot.generation();
+        // What this forget moved the generation to if it was the only one since the send.
+        let generation = before.wrapping_add(1);
         let reply = reply.map_err(|f| s.client.error(f))?;
         if op == "reward" {
             // Only a loosening change can make another process's cached denial wrong.
