@@ -17,10 +17,21 @@ use tollgate::{
 const DEADLINE: Duration = Duration::from_millis(50);
 /// "Never a hang": a failing call must return long before this (the deadline is 50 ms).
 const HANG: Duration = Duration::from_secs(2);
+/// The deadline of calls a test needs Redis to answer: no stall of a loaded machine reaches
+/// it (past it, a policy's decision or a `Timeout` would read as the behaviour under test).
+const PATIENT: Duration = Duration::from_secs(2);
 
 async fn limiter(server: &RedisServer, policy: FailurePolicy) -> RedisRateLimiter {
+    limiter_with(server, policy, DEADLINE).await
+}
+
+async fn limiter_with(
+    server: &RedisServer,
+    policy: FailurePolicy,
+    deadline: Duration,
+) -> RedisRateLimiter {
     RedisRateLimiter::builder(Quota::per_second(10).unwrap())
-        .deadline(DEADLINE)
+        .deadline(deadline)
         .on_failure(policy)
         .connect(&server.url())
         .await
@@ -126,7 +137,7 @@ fn evals(server: &RedisServer) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_costs_one_reload() {
     let server = RedisServer::start();
-    let l = limiter(&server, FailurePolicy::Error).await;
+    let l = limiter_with(&server, FailurePolicy::Error, PATIENT).await;
     l.check("k").await.unwrap();
     l.check("k").await.unwrap();
     assert_eq!(l.stats().script_loads, 1); // a fresh server has no scripts
@@ -145,29 +156,44 @@ async fn a_stalled_redis_hits_the_deadline() {
     let server = RedisServer::start();
     let error = limiter(&server, FailurePolicy::Error).await;
     let open = limiter(&server, FailurePolicy::Open).await;
-    error.check("k").await.unwrap();
-    open.check("k").await.unwrap();
+    // Both connected and the script loaded before the stall. Polled: on a busy machine a
+    // first call can outlast the 50 ms deadline.
+    for l in [&error, &open] {
+        let decided = eventually(
+            100,
+            Duration::from_millis(10),
+            async || matches!(l.decide_n("up", 1).await, Ok(d) if d.server_time.is_some()),
+        )
+        .await;
+        assert!(decided, "Redis never decided");
+    }
+    let timeouts = error.stats().timeouts;
+    // Redis stalls: it holds every script call for 5 s (`CLIENT PAUSE ... WRITE`, in force
+    // when its reply is read, so no race with the calls below; it still answers the
+    // `UNPAUSE`).
     let mut admin = server.conn();
-    let sleeper = std::thread::spawn(move || {
-        let _: () = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("1")
-            .query(&mut admin)
-            .unwrap();
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
     let t = Instant::now();
     let e = error.check("k").await.unwrap_err();
     assert!(matches!(e, RedisLimitError::Timeout { deadline } if deadline == DEADLINE));
     let d = open.decide_n("k", 1).await.unwrap();
     assert!(d.decision.allowed && d.server_time.is_none());
+    // Not a wait for the stall's end (5 s).
     assert!(
         t.elapsed() < Duration::from_millis(800),
         "waited {:?}",
         t.elapsed()
     );
-    assert_eq!(error.stats().timeouts, 1);
-    sleeper.join().unwrap();
+    assert_eq!(error.stats().timeouts, timeouts + 1);
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
     let back = eventually(100, Duration::from_millis(10), async || {
         error.check("k").await.is_ok()
     })
@@ -282,7 +308,7 @@ async fn the_fallback_runs_the_same_algorithm() {
     let limiter = RedisRateLimiter::builder(Quota::per_second(100).unwrap())
         .algorithm(SlidingLog)
         .unwrap()
-        .deadline(DEADLINE)
+        .deadline(PATIENT)
         .on_failure(FailurePolicy::Fallback(local.clone()))
         .connect(&server.url())
         .await
@@ -431,8 +457,8 @@ async fn recovery_after_short_and_long_outages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_limiter_decides_by_redis_on_its_first_call_after_an_outage() {
     let mut server = RedisServer::start();
-    let error = limiter(&server, FailurePolicy::Error).await;
-    let open = limiter(&server, FailurePolicy::Open).await;
+    let error = limiter_with(&server, FailurePolicy::Error, PATIENT).await;
+    let open = limiter_with(&server, FailurePolicy::Open, PATIENT).await;
     for l in [&error, &open] {
         assert!(l.decide_n("k", 1).await.unwrap().server_time.is_some());
     }

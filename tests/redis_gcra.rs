@@ -192,7 +192,11 @@ async fn throttle_is_redis_cell_value_for_value() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reservations_are_granted_in_arrival_order_across_connections() {
     let server = RedisServer::start();
-    let quota = Quota::from_interval(Duration::from_millis(10)).unwrap();
+    // One permit a second: each reservation must reach Redis before the queue ahead of it has
+    // drained (with 10 ms, a stall of 10 ms between two calls did that: the next one was
+    // not queued, and its ready time was off).
+    let interval = Duration::from_secs(1);
+    let quota = Quota::from_interval(interval).unwrap();
     let first = limiter(&server, quota).await;
     // Five more "processes": their own connections, the same prefix.
     let mut others = Vec::new();
@@ -200,6 +204,9 @@ async fn reservations_are_granted_in_arrival_order_across_connections() {
         others.push(
             RedisRateLimiter::builder(quota)
                 .prefix(first.state_key("").split(':').next().unwrap())
+                // `limiter`'s, not the default 50 ms, which a stall of a loaded machine can
+                // outlast.
+                .deadline(Duration::from_secs(2))
                 .connect(&server.url())
                 .await
                 .unwrap(),
@@ -224,7 +231,8 @@ async fn reservations_are_granted_in_arrival_order_across_connections() {
         let (prev, _, _) = w[0];
         let (next, delay, cost) = w[1];
         assert!(delay > Duration::ZERO, "{ready:?}");
-        assert_eq!(next - prev, Duration::from_millis(10 * cost), "{ready:?}");
+        let cost = u32::try_from(cost).unwrap();
+        assert_eq!(next - prev, interval * cost, "{ready:?}");
     }
 }
 

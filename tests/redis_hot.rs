@@ -7,7 +7,7 @@ mod redis_support;
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use redis_support::RedisServer;
@@ -252,20 +252,27 @@ async fn queued_checks_fail_on_their_own_when_redis_does_not_answer() {
         .connect(&server.url())
         .await
         .unwrap();
-    assert!(redis.check("k").await.unwrap().allowed);
-    // Redis busy for longer than the deadline (DEBUG SLEEP blocks the server).
-    let sleeper = std::thread::spawn({
-        let mut conn = server.conn();
-        move || {
-            let _: () = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg("0.5")
-                .query(&mut conn)
-                .unwrap();
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Connected and the script loaded first. Polled: on a busy machine a first call can
+    // outlast the 50 ms deadline.
+    let up = redis_support::eventually(
+        100,
+        Duration::from_millis(10),
+        async || matches!(redis.check("k").await, Ok(d) if d.allowed),
+    )
+    .await;
+    assert!(up, "Redis never decided");
+    // Redis busy for far longer than the deadline: it holds every script call for 5 s
+    // (`CLIENT PAUSE ... WRITE`, in force once its reply is read: no race with the checks
+    // below; it still answers the `UNPAUSE`).
+    let mut admin = server.conn();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
     let before = redis.stats();
+    let t = Instant::now();
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let redis = redis.clone();
@@ -275,10 +282,19 @@ async fn queued_checks_fail_on_their_own_when_redis_does_not_answer() {
     for h in handles {
         assert!(h.await.unwrap().is_err(), "Redis could not answer");
     }
+    // Within their deadline, not at the pause's end (5 s).
+    assert!(
+        t.elapsed() < Duration::from_millis(800),
+        "{:?}",
+        t.elapsed()
+    );
     let after = redis.stats();
     // Each check's own timeout (the batch sent after the first one's may time out too).
     assert!(after.timeouts - before.timeouts >= 8);
-    sleeper.join().unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
     // Back: the key is not stuck behind the failed batch.
     let ok = redis_support::eventually(100, Duration::from_millis(20), async || {
         redis.check("k").await.is_ok()

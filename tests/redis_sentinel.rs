@@ -15,6 +15,10 @@ use tollgate::{Quota, WeightedWindow};
 const DEADLINE: Duration = Duration::from_millis(200);
 /// "Never a hang": every call returns long before this, failover or not.
 const HANG: Duration = Duration::from_secs(2);
+/// The deadline of the limiters that only write and read the state around the failover: no
+/// stall of a loaded machine reaches it (past it, an `Open` admission would be counted as a
+/// permit taken).
+const PATIENT: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
@@ -26,11 +30,18 @@ async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
         .connect_sentinel([sentinel.url()], "tg")
         .await
         .unwrap();
+    // The same state, for the steps that need Redis's answer: an error, not an admission,
+    // when Redis cannot give it.
+    let patient = RedisRateLimiter::builder(Quota::per_hour(100).unwrap())
+        .deadline(PATIENT)
+        .connect_sentinel([sentinel.url()], "tg")
+        .await
+        .unwrap();
     // Named states (GCRA and the weighted window), written before the failover.
     let named = |quota: Quota| {
         RedisRateLimiter::builder(quota)
             .state_name("login")
-            .deadline(DEADLINE)
+            .deadline(PATIENT)
             .on_failure(FailurePolicy::Open)
             .connect_sentinel([sentinel.url()], "tg")
     };
@@ -39,7 +50,7 @@ async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
             .algorithm(WeightedWindow)
             .unwrap()
             .state_name("login")
-            .deadline(DEADLINE)
+            .deadline(PATIENT)
             .on_failure(FailurePolicy::Open)
             .connect_sentinel([sentinel.url()], "tg")
     };
@@ -49,8 +60,17 @@ async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
         assert!(gcra_old.decide("n").await.unwrap().decision.allowed);
         assert!(weighted_old.decide("n").await.unwrap().decision.allowed);
     }
-    let d = limiter.decide("k").await.unwrap();
+    let d = patient.decide("k").await.unwrap();
     assert!(d.server_time.is_some(), "{d:?}");
+    // The limiter under test is connected to the primary and has its script before the kill.
+    // Polled (a call past its 200 ms deadline is the policy's), for no permit: nothing taken.
+    let up = eventually(
+        100,
+        Duration::from_millis(10),
+        async || matches!(limiter.decide_n("k", 0).await, Ok(d) if d.server_time.is_some()),
+    )
+    .await;
+    assert!(up, "Redis never decided");
     let key = limiter.state_key("k");
     let on_replica = eventually(100, Duration::from_millis(10), async || {
         redis::cmd("EXISTS")
@@ -83,7 +103,15 @@ async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
     );
     // The new primary is the old replica, and the limiter's state is on it: 2 permits taken.
     assert!(info(&mut replica.conn(), "replication").contains("role:master"));
-    let d = limiter.peek("k").await.unwrap();
+    // (Read by the patient limiter, whose first calls fail until it finds the new primary.)
+    let mut peeked = None;
+    let found = eventually(300, Duration::from_millis(20), async || {
+        peeked = patient.peek("k").await.ok();
+        peeked.is_some()
+    })
+    .await;
+    assert!(found, "the patient limiter never reached the new primary");
+    let d = peeked.unwrap();
     assert_eq!(d.remaining, 98, "{d:?}");
     // The named states came over too, and limiters under another quota (20 per 2 hours)
     // convert them: the 4 permits taken are still counted (GCRA: 4 permits of debt).

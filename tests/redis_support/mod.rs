@@ -207,13 +207,20 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start(primaries: usize) -> RedisCluster {
+        RedisCluster::start_with_node_timeout(primaries, Duration::from_secs(5))
+    }
+
+    /// A cluster whose nodes mark a silent node as failing (and, with no replica for its
+    /// slots, the whole cluster as down) after `node_timeout`.
+    pub fn start_with_node_timeout(primaries: usize, node_timeout: Duration) -> RedisCluster {
+        let timeout_ms = node_timeout.as_millis().to_string();
         let nodes: Vec<RedisServer> = (0..primaries)
             .map(|_| {
                 RedisServer::start_with(&[
                     "--cluster-enabled",
                     "yes",
                     "--cluster-node-timeout",
-                    "5000",
+                    &timeout_ms,
                 ])
             })
             .collect();
