@@ -15,6 +15,10 @@
 //! - no check is stranded: every queued check is taken (sent in a batch) exactly once;
 //! - at most one call per key in flight: no two calls (lone, owner or batch) on one key at once;
 //! - at the end the word is 0 and the map and parked list are empty.
+//!
+//! Fails with `leave_alone`'s compare-and-swap made as a load and a store
+//! (`a_lone_leave_by_load_and_store_is_caught`): a check that counts itself between them is
+//! wiped from the word, parks behind a tag that is gone, and is never sent.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +43,8 @@ struct Entries {
     taken: Vec<AtomicUsize>,
     /// Calls in flight per key (index by `key_index`).
     calls: [AtomicUsize; 2],
+    /// The broken protocol: `leave_alone` loads the word and stores 0 if it was its own.
+    leave_by_store: bool,
 }
 
 fn key_index(key: &str) -> usize {
@@ -46,12 +52,13 @@ fn key_index(key: &str) -> usize {
 }
 
 impl Entries {
-    fn new(checks: usize) -> Entries {
+    fn new(checks: usize, leave_by_store: bool) -> Entries {
         Entries {
             word: AtomicU64::new(0),
             shard: Mutex::new(Shard::default()),
             taken: (0..checks).map(|_| AtomicUsize::new(0)).collect(),
             calls: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            leave_by_store,
         }
     }
 
@@ -84,11 +91,7 @@ impl Entries {
         {
             // Alone: the call, then `leave_alone`.
             self.call(key);
-            if self
-                .word
-                .compare_exchange(tag | ONE, 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
+            if !self.leave_alone(tag) {
                 // `unpark`: under the lock, the tag and its count go, the parked queues are
                 // taken and sent, each then driven to its end as an owner's.
                 let parked = {
@@ -129,6 +132,21 @@ impl Entries {
         false
     }
 
+    /// `leave_alone`'s first step: whether the word still holds only this check (then it is
+    /// 0 now); if not, someone counted themselves meanwhile and the caller unparks.
+    fn leave_alone(&self, tag: u64) -> bool {
+        if self.leave_by_store {
+            let alone = self.word.load(Ordering::Acquire) == tag | ONE;
+            if alone {
+                self.word.store(0, Ordering::Release);
+            }
+            return alone;
+        }
+        self.word
+            .compare_exchange(tag | ONE, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// `take_or_idle` in a loop: batches of what queued on `key`, until none is left.
     fn drive(&self, key: &'static str) {
         loop {
@@ -149,8 +167,13 @@ impl Entries {
 
 /// Runs `checks` (key, tag) on one thread each and checks the properties.
 fn run(checks: &'static [(&'static str, u64)]) {
+    run_with(checks, false);
+}
+
+/// [`run`], with `leave_alone` broken if `leave_by_store`.
+fn run_with(checks: &'static [(&'static str, u64)], leave_by_store: bool) {
     model(move || {
-        let e = Arc::new(Entries::new(checks.len()));
+        let e = Arc::new(Entries::new(checks.len(), leave_by_store));
         let threads: Vec<_> = checks
             .iter()
             .enumerate()
@@ -195,4 +218,10 @@ fn another_key_on_the_slot_goes_on_its_own() {
 #[test]
 fn another_key_with_the_same_tag_parks_and_is_still_sent() {
     run(&[("k", 1), ("k2", 1), ("k", 1)]);
+}
+
+#[test]
+#[should_panic(expected = "taken 0 times")]
+fn a_lone_leave_by_load_and_store_is_caught() {
+    run_with(&[("k", 1), ("k2", 1), ("k", 1)], true);
 }

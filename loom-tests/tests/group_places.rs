@@ -26,6 +26,10 @@
 //! - no check is stranded: every queued check is taken (sent in a group) exactly once;
 //! - never more calls at once (lone or group) than the bound;
 //! - at the end no place is held, the length is 0 and the queue is empty.
+//!
+//! Fails with a queueing check that does not pump after it queued
+//! (`a_queued_check_that_does_not_pump_is_caught`): the call it could not claim a place from
+//! can end, and find the length still 0, between its claim and its push.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -72,6 +76,8 @@ struct Grouper {
     /// Calls in progress (lone or group), counted apart from `in_flight`.
     calls: AtomicUsize,
     seen: Arc<Seen>,
+    /// The broken protocol: a check that queued leaves the pumping to calls that end.
+    no_pump_after_queueing: bool,
 }
 
 impl Grouper {
@@ -85,6 +91,7 @@ impl Grouper {
             taken: (0..checks).map(|_| AtomicUsize::new(0)).collect(),
             calls: AtomicUsize::new(0),
             seen,
+            no_pump_after_queueing: false,
         }
     }
 
@@ -168,7 +175,9 @@ impl Grouper {
             q.push(id);
             self.queued.store(q.len(), Ordering::SeqCst);
         }
-        self.pump(sends);
+        if !self.no_pump_after_queueing {
+            self.pump(sends);
+        }
         true
     }
 }
@@ -182,11 +191,19 @@ fn join(sends: Sends) {
 /// Runs three checks, one thread each, under `bound` places and groups of at most `max_keys`,
 /// checks the properties, and returns which rare paths were reached.
 fn run(bound: usize, max_keys: usize) -> Arc<Seen> {
+    run_with(bound, max_keys, false)
+}
+
+/// [`run`], with the queueing check's pump left out if `no_pump_after_queueing`.
+fn run_with(bound: usize, max_keys: usize, no_pump_after_queueing: bool) -> Arc<Seen> {
     const CHECKS: usize = 3;
     let seen = Arc::new(Seen::default());
     let s = seen.clone();
     model(move || {
-        let g = Arc::new(Grouper::new(bound, max_keys, CHECKS, s.clone()));
+        let g = Arc::new(Grouper {
+            no_pump_after_queueing,
+            ..Grouper::new(bound, max_keys, CHECKS, s.clone())
+        });
         // loom takes a cell's initial value for a non-`SeqCst` store, which a `SeqCst` load may
         // still read after another thread's newer `SeqCst` store it has not synchronized with
         // (C++ forbids it: the initial value happens before that store). Without this, an
@@ -240,4 +257,10 @@ fn one_place_groups_of_two_each_queued_check_is_sent_once() {
 fn two_places_each_queued_check_is_sent_once() {
     let seen = run(2, 2);
     assert!(Seen::get(&seen.queued) && Seen::get(&seen.empty_take));
+}
+
+#[test]
+#[should_panic(expected = "taken 0 times")]
+fn a_queued_check_that_does_not_pump_is_caught() {
+    run_with(1, 1, true);
 }

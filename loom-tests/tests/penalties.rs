@@ -4,7 +4,9 @@
 //! Property: every history is linearizable against the library's own sequential behaviour
 //! (so no change is lost or applied twice, and a decision sees each change entirely or not at
 //! all), and the final TAT is the sequential one for the grants made. A change made as a
-//! plain load and store instead of a CAS step fails `penalty_races_a_grant` (a lost update).
+//! plain load and store instead of a CAS step fails `penalty_races_a_grant` (a lost update),
+//! and a reward on a spilled cell that adjusts the tail alone when the holes' lock is taken
+//! fails `reward_races_two_cancels`.
 
 use tollgate_loom_tests::{quota, run_model, Op, Out, Setup};
 
@@ -73,6 +75,26 @@ fn reward_races_reserve_and_cancel() {
     let ops = vec![
         vec![Op::Reserve(1), Op::Reserve(1), Op::CancelLast],
         vec![Op::Reward(2)],
+    ];
+    run_model(setup, ops, |_, _, _, _| {});
+}
+
+/// A reward racing two cancels: when both reservations are booked before either cancel, the
+/// first cancel leaves a hole (the cell spills) and the second takes the holes' lock to give
+/// its stretch back, while the reward must wait for that lock to cut the hole or move the
+/// tail. A reward that did not wait (adjusting the tail alone when the lock is taken) gives a
+/// report and a tail no sequential order gives: caught.
+#[test]
+fn reward_races_two_cancels() {
+    let setup = Setup {
+        quota: quota(T, 2),
+        now: NOW,
+        preload: 2,
+    };
+    let ops = vec![
+        vec![Op::Reserve(1), Op::CancelLast],
+        vec![Op::Reserve(1), Op::CancelLast],
+        vec![Op::Reward(1)],
     ];
     run_model(setup, ops, |_, _, _, _| {});
 }
