@@ -168,16 +168,8 @@ async fn a_stalled_redis_hits_the_deadline() {
         assert!(decided, "Redis never decided");
     }
     let timeouts = error.stats().timeouts;
-    // Redis stalls: it holds every script call for 5 s (`CLIENT PAUSE ... WRITE`, in force
-    // when its reply is read, so no race with the calls below; it still answers the
-    // `UNPAUSE`).
-    let mut admin = server.conn();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(5000)
-        .arg("WRITE")
-        .query(&mut admin)
-        .unwrap();
+    // Redis stalls: it holds every script call for 5 s.
+    server.pause_writes(5000);
     let t = Instant::now();
     let e = error.check("k").await.unwrap_err();
     assert!(matches!(e, RedisLimitError::Timeout { deadline } if deadline == DEADLINE));
@@ -190,10 +182,7 @@ async fn a_stalled_redis_hits_the_deadline() {
         t.elapsed()
     );
     assert_eq!(error.stats().timeouts, timeouts + 1);
-    let _: () = redis::cmd("CLIENT")
-        .arg("UNPAUSE")
-        .query(&mut admin)
-        .unwrap();
+    server.unpause();
     let back = eventually(100, Duration::from_millis(10), async || {
         error.check("k").await.is_ok()
     })

@@ -271,16 +271,8 @@ async fn a_paused_server_gives_every_grouped_check_its_policy() {
         assert!(up, "Redis never decided");
     }
     let decided = open.stats().policy_decisions;
-    // Every client's script calls held for 5 s (the server answers none of our checks). In
-    // force once its reply is read, so no race with the checks below; `WRITE`, not `ALL`, so
-    // that the `UNPAUSE` below is answered.
-    let mut admin = server.conn();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(5000)
-        .arg("WRITE")
-        .query(&mut admin)
-        .unwrap();
+    // Every client's script calls held for 5 s (the server answers none of our checks).
+    server.pause_writes(5000);
     let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
     let t = Instant::now();
     let (o, e) = tokio::join!(
@@ -314,10 +306,7 @@ async fn a_paused_server_gives_every_grouped_check_its_policy() {
         assert!(matches!(r, Err(RedisLimitError::Timeout { .. })), "{r:?}");
     }
     assert_eq!(open.stats().policy_decisions - decided, 40);
-    let _: () = redis::cmd("CLIENT")
-        .arg("UNPAUSE")
-        .query(&mut admin)
-        .unwrap();
+    server.unpause();
     // The groups went (their calls failed or were answered late): counted.
     let counted = redis_support::eventually(200, Duration::from_millis(10), async || {
         open.stats().group_calls > 0

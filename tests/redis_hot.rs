@@ -261,16 +261,8 @@ async fn queued_checks_fail_on_their_own_when_redis_does_not_answer() {
     )
     .await;
     assert!(up, "Redis never decided");
-    // Redis busy for far longer than the deadline: it holds every script call for 5 s
-    // (`CLIENT PAUSE ... WRITE`, in force once its reply is read: no race with the checks
-    // below; it still answers the `UNPAUSE`).
-    let mut admin = server.conn();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(5000)
-        .arg("WRITE")
-        .query(&mut admin)
-        .unwrap();
+    // Redis busy for far longer than the deadline: it holds every script call for 5 s.
+    server.pause_writes(5000);
     let before = redis.stats();
     let t = Instant::now();
     let handles: Vec<_> = (0..8)
@@ -291,10 +283,7 @@ async fn queued_checks_fail_on_their_own_when_redis_does_not_answer() {
     let after = redis.stats();
     // Each check's own timeout (the batch sent after the first one's may time out too).
     assert!(after.timeouts - before.timeouts >= 8);
-    let _: () = redis::cmd("CLIENT")
-        .arg("UNPAUSE")
-        .query(&mut admin)
-        .unwrap();
+    server.unpause();
     // Back: the key is not stuck behind the failed batch.
     let ok = redis_support::eventually(100, Duration::from_millis(20), async || {
         redis.check("k").await.is_ok()

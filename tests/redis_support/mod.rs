@@ -159,6 +159,26 @@ impl RedisServer {
             .expect("connect to the test server")
     }
 
+    /// Holds every script call (every write) for `ms` milliseconds, as a stalled server
+    /// would: `CLIENT PAUSE ms WRITE`, in force once this returns (no race with the calls
+    /// that follow). `WRITE`, not `ALL`, so that [`unpause`](Self::unpause) is still answered.
+    pub fn pause_writes(&self, ms: u64) {
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(ms)
+            .arg("WRITE")
+            .query(&mut self.conn())
+            .expect("CLIENT PAUSE");
+    }
+
+    /// Ends a [`pause_writes`](Self::pause_writes) early.
+    pub fn unpause(&self) {
+        let _: () = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query(&mut self.conn())
+            .expect("CLIENT UNPAUSE");
+    }
+
     /// One field of `INFO <section>` (`total_connections_received` of `stats`, ...).
     pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
         let info: String = redis::cmd("INFO")
