@@ -8,7 +8,7 @@ mod redis_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis_support::{eventually, RedisCluster, RedisServer};
+use redis_support::{eventually, redis_decides, RedisCluster, RedisServer};
 use tollgate::redis::{
     FailurePolicy, RedisAlgorithm, RedisConcurrencyLimiter, RedisLimitError, RedisRateLimiter,
     ServerErrorKind, UnavailableKind,
@@ -212,12 +212,7 @@ async fn a_limiter_built_during_an_outage_follows_the_server_when_it_starts() {
 
     server.restart();
     for l in [&error, &closed] {
-        let back = eventually(
-            200,
-            Duration::from_millis(10),
-            async || matches!(l.decide("k").await, Ok(d) if d.server_time.is_some()),
-        )
-        .await;
+        let back = redis_decides(l, "k", 1, 200).await;
         assert!(back, "no Redis decision after the server started");
     }
     // The two limiters share the key: 10 per second, two taken by Redis so far at least.

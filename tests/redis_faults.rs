@@ -7,7 +7,7 @@ mod redis_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis_support::{eventually, RedisServer};
+use redis_support::{eventually, redis_decides, RedisServer};
 use tollgate::redis::{FailurePolicy, RedisAlgorithm, RedisLimitError, RedisRateLimiter};
 use tollgate::{
     AcquireError, FixedWindow, Gcra, KeyedRateLimiter, ManualClock, Quota, SlidingLog,
@@ -60,12 +60,7 @@ async fn killed_then_restarted_fails_per_policy_then_recovers_on_the_same_client
     for l in [&error, &open, &closed, &fallback] {
         // Polled: on a busy machine a first call (the script's load) can outlast the 50 ms
         // deadline. On another key: a call the policy decides leaves "k" in `local` as it was.
-        let decided = eventually(
-            100,
-            Duration::from_millis(10),
-            async || matches!(l.decide_n("up", 1).await, Ok(d) if d.server_time.is_some()),
-        )
-        .await;
+        let decided = redis_decides(l, "up", 1, 100).await;
         assert!(decided, "Redis never decided");
     }
     // The script was sent to the server once, by the first limiter: the others found it.
@@ -106,12 +101,7 @@ async fn killed_then_restarted_fails_per_policy_then_recovers_on_the_same_client
     server.restart();
     let t = Instant::now();
     for l in [&error, &open, &closed, &fallback] {
-        let back = eventually(
-            300,
-            Duration::from_millis(10),
-            async || matches!(l.decide_n("k", 1).await, Ok(d) if d.server_time.is_some()),
-        )
-        .await;
+        let back = redis_decides(l, "k", 1, 300).await;
         assert!(back, "no recovery after the restart");
     }
     eprintln!("recovered in {:?}", t.elapsed());
@@ -159,12 +149,7 @@ async fn a_stalled_redis_hits_the_deadline() {
     // Both connected and the script loaded before the stall. Polled: on a busy machine a
     // first call can outlast the 50 ms deadline.
     for l in [&error, &open] {
-        let decided = eventually(
-            100,
-            Duration::from_millis(10),
-            async || matches!(l.decide_n("up", 1).await, Ok(d) if d.server_time.is_some()),
-        )
-        .await;
+        let decided = redis_decides(l, "up", 1, 100).await;
         assert!(decided, "Redis never decided");
     }
     let timeouts = error.stats().timeouts;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use redis_support::RedisServer;
+use redis_support::{redis_decides, RedisServer};
 use tollgate::redis::{FailurePolicy, RedisLimitError, RedisRateLimiter};
 use tollgate::Quota;
 
@@ -262,12 +262,7 @@ async fn a_paused_server_gives_every_grouped_check_its_policy() {
     // Connected and the script loaded first. Polled: on a busy machine a first call can
     // outlast the 100 ms deadline.
     for l in [&open, &error] {
-        let up = redis_support::eventually(
-            100,
-            Duration::from_millis(10),
-            async || matches!(l.decide("warm").await, Ok(d) if d.server_time.is_some()),
-        )
-        .await;
+        let up = redis_decides(l, "warm", 1, 100).await;
         assert!(up, "Redis never decided");
     }
     let decided = open.stats().policy_decisions;

@@ -8,7 +8,7 @@ mod redis_support;
 
 use std::time::{Duration, Instant};
 
-use redis_support::{eventually, info, sentinel_pair};
+use redis_support::{eventually, info, redis_decides, sentinel_pair};
 use tollgate::redis::{FailurePolicy, RedisRateLimiter};
 use tollgate::{Quota, WeightedWindow};
 
@@ -64,12 +64,7 @@ async fn the_limiter_follows_a_sentinel_failover_to_the_new_primary() {
     assert!(d.server_time.is_some(), "{d:?}");
     // The limiter under test is connected to the primary and has its script before the kill.
     // Polled (a call past its 200 ms deadline is the policy's), for no permit: nothing taken.
-    let up = eventually(
-        100,
-        Duration::from_millis(10),
-        async || matches!(limiter.decide_n("k", 0).await, Ok(d) if d.server_time.is_some()),
-    )
-    .await;
+    let up = redis_decides(&limiter, "k", 0, 100).await;
     assert!(up, "Redis never decided");
     let key = limiter.state_key("k");
     let on_replica = eventually(100, Duration::from_millis(10), async || {

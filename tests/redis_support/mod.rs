@@ -307,6 +307,24 @@ pub async fn eventually(tries: u32, every: Duration, mut f: impl AsyncFnMut() ->
     false
 }
 
+/// Whether Redis itself decides `n` of `key` for `l` within `tries` polls 10 ms apart (a call
+/// past its deadline, or with Redis away, is its failure policy's: `server_time` is `None`).
+/// For a limiter's first calls, which load its script and may outlast a short deadline on a
+/// busy machine.
+pub async fn redis_decides<A: tollgate::redis::RedisAlgorithm>(
+    l: &tollgate::redis::RedisRateLimiter<A>,
+    key: &str,
+    n: u64,
+    tries: u32,
+) -> bool {
+    eventually(
+        tries,
+        Duration::from_millis(10),
+        async || matches!(l.decide_n(key, n).await, Ok(d) if d.server_time.is_some()),
+    )
+    .await
+}
+
 /// A `redis-server --sentinel` on 127.0.0.1 monitoring one primary (quorum 1, down after
 /// 300 ms), stopped on drop. Its configuration file is in its scratch directory (a sentinel
 /// rewrites it).
