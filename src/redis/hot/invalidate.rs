@@ -98,13 +98,14 @@ impl Listener {
 
     /// Spawns the listening task unless one was spawned; false if there is no runtime.
     fn spawn(&self, cache: &Arc<DenialCache>) -> bool {
+        // The runtime first: a call without one must not hold the flag even for a moment, or
+        // a concurrent call that saw it set would wait for a task never spawned.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
         if self.started.load(Ordering::Relaxed) || self.started.swap(true, Ordering::Relaxed) {
             return true;
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            self.started.store(false, Ordering::Relaxed);
-            return false;
-        };
         let task = rt.spawn(listen(self.shared.clone(), Arc::downgrade(cache)));
         *self.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
         true
