@@ -84,10 +84,13 @@ impl Heat {
         // The demand the last attempt saw (warm: unchanged), and after adding `n` (cold).
         let (mut seen, mut after) = (0, 0);
         let updated = slot.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-            let (prev, cur) = demand(w, period);
+            // A caller behind the slot's period (its clock read before another caller's
+            // write) counts in the slot's period: writing its own would drop that one's counts.
+            let at = period.max(unpack(w).0);
+            let (prev, cur) = demand(w, at);
             seen = prev + cur;
             after = prev + cur.saturating_add(n).min(COUNT_MAX);
-            (seen < WARM).then(|| pack(period, prev, cur.saturating_add(n)))
+            (seen < WARM).then(|| pack(at, prev, cur.saturating_add(n)))
         });
         if updated.is_ok() {
             after
@@ -121,6 +124,16 @@ mod tests {
         // One sharing both (a line index above the mask, the same counters) adds up.
         let twin = key + LINES as u64;
         assert_eq!(heat.touch(twin, 2, 13), Some(4));
+    }
+
+    #[test]
+    fn a_caller_a_period_behind_counts_in_the_slots_period() {
+        let heat = Heat::new();
+        let key = 9 | (3 << 32);
+        assert_eq!(heat.touch(key, 3, 10), None);
+        // Its clock read before the write above: its permit still adds to period 10's.
+        assert_eq!(heat.touch(key, 1, 9), Some(4));
+        assert_eq!(heat.touch(key, 1, 10), Some(4));
     }
 
     #[test]
