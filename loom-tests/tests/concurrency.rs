@@ -1,7 +1,8 @@
 //! The concurrency limit's cell (`cell::semaphore::SemCell`, through `tollgate::__loom`):
 //! its lock-free fast path (one CAS to take, one to release) racing the slow path (the FIFO
-//! queue under a mutex, cancels, `set_limit`), a keyed store's eviction racing an acquire, and
-//! the keyed limiter's `set_limit` racing a new key (the real `KeyedConcurrencyLimiter`).
+//! queue under a mutex, cancels, `set_limit`), eviction racing an acquire and the keyed
+//! limiter's `set_limit` racing a new key (both on the real `KeyedConcurrencyLimiter`), and
+//! eviction racing a refusal (on a model shard of `Semaphore`s).
 //!
 //! Properties, in every interleaving:
 //! - never more permits held than the limit (a high-water count kept by the holders);
@@ -9,14 +10,15 @@
 //!   exactly once (a release racing an enqueue either sees `QUEUED` and serves it, or the
 //!   enqueue sees the freed permits and takes them);
 //! - no permit is lost or duplicated: at the end in flight equals what holders still hold;
-//! - eviction claims only idle cells: a permit is never held on a cell that was evicted;
+//! - eviction claims only idle cells: a permit is never held on a cell that was evicted, and a
+//!   cell is not freed while a waiter has a refusal on it still to see;
 //! - once the keyed `set_limit` has returned, every key has the new limit, a key inserted
 //!   during it too.
 
 use std::collections::BTreeMap;
 use std::task::{Poll, Wake, Waker};
 
-use loom::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use loom::sync::{Arc, RwLock};
 use tollgate::__loom::{Cancelled, Enqueued, Semaphore, Take};
 use tollgate_loom_tests::model;
@@ -184,46 +186,35 @@ fn set_limit_races_release_and_a_waiter() {
 
 const KEY: u64 = 1;
 
-/// One shard of a keyed store: cells boxed (here `Arc`ed, so the model can look at an
-/// evicted one) behind the shard's lock. An ordered map, so loom replays executions exactly.
-type Shard = RwLock<BTreeMap<u64, Arc<Semaphore>>>;
+/// A keyed store's cell as the model keeps it: `Arc`ed (so the model can look at an evicted
+/// one), with a mark the sweep sets where the store would free the box, after the quiesce.
+/// Whoever still points at the cell (a holder, a waiter) checks the mark before each use.
+struct Kept {
+    sem: Semaphore,
+    freed: AtomicBool,
+}
 
-/// An acquire as `concurrency::sem_store::SemStore::begin` makes it: look the key up and take
-/// under the shard's read guard; on a miss, insert under the write guard and take there.
-/// Returns the cell the permit is on.
-fn acquire(shard: &Shard) -> Option<Arc<Semaphore>> {
-    loop {
-        {
-            let map = shard.read().unwrap();
-            if let Some(cell) = map.get(&KEY) {
-                match cell.try_take(1) {
-                    Take::Granted(_) => return Some(cell.clone()),
-                    Take::Closed => continue,
-                    _ => return None,
-                }
-            }
-        }
-        let mut map = shard.write().unwrap();
-        let cell = map
-            .entry(KEY)
-            .or_insert_with(|| Arc::new(Semaphore::new(1)))
-            .clone();
-        return match cell.try_take(1) {
-            Take::Granted(_) => Some(cell),
-            _ => None,
-        };
+impl Kept {
+    /// The cell, for a use that must not come after it was freed.
+    fn get(&self, what: &str) -> &Semaphore {
+        assert!(!self.freed.load(Ordering::SeqCst), "{what} on a freed cell");
+        &self.sem
     }
 }
 
+/// One shard of a keyed store behind its lock. An ordered map, so loom replays executions
+/// exactly.
+type Shard = RwLock<BTreeMap<u64, Arc<Kept>>>;
+
 /// A sweep as `KeyedStore::sweep_locked` runs it with the semaphore cells' rule
 /// (`concurrency::sem_store`'s `Idle`): under the write guard, close every idle cell and
-/// remove it; then, after the guard, quiesce it before it is freed.
+/// remove it; then, after the guard, quiesce it and free it.
 fn sweep(shard: &Shard) -> usize {
     let mut evicted = Vec::new();
     {
         let mut map = shard.write().unwrap();
         map.retain(|_, cell| {
-            if cell.try_close() {
+            if cell.sem.try_close() {
                 evicted.push(cell.clone());
                 false
             } else {
@@ -232,50 +223,113 @@ fn sweep(shard: &Shard) -> usize {
         });
     }
     for cell in &evicted {
-        let st = cell.state();
+        let st = cell.sem.state();
         assert!(
             st.closed && st.in_flight == 0 && !st.queued,
             "evicted a busy cell: {st:?}"
         );
-        cell.quiesce();
+        cell.sem.quiesce();
+        cell.freed.store(true, Ordering::SeqCst);
     }
     evicted.len()
 }
 
-/// Two acquire-and-release rounds on one key race a sweep: the key is evicted only while
-/// idle, and a permit is never held on an evicted cell (the cell a holder releases to is the
-/// one the map holds for the key the whole time).
+/// `try_close`'s rule that a refusal not yet seen keeps the cell: a waiter queued on a key
+/// (behind its holder) is refused by the keyed `set_limit`'s walk (under the shard's read
+/// guard) while the holder releases and a sweep runs. Once the limit is lowered and the
+/// permits are back the word is idle, but the refused waiter still has to poll the cell (its
+/// record is the queue): the sweep must keep it until then. The waiter ends served (the
+/// release came first) or refused, woken once, on a cell not freed; after it, the key goes.
+/// With the queue check dropped from `try_close`, loom finds the sweep that frees the cell
+/// under the waiter.
 #[test]
-fn eviction_races_an_acquire() {
+fn a_refusal_not_yet_seen_keeps_its_cell() {
     model(|| {
-        let shard: Arc<Shard> = Arc::new(RwLock::new(BTreeMap::new()));
-        // Start tracked and idle, so the sweep may evict it at any point.
-        shard
-            .write()
-            .unwrap()
-            .insert(KEY, Arc::new(Semaphore::new(1)));
-        let acquirer = {
-            let shard = shard.clone();
+        let cell = Arc::new(Kept {
+            sem: Semaphore::new(2),
+            freed: AtomicBool::new(false),
+        });
+        let shard: Arc<Shard> = Arc::new(RwLock::new(BTreeMap::from([(KEY, cell.clone())])));
+        let (count, waker) = counting();
+        let id = {
+            // Both under the read guard, as `SemStore::begin` takes and queues.
+            let _map = shard.read().unwrap();
+            assert!(matches!(cell.sem.try_take(2), Take::Granted(_)));
+            let Enqueued::Waiting(id) = cell.sem.enqueue(2, &waker) else {
+                panic!("held")
+            };
+            id
+        };
+        // The keyed `set_limit`'s walk, then the holder's release (one thread: the release
+        // after the refusal is the order that leaves the word idle with a refusal unseen).
+        let other = {
+            let (shard, cell) = (shard.clone(), cell.clone());
             loom::thread::spawn(move || {
-                for _ in 0..2 {
-                    let cell = acquire(&shard).expect("one acquirer, limit 1: always granted");
-                    {
-                        let map = shard.read().unwrap();
-                        let tracked = map.get(&KEY).expect("a key holding a permit is tracked");
-                        assert!(Arc::ptr_eq(tracked, &cell), "the permit's cell was evicted");
-                    }
-                    assert!(!cell.state().closed);
-                    cell.release(1);
+                for cell in shard.read().unwrap().values() {
+                    cell.sem.set_limit(1);
                 }
+                cell.get("a release").release(2);
             })
         };
         sweep(&shard);
-        acquirer.join().unwrap();
-        let map = shard.read().unwrap();
-        if let Some(cell) = map.get(&KEY) {
-            assert_eq!(cell.state().in_flight, 0);
-            assert!(!cell.state().closed);
+        other.join().unwrap();
+        match cell.get("the waiter's poll").poll(id, &waker) {
+            Poll::Ready(Ok(())) => cell.get("a release").release(2), // kept over the new limit
+            Poll::Ready(Err(limit)) => assert_eq!(limit, 1),
+            Poll::Pending => panic!("left waiting for what can never be granted"),
         }
+        assert_eq!(wakes(&count), 1);
+        // Seen and done: the key is idle and goes.
+        assert_eq!(sweep(&shard), 1);
+        assert!(shard.read().unwrap().is_empty());
+    });
+}
+
+/// A keyed limiter of limit 1 on one shard, with a hasher loom can replay (no random seed).
+fn one_shard_limiter() -> tollgate::KeyedConcurrencyLimiter<u64, DetHasher> {
+    tollgate::KeyedConcurrencyLimiter::<u64>::builder(1)
+        .unwrap()
+        .hasher(DetHasher::default())
+        .shards(1)
+        .build()
+}
+
+type DetHasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+/// The real keyed limiter: two acquire-and-release rounds on one idle, tracked key race a
+/// whole sweep (`sweep_now`: the store's chunked walk, the cells' `Idle` rule, the quiesce),
+/// so the acquire starts before, during and after its cell is closed and removed. Each round
+/// is granted (one acquirer, limit 1: an acquire meeting an evicted cell looks again and
+/// inserts the key afresh, never refuses), and while it holds its permit the key's tracked
+/// cell is the one holding it (`in_flight` 1; a permit on a cell evicted from under it reads
+/// 0, or would be freed under the holder). At the end nothing is held and the counts agree.
+#[test]
+fn eviction_races_an_acquire() {
+    model(|| {
+        let limiter = Arc::new(one_shard_limiter());
+        // Tracked and idle, so the sweep may evict it at any point.
+        drop(limiter.try_acquire(&KEY).expect("a new key"));
+        let acquirer = {
+            let limiter = limiter.clone();
+            loom::thread::spawn(move || {
+                for _ in 0..2 {
+                    let permit = limiter
+                        .try_acquire(&KEY)
+                        .expect("one acquirer, limit 1: always granted");
+                    assert_eq!(limiter.in_flight(&KEY), 1, "the permit's cell was evicted");
+                    drop(permit);
+                }
+            })
+        };
+        let evicted = limiter.sweep_now();
+        acquirer.join().unwrap();
+        assert_eq!(limiter.in_flight(&KEY), 0);
+        assert!(limiter.len() <= 1);
+        assert!(evicted <= 1, "one key, tracked once at a time");
+        // Idle again, tracked or not: the next sweep leaves nothing.
+        limiter.sweep_now();
+        assert_eq!(limiter.len(), 0);
+        assert!(limiter.try_acquire(&KEY).is_some());
     });
 }
 
