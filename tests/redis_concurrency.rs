@@ -585,10 +585,7 @@ fn hostile_keys_keep_their_own_state() {
     use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = redis_support::current_thread();
     let sem = rt.block_on(semaphore(&server.url(), 2, Duration::from_secs(30)));
     let key = prop_oneof![any::<String>(), "[{}:\\x00-\\x1f a-c]{0,24}"];
     let mut runner = TestRunner::new(Config {

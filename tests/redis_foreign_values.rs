@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use redis_support::RedisServer;
+use redis_support::{current_thread, RedisServer};
 use tollgate::redis::{
     FailurePolicy, RedisAlgorithm, RedisConcurrencyLimiter, RedisLimitError, RedisRateLimiter,
     ServerErrorKind,
@@ -248,19 +248,12 @@ impl Windows {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// The values an independent suite found admitted and overwritten by the fixed, weighted and
 /// sliding-window scripts (under every policy, cache on and off), and the other types.
 #[test]
 fn the_reported_foreign_values_are_refused_and_left_alone() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = current_thread();
     let w = rt.block_on(Windows::new(&server.url()));
     let big_digits = Foreign::Str(vec![b'9'; 2 << 20]);
     let big_letters = Foreign::Str(vec![b'a'; 2 << 20]);
@@ -404,7 +397,7 @@ fn foreign() -> impl Strategy<Value = Foreign> {
 #[test]
 fn near_misses_of_block_entries_are_refused_and_left_alone() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = current_thread();
     let w = rt.block_on(Windows::new(&server.url()));
     let strings = block_count_near_misses().into_iter().map(Foreign::str);
     let sets = log_near_misses().into_iter().map(Foreign::Zset);
@@ -419,7 +412,7 @@ fn near_misses_of_block_entries_are_refused_and_left_alone() {
 #[test]
 fn foreign_values_at_window_keys_are_typed_errors_and_left_alone() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = current_thread();
     let w = rt.block_on(Windows::new(&server.url()));
     let mut runner = TestRunner::new(Config {
         cases: 24,
@@ -504,7 +497,7 @@ async fn semaphore_refuses(
 #[test]
 fn the_reported_semaphore_members_are_refused_and_left_alone() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = current_thread();
     let sems = rt.block_on(semaphores(&server.url()));
     let values = [
         Foreign::Zset(vec![("1e300".into(), b"garbage".to_vec())]),
@@ -563,7 +556,7 @@ fn semaphore_near_misses(now_us: u64) -> Vec<Vec<(String, Vec<u8>)>> {
 #[test]
 fn foreign_values_at_semaphore_keys_are_typed_errors_and_left_alone() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = current_thread();
     let sems = rt.block_on(semaphores(&server.url()));
     let now_us = server_ms(&mut server.conn()) * 1000;
     let near = prop::sample::select(semaphore_near_misses(now_us)).prop_map(Foreign::Zset);

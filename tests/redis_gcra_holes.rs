@@ -298,11 +298,7 @@ proptest! {
         ns in prop::collection::vec(prop_oneof![6 => 1..3u64, 1 => Just(0u64), 1 => Just(3u64)], 2..30),
     ) {
         let server = RedisServer::start();
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(coalesced_with_holes(&server, &reserve, &ns));
+        redis_support::current_thread().block_on(coalesced_with_holes(&server, &reserve, &ns));
     }
 }
 

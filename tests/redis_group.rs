@@ -414,10 +414,7 @@ fn hostile() -> impl Strategy<Value = Vec<u8>> {
 #[test]
 fn hostile_values_in_a_group_fail_only_their_check() {
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = redis_support::current_thread();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 48,
         // Replays the seeds in redis_group.proptest-regressions, as `proptest!` would.

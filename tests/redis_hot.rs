@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use redis_support::RedisServer;
+use redis_support::{current_thread, RedisServer};
 use tollgate::redis::{RedisDecision, RedisLimitError, RedisRateLimiter};
 use tollgate::{KeyedRateLimiter, ManualClock, Quota, SlidingLog};
 
@@ -85,13 +85,6 @@ async fn coalesced_equal_one_by_one(server: &RedisServer, quota: Quota, ns: &[u6
             ns.len()
         );
     }
-}
-
-fn current_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 proptest! {

@@ -106,11 +106,7 @@ async fn replay<A: RedisAlgorithm>(
 }
 
 fn block_on(f: impl std::future::Future<Output = ()>) {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f);
+    redis_support::current_thread().block_on(f);
 }
 
 /// Small limits over windows of a few milliseconds (whole µs), so schedules cross many

@@ -296,6 +296,15 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A current-thread tokio runtime with I/O and time, for the tests that drive one future at a
+/// time from a plain `#[test]` (a property test's cases, each its own runtime).
+pub fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Polls `f` (bounded: `tries` times, `every` apart) until it returns true.
 pub async fn eventually(tries: u32, every: Duration, mut f: impl AsyncFnMut() -> bool) -> bool {
     for _ in 0..tries {
